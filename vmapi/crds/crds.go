@@ -1,0 +1,94 @@
+// Package crds holds the CustomResourceDefinitions of the kubevirt.io API,
+// generated from vmapi/v1 by hack/update-codegen.sh and embedded in the
+// binary: v1 is the storage version, v1alpha3 is served with the same schema.
+// Each CRD has a structural schema with CEL validation rules, a status
+// subresource (and scale for VirtualMachineInstanceReplicaSet), short names,
+// the categories all and kubevirt, and the printer columns kubectl shows.
+package crds
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed manifests/*.yaml
+var manifests embed.FS
+
+// Names of the CRDs in this package.
+const (
+	VirtualMachine                   = "virtualmachines.kubevirt.io"
+	VirtualMachineInstance           = "virtualmachineinstances.kubevirt.io"
+	VirtualMachineInstanceReplicaSet = "virtualmachineinstancereplicasets.kubevirt.io"
+	VirtualMachineInstanceMigration  = "virtualmachineinstancemigrations.kubevirt.io"
+	KubeVirt                         = "kubevirts.kubevirt.io"
+)
+
+// All returns fresh copies of every CRD, sorted by name. The caller may
+// modify them.
+func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	entries, err := fs.ReadDir(manifests, "manifests")
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
+	}
+	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(entries))
+	for _, e := range entries {
+		crd, err := decode(path.Join("manifests", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, crd)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Get returns a fresh copy of the CRD with the given name, for example
+// crds.VirtualMachine.
+func Get(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range all {
+		if crd.Name == name {
+			return crd, nil
+		}
+	}
+	return nil, fmt.Errorf("no CRD named %q in vmapi/crds", name)
+}
+
+// YAML returns the manifest of every CRD as one multi-document YAML stream,
+// ready for kubectl apply --server-side.
+func YAML() ([]byte, error) {
+	entries, err := fs.ReadDir(manifests, "manifests")
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded CRDs: %w", err)
+	}
+	var out []byte
+	for _, e := range entries {
+		data, err := manifests.ReadFile(path.Join("manifests", e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("reading embedded CRD %s: %w", e.Name(), err)
+		}
+		out = append(out, data...)
+	}
+	return out, nil
+}
+
+func decode(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := manifests.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded CRD %s: %w", name, err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("decoding embedded CRD %s: %w", name, err)
+	}
+	return crd, nil
+}
