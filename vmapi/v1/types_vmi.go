@@ -2,8 +2,8 @@ package v1
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -65,8 +65,8 @@ const StartStrategyPaused StartStrategy = "Paused"
 // VirtualMachineInstanceSpec is the desired guest: its domain, the volumes
 // backing its disks, the networks behind its interfaces, and its placement.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.domain.devices.disks) || self.domain.devices.disks.all(d, has(self.volumes) && self.volumes.exists(v, v.name == d.name))",messageExpression="'disk ' + self.domain.devices.disks.filter(d, !has(self.volumes) || !self.volumes.exists(v, v.name == d.name))[0].name + ' does not name a volume in spec.volumes'",fieldPath=".domain.devices.disks",reason=FieldValueInvalid
-// +kubebuilder:validation:XValidation:rule="!has(self.domain.devices.interfaces) || self.domain.devices.interfaces.all(i, has(self.networks) && self.networks.exists(n, n.name == i.name))",messageExpression="'interface ' + self.domain.devices.interfaces.filter(i, !has(self.networks) || !self.networks.exists(n, n.name == i.name))[0].name + ' does not name a network in spec.networks'",fieldPath=".domain.devices.interfaces",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.domain.devices.disks) || self.domain.devices.disks.all(d, has(self.volumes) && self.volumes.exists(v, v.name == d.name))",message="every disk must name a volume in spec.volumes",fieldPath=".domain.devices.disks",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.domain.devices.interfaces) || self.domain.devices.interfaces.all(i, has(self.networks) && self.networks.exists(n, n.name == i.name))",message="every interface must name a network in spec.networks",fieldPath=".domain.devices.interfaces",reason=FieldValueInvalid
 type VirtualMachineInstanceSpec struct {
 	// PriorityClassName is the priority class of the launcher pod.
 	// +optional

@@ -1,0 +1,58 @@
+# vmkit: the two commands are `make demo` and `make test`.
+# Everything a target needs is installed by the target itself (idempotent,
+# cached under _output/), so both work on a fresh Debian 12 machine.
+
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+OUT := $(ROOT)/_output
+GO_TEST_FLAGS ?= -count=1 -timeout 30m
+
+export KUBEBUILDER_ASSETS ?= $(OUT)/k8s-bin
+export VMKIT_GUEST_DIR ?= $(OUT)/guest
+
+.PHONY: all test test-deps unit generate verify lint bench demo demo-down clean
+
+all: test
+
+## test: install what the tests need, check generated code and lint, run every test.
+test: test-deps verify lint
+	go test $(GO_TEST_FLAGS) ./...
+
+## test-deps: Kubernetes + etcd from source, libvirt + QEMU, the test guest, the code tools.
+test-deps:
+	hack/setup-k8s.sh
+	hack/setup-libvirt.sh
+	hack/make-guest.sh $(VMKIT_GUEST_DIR)
+	hack/tools.sh
+
+## unit: only the tests that need nothing installed.
+unit:
+	go test -count=1 -short ./...
+
+## generate: regenerate deepcopy, clientset, listers, informers and CRDs.
+generate:
+	hack/update-codegen.sh
+
+## verify: fail when generated code is not what `make generate` produces.
+verify:
+	hack/verify-codegen.sh
+
+## lint: gofmt, go vet and staticcheck.
+lint:
+	hack/lint.sh
+
+## bench: every Go benchmark, with allocations.
+bench:
+	go test -run='^$$' -bench=. -benchmem ./...
+
+## demo: bring up a local control plane, install vmkit's CRDs, apply an example VM.
+demo:
+	hack/demo.sh
+
+## demo-down: stop what `make demo` started.
+demo-down:
+	hack/demo.sh down
+
+## clean: remove built binaries and caches under _output (keeps nothing running).
+clean:
+	rm -rf $(OUT)

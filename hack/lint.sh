@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# gofmt, go vet and the pinned staticcheck over the whole module.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+[ -x _output/bin/staticcheck ] || hack/tools.sh
+unformatted=$(gofmt -l $(git ls-files -co --exclude-standard '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt needed on:" >&2; echo "$unformatted" >&2; exit 1
+fi
+go vet ./...
+_output/bin/staticcheck ./...
+(cd hack/tools && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
+echo "lint clean"

@@ -1,0 +1,27 @@
+// Package testenv runs a real Kubernetes control plane for integration tests:
+// etcd and kube-apiserver, plus kube-controller-manager and kube-scheduler on
+// request, all listening on 127.0.0.1 only.
+//
+// The binaries come from the directory named by $KUBEBUILDER_ASSETS, else from
+// <module root>/_output/k8s-bin, which `make test-deps` (hack/setup-k8s.sh)
+// fills. A missing binary fails the test with a message naming the binary and
+// that command; it never skips.
+//
+// Each call to [Start] is independent: a fresh temporary directory, fresh free
+// ports and freshly generated certificates and keys, so tests can run one
+// after another (or in parallel) on one machine. The control plane stops
+// when the test ends, or earlier through [Env.Stop]:
+//
+//	func TestWidgets(t *testing.T) {
+//		env := testenv.Start(t, testenv.Options{
+//			CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD()},
+//		})
+//		_, err := env.Kube.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{})
+//		// ...
+//	}
+//
+// Without kube-controller-manager nothing creates a namespace's "default"
+// ServiceAccount, so the ServiceAccount admission plugin rejects pods that do
+// not name an existing one; set [Options.WithControllerManager] for tests that
+// create pods (it also runs garbage collection of owned objects).
+package testenv

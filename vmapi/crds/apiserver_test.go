@@ -1,0 +1,326 @@
+package crds_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/wirecompat"
+	"github.com/vmkit/vmkit/vmapi/crds"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+)
+
+// cluster is one API server with vmkit's CRDs, shared by the tests in this file.
+type cluster struct {
+	env      *testenv.Env
+	dyn      dynamic.Interface
+	typed    versioned.Interface
+	ns       string
+	timeout  time.Duration
+	warnings *warningRecorder
+}
+
+// warningRecorder keeps the API server's warnings (deprecated versions).
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warningRecorder) saw(substr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.seen {
+		if strings.Contains(s, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, testenv.Options{CRDs: all})
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warnings
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{env: env, dyn: dyn, typed: typed, warnings: warnings, ns: "vmkit-crds", timeout: 30 * time.Second}
+	ctx := c.ctx(t)
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *cluster) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var resources = map[string]string{
+	"VirtualMachine":                   "virtualmachines",
+	"VirtualMachineInstance":           "virtualmachineinstances",
+	"VirtualMachineInstanceReplicaSet": "virtualmachineinstancereplicasets",
+	"VirtualMachineInstanceMigration":  "virtualmachineinstancemigrations",
+	"KubeVirt":                         "kubevirts",
+}
+
+// readSample reads a manifest from vmapi/v1/testdata as an unstructured object.
+func readSample(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "v1", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return obj
+}
+
+func (c *cluster) resource(obj *unstructured.Unstructured) dynamic.ResourceInterface {
+	gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+	return c.dyn.Resource(gv.WithResource(resources[obj.GetKind()])).Namespace(c.ns)
+}
+
+// typedGet reads an object back through the generated clientset and returns it as JSON.
+func (c *cluster) typedGet(ctx context.Context, kind, name string) (map[string]any, error) {
+	var obj any
+	var err error
+	v1 := c.typed.KubevirtV1()
+	switch kind {
+	case "VirtualMachine":
+		obj, err = v1.VirtualMachines(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineInstance":
+		obj, err = v1.VirtualMachineInstances(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineInstanceReplicaSet":
+		obj, err = v1.VirtualMachineInstanceReplicaSets(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineInstanceMigration":
+		obj, err = v1.VirtualMachineInstanceMigrations(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "KubeVirt":
+		obj, err = v1.KubeVirts(c.ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wirecompat.ToMap(obj)
+}
+
+func TestAPIServer(t *testing.T) {
+	c := startCluster(t)
+	t.Run("SamplesRoundTrip", c.testSamplesRoundTrip)
+	t.Run("PrinterColumns", c.testPrinterColumns)
+	t.Run("Rejects", c.testRejects)
+	t.Run("ScaleSubresource", c.testScale)
+}
+
+// testSamplesRoundTrip creates every sample (spec through the main resource,
+// status through the status subresource) and reads it back through the
+// generated clientset: the API server's pruning and our types must keep
+// every field.
+func (c *cluster) testSamplesRoundTrip(t *testing.T) {
+	for _, name := range []string{"vm-seed-v1alpha3.yaml", "vm-full.yaml", "vmi-status.yaml", "vmirs.yaml", "vmim.yaml", "kubevirt.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := c.ctx(t)
+			obj := readSample(t, name)
+			obj.SetNamespace(c.ns)
+			want := obj.DeepCopy().Object
+			created, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if status, ok := want["status"]; ok {
+				created.Object["status"] = status
+				if _, err := c.resource(obj).UpdateStatus(ctx, created, metav1.UpdateOptions{FieldValidation: "Strict"}); err != nil {
+					t.Fatalf("update status: %v", err)
+				}
+			}
+			got, err := c.typedGet(ctx, obj.GetKind(), obj.GetName())
+			if err != nil {
+				t.Fatalf("get through the clientset: %v", err)
+			}
+			for _, part := range []string{"spec", "status"} {
+				if _, ok := want[part]; !ok {
+					continue
+				}
+				if diff := wirecompat.Diff(want[part], got[part]); diff != "" {
+					t.Errorf("%s changed on the way through the API server (-sent +read):\n%s", part, diff)
+				}
+			}
+			v1obj, err := c.dyn.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: resources[obj.GetKind()]}).
+				Namespace(c.ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil || v1obj.GetAPIVersion() != "kubevirt.io/v1" {
+				t.Errorf("reading %s as kubevirt.io/v1: %v, %v", obj.GetName(), v1obj.GetAPIVersion(), err)
+			}
+			if strings.HasSuffix(obj.GetAPIVersion(), "v1alpha3") && !c.warnings.saw("kubevirt.io/v1alpha3 is deprecated") {
+				t.Errorf("creating through v1alpha3 gave no deprecation warning")
+			}
+		})
+	}
+}
+
+// testPrinterColumns asks for the Table kubectl renders and checks its columns.
+func (c *cluster) testPrinterColumns(t *testing.T) {
+	want := map[string][]string{
+		"virtualmachines":                   {"Name", "Age", "Status", "Ready"},
+		"virtualmachineinstances":           {"Name", "Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"},
+		"virtualmachineinstancereplicasets": {"Name", "Desired", "Current", "Ready", "Age"},
+		"virtualmachineinstancemigrations":  {"Name", "Phase", "VMI"},
+		"kubevirts":                         {"Name", "Age", "Phase"},
+	}
+	for resource, cols := range want {
+		ctx := c.ctx(t)
+		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath("/apis/kubevirt.io/v1/namespaces", c.ns, resource).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", resource, err)
+		}
+		var table metav1.Table
+		if err := json.Unmarshal(raw, &table); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, col := range table.ColumnDefinitions {
+			got = append(got, col.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(cols, ",") {
+			t.Errorf("%s columns = %v, want %v", resource, got, cols)
+		}
+		if len(table.Rows) == 0 {
+			t.Errorf("%s: table has no rows; the samples should be listed", resource)
+		}
+	}
+	// The VMI sample's status fills the Phase, IP and NodeName columns.
+	if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		out, err := exec.Command(kubectl, "--kubeconfig", c.env.KubeconfigPath, "-n", c.ns, "get", "vm,vmi").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl get vm,vmi: %v\n%s", err, out)
+		}
+		for _, s := range []string{"AGE   STATUS", "PHASE     IP", "NODENAME", "Running   10.244.0.12   node01"} {
+			if !strings.Contains(string(out), s) {
+				t.Errorf("kubectl get vm,vmi output lacks %q:\n%s", s, out)
+			}
+		}
+		t.Logf("kubectl get vm,vmi:\n%s", out)
+	}
+}
+
+// testRejects sends invalid objects and expects the CRD's rules to reject
+// them with their message.
+func (c *cluster) testRejects(t *testing.T) {
+	cases := []struct {
+		name   string
+		sample string
+		mutate func(spec map[string]any)
+		want   string
+	}{
+		{"running and runStrategy", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			s["runStrategy"] = "Always"
+		}, "spec.running and spec.runStrategy are mutually exclusive"},
+		{"disk without volume", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			tmplSpec(s)["volumes"] = tmplSpec(s)["volumes"].([]any)[:1]
+		}, "every disk must name a volume in spec.volumes"},
+		{"volume with two sources", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			vol := tmplSpec(s)["volumes"].([]any)[0].(map[string]any)
+			vol["emptyDisk"] = map[string]any{"capacity": "1Gi"}
+		}, "volume rootfs must set exactly one source"},
+		{"volume with no source", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			tmplSpec(s)["volumes"].([]any)[0] = map[string]any{"name": "rootfs"}
+		}, "volume rootfs must set exactly one source"},
+		{"duplicate volume names", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			vols := tmplSpec(s)["volumes"].([]any)
+			vols[1].(map[string]any)["name"] = "rootfs"
+		}, "volume names must be unique"},
+		{"interface without network", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			delete(tmplSpec(s), "networks")
+		}, "every interface must name a network in spec.networks"},
+		{"wrong run strategy", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			delete(s, "running")
+			s["runStrategy"] = "Sometimes"
+		}, `spec.runStrategy: Unsupported value: "Sometimes"`},
+		{"wrong disk bus", "vm-seed-v1alpha3.yaml", func(s map[string]any) {
+			disk := tmplSpec(s)["domain"].(map[string]any)["devices"].(map[string]any)["disks"].([]any)[0].(map[string]any)
+			disk["disk"] = map[string]any{"bus": "floppy"}
+		}, `Unsupported value: "floppy"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := c.ctx(t)
+			obj := readSample(t, tc.sample)
+			obj.SetNamespace(c.ns)
+			obj.SetName("invalid")
+			tc.mutate(obj.Object["spec"].(map[string]any))
+			_, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{})
+			if err == nil {
+				_ = c.resource(obj).Delete(ctx, "invalid", metav1.DeleteOptions{})
+				t.Fatalf("the API server accepted it; want an error containing %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want an Invalid error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func tmplSpec(vmSpec map[string]any) map[string]any {
+	return vmSpec["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+// testScale scales the replica set through the scale subresource.
+func (c *cluster) testScale(t *testing.T) {
+	ctx := c.ctx(t)
+	rs := c.typed.KubevirtV1().VirtualMachineInstanceReplicaSets(c.ns)
+	scale, err := rs.GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get scale: %v", err)
+	}
+	if scale.Spec.Replicas != 3 || scale.Status.Selector != "app=web" {
+		t.Fatalf("scale = %+v, want 3 replicas and selector app=web", scale)
+	}
+	scale.Spec.Replicas = 5
+	if _, err := rs.UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update scale: %v", err)
+	}
+	got, err := rs.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Replicas == nil || *got.Spec.Replicas != 5 {
+		t.Fatalf("spec.replicas = %v after scaling to 5", got.Spec.Replicas)
+	}
+}

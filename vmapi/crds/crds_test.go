@@ -1,0 +1,84 @@
+package crds_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/vmkit/vmkit/vmapi/crds"
+)
+
+func TestCRDShapes(t *testing.T) {
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		kind       string
+		shortNames []string
+		columns    []string
+		scale      bool
+	}{
+		crds.VirtualMachine:                   {"VirtualMachine", []string{"vm", "vms"}, []string{"Age", "Status", "Ready"}, false},
+		crds.VirtualMachineInstance:           {"VirtualMachineInstance", []string{"vmi", "vmis"}, []string{"Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"}, false},
+		crds.VirtualMachineInstanceReplicaSet: {"VirtualMachineInstanceReplicaSet", []string{"vmirs", "vmirss"}, []string{"Desired", "Current", "Ready", "Age"}, true},
+		crds.VirtualMachineInstanceMigration:  {"VirtualMachineInstanceMigration", []string{"vmim", "vmims"}, []string{"Phase", "VMI"}, false},
+		crds.KubeVirt:                         {"KubeVirt", []string{"kv", "kvs"}, []string{"Age", "Phase"}, false},
+	}
+	if len(all) != len(want) {
+		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
+	}
+	for _, crd := range all {
+		w, ok := want[crd.Name]
+		if !ok {
+			t.Errorf("unexpected CRD %s", crd.Name)
+			continue
+		}
+		if crd.Spec.Group != "kubevirt.io" || crd.Spec.Names.Kind != w.kind || crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+			t.Errorf("%s: group %q kind %q scope %q", crd.Name, crd.Spec.Group, crd.Spec.Names.Kind, crd.Spec.Scope)
+		}
+		if diff := cmp.Diff(w.shortNames, crd.Spec.Names.ShortNames); diff != "" {
+			t.Errorf("%s short names (-want +got):\n%s", crd.Name, diff)
+		}
+		if diff := cmp.Diff([]string{"all", "kubevirt"}, crd.Spec.Names.Categories); diff != "" {
+			t.Errorf("%s categories (-want +got):\n%s", crd.Name, diff)
+		}
+		if len(crd.Spec.Versions) != 2 {
+			t.Fatalf("%s: want versions v1 and v1alpha3, got %d", crd.Name, len(crd.Spec.Versions))
+		}
+		v1, old := crd.Spec.Versions[0], crd.Spec.Versions[1]
+		if v1.Name != "v1" || !v1.Served || !v1.Storage {
+			t.Errorf("%s: v1 must be served and stored: %+v", crd.Name, v1.Name)
+		}
+		if old.Name != "v1alpha3" || !old.Served || old.Storage || !old.Deprecated {
+			t.Errorf("%s: v1alpha3 must be served, deprecated, not stored", crd.Name)
+		}
+		if diff := cmp.Diff(v1.Schema, old.Schema); diff != "" {
+			t.Errorf("%s: v1alpha3 schema differs from v1:\n%s", crd.Name, diff)
+		}
+		var cols []string
+		for _, c := range v1.AdditionalPrinterColumns {
+			cols = append(cols, c.Name)
+		}
+		if diff := cmp.Diff(w.columns, cols); diff != "" {
+			t.Errorf("%s printer columns (-want +got):\n%s", crd.Name, diff)
+		}
+		if v1.Subresources == nil || v1.Subresources.Status == nil {
+			t.Errorf("%s: no status subresource", crd.Name)
+		}
+		if got := v1.Subresources != nil && v1.Subresources.Scale != nil; got != w.scale {
+			t.Errorf("%s: scale subresource %v, want %v", crd.Name, got, w.scale)
+		}
+	}
+}
+
+func TestGetUnknownCRD(t *testing.T) {
+	if _, err := crds.Get("pets.example.com"); err == nil {
+		t.Fatal("want an error for a CRD vmkit does not ship")
+	}
+	crd, err := crds.Get(crds.VirtualMachine)
+	if err != nil || crd.Spec.Names.Plural != "virtualmachines" {
+		t.Fatalf("Get(%s) = %v, %v", crds.VirtualMachine, crd, err)
+	}
+}

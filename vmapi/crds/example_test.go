@@ -1,0 +1,24 @@
+package crds_test
+
+import (
+	"fmt"
+
+	"github.com/vmkit/vmkit/vmapi/crds"
+)
+
+// Install the CRDs with any client: here we only list what would be created.
+func Example() {
+	all, err := crds.All()
+	if err != nil {
+		panic(err)
+	}
+	for _, crd := range all {
+		fmt.Println(crd.Name, crd.Spec.Names.ShortNames)
+	}
+	// Output:
+	// kubevirts.kubevirt.io [kv kvs]
+	// virtualmachineinstancemigrations.kubevirt.io [vmim vmims]
+	// virtualmachineinstancereplicasets.kubevirt.io [vmirs vmirss]
+	// virtualmachineinstances.kubevirt.io [vmi vmis]
+	// virtualmachines.kubevirt.io [vm vms]
+}

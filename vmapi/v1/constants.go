@@ -1,0 +1,67 @@
+package v1
+
+// Well-known labels, annotations and finalizers, with KubeVirt's values, so
+// selectors and tooling written for KubeVirt keep working.
+const (
+	// AppLabel marks vmkit's pods and objects; launcher pods carry
+	// AppLabel=VirtLauncherValue.
+	AppLabel = "kubevirt.io"
+	// VirtLauncherValue is AppLabel's value on launcher pods.
+	VirtLauncherValue = "virt-launcher"
+	// VirtHandlerValue is AppLabel's value on node agent pods.
+	VirtHandlerValue = "virt-handler"
+	// VirtControllerValue is AppLabel's value on controller pods.
+	VirtControllerValue = "virt-controller"
+	// VirtAPIValue is AppLabel's value on API pods.
+	VirtAPIValue = "virt-api"
+	// VirtOperatorValue is AppLabel's value on operator pods.
+	VirtOperatorValue = "virt-operator"
+
+	// CreatedByLabel on a launcher pod holds the UID of its VMI.
+	CreatedByLabel = "kubevirt.io/created-by"
+	// DomainAnnotation on a launcher pod holds the name of its VMI.
+	DomainAnnotation = "kubevirt.io/domain"
+	// NodeNameLabel on a VMI holds the node it runs on.
+	NodeNameLabel = "kubevirt.io/nodeName"
+	// NodeSchedulable on a node is "true" while its node agent is healthy.
+	NodeSchedulable = "kubevirt.io/schedulable"
+	// VirtHandlerHeartbeat on a node holds the node agent's last heartbeat (RFC 3339).
+	VirtHandlerHeartbeat = "kubevirt.io/heartbeat"
+	// VirtualMachineLabel on a VMI holds the name of the VM that created it.
+	VirtualMachineLabel = "vm.kubevirt.io/name"
+	// MigrationJobLabel on a target launcher pod holds the migration's UID.
+	MigrationJobLabel = "kubevirt.io/migrationJobUID"
+	// MigrationTargetNodeNameLabel on a VMI holds the node it migrates to.
+	MigrationTargetNodeNameLabel = "kubevirt.io/migrationTargetNodeName"
+	// MigrationSelectorLabel on a migration holds the VMI's name.
+	MigrationSelectorLabel = "kubevirt.io/vmi-name"
+	// EphemeralProvisioningObject marks objects created for ephemeral use.
+	EphemeralProvisioningObject = "kubevirt.io/ephemeral-provisioning"
+
+	// ManagedByLabel marks objects the operator installed.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByLabelOperatorValue is ManagedByLabel's value on operator-installed objects.
+	ManagedByLabelOperatorValue = "virt-operator"
+	// InstallStrategyLabel marks the ConfigMaps holding install strategies.
+	InstallStrategyLabel = "kubevirt.io/install-strategy"
+	// InstallStrategyVersionAnnotation holds the version an object was installed for.
+	InstallStrategyVersionAnnotation = "kubevirt.io/install-strategy-version"
+	// InstallStrategyRegistryAnnotation holds the registry an object was installed from.
+	InstallStrategyRegistryAnnotation = "kubevirt.io/install-strategy-registry"
+	// InstallStrategyIdentifierAnnotation holds the deployment ID an object belongs to.
+	InstallStrategyIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
+
+	// VirtualMachineInstanceFinalizer keeps a VMI until its domain is gone.
+	VirtualMachineInstanceFinalizer = "foregroundDeleteVirtualMachine"
+	// VirtualMachineControllerFinalizer keeps a VM until its VMI is gone.
+	VirtualMachineControllerFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
+	// KubeVirtFinalizer keeps the KubeVirt CR until everything it installed is removed.
+	KubeVirtFinalizer = "foregroundDeleteKubeVirt"
+
+	// KVMDevice is the extended resource giving a pod /dev/kvm.
+	KVMDevice = "devices.kubevirt.io/kvm"
+	// TunDevice is the extended resource giving a pod /dev/net/tun.
+	TunDevice = "devices.kubevirt.io/tun"
+	// VhostNetDevice is the extended resource giving a pod /dev/vhost-net.
+	VhostNetDevice = "devices.kubevirt.io/vhost-net"
+)
