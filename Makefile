@@ -10,7 +10,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 export KUBEBUILDER_ASSETS ?= $(OUT)/k8s-bin
 export VMKIT_GUEST_DIR ?= $(OUT)/guest
 
-.PHONY: all test test-deps unit generate verify lint bench demo demo-down clean
+.PHONY: all test test-deps unit generate verify lint bench demo clean
 
 all: test
 
@@ -45,13 +45,10 @@ lint:
 bench:
 	go test -run='^$$' -bench=. -benchmem ./...
 
-## demo: bring up a local control plane, install vmkit's CRDs, apply an example VM.
+## demo: bring up a local control plane, install vmkit's CRDs, apply the example VMs
+## (DEMO_WAIT=1 keeps it running until Ctrl-C).
 demo:
 	hack/demo.sh
-
-## demo-down: stop what `make demo` started.
-demo-down:
-	hack/demo.sh down
 
 ## clean: remove built binaries and caches under _output (keeps nothing running).
 clean:

@@ -141,6 +141,17 @@ func Start(t testing.TB, opts Options) *Env {
 	return e
 }
 
+// Launch is Start for programs that are not tests (the demo): it starts the
+// same control plane and returns it; the caller must call Stop.
+func Launch(ctx context.Context, opts Options) (*Env, error) {
+	e := &Env{}
+	if err := e.start(ctx, opts); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
 // Stop terminates every process (SIGTERM, then SIGKILL after a few seconds),
 // waits for them and removes Dir. It is idempotent: later calls return the
 // first call's result. Start registers it with t.Cleanup; call it directly only

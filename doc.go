@@ -1,0 +1,26 @@
+// Package vmkit runs virtual machines on Kubernetes the way KubeVirt does,
+// as a set of Go packages a platform team can import and embed in its own
+// controller manager, plus thin binaries for teams that deploy the stock
+// system.
+//
+// The map of the SDK:
+//
+//   - vmapi/v1: the kubevirt.io/v1 API (VirtualMachine, VirtualMachineInstance,
+//     VirtualMachineInstanceReplicaSet, VirtualMachineInstanceMigration,
+//     KubeVirt), wire-compatible with KubeVirt so its manifests apply
+//     unchanged; well-known labels and annotations, defaults, validation.
+//   - vmapi/generated/{clientset,listers,informers}: typed clients generated
+//     by k8s.io/code-generator.
+//   - vmapi/crds: the CRDs, generated from the types with structural schemas
+//     and CEL validation rules, embedded with go:embed.
+//   - podtemplate: a VirtualMachineInstance becomes its launcher Pod.
+//   - domainxml: a VirtualMachineInstance becomes a libvirt domain (pure Go).
+//   - installstrategy: everything the operator installs, as objects.
+//   - vmcontrol/...: the controllers of virt-controller and virt-operator.
+//   - nodeagent/...: the node agent, the launcher and the hypervisor
+//     interface; nodeagent/hypervisor/libvirt is the only package using cgo.
+//   - cmd/...: the binaries, flags and wiring only.
+//
+// Importing vmapi, vmcontrol, podtemplate, domainxml or installstrategy never
+// pulls in cgo or libvirt; a test in this package guards that.
+package vmkit
