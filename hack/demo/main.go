@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/testenv"
-	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmapi/crds"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 func main() {
