@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -740,18 +739,6 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// killWithParent asks the kernel to SIGKILL a child when its parent goes away
-// (Linux's parent-death signal), so a test binary killed by -timeout leaves no
-// etcd or kube-apiserver behind. The field exists only on some systems, hence
-// the reflection; elsewhere children are stopped by Stop alone.
-func killWithParent() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{}
-	if f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.CanSet() && f.Type() == reflect.TypeOf(syscall.SIGKILL) {
-		f.Set(reflect.ValueOf(syscall.SIGKILL))
-	}
-	return attr
 }
 
 // launcher starts processes from one goroutine locked to its OS thread until
