@@ -1,0 +1,275 @@
+package v1_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// equateQuantities compares quantities by value, so 1Gi equals 1024Mi.
+var equateQuantities = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+
+// defaultedPod is what defaulting adds to a spec without interfaces or networks.
+func defaultedPod(spec *v1.VirtualMachineInstanceSpec) {
+	spec.Domain.Devices.Interfaces = []v1.Interface{{
+		Name:                   "default",
+		Model:                  "virtio",
+		InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}},
+	}}
+	spec.Networks = []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}
+}
+
+func TestSetDefaultsVirtualMachineInstanceSpec(t *testing.T) {
+	tests := []struct {
+		name string
+		in   v1.VirtualMachineInstanceSpec
+		// want is in with the expected defaults applied; every case also
+		// gets the 30s grace period unless it sets one.
+		want func(*v1.VirtualMachineInstanceSpec)
+	}{
+		{
+			name: "empty spec gets a grace period and the pod network",
+			want: defaultedPod,
+		},
+		{
+			name: "disk without a device becomes a virtio disk",
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{{Name: "root"}}}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Devices.Disks[0].Disk = &v1.DiskTarget{Bus: v1.DiskBusVirtio}
+				defaultedPod(s)
+			},
+		},
+		{
+			name: "disk keeps its bus",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{
+				{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusSATA, ReadOnly: true}}},
+			}}}},
+			want: defaultedPod,
+		},
+		{
+			name: "CD-ROM gets the sata bus, read-only and a closed tray",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{
+				{Name: "iso", DiskDevice: v1.DiskDevice{CDRom: &v1.CDRomTarget{}}},
+			}}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Devices.Disks[0].CDRom = &v1.CDRomTarget{Bus: v1.DiskBusSATA, ReadOnly: v1.BoolPtr(true), Tray: v1.TrayStateClosed}
+				defaultedPod(s)
+			},
+		},
+		{
+			name: "CD-ROM keeps its settings",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{
+				{Name: "iso", DiskDevice: v1.DiskDevice{CDRom: &v1.CDRomTarget{Bus: v1.DiskBusSCSI, ReadOnly: v1.BoolPtr(false), Tray: v1.TrayStateOpen}}},
+			}}}},
+			want: defaultedPod,
+		},
+		{
+			name: "LUN gets the scsi bus",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{
+				{Name: "lun", DiskDevice: v1.DiskDevice{LUN: &v1.LunTarget{Reservation: true}}},
+			}}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Devices.Disks[0].LUN.Bus = v1.DiskBusSCSI
+				defaultedPod(s)
+			},
+		},
+		{
+			name: "interface gets the virtio model",
+			in: v1.VirtualMachineInstanceSpec{
+				Domain: v1.DomainSpec{Devices: v1.Devices{Interfaces: []v1.Interface{
+					{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}},
+					{Name: "blue", Model: "e1000", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}},
+				}}},
+				Networks: []v1.Network{
+					{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}},
+					{Name: "blue", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "blue"}}},
+				},
+			},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Devices.Interfaces[0].Model = "virtio"
+			},
+		},
+		{
+			name: "autoattachPodInterface true adds the pod network",
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{AutoattachPodInterface: v1.BoolPtr(true)}}},
+			want: defaultedPod,
+		},
+		{
+			name: "autoattachPodInterface false adds nothing",
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{AutoattachPodInterface: v1.BoolPtr(false)}}},
+		},
+		{
+			name: "networks without interfaces are left alone",
+			in: v1.VirtualMachineInstanceSpec{Networks: []v1.Network{
+				{Name: "blue", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "blue"}}},
+			}},
+		},
+		{
+			name: "grace period is kept, even zero",
+			in:   v1.VirtualMachineInstanceSpec{TerminationGracePeriodSeconds: int64Ptr(0)},
+			want: defaultedPod,
+		},
+		{
+			name: "machine type and guest memory are left alone",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
+				Machine: &v1.Machine{},
+				Memory:  &v1.Memory{Hugepages: &v1.Hugepages{PageSize: "2Mi"}},
+			}},
+			want: defaultedPod,
+		},
+		{
+			name: "requests take the value of their limits",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceCPU: qty("2"), corev1.ResourceMemory: qty("2Gi")},
+			}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: qty("2"), corev1.ResourceMemory: qty("2Gi")}
+				defaultedPod(s)
+			},
+		},
+		{
+			name: "requests that are set are kept",
+			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: qty("2Gi")},
+			}}},
+			want: defaultedPod,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.in.DeepCopy()
+			if want.TerminationGracePeriodSeconds == nil {
+				want.TerminationGracePeriodSeconds = int64Ptr(30)
+			}
+			if tt.want != nil {
+				tt.want(want)
+			}
+			got := tt.in.DeepCopy()
+			v1.SetDefaults_VirtualMachineInstanceSpec(got)
+			if diff := cmp.Diff(want, got, equateQuantities); diff != "" {
+				t.Errorf("SetDefaults_VirtualMachineInstanceSpec (-want +got):\n%s", diff)
+			}
+			v1.SetDefaults_VirtualMachineInstanceSpec(got)
+			if diff := cmp.Diff(want, got, equateQuantities); diff != "" {
+				t.Errorf("defaulting twice changed the spec again (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetDefaultsVirtualMachineInstanceSpecDoesNotAlias(t *testing.T) {
+	limit := qty("2Gi")
+	spec := &v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: limit},
+	}}}
+	v1.SetDefaults_VirtualMachineInstanceSpec(spec)
+	spec.Domain.Resources.Requests[corev1.ResourceMemory] = qty("1Gi")
+	if got := spec.Domain.Resources.Limits[corev1.ResourceMemory]; got.Cmp(limit) != 0 {
+		t.Errorf("changing the defaulted request changed the limit to %s", got.String())
+	}
+}
+
+func TestSetDefaultsVirtualMachineInstance(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "testvmi", Namespace: "default"},
+		Spec:       v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{{Name: "root"}}}}},
+	}
+	v1.SetDefaults_VirtualMachineInstance(vmi)
+	want := v1.VirtualMachineInstanceSpec{
+		Domain:                        v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}}},
+		TerminationGracePeriodSeconds: int64Ptr(30),
+	}
+	defaultedPod(&want)
+	if diff := cmp.Diff(want, vmi.Spec, equateQuantities); diff != "" {
+		t.Errorf("SetDefaults_VirtualMachineInstance (-want +got):\n%s", diff)
+	}
+	v1.SetDefaults_VirtualMachineInstance(nil) // must not panic
+}
+
+func TestSetDefaultsVirtualMachine(t *testing.T) {
+	vm := &v1.VirtualMachine{Spec: v1.VirtualMachineSpec{
+		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyAlways),
+		Template:    &v1.VirtualMachineInstanceTemplateSpec{},
+	}}
+	v1.SetDefaults_VirtualMachine(vm)
+	want := v1.VirtualMachineInstanceSpec{TerminationGracePeriodSeconds: int64Ptr(30)}
+	defaultedPod(&want)
+	if diff := cmp.Diff(want, vm.Spec.Template.Spec, equateQuantities); diff != "" {
+		t.Errorf("SetDefaults_VirtualMachine template (-want +got):\n%s", diff)
+	}
+	if vm.Spec.Running != nil || *vm.Spec.RunStrategy != v1.RunStrategyAlways {
+		t.Errorf("SetDefaults_VirtualMachine changed the run strategy: running=%v runStrategy=%v", vm.Spec.Running, *vm.Spec.RunStrategy)
+	}
+
+	noTemplate := &v1.VirtualMachine{}
+	v1.SetDefaults_VirtualMachine(noTemplate)
+	if noTemplate.Spec.Template != nil {
+		t.Error("SetDefaults_VirtualMachine invented a template")
+	}
+	v1.SetDefaults_VirtualMachine(nil) // must not panic
+}
+
+func TestSetDefaultsVirtualMachineInstanceReplicaSet(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *int32
+		want int32
+	}{
+		{name: "unset becomes 1", in: nil, want: 1},
+		{name: "zero is kept", in: int32Ptr(0), want: 0},
+		{name: "five is kept", in: int32Ptr(5), want: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := &v1.VirtualMachineInstanceReplicaSet{Spec: v1.VirtualMachineInstanceReplicaSetSpec{Replicas: tt.in}}
+			v1.SetDefaults_VirtualMachineInstanceReplicaSet(rs)
+			if rs.Spec.Replicas == nil || *rs.Spec.Replicas != tt.want {
+				t.Errorf("replicas = %v, want %d", rs.Spec.Replicas, tt.want)
+			}
+		})
+	}
+	v1.SetDefaults_VirtualMachineInstanceReplicaSet(nil) // must not panic
+}
+
+func TestSetDefaultsKubeVirt(t *testing.T) {
+	tests := []struct {
+		name string
+		in   v1.KubeVirtSpec
+		want v1.KubeVirtSpec
+	}{
+		{
+			name: "unset",
+			want: v1.KubeVirtSpec{
+				UninstallStrategy: v1.KubeVirtUninstallStrategyBlockUninstallIfWorkloadsExist,
+				ImagePullPolicy:   corev1.PullIfNotPresent,
+			},
+		},
+		{
+			name: "set values are kept",
+			in: v1.KubeVirtSpec{
+				UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads,
+				ImagePullPolicy:   corev1.PullAlways,
+			},
+			want: v1.KubeVirtSpec{
+				UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads,
+				ImagePullPolicy:   corev1.PullAlways,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv := &v1.KubeVirt{Spec: tt.in}
+			v1.SetDefaults_KubeVirt(kv)
+			if diff := cmp.Diff(tt.want, kv.Spec, equateQuantities); diff != "" {
+				t.Errorf("SetDefaults_KubeVirt (-want +got):\n%s", diff)
+			}
+		})
+	}
+	v1.SetDefaults_KubeVirt(nil) // must not panic
+}

@@ -1,0 +1,113 @@
+// Package controllerref decides which objects a controller owns, adopting
+// orphans that match and releasing owned objects that no longer match, as
+// Kubernetes' controller-ref manager does. Adoption and release are merge
+// patches of metadata.ownerReferences with a UID precondition, so they never
+// touch an object that was deleted and recreated under the same name.
+package controllerref
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Manager claims objects for one owner.
+type Manager struct {
+	// Owner is the controller object (a VM, a replica set).
+	Owner metav1.Object
+	// OwnerKind is the owner's group, version and kind, for new references.
+	OwnerKind schema.GroupVersionKind
+	// Match reports whether the owner wants the object (same name, matching labels).
+	Match func(obj metav1.Object) bool
+	// Patch applies a JSON merge patch to the named object.
+	Patch func(ctx context.Context, name string, patch []byte) error
+	// Recheck, if set, is called once before the first adoption; it should
+	// read the owner live and fail if it is gone or being deleted, so a stale
+	// cache cannot adopt objects for a deleted owner.
+	Recheck func(ctx context.Context) error
+
+	rechecked bool
+}
+
+// Claim reports whether the owner owns obj after adopting it (an orphan
+// that matches) or releasing it (owned but no longer matching).
+func (m *Manager) Claim(ctx context.Context, obj metav1.Object) (bool, error) {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		if ref.UID != m.Owner.GetUID() {
+			return false, nil // someone else's
+		}
+		if m.Match(obj) {
+			return true, nil
+		}
+		if m.Owner.GetDeletionTimestamp() != nil || obj.GetDeletionTimestamp() != nil {
+			return true, nil // do not release during deletion
+		}
+		return false, m.release(ctx, obj)
+	}
+	if m.Owner.GetDeletionTimestamp() != nil || obj.GetDeletionTimestamp() != nil || !m.Match(obj) {
+		return false, nil
+	}
+	if m.Recheck != nil && !m.rechecked {
+		if err := m.Recheck(ctx); err != nil {
+			return false, fmt.Errorf("cannot adopt %s: %w", obj.GetName(), err)
+		}
+		m.rechecked = true
+	}
+	if err := m.adopt(ctx, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil // gone meanwhile
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Ref returns a controller owner reference to the owner, with
+// blockOwnerDeletion, as set on objects the owner creates.
+func Ref(owner metav1.Object, kind schema.GroupVersionKind) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion:         kind.GroupVersion().String(),
+		Kind:               kind.Kind,
+		Name:               owner.GetName(),
+		UID:                owner.GetUID(),
+		Controller:         &yes,
+		BlockOwnerDeletion: &yes,
+	}
+}
+
+func (m *Manager) adopt(ctx context.Context, obj metav1.Object) error {
+	refs := append(append([]metav1.OwnerReference{}, obj.GetOwnerReferences()...), Ref(m.Owner, m.OwnerKind))
+	return m.patchRefs(ctx, obj, refs)
+}
+
+func (m *Manager) release(ctx context.Context, obj metav1.Object) error {
+	var refs []metav1.OwnerReference
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID != m.Owner.GetUID() {
+			refs = append(refs, r)
+		}
+	}
+	err := m.patchRefs(ctx, obj, refs)
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+		return nil // gone, or recreated with another UID: nothing of ours to release
+	}
+	return err
+}
+
+func (m *Manager) patchRefs(ctx context.Context, obj metav1.Object, refs []metav1.OwnerReference) error {
+	if refs == nil {
+		refs = []metav1.OwnerReference{}
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": obj.GetUID(), "ownerReferences": refs},
+	})
+	if err != nil {
+		return err
+	}
+	return m.Patch(ctx, obj.GetName(), patch)
+}
