@@ -1,0 +1,169 @@
+// Package vm is the VirtualMachine controller: it starts and stops each VM's
+// VirtualMachineInstance according to the VM's run strategy and start/stop
+// requests, backs off when instances keep failing before they ever run, and
+// reports what is happening in the VM's status.
+//
+// It watches VirtualMachines and VirtualMachineInstances. A VMI whose
+// controller is a VM enqueues that VM; an orphan VMI enqueues the VM of the
+// same name, which adopts it.
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
+	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
+	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+)
+
+// Config is what the controller needs.
+type Config struct {
+	// Client writes VMs and VMIs.
+	Client versioned.Interface
+	// VMs and VMIs are shared informers; the caller starts them.
+	VMs  informers.VirtualMachineInformer
+	VMIs informers.VirtualMachineInstanceInformer
+	// Recorder records events on VMs; events are dropped when nil.
+	Recorder record.EventRecorder
+	// Workers is the number of concurrent syncs (default 3, as KubeVirt).
+	Workers int
+	// Observe, if set, is called after each sync (for metrics).
+	Observe func(key string, d time.Duration, err error)
+}
+
+// Controller is the VirtualMachine controller.
+type Controller struct {
+	client    versioned.Interface
+	vmLister  listers.VirtualMachineLister
+	vmiLister listers.VirtualMachineInstanceLister
+	synced    []cache.InformerSynced
+	recorder  record.EventRecorder
+	exp       *expectations.Expectations
+	loop      *reconcile.Loop
+	now       func() time.Time
+	jitter    func() float64
+}
+
+// New wires the controller to its informers. Call Start to run it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil || cfg.VMs == nil || cfg.VMIs == nil {
+		return nil, errors.New("vm controller: Client, VMs and VMIs are required")
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	c := &Controller{
+		client:    cfg.Client,
+		vmLister:  cfg.VMs.Lister(),
+		vmiLister: cfg.VMIs.Lister(),
+		synced:    []cache.InformerSynced{cfg.VMs.Informer().HasSynced, cfg.VMIs.Informer().HasSynced},
+		recorder:  cfg.Recorder,
+		exp:       expectations.New(0),
+		now:       time.Now,
+		jitter:    rand.Float64,
+	}
+	c.loop = &reconcile.Loop{
+		Name:    "virtualmachine",
+		Queue:   reconcile.NewQueue("virtualmachine"),
+		Workers: cmpOr(cfg.Workers, 3),
+		Sync:    c.sync,
+		Observe: cfg.Observe,
+	}
+	if _, err := cfg.VMs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("vm controller: %w", err)
+	}
+	if _, err := cfg.VMIs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.vmiAdded,
+		UpdateFunc: func(_, obj any) { c.enqueueOwner(obj) },
+		DeleteFunc: c.vmiDeleted,
+	}); err != nil {
+		return nil, fmt.Errorf("vm controller: %w", err)
+	}
+	return c, nil
+}
+
+// Start runs the controller until ctx is done. The informers must be started
+// by the caller; Start waits for their caches.
+func (c *Controller) Start(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return errors.New("vm controller: caches did not sync")
+	}
+	klog.FromContext(ctx).Info("starting controller", "controller", "virtualmachine", "workers", c.loop.Workers)
+	c.loop.Run(ctx)
+	return nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, ok := reconcile.KeyOf(obj); ok {
+		c.loop.Queue.Add(key)
+	}
+}
+
+// ownerKey returns the key of the VM that owns (or may adopt) a VMI: the VM
+// named in its controller reference, or the VM of the same name.
+func ownerKey(vmi *v1.VirtualMachineInstance) (string, bool) {
+	if ref := metav1.GetControllerOf(vmi); ref != nil {
+		if ref.Kind != v1.VirtualMachineGroupVersionKind.Kind {
+			return "", false
+		}
+		return vmi.Namespace + "/" + ref.Name, true
+	}
+	return vmi.Namespace + "/" + vmi.Name, true
+}
+
+func (c *Controller) enqueueOwner(obj any) {
+	vmi, ok := reconcile.Unwrap(obj).(*v1.VirtualMachineInstance)
+	if !ok {
+		return
+	}
+	if key, ok := ownerKey(vmi); ok {
+		c.loop.Queue.Add(key)
+	}
+}
+
+func (c *Controller) vmiAdded(obj any) {
+	vmi, ok := obj.(*v1.VirtualMachineInstance)
+	if !ok {
+		return
+	}
+	if key, ok := ownerKey(vmi); ok {
+		if metav1.GetControllerOf(vmi) != nil {
+			c.exp.CreationObserved(key)
+		}
+		c.loop.Queue.Add(key)
+	}
+}
+
+func (c *Controller) vmiDeleted(obj any) {
+	vmi, ok := reconcile.Unwrap(obj).(*v1.VirtualMachineInstance)
+	if !ok {
+		return
+	}
+	if key, ok := ownerKey(vmi); ok {
+		c.exp.DeletionObserved(key, vmi.UID)
+		c.loop.Queue.Add(key)
+	}
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}

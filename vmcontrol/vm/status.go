@@ -1,0 +1,169 @@
+package vm
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Condition reasons the controller sets on VMs.
+const (
+	ReasonVMINotExists   = "VMINotExists"
+	ReasonVMIForeign     = "VMIOwnedByAnother"
+	ReasonInvalidSpec    = "InvalidRunStrategy"
+	ReasonFailedCreate   = "FailedCreate"
+	ReasonFailedDelete   = "FailedDelete"
+	ReasonCrashLoop      = "CrashLoopBackOff"
+	reasonPodUnscheduled = "Unschedulable"
+)
+
+// calculateStatus is the VM's status given its instance (nil when none, or
+// when it belongs to someone else) and what the sync learned. It is pure:
+// sync writes the result only when it differs from the stored status.
+func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st state) v1.VirtualMachineStatus {
+	old := vm.Status
+	s := v1.VirtualMachineStatus{
+		Created:             vmi != nil,
+		Ready:               vmi != nil && vmi.DeletionTimestamp == nil && isTrue(vmiCondition(vmi, v1.VirtualMachineInstanceReady)),
+		StateChangeRequests: st.requests,
+		StartFailure:        st.startFailure,
+		RunStrategy:         st.strategy,
+		DesiredGeneration:   vm.Generation,
+		ObservedGeneration:  vm.Generation,
+	}
+	if st.strategyErr != nil {
+		s.RunStrategy = ""
+	}
+	if vmi != nil {
+		if g, err := strconv.ParseInt(vmi.Annotations[GenerationAnnotation], 10, 64); err == nil {
+			s.ObservedGeneration = g
+		}
+	}
+	s.PrintableStatus = printableStatus(vm, vmi, st)
+
+	var conds []v1.VirtualMachineCondition
+	conds = append(conds, readyCondition(vmi))
+	if c := vmiCondition(vmi, v1.VirtualMachineInstancePaused); isTrue(c) {
+		conds = append(conds, v1.VirtualMachineCondition{Type: v1.VirtualMachinePaused, Status: corev1.ConditionTrue, Reason: c.Reason, Message: c.Message})
+	}
+	if c, ok := failureCondition(st); ok {
+		conds = append(conds, c)
+	}
+	// Keep the transition time of conditions whose status did not change.
+	for i := range conds {
+		conds[i].LastTransitionTime = metav1.NewTime(st.now.Truncate(1e9))
+		for _, o := range old.Conditions {
+			if o.Type == conds[i].Type && o.Status == conds[i].Status {
+				conds[i].LastTransitionTime = o.LastTransitionTime
+			}
+		}
+	}
+	s.Conditions = conds
+	return s
+}
+
+func readyCondition(vmi *v1.VirtualMachineInstance) v1.VirtualMachineCondition {
+	c := vmiCondition(vmi, v1.VirtualMachineInstanceReady)
+	switch {
+	case vmi == nil:
+		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: corev1.ConditionFalse, Reason: ReasonVMINotExists, Message: "VMI does not exist"}
+	case c == nil:
+		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: corev1.ConditionFalse, Reason: "VMINotReady", Message: "VMI is " + string(phaseOr(vmi))}
+	default:
+		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
+}
+
+func failureCondition(st state) (v1.VirtualMachineCondition, bool) {
+	fail := func(reason, msg string) (v1.VirtualMachineCondition, bool) {
+		return v1.VirtualMachineCondition{Type: v1.VirtualMachineFailure, Status: corev1.ConditionTrue, Reason: reason, Message: msg}, true
+	}
+	switch {
+	case st.strategyErr != nil:
+		return fail(ReasonInvalidSpec, st.strategyErr.Error())
+	case st.foreignVMI:
+		return fail(ReasonVMIForeign, "a VirtualMachineInstance with this name exists and is controlled by another object")
+	case st.actErr != nil:
+		return fail(st.actReason, st.actErr.Error())
+	}
+	return v1.VirtualMachineCondition{}, false
+}
+
+// printableStatus is the one word kubectl get vm shows.
+func printableStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st state) v1.VirtualMachinePrintableStatus {
+	crashLooping := st.backoffRemaining() > 0
+	switch {
+	case vm.DeletionTimestamp != nil:
+		return v1.VirtualMachineStatusTerminating
+	case vmi == nil:
+		if crashLooping {
+			return v1.VirtualMachineStatusCrashLoopBackOff
+		}
+		if wantsRunning(st) {
+			return v1.VirtualMachineStatusStarting
+		}
+		return v1.VirtualMachineStatusStopped
+	case vmi.DeletionTimestamp != nil:
+		return v1.VirtualMachineStatusStopping
+	}
+	switch vmi.Status.Phase {
+	case v1.VmPhaseUnset, v1.Pending, v1.Scheduling, v1.Scheduled:
+		if c := vmiCondition(vmi, v1.VirtualMachineInstancePodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonPodUnscheduled {
+			return v1.VirtualMachineStatusUnschedulable
+		}
+		if c := vmiCondition(vmi, v1.VirtualMachineInstanceSynchronized); c != nil && c.Status == corev1.ConditionFalse {
+			switch c.Reason {
+			case string(v1.VirtualMachineStatusErrImagePull), string(v1.VirtualMachineStatusImagePullBackOff):
+				return v1.VirtualMachinePrintableStatus(c.Reason)
+			}
+		}
+		return v1.VirtualMachineStatusStarting
+	case v1.Running:
+		if isTrue(vmiCondition(vmi, v1.VirtualMachineInstancePaused)) {
+			return v1.VirtualMachineStatusPaused
+		}
+		if m := vmi.Status.MigrationState; m != nil && m.StartTimestamp != nil && !m.Completed && !m.Failed {
+			return v1.VirtualMachineStatusMigrating
+		}
+		return v1.VirtualMachineStatusRunning
+	case v1.Succeeded, v1.Failed:
+		if crashLooping {
+			return v1.VirtualMachineStatusCrashLoopBackOff
+		}
+		return v1.VirtualMachineStatusStopped
+	}
+	return v1.VirtualMachineStatusUnknown
+}
+
+// wantsRunning reports whether the VM should have an instance now.
+func wantsRunning(st state) bool {
+	if len(st.requests) > 0 {
+		return st.requests[0].Action == v1.StartRequest
+	}
+	switch st.strategy {
+	case v1.RunStrategyAlways, v1.RunStrategyRerunOnFailure, v1.RunStrategyOnce:
+		return true
+	}
+	return false
+}
+
+func vmiCondition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceConditionType) *v1.VirtualMachineInstanceCondition {
+	if vmi == nil {
+		return nil
+	}
+	return vmi.VMICondition(t)
+}
+
+func isTrue(c *v1.VirtualMachineInstanceCondition) bool {
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func phaseOr(vmi *v1.VirtualMachineInstance) v1.VirtualMachineInstancePhase {
+	if vmi.Status.Phase == "" {
+		return v1.Pending
+	}
+	return vmi.Status.Phase
+}

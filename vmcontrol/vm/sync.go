@@ -1,0 +1,354 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+)
+
+// GenerationAnnotation on a VMI holds the generation of the VM it was made from.
+const GenerationAnnotation = "kubevirt.io/vm-generation"
+
+// Crash-loop back-off: the delay after the n-th consecutive failure to start
+// is BackoffBase·2^(n-1), plus up to 20% jitter, capped at BackoffCap.
+const (
+	BackoffBase = 10 * time.Second
+	BackoffCap  = 5 * time.Minute
+)
+
+// firmwareUUIDNamespace derives stable guest UUIDs from VM names.
+var firmwareUUIDNamespace = uuid.MustParse("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+
+// action is what a sync decided to do with the VM's instance.
+type action int
+
+const (
+	actNone action = iota
+	actStart
+	actStop
+)
+
+// sync reconciles one VM: decide, act, then write status if it changed.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // malformed keys never become valid
+	}
+	cached, err := c.vmLister.VirtualMachines(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.exp.Forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	vm := cached.DeepCopy()
+	vmi, foreign, err := c.ownedVMI(ctx, vm)
+	if err != nil {
+		return err
+	}
+	now := c.now()
+	st := state{now: now, foreignVMI: foreign}
+	if foreign {
+		vmi = nil // another controller's VMI: report it, never touch it
+	}
+	st.strategy, st.strategyErr = vm.RunStrategy()
+	st.startFailure = updateStartFailure(vm.Status.StartFailure, vmi, now, c.jitter)
+	st.requests = vm.Status.StateChangeRequests
+
+	var requeue time.Duration
+	if vm.DeletionTimestamp == nil && c.exp.Satisfied(key) && st.strategyErr == nil && !foreign {
+		act, remaining := decide(vmi, st)
+		st.requests = remaining
+		switch act {
+		case actStart:
+			if wait := st.backoffRemaining(); wait > 0 {
+				requeue = wait
+				break
+			}
+			vmi, st.actErr = c.startVMI(ctx, key, vm)
+			st.actReason = ReasonFailedCreate
+			st.requests = clearSatisfied(st.requests, vmi)
+		case actStop:
+			st.actErr = c.stopVMI(ctx, key, vm, vmi)
+			st.actReason = ReasonFailedDelete
+		}
+	}
+	status := calculateStatus(vm, vmi, st)
+	if !equality.Semantic.DeepEqual(status, vm.Status) {
+		vm.Status = status
+		if _, err := c.client.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating status of VirtualMachine %s: %w", key, err)
+		}
+	}
+	if st.actErr != nil {
+		return st.actErr
+	}
+	if requeue > 0 {
+		return reconcile.After(requeue)
+	}
+	return nil
+}
+
+// ownedVMI returns the VM's instance: the VMI of the same name if the VM
+// owns it or adopts it. foreign is true when that VMI belongs to someone else.
+func (c *Controller) ownedVMI(ctx context.Context, vm *v1.VirtualMachine) (vmi *v1.VirtualMachineInstance, foreign bool, err error) {
+	vmi, err = c.vmiLister.VirtualMachineInstances(vm.Namespace).Get(vm.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	m := &controllerref.Manager{
+		Owner:     vm,
+		OwnerKind: v1.VirtualMachineGroupVersionKind,
+		Match:     func(obj metav1.Object) bool { return obj.GetName() == vm.Name },
+		Patch: func(ctx context.Context, name string, patch []byte) error {
+			_, err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		},
+		Recheck: func(ctx context.Context) error {
+			fresh, err := c.client.KubevirtV1().VirtualMachines(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if fresh.UID != vm.UID || fresh.DeletionTimestamp != nil {
+				return fmt.Errorf("VirtualMachine %s/%s was deleted", vm.Namespace, vm.Name)
+			}
+			return nil
+		},
+	}
+	owned, err := m.Claim(ctx, vmi)
+	if err != nil {
+		return nil, false, err
+	}
+	if !owned {
+		return vmi, true, nil
+	}
+	return vmi.DeepCopy(), false, nil
+}
+
+// state carries what a sync learned, for deciding and for status.
+type state struct {
+	now          time.Time
+	strategy     v1.VirtualMachineRunStrategy
+	strategyErr  error
+	requests     []v1.VirtualMachineStateChangeRequest
+	startFailure *v1.VirtualMachineStartFailure
+	actErr       error
+	actReason    string
+	foreignVMI   bool
+}
+
+// backoffRemaining is how long a start must still wait after failures.
+func (s state) backoffRemaining() time.Duration {
+	if s.startFailure == nil || s.startFailure.RetryAfterTimestamp == nil {
+		return 0
+	}
+	return s.startFailure.RetryAfterTimestamp.Sub(s.now)
+}
+
+// decide applies start/stop requests, or else the run strategy, to the
+// current instance. It returns the action and the requests still pending.
+func decide(vmi *v1.VirtualMachineInstance, st state) (action, []v1.VirtualMachineStateChangeRequest) {
+	reqs := clearSatisfied(st.requests, vmi)
+	if len(reqs) > 0 {
+		switch r := reqs[0]; r.Action {
+		case v1.StopRequest:
+			if vmi != nil && vmi.DeletionTimestamp == nil {
+				return actStop, reqs
+			}
+		case v1.StartRequest:
+			switch {
+			case vmi == nil:
+				return actStart, reqs
+			case vmi.IsFinal() && vmi.DeletionTimestamp == nil:
+				return actStop, reqs // clear the old instance first
+			}
+		}
+		return actNone, reqs
+	}
+	switch st.strategy {
+	case v1.RunStrategyAlways:
+		if vmi == nil {
+			return actStart, nil
+		}
+		if vmi.IsFinal() && vmi.DeletionTimestamp == nil {
+			return actStop, nil
+		}
+	case v1.RunStrategyRerunOnFailure:
+		if vmi == nil {
+			return actStart, nil
+		}
+		if vmi.Status.Phase == v1.Failed && vmi.DeletionTimestamp == nil {
+			return actStop, nil
+		}
+	case v1.RunStrategyOnce:
+		if vmi == nil {
+			return actStart, nil
+		}
+	case v1.RunStrategyHalted:
+		if vmi != nil && vmi.DeletionTimestamp == nil {
+			return actStop, nil
+		}
+	}
+	return actNone, nil
+}
+
+// clearSatisfied drops requests already done: a Stop whose instance is gone
+// (or was replaced), a Start whose instance exists and is not final.
+func clearSatisfied(reqs []v1.VirtualMachineStateChangeRequest, vmi *v1.VirtualMachineInstance) []v1.VirtualMachineStateChangeRequest {
+	for len(reqs) > 0 {
+		r := reqs[0]
+		done := false
+		switch r.Action {
+		case v1.StopRequest:
+			done = vmi == nil || (r.UID != nil && *r.UID != vmi.UID)
+		case v1.StartRequest:
+			done = vmi != nil && !vmi.IsFinal() && vmi.DeletionTimestamp == nil
+		default:
+			done = true // unknown actions are dropped, not retried forever
+		}
+		if !done {
+			break
+		}
+		reqs = reqs[1:]
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	return reqs
+}
+
+// updateStartFailure counts an instance that failed before it ever ran, and
+// clears the count once an instance runs.
+func updateStartFailure(prev *v1.VirtualMachineStartFailure, vmi *v1.VirtualMachineInstance, now time.Time, jitter func() float64) *v1.VirtualMachineStartFailure {
+	if vmi == nil {
+		return prev
+	}
+	if vmi.Status.Phase == v1.Running || (vmi.Status.Phase == v1.Succeeded && everRan(vmi)) {
+		return nil
+	}
+	if vmi.Status.Phase != v1.Failed || everRan(vmi) {
+		return prev
+	}
+	if prev != nil && prev.LastFailedVMIUID == vmi.UID {
+		return prev // already counted
+	}
+	count := 1
+	if prev != nil {
+		count = prev.ConsecutiveFailCount + 1
+	}
+	retry := metav1.NewTime(now.Add(Backoff(count, jitter())).Truncate(time.Second))
+	return &v1.VirtualMachineStartFailure{ConsecutiveFailCount: count, LastFailedVMIUID: vmi.UID, RetryAfterTimestamp: &retry}
+}
+
+// Backoff is the delay before restarting after the n-th consecutive start
+// failure; jitter in [0,1) adds up to 20%.
+func Backoff(n int, jitter float64) time.Duration {
+	d := BackoffBase
+	for i := 1; i < n && d < BackoffCap; i++ {
+		d *= 2
+	}
+	d += time.Duration(float64(d) * 0.2 * jitter)
+	return min(d, BackoffCap)
+}
+
+func everRan(vmi *v1.VirtualMachineInstance) bool {
+	for _, t := range vmi.Status.PhaseTransitionTimestamps {
+		if t.Phase == v1.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// startVMI creates the VM's instance from its template under expectations.
+func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
+	vmi, err := NewVMI(vm)
+	if err != nil {
+		return nil, err
+	}
+	c.exp.ExpectCreations(key, 1)
+	created, err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
+	if err != nil {
+		c.exp.CreationObserved(key)
+		c.recorder.Eventf(vm, corev1.EventTypeWarning, "FailedCreate", "Error creating VirtualMachineInstance %s: %v", vmi.Name, err)
+		return nil, fmt.Errorf("creating VirtualMachineInstance %s: %w", key, err)
+	}
+	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulCreate", "Started the virtual machine by creating the new virtual machine instance %s", created.Name)
+	return created, nil
+}
+
+// NewVMI builds the instance a VM starts: the template's metadata and spec,
+// the VM's name and namespace, a controller reference to the VM, the VMI
+// finalizer, and a firmware UUID derived from the VM's name when the
+// template has none, so the guest sees the same UUID on every start.
+func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
+	if vm.Spec.Template == nil {
+		return nil, fmt.Errorf("VirtualMachine %s/%s: spec.template is required to start it", vm.Namespace, vm.Name)
+	}
+	tmpl := vm.Spec.Template.DeepCopy()
+	labels := maps.Clone(tmpl.ObjectMeta.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1.VirtualMachineLabel] = vm.Name
+	annotations := maps.Clone(tmpl.ObjectMeta.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[GenerationAnnotation] = strconv.FormatInt(vm.Generation, 10)
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            vm.Name,
+			Namespace:       vm.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{controllerref.Ref(vm, v1.VirtualMachineGroupVersionKind)},
+			Finalizers:      []string{v1.VirtualMachineInstanceFinalizer},
+		},
+		Spec: tmpl.Spec,
+	}
+	if vmi.Spec.Domain.Firmware == nil {
+		vmi.Spec.Domain.Firmware = &v1.Firmware{}
+	}
+	if vmi.Spec.Domain.Firmware.UUID == "" {
+		vmi.Spec.Domain.Firmware.UUID = types.UID(uuid.NewSHA1(firmwareUUIDNamespace, []byte(vm.Name)).String())
+	}
+	return vmi, nil
+}
+
+// stopVMI deletes the VM's instance under expectations.
+func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance) error {
+	c.exp.ExpectDeletions(key, vmi.UID)
+	err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &vmi.UID},
+	})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		c.exp.DeletionObserved(key, vmi.UID) // gone or replaced already
+		return nil
+	case err != nil:
+		c.exp.DeletionObserved(key, vmi.UID)
+		c.recorder.Eventf(vm, corev1.EventTypeWarning, "FailedDelete", "Error deleting VirtualMachineInstance %s: %v", vmi.Name, err)
+		return fmt.Errorf("deleting VirtualMachineInstance %s: %w", key, err)
+	}
+	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulDelete", "Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
+	return nil
+}
