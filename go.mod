@@ -12,6 +12,8 @@ require (
 require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/spf13/pflag v1.0.6 // indirect
+	libvirt.org/go/libvirt v1.11010.0 // indirect
+	libvirt.org/go/libvirtxml v1.11010.0 // indirect
 )
 
 require (

@@ -51,9 +51,11 @@ const (
 	// InstallStrategyIdentifierAnnotation holds the deployment ID an object belongs to.
 	InstallStrategyIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
 
-	// VirtualMachineInstanceFinalizer keeps a VMI until its domain is gone.
+	// VirtualMachineInstanceFinalizer keeps a VMI until the node agent has
+	// removed its domain.
 	VirtualMachineInstanceFinalizer = "foregroundDeleteVirtualMachine"
-	// VirtualMachineControllerFinalizer keeps a VM until its VMI is gone.
+	// VirtualMachineControllerFinalizer keeps a VMI until the VMI controller
+	// has deleted its launcher pods.
 	VirtualMachineControllerFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
 	// KubeVirtFinalizer keeps the KubeVirt CR until everything it installed is removed.
 	KubeVirtFinalizer = "foregroundDeleteKubeVirt"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -297,7 +297,7 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 
 // NewVMI builds the instance a VM starts: the template's metadata and spec,
 // the VM's name and namespace, a controller reference to the VM, the VMI
-// finalizer, and a firmware UUID derived from the VM's name when the
+// controller's finalizer (saving it a write), and a firmware UUID derived from the VM's name when the
 // template has none, so the guest sees the same UUID on every start.
 func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 	if vm.Spec.Template == nil {
@@ -321,7 +321,7 @@ func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 			Labels:          labels,
 			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{controllerref.Ref(vm, v1.VirtualMachineGroupVersionKind)},
-			Finalizers:      []string{v1.VirtualMachineInstanceFinalizer},
+			Finalizers:      []string{v1.VirtualMachineControllerFinalizer},
 		},
 		Spec: tmpl.Spec,
 	}

@@ -155,7 +155,7 @@ func TestSyncCreatesVMIFromTemplate(t *testing.T) {
 	if vmi.Labels["app"] != "x" || vmi.Labels[v1.VirtualMachineLabel] != "vm" {
 		t.Errorf("labels = %v", vmi.Labels)
 	}
-	if vmi.Annotations[GenerationAnnotation] != "2" || vmi.Finalizers[0] != v1.VirtualMachineInstanceFinalizer {
+	if vmi.Annotations[GenerationAnnotation] != "2" || vmi.Finalizers[0] != v1.VirtualMachineControllerFinalizer {
 		t.Errorf("annotations %v finalizers %v", vmi.Annotations, vmi.Finalizers)
 	}
 	again, _ := NewVMI(newVM(v1.RunStrategyAlways))
