@@ -1,0 +1,168 @@
+// Package vmi is the VirtualMachineInstance controller: it creates each
+// VMI's launcher pod (rendered by a PodRenderer such as podtemplate), derives
+// the VMI's phase from the pod (Pending → Scheduling → Scheduled, or Failed
+// when the pod fails or disappears), and deletes the pods of final and
+// deleted VMIs, holding a finalizer until they are gone.
+//
+// Running, Succeeded and failures of the guest itself are reported by the
+// node agent, not here.
+package vmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
+	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
+	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+)
+
+// PodRenderer renders the launcher pod of a VMI; *podtemplate.Renderer is one.
+type PodRenderer interface {
+	RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error)
+}
+
+// Config is what the controller needs.
+type Config struct {
+	// Client writes VMIs; Kube creates and deletes pods.
+	Client versioned.Interface
+	Kube   kubernetes.Interface
+	// VMIs and Pods are shared informers the caller starts. Pods may be
+	// filtered to launcher pods (label kubevirt.io=virt-launcher).
+	VMIs informers.VirtualMachineInstanceInformer
+	Pods coreinformers.PodInformer
+	// Renderer renders launcher pods.
+	Renderer PodRenderer
+	// Recorder records events on VMIs; dropped when nil.
+	Recorder record.EventRecorder
+	// Workers is the number of concurrent syncs (default 10, as KubeVirt).
+	Workers int
+	// Observe, if set, is called after each sync (for metrics).
+	Observe func(key string, d time.Duration, err error)
+	// OnPhaseChange, if set, is called when a VMI enters a phase (for the
+	// phase-transition-time metric).
+	OnPhaseChange func(vmi *v1.VirtualMachineInstance, phase v1.VirtualMachineInstancePhase)
+}
+
+// Controller is the VirtualMachineInstance controller.
+type Controller struct {
+	client        versioned.Interface
+	kube          kubernetes.Interface
+	vmiLister     listers.VirtualMachineInstanceLister
+	podLister     corelisters.PodLister
+	synced        []cache.InformerSynced
+	renderer      PodRenderer
+	recorder      record.EventRecorder
+	exp           *expectations.Expectations
+	loop          *reconcile.Loop
+	now           func() time.Time
+	onPhaseChange func(*v1.VirtualMachineInstance, v1.VirtualMachineInstancePhase)
+}
+
+// New wires the controller to its informers. Call Start to run it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil || cfg.Kube == nil || cfg.VMIs == nil || cfg.Pods == nil || cfg.Renderer == nil {
+		return nil, errors.New("vmi controller: Client, Kube, VMIs, Pods and Renderer are required")
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = 10
+	}
+	c := &Controller{
+		client:        cfg.Client,
+		kube:          cfg.Kube,
+		vmiLister:     cfg.VMIs.Lister(),
+		podLister:     cfg.Pods.Lister(),
+		synced:        []cache.InformerSynced{cfg.VMIs.Informer().HasSynced, cfg.Pods.Informer().HasSynced},
+		renderer:      cfg.Renderer,
+		recorder:      cfg.Recorder,
+		exp:           expectations.New(0),
+		now:           time.Now,
+		onPhaseChange: cfg.OnPhaseChange,
+	}
+	c.loop = &reconcile.Loop{
+		Name:    "virtualmachineinstance",
+		Queue:   reconcile.NewQueue("virtualmachineinstance"),
+		Workers: workers,
+		Sync:    c.sync,
+		Observe: cfg.Observe,
+	}
+	if _, err := cfg.VMIs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("vmi controller: %w", err)
+	}
+	if _, err := cfg.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if key, ok := vmiKeyOf(obj); ok {
+				c.exp.CreationObserved(key)
+				c.loop.Queue.Add(key)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if key, ok := vmiKeyOf(obj); ok {
+				c.loop.Queue.Add(key)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if key, ok := vmiKeyOf(obj); ok {
+				if pod, ok := reconcile.Unwrap(obj).(*corev1.Pod); ok {
+					c.exp.DeletionObserved(key, pod.UID)
+				}
+				c.loop.Queue.Add(key)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("vmi controller: %w", err)
+	}
+	return c, nil
+}
+
+// Start runs the controller until ctx is done. The informers must be started
+// by the caller; Start waits for their caches.
+func (c *Controller) Start(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return errors.New("vmi controller: caches did not sync")
+	}
+	klog.FromContext(ctx).Info("starting controller", "controller", "virtualmachineinstance", "workers", c.loop.Workers)
+	c.loop.Run(ctx)
+	return nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key, ok := reconcile.KeyOf(obj); ok {
+		c.loop.Queue.Add(key)
+	}
+}
+
+// vmiKeyOf returns the key of the VMI controlling a launcher pod.
+func vmiKeyOf(obj any) (string, bool) {
+	pod, ok := reconcile.Unwrap(obj).(*corev1.Pod)
+	if !ok {
+		return "", false
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != v1.VirtualMachineInstanceGroupVersionKind.Kind {
+		return "", false
+	}
+	return pod.Namespace + "/" + ref.Name, true
+}

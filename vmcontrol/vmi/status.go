@@ -1,0 +1,165 @@
+package vmi
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// ComputeContainer is the name of the launcher pod's container running the guest.
+const ComputeContainer = "compute"
+
+// calculateStatus is the VMI's status given its pods and what the sync did.
+// It is pure; sync writes the result only when it differs.
+func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.VirtualMachineInstanceStatus {
+	s := *vmi.Status.DeepCopy()
+	now := metav1.NewTime(obs.now.Truncate(1e9))
+	enter := func(p v1.VirtualMachineInstancePhase) {
+		if s.Phase == p {
+			return
+		}
+		s.Phase = p
+		s.PhaseTransitionTimestamps = append(s.PhaseTransitionTimestamps,
+			v1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: p, PhaseTransitionTimestamp: now})
+	}
+
+	pod := obs.pod
+	switch {
+	case vmi.IsFinal():
+		// Final phases never change; only the pod bookkeeping below does.
+	case obs.podGone:
+		enter(v1.Failed)
+		s.Reason = ReasonPodDeleted
+	case pod == nil:
+		if s.Phase == v1.VmPhaseUnset {
+			enter(v1.Pending)
+		}
+	case pod.Status.Phase == corev1.PodFailed || (pod.Status.Phase == corev1.PodSucceeded && s.Phase != v1.Running):
+		enter(v1.Failed)
+		s.Reason = ReasonPodFailed
+	default:
+		if s.Phase == v1.VmPhaseUnset {
+			enter(v1.Pending)
+		}
+		if s.Phase == v1.Pending {
+			enter(v1.Scheduling)
+		}
+		if s.Phase == v1.Scheduling && podReady(pod) && pod.Spec.NodeName != "" {
+			enter(v1.Scheduled)
+			s.NodeName = pod.Spec.NodeName
+		}
+	}
+	if pod != nil && pod.Status.QOSClass != "" {
+		q := pod.Status.QOSClass
+		s.QOSClass = &q
+	}
+	s.ActivePods = activePods(obs.pods, obs.created, pod)
+
+	setCondition(&s, podScheduledCondition(pod), now)
+	setCondition(&s, readyCondition(&s, pod), now)
+	if obs.syncErr != nil {
+		setCondition(&s, &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
+			Reason: obs.syncErr.reason, Message: obs.syncErr.err.Error()}, now)
+	} else {
+		removeCondition(&s, v1.VirtualMachineInstanceSynchronized)
+	}
+	return s
+}
+
+func activePods(pods []*corev1.Pod, created bool, pod *corev1.Pod) map[types.UID]string {
+	m := map[types.UID]string{}
+	for _, p := range pods {
+		m[p.UID] = p.Spec.NodeName
+	}
+	if created && pod != nil {
+		m[pod.UID] = pod.Spec.NodeName
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// podReady reports whether the launcher pod runs and its compute container is ready.
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ComputeContainer {
+			return cs.Ready
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podScheduledCondition(pod *corev1.Pod) *v1.VirtualMachineInstanceCondition {
+	if pod == nil {
+		return nil
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePodScheduled, Status: c.Status, Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return nil
+}
+
+// readyCondition: the VMI is ready when its guest runs and its pod is ready.
+func readyCondition(s *v1.VirtualMachineInstanceStatus, pod *corev1.Pod) *v1.VirtualMachineInstanceCondition {
+	c := &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse}
+	switch {
+	case s.Phase == v1.Running && pod != nil && podReady(pod):
+		c.Status = corev1.ConditionTrue
+	case pod == nil:
+		c.Reason, c.Message = "PodNotExists", "virt-launcher pod has not yet been scheduled"
+	case !podReady(pod):
+		c.Reason, c.Message = "PodNotReady", "virt-launcher pod is not ready"
+	default:
+		c.Reason, c.Message = "GuestNotRunning", "the guest is not running yet"
+	}
+	return c
+}
+
+// setCondition replaces or adds c (nil removes nothing), keeping the
+// transition time when the status did not change.
+func setCondition(s *v1.VirtualMachineInstanceStatus, c *v1.VirtualMachineInstanceCondition, now metav1.Time) {
+	if c == nil {
+		return
+	}
+	for i := range s.Conditions {
+		old := &s.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Status != c.Status {
+			c.LastTransitionTime = now
+		}
+		c.LastProbeTime = old.LastProbeTime
+		*old = *c
+		return
+	}
+	c.LastTransitionTime = now
+	s.Conditions = append(s.Conditions, *c)
+}
+
+func removeCondition(s *v1.VirtualMachineInstanceStatus, t v1.VirtualMachineInstanceConditionType) {
+	out := s.Conditions[:0]
+	for _, c := range s.Conditions {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	s.Conditions = out
+	if len(s.Conditions) == 0 {
+		s.Conditions = nil
+	}
+}

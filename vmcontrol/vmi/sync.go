@@ -1,0 +1,223 @@
+package vmi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Reasons the controller reports on VMIs.
+const (
+	ReasonFailedCreate = "FailedCreate"
+	ReasonFailedDelete = "FailedDelete"
+	ReasonPodFailed    = "PodFailed"
+	ReasonPodDeleted   = "PodDeleted"
+)
+
+// observation is what a sync saw and did, for calculateStatus.
+type observation struct {
+	now time.Time
+	// pods are the VMI's launcher pods; pod is the live one, if any.
+	pods []*corev1.Pod
+	pod  *corev1.Pod
+	// created is true when this sync created the pod.
+	created bool
+	// podGone is true when the pod the VMI had is no longer there.
+	podGone bool
+	// syncErr is a failure to report in the Synchronized condition.
+	syncErr *syncError
+}
+
+type syncError struct {
+	reason string
+	err    error
+}
+
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	cached, err := c.vmiLister.VirtualMachineInstances(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.exp.Forget(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	vmi := cached.DeepCopy()
+	pods, err := c.launcherPods(vmi)
+	if err != nil {
+		return err
+	}
+	obs := observation{now: c.now(), pods: pods}
+
+	if vmi.DeletionTimestamp != nil || vmi.IsFinal() {
+		if err := c.deletePods(ctx, key, vmi, pods); err != nil {
+			return err
+		}
+		if vmi.DeletionTimestamp != nil {
+			if len(pods) == 0 && c.exp.Satisfied(key) {
+				return c.removeFinalizer(ctx, vmi)
+			}
+			return nil // pod deletions will bring us back
+		}
+		return c.writeStatus(ctx, vmi, obs)
+	}
+
+	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
+		vmi.Finalizers = append(vmi.Finalizers, v1.VirtualMachineControllerFinalizer)
+		updated, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Update(ctx, vmi, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("adding finalizer to VirtualMachineInstance %s: %w", key, err)
+		}
+		vmi = updated
+	}
+
+	obs.pod = livePod(pods)
+	if obs.pod == nil && c.exp.Satisfied(key) {
+		switch vmi.Status.Phase {
+		case v1.VmPhaseUnset, v1.Pending:
+			obs.pod, obs.syncErr = c.createPod(ctx, key, vmi)
+			obs.created = obs.pod != nil
+		case v1.Scheduling, v1.Scheduled, v1.Running:
+			obs.podGone = true
+		}
+	}
+	if err := c.writeStatus(ctx, vmi, obs); err != nil {
+		return err
+	}
+	if obs.syncErr != nil && obs.syncErr.reason == ReasonFailedCreate && !isRenderError(obs.syncErr.err) {
+		return obs.syncErr.err // transient: retry with back-off
+	}
+	return nil
+}
+
+// writeStatus computes the status and writes it if it changed, then labels
+// the VMI with its node once it is scheduled.
+func (c *Controller) writeStatus(ctx context.Context, vmi *v1.VirtualMachineInstance, obs observation) error {
+	status := calculateStatus(vmi, obs)
+	if !equality.Semantic.DeepEqual(status, vmi.Status) {
+		old := vmi.Status.Phase
+		vmi.Status = status
+		updated, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).UpdateStatus(ctx, vmi, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("updating status of VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+		}
+		if status.Phase != old && c.onPhaseChange != nil {
+			c.onPhaseChange(updated, status.Phase)
+		}
+	}
+	if node := status.NodeName; node != "" && vmi.Labels[v1.NodeNameLabel] != node {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{v1.NodeNameLabel: node}}})
+		if _, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Patch(ctx, vmi.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("labelling VirtualMachineInstance %s/%s with its node: %w", vmi.Namespace, vmi.Name, err)
+		}
+	}
+	return nil
+}
+
+// launcherPods returns the pods the VMI controls, oldest first.
+func (c *Controller) launcherPods(vmi *v1.VirtualMachineInstance) ([]*corev1.Pod, error) {
+	sel := labels.SelectorFromSet(labels.Set{v1.CreatedByLabel: string(vmi.UID)})
+	all, err := c.podLister.Pods(vmi.Namespace).List(sel)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*corev1.Pod
+	for _, p := range all {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == vmi.UID {
+			pods = append(pods, p)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return pods, nil
+}
+
+// livePod is the newest pod that is not being deleted.
+func livePod(pods []*corev1.Pod) *corev1.Pod {
+	for i := len(pods) - 1; i >= 0; i-- {
+		if pods[i].DeletionTimestamp == nil {
+			return pods[i]
+		}
+	}
+	return nil
+}
+
+type renderError struct{ err error }
+
+func (e *renderError) Error() string { return e.err.Error() }
+func (e *renderError) Unwrap() error { return e.err }
+
+func isRenderError(err error) bool {
+	var r *renderError
+	return errors.As(err, &r)
+}
+
+// createPod renders and creates the launcher pod under expectations.
+func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualMachineInstance) (*corev1.Pod, *syncError) {
+	pod, err := c.renderer.RenderLaunchPod(vmi)
+	if err != nil {
+		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Cannot render the launcher pod: %v", err)
+		return nil, &syncError{reason: ReasonFailedCreate, err: &renderError{err}}
+	}
+	c.exp.ExpectCreations(key, 1)
+	created, err := c.kube.CoreV1().Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		c.exp.CreationObserved(key)
+		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod: %v", err)
+		return nil, &syncError{reason: ReasonFailedCreate, err: fmt.Errorf("creating launcher pod of VirtualMachineInstance %s: %w", key, err)}
+	}
+	c.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulCreate", "Created virtual machine pod %s", created.Name)
+	return created, nil
+}
+
+// deletePods deletes the VMI's pods that are not already being deleted.
+func (c *Controller) deletePods(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, pods []*corev1.Pod) error {
+	var errs []error
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		c.exp.ExpectDeletions(key, pod.UID)
+		err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			c.exp.DeletionObserved(key, pod.UID)
+		case err != nil:
+			c.exp.DeletionObserved(key, pod.UID)
+			c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting pod %s: %v", pod.Name, err)
+			errs = append(errs, fmt.Errorf("deleting launcher pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		default:
+			c.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulDelete", "Deleted virtual machine pod %s", pod.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeFinalizer lets a deleted VMI go once its pods are gone.
+func (c *Controller) removeFinalizer(ctx context.Context, vmi *v1.VirtualMachineInstance) error {
+	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
+		return nil
+	}
+	vmi.Finalizers = slices.DeleteFunc(vmi.Finalizers, func(f string) bool { return f == v1.VirtualMachineControllerFinalizer })
+	_, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer from VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package vmi
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+)
+
+var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// fakeRenderer renders a minimal launcher pod, or fails.
+type fakeRenderer struct{ err error }
+
+func (r fakeRenderer) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "virt-launcher-" + vmi.Name + "-", Name: "virt-launcher-" + vmi.Name + "-abcde", Namespace: vmi.Namespace,
+			Labels:          map[string]string{v1.AppLabel: v1.VirtLauncherValue, v1.CreatedByLabel: string(vmi.UID)},
+			OwnerReferences: []metav1.OwnerReference{controllerref.Ref(vmi, v1.VirtualMachineInstanceGroupVersionKind)},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ComputeContainer, Image: "launcher"}}},
+	}, nil
+}
+
+func newVMI(phase v1.VirtualMachineInstancePhase) *v1.VirtualMachineInstance {
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "vmi", Namespace: "ns", UID: "vmi-uid", Finalizers: []string{v1.VirtualMachineControllerFinalizer}},
+		Status:     v1.VirtualMachineInstanceStatus{Phase: phase},
+	}
+}
+
+func launcherPod(vmi *v1.VirtualMachineInstance, phase corev1.PodPhase, ready bool, node string) *corev1.Pod {
+	p, _ := fakeRenderer{}.RenderLaunchPod(vmi)
+	p.UID = "pod-uid"
+	p.Spec.NodeName = node
+	p.Status.Phase = phase
+	p.Status.QOSClass = corev1.PodQOSBurstable
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ComputeContainer, Ready: ready}}
+	if node != "" {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	}
+	return p
+}
+
+type harness struct {
+	c      *Controller
+	client *fake.Clientset
+	kube   *kubefake.Clientset
+}
+
+func newHarness(t *testing.T, renderer PodRenderer, vmi *v1.VirtualMachineInstance, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	client := fake.NewSimpleClientset(vmi)
+	var kobjs []runtime.Object
+	for _, p := range pods {
+		kobjs = append(kobjs, p)
+	}
+	kube := kubefake.NewSimpleClientset(kobjs...)
+	f := externalversions.NewSharedInformerFactory(client, 0)
+	kf := kubeinformers.NewSharedInformerFactory(kube, 0)
+	c, err := New(Config{Client: client, Kube: kube, Renderer: renderer,
+		VMIs: f.Kubevirt().V1().VirtualMachineInstances(), Pods: kf.Core().V1().Pods()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Kubevirt().V1().VirtualMachineInstances().Informer().GetIndexer().Add(vmi)
+	for _, p := range pods {
+		_ = kf.Core().V1().Pods().Informer().GetIndexer().Add(p)
+	}
+	c.now = func() time.Time { return now }
+	client.ClearActions()
+	kube.ClearActions()
+	return &harness{c: c, client: client, kube: kube}
+}
+
+func writes(actions ...[]k8stesting.Action) []string {
+	var out []string
+	for _, list := range actions {
+		for _, a := range list {
+			if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
+				continue
+			}
+			s := a.GetVerb() + " " + a.GetResource().Resource
+			if a.GetSubresource() != "" {
+				s += "/" + a.GetSubresource()
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (h *harness) vmi(t *testing.T) *v1.VirtualMachineInstance {
+	t.Helper()
+	vmi, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vmi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vmi
+}
+
+func TestSyncPhases(t *testing.T) {
+	base := newVMI(v1.Scheduling)
+	cases := []struct {
+		name       string
+		vmi        *v1.VirtualMachineInstance
+		pod        *corev1.Pod
+		wantPhase  v1.VirtualMachineInstancePhase
+		wantWrites []string
+		wantNode   string
+	}{
+		{"new VMI gets a pod", newVMI(""), nil, v1.Scheduling, []string{"create pods", "update virtualmachineinstances/status"}, ""},
+		{"pending pod keeps Scheduling", base, launcherPod(base, corev1.PodPending, false, ""), v1.Scheduling, []string{"update virtualmachineinstances/status"}, ""},
+		{"running ready pod means Scheduled", base, launcherPod(base, corev1.PodRunning, true, "node01"), v1.Scheduled,
+			[]string{"update virtualmachineinstances/status", "patch virtualmachineinstances"}, "node01"},
+		{"running pod not ready stays Scheduling", base, launcherPod(base, corev1.PodRunning, false, "node01"), v1.Scheduling, []string{"update virtualmachineinstances/status"}, ""},
+		{"failed pod fails the VMI", base, launcherPod(base, corev1.PodFailed, false, "node01"), v1.Failed, []string{"update virtualmachineinstances/status"}, ""},
+		{"vanished pod fails the VMI", newVMI(v1.Scheduled), nil, v1.Failed, []string{"update virtualmachineinstances/status"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var pods []*corev1.Pod
+			if tc.pod != nil {
+				pods = append(pods, tc.pod)
+			}
+			h := newHarness(t, fakeRenderer{}, tc.vmi.DeepCopy(), pods...)
+			if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantWrites, writes(h.kube.Actions(), h.client.Actions())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			got := h.vmi(t)
+			if got.Status.Phase != tc.wantPhase || got.Status.NodeName != tc.wantNode || got.Labels[v1.NodeNameLabel] != tc.wantNode {
+				t.Errorf("phase %q node %q label %q; want %q %q", got.Status.Phase, got.Status.NodeName, got.Labels[v1.NodeNameLabel], tc.wantPhase, tc.wantNode)
+			}
+			last := got.Status.PhaseTransitionTimestamps
+			if len(last) == 0 || last[len(last)-1].Phase != tc.wantPhase {
+				if tc.wantPhase != tc.vmi.Status.Phase {
+					t.Errorf("no transition timestamp for %q: %+v", tc.wantPhase, last)
+				}
+			}
+		})
+	}
+}
+
+func TestNewVMIGetsPendingAndScheduling(t *testing.T) {
+	h := newHarness(t, fakeRenderer{}, newVMI(""))
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	var phases []v1.VirtualMachineInstancePhase
+	for _, ts := range h.vmi(t).Status.PhaseTransitionTimestamps {
+		phases = append(phases, ts.Phase)
+	}
+	if diff := cmp.Diff([]v1.VirtualMachineInstancePhase{v1.Pending, v1.Scheduling}, phases); diff != "" {
+		t.Fatalf("transitions (-want +got):\n%s", diff)
+	}
+	if len(h.vmi(t).Status.ActivePods) != 1 {
+		t.Fatalf("activePods = %v", h.vmi(t).Status.ActivePods)
+	}
+	// The informer has not shown the pod yet: no second pod.
+	h.client.ClearActions()
+	h.kube.ClearActions()
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(h.kube.Actions()) {
+		if w == "create pods" {
+			t.Fatal("created a second pod before the first was observed")
+		}
+	}
+}
+
+func TestRenderErrorIsReported(t *testing.T) {
+	h := newHarness(t, fakeRenderer{err: errors.New(`spec.domain.devices.disks[0]: volume "x" not found`)}, newVMI(""))
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatalf("a render error is permanent and must not be retried: %v", err)
+	}
+	vmi := h.vmi(t)
+	c := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized)
+	if vmi.Status.Phase != v1.Pending || c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonFailedCreate {
+		t.Fatalf("phase %q condition %+v", vmi.Status.Phase, c)
+	}
+}
+
+func TestPodCreateErrorIsRetried(t *testing.T) {
+	h := newHarness(t, fakeRenderer{}, newVMI(""))
+	h.kube.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("quota exceeded")
+	})
+	if err := h.c.sync(context.Background(), "ns/vmi"); err == nil {
+		t.Fatal("a failed pod create must be retried")
+	}
+	if !h.c.exp.Satisfied("ns/vmi") {
+		t.Fatal("expectations must be lowered after a failed create")
+	}
+	if c := h.vmi(t).VMICondition(v1.VirtualMachineInstanceSynchronized); c == nil || c.Reason != ReasonFailedCreate {
+		t.Fatalf("condition = %+v", c)
+	}
+}
+
+func TestDeletedVMI(t *testing.T) {
+	vmi := newVMI(v1.Running)
+	ts := metav1.NewTime(now)
+	vmi.DeletionTimestamp = &ts
+	pod := launcherPod(vmi, corev1.PodRunning, true, "node01")
+
+	h := newHarness(t, fakeRenderer{}, vmi.DeepCopy(), pod)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"delete pods"}, writes(h.kube.Actions(), h.client.Actions())); diff != "" {
+		t.Fatalf("deleting VMI with a pod (-want +got):\n%s", diff)
+	}
+
+	h = newHarness(t, fakeRenderer{}, vmi.DeepCopy())
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.vmi(t).Finalizers) != 0 {
+		t.Fatalf("finalizer kept after the pods are gone: %v", h.vmi(t).Finalizers)
+	}
+}
+
+func TestFinalVMIPodsDeleted(t *testing.T) {
+	vmi := newVMI(v1.Succeeded)
+	h := newHarness(t, fakeRenderer{}, vmi.DeepCopy(), launcherPod(vmi, corev1.PodSucceeded, false, "node01"))
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	got := writes(h.kube.Actions())
+	if len(got) != 1 || got[0] != "delete pods" {
+		t.Fatalf("writes = %v", got)
+	}
+	if h.vmi(t).Status.Phase != v1.Succeeded {
+		t.Fatal("a final phase must never change")
+	}
+}
+
+func TestFinalizerAddedToDirectVMI(t *testing.T) {
+	vmi := newVMI("")
+	vmi.Finalizers = nil
+	h := newHarness(t, fakeRenderer{}, vmi)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.vmi(t).Finalizers; len(got) != 1 || got[0] != v1.VirtualMachineControllerFinalizer {
+		t.Fatalf("finalizers = %v", got)
+	}
+}
