@@ -95,6 +95,12 @@ func (r *requeueAfter) Error() string { return fmt.Sprintf("requeue after %v", r
 // without back-off and without counting as a failure.
 func After(d time.Duration) error { return &requeueAfter{d: d} }
 
+// IsRequeue reports whether err was made by After.
+func IsRequeue(err error) bool {
+	var later *requeueAfter
+	return errors.As(err, &later)
+}
+
 // KeyOf returns the namespace/name key of an informer object, including
 // objects wrapped in a DeletedFinalStateUnknown tombstone.
 func KeyOf(obj any) (string, bool) {

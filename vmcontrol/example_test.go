@@ -1,0 +1,15 @@
+package vmcontrol_test
+
+import (
+	"fmt"
+
+	"github.com/vmkit/vmkit/vmcontrol"
+)
+
+// A Manager needs a REST config and a launcher-pod renderer; virt-controller
+// builds both from its flags (see cmd/virt-controller).
+func ExampleNewManager() {
+	_, err := vmcontrol.NewManager(vmcontrol.Options{})
+	fmt.Println(err)
+	// Output: vmcontrol: Options.Config and Options.Renderer are required
+}

@@ -1,0 +1,275 @@
+// Package vmcontrol runs vmkit's controllers (the VirtualMachine and
+// VirtualMachineInstance controllers of virt-controller) together: one shared
+// informer factory, worker counts per controller, client rate limits, leader
+// election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
+// and /healthz and /readyz.
+//
+// Each controller (vmcontrol/vm, vmcontrol/vmi) is also usable alone: it has
+// a constructor taking informers and satisfies Start(ctx) error, so it can be
+// added to a controller-runtime manager as a Runnable.
+package vmcontrol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/vm"
+	"github.com/vmkit/vmkit/vmcontrol/vmi"
+)
+
+// Options configure a Manager. Zero values take the defaults noted.
+type Options struct {
+	// Config reaches the API server. QPS and Burst are overridden below.
+	Config *rest.Config
+	// QPS and Burst of the controllers' clients (default 200 and 400).
+	QPS   float32
+	Burst int
+	// Renderer renders launcher pods (a *podtemplate.Renderer).
+	Renderer vmi.PodRenderer
+	// VMWorkers (default 3) and VMIWorkers (default 10), as KubeVirt.
+	VMWorkers, VMIWorkers int
+	// ResyncPeriod of the informers (default 12h; 0 keeps the default).
+	ResyncPeriod time.Duration
+	// LeaderElection, when enabled, runs the controllers only while this
+	// process holds the Lease.
+	LeaderElection LeaderElection
+	// HTTPAddr serves /metrics, /healthz and /readyz ("" disables it).
+	HTTPAddr string
+}
+
+// LeaderElection configures the Lease the controllers hold.
+type LeaderElection struct {
+	Enabled bool
+	// Namespace and Name of the Lease (default kubevirt / virt-controller).
+	Namespace, Name string
+	// Identity of this process (default hostname + random suffix).
+	Identity string
+	// LeaseDuration, RenewDeadline, RetryPeriod (default 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Manager runs the controllers.
+type Manager struct {
+	opts     Options
+	client   versioned.Interface
+	kube     kubernetes.Interface
+	metrics  *metrics
+	ready    atomic.Bool
+	leading  atomic.Bool
+	listener net.Listener
+}
+
+// NewManager checks the options and builds the clients.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Config == nil || opts.Renderer == nil {
+		return nil, errors.New("vmcontrol: Options.Config and Options.Renderer are required")
+	}
+	cfg := rest.CopyConfig(opts.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	if opts.QPS > 0 {
+		cfg.QPS = opts.QPS
+	}
+	if opts.Burst > 0 {
+		cfg.Burst = opts.Burst
+	}
+	cfg.UserAgent = "vmkit-virt-controller"
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
+	le := &opts.LeaderElection
+	le.Namespace = orDefault(le.Namespace, "kubevirt")
+	le.Name = orDefault(le.Name, "virt-controller")
+	if le.Identity == "" {
+		host, _ := os.Hostname()
+		le.Identity = fmt.Sprintf("%s_%d", host, time.Now().UnixNano())
+	}
+	le.LeaseDuration = orDuration(le.LeaseDuration, 15*time.Second)
+	le.RenewDeadline = orDuration(le.RenewDeadline, 10*time.Second)
+	le.RetryPeriod = orDuration(le.RetryPeriod, 2*time.Second)
+	opts.ResyncPeriod = orDuration(opts.ResyncPeriod, 12*time.Hour)
+	m := &Manager{opts: opts, client: client, kube: kube, metrics: newMetrics()}
+	if opts.HTTPAddr != "" {
+		if m.listener, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("vmcontrol: listening on %s: %w", opts.HTTPAddr, err)
+		}
+	}
+	return m, nil
+}
+
+// HTTPAddr is the address /metrics is served on, once NewManager returned.
+func (m *Manager) HTTPAddr() string {
+	if m.listener == nil {
+		return ""
+	}
+	return m.listener.Addr().String()
+}
+
+// Leading reports whether this manager runs the controllers now.
+func (m *Manager) Leading() bool { return m.leading.Load() }
+
+// Run serves HTTP and runs the controllers (under leader election if
+// enabled) until ctx is done or leadership is lost, which returns an error
+// so the process restarts as a candidate.
+func (m *Manager) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if m.listener != nil {
+		srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(m.listener) }()
+		defer func() { _ = srv.Close() }()
+	}
+	if !m.opts.LeaderElection.Enabled {
+		return m.runControllers(ctx)
+	}
+	le := m.opts.LeaderElection
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     m.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	}
+	m.ready.Store(true) // a standby is healthy and ready
+	runErr := make(chan error, 1)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            le.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaderCtx context.Context) {
+				err := m.runControllers(leaderCtx)
+				runErr <- err
+				if err != nil {
+					cancel() // a controller failed: give up the lease
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("vmcontrol: leader election: %w", err)
+	}
+	elector.Run(ctx)
+	select {
+	case err := <-runErr:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("vmcontrol: lost the leader lease")
+}
+
+// runControllers builds informers and controllers and runs them until ctx ends.
+func (m *Manager) runControllers(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	m.leading.Store(true)
+	m.metrics.leader.Set(1)
+	defer func() { m.leading.Store(false); m.metrics.leader.Set(0) }()
+
+	factory := externalversions.NewSharedInformerFactory(m.client, m.opts.ResyncPeriod)
+	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.ResyncPeriod,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
+		}))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-controller"})
+
+	vmController, err := vm.New(vm.Config{
+		Client: m.client, VMs: factory.Kubevirt().V1().VirtualMachines(), VMIs: factory.Kubevirt().V1().VirtualMachineInstances(),
+		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
+	})
+	if err != nil {
+		return err
+	}
+	vmiController, err := vmi.New(vmi.Config{
+		Client: m.client, Kube: m.kube, Renderer: m.opts.Renderer,
+		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(),
+		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
+		OnPhaseChange: m.metrics.phaseChanged,
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer kubeFactory.Shutdown()
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+		}
+	}
+	for typ, ok := range kubeFactory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+		}
+	}
+	m.ready.Store(true)
+	log.Info("controllers running")
+	errs := make(chan error, 2)
+	go func() { errs <- vmController.Start(ctx) }()
+	go func() { errs <- vmiController.Start(ctx) }()
+	return errors.Join(<-errs, <-errs)
+}
+
+func (m *Manager) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.ready.Load() {
+			http.Error(w, "informers not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

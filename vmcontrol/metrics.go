@@ -1,0 +1,143 @@
+package vmcontrol
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/util/workqueue"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+)
+
+// PhaseTransitionTimeBuckets are KubeVirt's buckets (seconds) for the
+// kubevirt_vmi_phase_transition_time_from_creation_seconds histogram.
+var PhaseTransitionTimeBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 40, 50, 60, 90, 120, 180, 300, 600, 1200, 1800, 3600}
+
+// metrics are the Manager's Prometheus metrics, in its own registry.
+type metrics struct {
+	registry         *prometheus.Registry
+	reconciles       *prometheus.CounterVec
+	reconcileSeconds *prometheus.HistogramVec
+	phaseFromCreate  *prometheus.HistogramVec
+	leader           prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vmkit_controller_reconcile_total",
+			Help: "Reconciliations per controller and result (success, requeue, error).",
+		}, []string{"controller", "result"}),
+		reconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "vmkit_controller_reconcile_duration_seconds",
+			Help:    "Time one reconciliation takes, per controller.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"controller"}),
+		phaseFromCreate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubevirt_vmi_phase_transition_time_from_creation_seconds",
+			Help:    "Histogram of VM phase transitions duration from creation time in seconds.",
+			Buckets: PhaseTransitionTimeBuckets,
+		}, []string{"phase"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vmkit_controller_leader",
+			Help: "1 while this process holds the controllers' leader lease.",
+		}),
+	}
+	m.registry.MustRegister(m.reconciles, m.reconcileSeconds, m.phaseFromCreate, m.leader,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerWorkqueueMetrics(m.registry)
+	return m
+}
+
+// observer returns the per-sync hook of one controller.
+func (m *metrics) observer(controller string) func(string, time.Duration, error) {
+	return func(_ string, d time.Duration, err error) {
+		result := "success"
+		switch {
+		case reconcile.IsRequeue(err):
+			result = "requeue"
+		case err != nil:
+			result = "error"
+		}
+		m.reconciles.WithLabelValues(controller, result).Inc()
+		m.reconcileSeconds.WithLabelValues(controller).Observe(d.Seconds())
+	}
+}
+
+// phaseChanged records the time from a VMI's creation to entering phase.
+func (m *metrics) phaseChanged(vmi *v1.VirtualMachineInstance, phase v1.VirtualMachineInstancePhase) {
+	for _, t := range vmi.Status.PhaseTransitionTimestamps {
+		if t.Phase == phase {
+			d := t.PhaseTransitionTimestamp.Sub(vmi.CreationTimestamp.Time).Seconds()
+			m.phaseFromCreate.WithLabelValues(string(phase)).Observe(max(d, 0))
+			return
+		}
+	}
+}
+
+// Workqueue metrics: client-go accepts one provider per process, so the
+// first Manager's registry receives them.
+var workqueueOnce sync.Once
+
+func registerWorkqueueMetrics(reg *prometheus.Registry) {
+	workqueueOnce.Do(func() {
+		p := &workqueueProvider{reg: reg}
+		workqueue.SetProvider(p)
+	})
+}
+
+type workqueueProvider struct{ reg *prometheus.Registry }
+
+var (
+	wqDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, []string{"name"})
+	wqAdds    = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total", Help: "Total adds to the workqueue."}, []string{"name"})
+	wqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item waits in the workqueue.", Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"})
+	wqWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item takes.", Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"})
+	wqRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: "Total retries in the workqueue."}, []string{"name"})
+	wqOnce    sync.Once
+)
+
+func (p *workqueueProvider) register() {
+	wqOnce.Do(func() { p.reg.MustRegister(wqDepth, wqAdds, wqLatency, wqWork, wqRetries) })
+}
+
+func (p *workqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
+	p.register()
+	return wqDepth.WithLabelValues(name)
+}
+
+func (p *workqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
+	p.register()
+	return wqAdds.WithLabelValues(name)
+}
+
+func (p *workqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	p.register()
+	return wqLatency.WithLabelValues(name)
+}
+
+func (p *workqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	p.register()
+	return wqWork.WithLabelValues(name)
+}
+
+func (p *workqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return noopGauge{}
+}
+
+func (p *workqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return noopGauge{}
+}
+
+func (p *workqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
+	p.register()
+	return wqRetries.WithLabelValues(name)
+}
+
+type noopGauge struct{}
+
+func (noopGauge) Set(float64) {}
