@@ -285,7 +285,8 @@ type BIOS struct {
 
 // EFI configures OVMF.
 type EFI struct {
-	// SecureBoot enables secure boot; on when unset, as in KubeVirt.
+	// SecureBoot enables secure boot. Off when unset in vmkit (KubeVirt turns
+	// it on when unset; set it explicitly to behave the same on both).
 	// +optional
 	SecureBoot *bool `json:"secureBoot,omitempty"`
 	// Persistent keeps the NVRAM across restarts.
