@@ -1,0 +1,229 @@
+package podtemplate
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Container names, commands and paths, KubeVirt's.
+const (
+	// ComputeContainerName is the container running virt-launcher, libvirt
+	// and QEMU; it is always the pod's first container.
+	ComputeContainerName = "compute"
+
+	launcherBinary      = "/usr/bin/virt-launcher"
+	containerDiskBinary = "/usr/bin/container-disk"
+	binaryInitName      = "container-disk-binary" // copies containerDiskBinary into volBinShare
+	binaryInitMountPath = "/init/usr/bin"
+	diskContainerPrefix = "volume" // volume<name> serves a disk, volume<name>-init pulls its image
+	initSuffix          = "-init"
+	// kernelBootVolumeName is the name of the kernel boot image's containers
+	// (volumekernel-boot-volume); kernelBootDiskName is the name it serves
+	// its files under.
+	kernelBootVolumeName = "kernel-boot-volume"
+	kernelBootDiskName   = "kernel-boot"
+
+	// launcherGracePadding pads the guest's grace period for the launcher,
+	// and twice over for the pod, so the node agent shuts the guest down
+	// before the kubelet kills the launcher.
+	launcherGracePadding = 15
+)
+
+// launcherGracePeriods returns the launcher's --grace-period-seconds and the
+// pod's terminationGracePeriodSeconds for a guest grace period.
+func launcherGracePeriods(guest int64) (launcher, pod int64) {
+	return guest + launcherGracePadding, guest + 2*launcherGracePadding
+}
+
+// launcherArgs are virt-launcher's flags for a VMI.
+func (r *Renderer) launcherArgs(vmi *v1.VirtualMachineInstance, f *guestFacts) []string {
+	launcherGrace, _ := launcherGracePeriods(f.graceSeconds)
+	args := make([]string, 0, 23)
+	args = append(args,
+		"--qemu-timeout", r.qemuTimeout,
+		"--name", vmi.Name,
+		"--uid", string(vmi.UID),
+		"--namespace", vmi.Namespace,
+		"--kubevirt-share-dir", r.cfg.ShareDir,
+		"--ephemeral-disk-dir", r.cfg.EphemeralDiskDir,
+		"--container-disk-dir", r.cfg.ContainerDiskDir,
+		"--grace-period-seconds", strconv.FormatInt(launcherGrace, 10),
+		"--hook-sidecars", "0",
+		"--less-pvc-space-toleration", r.pvcToleration,
+		"--ovmf-path", r.cfg.OVMFPath,
+	)
+	if r.cfg.EmulationAllowed {
+		args = append(args, "--use-emulation")
+	}
+	return args
+}
+
+// computeContainer is the container running virt-launcher.
+func (r *Renderer) computeContainer(vmi *v1.VirtualMachineInstance, f *guestFacts, res corev1.ResourceRequirements, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) corev1.Container {
+	env := &struct {
+		vars  [1]corev1.EnvVar
+		src   corev1.EnvVarSource
+		field corev1.ObjectFieldSelector
+	}{}
+	env.field.FieldPath = "metadata.name"
+	env.src.FieldRef = &env.field
+	env.vars[0] = corev1.EnvVar{Name: "POD_NAME", ValueFrom: &env.src}
+	return corev1.Container{
+		Name:                     ComputeContainerName,
+		Image:                    r.cfg.LauncherImage,
+		ImagePullPolicy:          r.cfg.ImagePullPolicy,
+		Command:                  []string{launcherBinary},
+		Args:                     r.launcherArgs(vmi, f),
+		Env:                      env.vars[:],
+		Resources:                res,
+		VolumeMounts:             mounts,
+		VolumeDevices:            devices,
+		Ports:                    containerPorts(vmi.Spec.Domain.Devices.Interfaces),
+		SecurityContext:          computeSecurityContext(f.dedicated),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+// containerPorts exposes the ports the interfaces forward to the guest.
+func containerPorts(ifaces []v1.Interface) []corev1.ContainerPort {
+	n := 0
+	for i := range ifaces {
+		n += len(ifaces[i].Ports)
+	}
+	if n == 0 {
+		return nil
+	}
+	ports := make([]corev1.ContainerPort, 0, n)
+	for i := range ifaces {
+		for _, p := range ifaces[i].Ports {
+			proto := corev1.ProtocolTCP
+			if p.Protocol != "" {
+				proto = corev1.Protocol(p.Protocol)
+			}
+			ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: proto})
+		}
+	}
+	return ports
+}
+
+// diskContainers returns the helper containers of the VMI's container disks
+// and kernel boot image: the container-disk-binary init container, then for
+// each image an init container (volume<name>-init, which only makes the
+// kubelet pull the image before the launcher starts) and a sidecar
+// (volume<name>, which serves the image's disk at
+// <ContainerDiskDir>/<vmi uid>/disk_<index of the volume>). The sidecars are
+// appended to containers, which has room for them (see helperCount). It
+// returns no init containers when the VMI has neither.
+func (r *Renderer) diskContainers(vmi *v1.VirtualMachineInstance, f *guestFacts, containers []corev1.Container) (initContainers, sidecars []corev1.Container) {
+	sidecars = containers
+	n := helperCount(f)
+	if n == 0 {
+		return nil, sidecars
+	}
+	initContainers = make([]corev1.Container, 0, n+1)
+
+	// One backing array each for the helpers' mounts, command lines and
+	// security contexts; every container's slice is capped so that
+	// appending to it cannot touch its neighbour's.
+	diskDir := r.cfg.ContainerDiskDir + "/" + string(vmi.UID)
+	mounts := make([]corev1.VolumeMount, 2*2*n+1)
+	mounts[0] = corev1.VolumeMount{Name: volBinShare, MountPath: binaryInitMountPath}
+	words := make([]string, 5*n)
+	security := make([]helperSecurity, 2*n+1)
+	initContainers = append(initContainers, corev1.Container{
+		Name:                     binaryInitName,
+		Image:                    r.cfg.LauncherImage,
+		ImagePullPolicy:          r.cfg.ImagePullPolicy,
+		Command:                  []string{"/usr/bin/cp"},
+		Args:                     []string{"--preserve=all", containerDiskBinary, binaryInitMountPath + "/container-disk"},
+		VolumeMounts:             mounts[0:1:1],
+		Resources:                helperResources(f.dedicated, false),
+		SecurityContext:          security[0].init(),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	})
+	next, nextWord, nextSecurity := 1, 0, 1
+	add := func(name, image string, policy corev1.PullPolicy, servedAs string) {
+		for _, init := range [...]bool{true, false} {
+			m := mounts[next : next+2 : next+2]
+			m[0] = corev1.VolumeMount{Name: volContainerDisks, MountPath: diskDir}
+			m[1] = corev1.VolumeMount{Name: volBinShare, MountPath: "/usr/bin"}
+			c := corev1.Container{
+				Image:                    image,
+				ImagePullPolicy:          policy,
+				VolumeMounts:             m,
+				Resources:                helperResources(f.dedicated, !init),
+				SecurityContext:          security[nextSecurity].init(),
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			}
+			next, nextSecurity = next+2, nextSecurity+1
+			w := words[nextWord:]
+			w[0] = containerDiskBinary
+			c.Command = w[0:1:1]
+			if init {
+				c.Name = diskContainerPrefix + name + initSuffix
+				w[1] = "--no-op"
+				c.Args = w[1:2:2]
+				nextWord += 2
+				initContainers = append(initContainers, c)
+			} else {
+				c.Name = diskContainerPrefix + name
+				w[1], w[2] = "--copy-path", diskDir+"/"+servedAs
+				c.Args = w[1:3:3]
+				nextWord += 3
+				sidecars = append(sidecars, c)
+			}
+		}
+	}
+	for i := range vmi.Spec.Volumes {
+		vol := &vmi.Spec.Volumes[i]
+		if cd := vol.ContainerDisk; cd != nil {
+			add(vol.Name, cd.Image, cd.ImagePullPolicy, "disk_"+strconv.Itoa(i))
+		}
+	}
+	if f.kernelBoot {
+		kb := vmi.Spec.Domain.Firmware.KernelBoot.Container
+		add(kernelBootVolumeName, kb.Image, kb.ImagePullPolicy, kernelBootDiskName)
+	}
+	return initContainers, sidecars
+}
+
+// helperCount is the number of images served by sidecars: the container
+// disks and the kernel boot image.
+func helperCount(f *guestFacts) int {
+	if f.kernelBoot {
+		return f.containerDisks + 1
+	}
+	return f.containerDisks
+}
+
+// imagePullSecrets are the container disks' and the kernel boot image's pull
+// secrets, then the configured ones, each once.
+func (r *Renderer) imagePullSecrets(spec *v1.VirtualMachineInstanceSpec) []corev1.LocalObjectReference {
+	var secrets []corev1.LocalObjectReference
+	add := func(name string) {
+		if name == "" {
+			return
+		}
+		for _, s := range secrets {
+			if s.Name == name {
+				return
+			}
+		}
+		secrets = append(secrets, corev1.LocalObjectReference{Name: name})
+	}
+	for i := range spec.Volumes {
+		if cd := spec.Volumes[i].ContainerDisk; cd != nil {
+			add(cd.ImagePullSecret)
+		}
+	}
+	if fw := spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil && fw.KernelBoot.Container != nil {
+		add(fw.KernelBoot.Container.ImagePullSecret)
+	}
+	for _, s := range r.cfg.ImagePullSecrets {
+		add(s)
+	}
+	return secrets
+}

@@ -1,0 +1,138 @@
+package podtemplate
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+func TestPodLabels(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{
+		Name: "vm", UID: "u1",
+		Labels: map[string]string{"app": "web", "team": "vmi", v1.AppLabel: "spoofed", v1.CreatedByLabel: "spoofed"},
+	}}
+	tests := []struct {
+		name  string
+		extra map[string]string
+		host  string
+		want  map[string]string
+	}{
+		{"the VMI's labels, the launcher's own win", nil, "vm", map[string]string{
+			"app": "web", "team": "vmi", "kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "u1", "vm.kubevirt.io/name": "vm"}},
+		{"extra labels override the VMI's", map[string]string{"team": "platform", "tier": "gold"}, "guest", map[string]string{
+			"app": "web", "team": "platform", "tier": "gold", "kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "u1", "vm.kubevirt.io/name": "guest"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, podLabels(vmi, tt.extra, tt.host, 0)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodAnnotations(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{
+		Name: "vm",
+		Annotations: map[string]string{
+			"example.com/owner": "team",
+			"kubectl.kubernetes.io/last-applied-configuration": "{}",
+			"kubevirt.io/latest-observed-api-version":          "v1",
+			"kubevirt.io/storage-observed-api-version":         "v1",
+			v1.DomainAnnotation:                                "spoofed",
+		},
+	}}
+	want := map[string]string{
+		"example.com/owner": "team", "example.com/extra": "x",
+		"kubevirt.io/domain": "vm", "kubectl.kubernetes.io/default-container": "compute",
+	}
+	if diff := cmp.Diff(want, podAnnotations(vmi, map[string]string{"example.com/extra": "x"}, 0)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestControllerRef(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", UID: "u1"}}
+	yes := true
+	want := []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance", Name: "vm", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}}
+	got := controllerRef(vmi)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if metav1.GetControllerOf(&metav1.ObjectMeta{OwnerReferences: got}) == nil {
+		t.Error("not recognised as a controller reference")
+	}
+}
+
+func TestNetworkAnnotations(t *testing.T) {
+	pod := v1.NetworkSource{Pod: &v1.PodNetwork{}}
+	multus := func(name string, def bool) v1.NetworkSource {
+		return v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: name, Default: def}}
+	}
+	tests := []struct {
+		name              string
+		networks          []v1.Network
+		ifaces            []v1.Interface
+		wantNets, wantDef string
+		wantErr           string
+	}{
+		{"pod network only", []v1.Network{{Name: "default", NetworkSource: pod}}, nil, "", "", ""},
+		{"secondary networks, KubeVirt's interface names, MAC requests",
+			[]v1.Network{{Name: "default", NetworkSource: pod}, {Name: "blue", NetworkSource: multus("blue-net", false)}, {Name: "red", NetworkSource: multus("infra/red-net", false)}},
+			[]v1.Interface{{Name: "blue", MacAddress: "02:00:00:00:00:01"}, {Name: "red"}},
+			`[{"name":"blue-net","namespace":"ns","mac":"02:00:00:00:00:01","interface":"pod16477688c0e"},{"name":"red-net","namespace":"infra","interface":"podb1f51a511f1"}]`, "", ""},
+		{"default network", []v1.Network{{Name: "main", NetworkSource: multus("ovn", true)}}, nil, "", "ovn", ""},
+		{"bad name", []v1.Network{{Name: "x", NetworkSource: multus("a/b/c", false)}}, nil, "", "",
+			`VirtualMachineInstance ns/vm: spec.networks[0].multus.networkName: "a/b/c" is not <name> or <namespace>/<name>`},
+		{"two defaults", []v1.Network{{Name: "x", NetworkSource: multus("a", true)}, {Name: "y", NetworkSource: multus("b", true)}}, nil, "", "",
+			"VirtualMachineInstance ns/vm: spec.networks[1].multus.default: a second default network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
+			spec := &v1.VirtualMachineInstanceSpec{Networks: tt.networks}
+			spec.Domain.Devices.Interfaces = tt.ifaces
+			nets, def, err := networkAnnotations(f, spec, "ns")
+			if tt.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Errorf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || nets != tt.wantNets || def != tt.wantDef {
+				t.Errorf("got %s, %q, %v\nwant %s, %q", nets, def, err, tt.wantNets, tt.wantDef)
+			}
+		})
+	}
+}
+
+// TestAppendJSONField: what the hand-written encoder writes decodes to what
+// encoding/json's does, for any string.
+func TestAppendJSONField(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	pieces := []string{"a", "Z", "0", `"`, `\`, "\n", "\x00", "\x1f", "\x7f", "é", "☃", "\U0001F600", "\xff", "\xe2\x82", "<", "&", "\u2028"}
+	for range 3000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		s := b.String()
+		var mine, theirs map[string]string
+		if err := json.Unmarshal(append(appendJSONField([]byte("{"), "k", s), '}'), &mine); err != nil {
+			t.Fatalf("%q: invalid JSON: %v", s, err)
+		}
+		ref, _ := json.Marshal(map[string]string{"k": s})
+		if err := json.Unmarshal(ref, &theirs); err != nil {
+			t.Fatal(err)
+		}
+		if mine["k"] != theirs["k"] {
+			t.Errorf("%q decodes to %q, encoding/json's to %q", s, mine["k"], theirs["k"])
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package podtemplate
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestSecurityContexts(t *testing.T) {
+	tests := []struct {
+		name string
+		got  *corev1.SecurityContext
+		want *corev1.SecurityContext
+	}{{
+		name: "compute: root for libvirt, never privileged, NET_RAW dropped",
+		got:  computeSecurityContext(false),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"NET_RAW"}},
+		},
+	}, {
+		name: "compute with dedicated CPUs may pin them",
+		got:  computeSecurityContext(true),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
+			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "SYS_NICE"}, Drop: []corev1.Capability{"NET_RAW"}},
+		},
+	}, {
+		name: "helpers: the qemu user with nothing at all",
+		got:  helperSecurityContext(),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	want := &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch)}
+	if diff := cmp.Diff(want, podSecurityContext()); diff != "" {
+		t.Errorf("pod (-want +got):\n%s", diff)
+	}
+}
+
+// TestSecurityContextPointersAreDistinct: the contexts carve their
+// pointers out of one allocation; each must still point at its own value.
+func TestSecurityContextPointersAreDistinct(t *testing.T) {
+	c := computeSecurityContext(true)
+	*c.Privileged = true
+	if *c.RunAsNonRoot {
+		t.Error("compute: RunAsNonRoot and Privileged share a bool")
+	}
+	h := helperSecurityContext()
+	*h.RunAsUser = 5
+	*h.AllowPrivilegeEscalation = true
+	if *h.RunAsGroup != 107 || *h.Privileged || !*h.ReadOnlyRootFilesystem || !*h.RunAsNonRoot {
+		t.Errorf("helper: fields share memory: %+v", h)
+	}
+	if h2 := helperSecurityContext(); *h2.RunAsUser != 107 {
+		t.Error("helper contexts share memory across calls")
+	}
+}
