@@ -1,0 +1,172 @@
+package domainxml
+
+import (
+	"strconv"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// convertConsole attaches the serial console unless
+// autoattachSerialConsole is false: the first serial port on a UNIX socket
+// QEMU listens on (or a pty), with virtlogd copying everything the guest
+// prints to the log file, and a console that aliases it.
+func (c *converter) convertConsole() error {
+	if !enabled(c.spec.Devices.AutoattachSerialConsole, true) {
+		return nil
+	}
+	a := c.a
+	if c.opts.SerialPTY {
+		a.serialSrc.Pty = &a.pty
+	} else {
+		if !isAbs(c.opts.SerialSocket) {
+			return fieldErrorf("Options.SerialSocket", "%q is not an absolute path", c.opts.SerialSocket)
+		}
+		a.serialUNIX = libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: c.opts.SerialSocket}
+		a.serialSrc.UNIX = &a.serialUNIX
+	}
+	if !isAbs(c.opts.SerialLog) {
+		return fieldErrorf("Options.SerialLog", "%q is not an absolute path", c.opts.SerialLog)
+	}
+	a.serialTgt.Port = &a.serialPort
+	a.serialLog = libvirtxml.DomainChardevLog{File: c.opts.SerialLog, Append: "on"}
+	a.serial[0] = libvirtxml.DomainSerial{Source: &a.serialSrc, Target: &a.serialTgt, Log: &a.serialLog}
+	a.consoleSrc.Pty = &a.pty
+	a.consoleTgt = libvirtxml.DomainConsoleTarget{Type: "serial", Port: &a.consolePort}
+	a.console[0] = libvirtxml.DomainConsole{Source: &a.consoleSrc, Target: &a.consoleTgt}
+	c.dom.Devices.Serials = a.serial[:]
+	c.dom.Devices.Consoles = a.console[:]
+	return nil
+}
+
+// convertGraphics attaches VNC on a UNIX socket and a video device unless
+// autoattachGraphicsDevice is false.
+func (c *converter) convertGraphics() error {
+	if !enabled(c.spec.Devices.AutoattachGraphicsDevice, true) {
+		return nil
+	}
+	if !isAbs(c.opts.VNCSocket) {
+		return fieldErrorf("Options.VNCSocket", "%q is not an absolute path", c.opts.VNCSocket)
+	}
+	a := c.a
+	a.vncSocket.Socket = c.opts.VNCSocket
+	a.listeners[0].Socket = &a.vncSocket
+	a.vnc.Listeners = a.listeners[:]
+	a.graphics[0].VNC = &a.vnc
+	c.dom.Devices.Graphics = a.graphics[:]
+	a.video[0].Model = libvirtxml.DomainVideoModel{Type: c.opts.arch.video, Heads: 1}
+	if c.opts.arch.video == "vga" {
+		a.video[0].Model.VRam = 16384
+	}
+	c.dom.Devices.Videos = a.video[:]
+	return nil
+}
+
+// convertInputs attaches spec's input devices (tablets on USB or virtio)
+// and, with autoattachInputDevice, a USB tablet when spec lists none.
+func (c *converter) convertInputs() error {
+	inputs := c.spec.Devices.Inputs
+	if len(inputs) == 0 {
+		if enabled(c.spec.Devices.AutoattachInputDevice, false) {
+			c.needUSB = true
+			c.dom.Devices.Inputs = []libvirtxml.DomainInput{{Type: "tablet", Bus: "usb", Alias: &libvirtxml.DomainAlias{Name: "ua-default-0"}}}
+		}
+		return nil
+	}
+	out := make([]libvirtxml.DomainInput, len(inputs))
+	aliases := make([]libvirtxml.DomainAlias, len(inputs))
+	for i, in := range inputs {
+		field := "spec.domain.devices.inputs[" + strconv.Itoa(i) + "]"
+		if !isDeviceName(in.Name) {
+			return fieldErrorf(field+".name", "%q must be 1 to 63 letters, digits and _.- (not . or ..)", in.Name)
+		}
+		if in.Type != "tablet" {
+			return fieldErrorf(field+".type", "unknown input type %q (want tablet)", in.Type)
+		}
+		bus := in.Bus
+		switch bus {
+		case "", "usb":
+			bus = "usb"
+			c.needUSB = true
+		case "virtio":
+		default:
+			return fieldErrorf(field+".bus", "unknown bus %q (want usb or virtio)", in.Bus)
+		}
+		aliases[i].Name = userAlias(in.Name)
+		// QEMU's virtio tablet has no (non-)transitional variants.
+		out[i] = libvirtxml.DomainInput{Type: "tablet", Bus: bus, Alias: &aliases[i]}
+	}
+	c.dom.Devices.Inputs = out
+	return nil
+}
+
+// convertWatchdog attaches the i6300esb watchdog spec asks for.
+func (c *converter) convertWatchdog() error {
+	w := c.spec.Devices.Watchdog
+	if w == nil {
+		return nil
+	}
+	if !isDeviceName(w.Name) {
+		return fieldErrorf("spec.domain.devices.watchdog.name", "%q must be 1 to 63 letters, digits and _.- (not . or ..)", w.Name)
+	}
+	if w.I6300ESB == nil {
+		return fieldErrorf("spec.domain.devices.watchdog", "no watchdog model set (want i6300esb)")
+	}
+	if !c.opts.arch.hasI6300ESB {
+		return fieldErrorf("spec.domain.devices.watchdog.i6300esb", "not supported on %s", c.opts.arch.name)
+	}
+	action := w.I6300ESB.Action
+	switch action {
+	case "":
+		action = "reset"
+	case "poweroff", "reset", "shutdown":
+	default:
+		return fieldErrorf("spec.domain.devices.watchdog.i6300esb.action", "unknown action %q (want poweroff, reset or shutdown)", action)
+	}
+	c.dom.Devices.Watchdogs = []libvirtxml.DomainWatchdog{{Model: "i6300esb", Action: action, Alias: &libvirtxml.DomainAlias{Name: userAlias(w.Name)}}}
+	return nil
+}
+
+// convertRNG attaches a virtio RNG fed from the host's /dev/urandom.
+func (c *converter) convertRNG() error {
+	if c.spec.Devices.Rng == nil {
+		return nil
+	}
+	c.dom.Devices.RNGs = []libvirtxml.DomainRNG{{
+		Model:   c.virtioModel,
+		Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
+	}}
+	return nil
+}
+
+// convertMemBalloon attaches a virtio balloon reporting statistics every
+// 10 s, or none when autoattachMemBalloon is false (libvirt would add one).
+func (c *converter) convertMemBalloon() error {
+	a := c.a
+	if !enabled(c.spec.Devices.AutoattachMemBalloon, true) {
+		a.balloon.Model = "none"
+	} else {
+		a.balloon.Model = c.virtioModel
+		a.stats.Period = 10
+		a.balloon.Stats = &a.stats
+	}
+	c.dom.Devices.MemBalloon = &a.balloon
+	return nil
+}
+
+// convertControllers adds a USB controller only when a USB device needs
+// one (libvirt would otherwise add a default one) and a virtio-scsi
+// controller for SCSI disks.
+func (c *converter) convertControllers() error {
+	a := c.a
+	ctl := a.controller[:0]
+	usb := libvirtxml.DomainController{Type: "usb", Index: &a.ctlIndex[0], Model: "none"}
+	if c.needUSB {
+		usb.Model = "qemu-xhci"
+	}
+	ctl = append(ctl, usb)
+	if c.needSCSI {
+		ctl = append(ctl, libvirtxml.DomainController{Type: "scsi", Index: &a.ctlIndex[1], Model: c.virtioModel})
+	}
+	c.dom.Devices.Controllers = ctl
+	return nil
+}

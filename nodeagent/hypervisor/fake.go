@@ -1,0 +1,330 @@
+package hypervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/vmkit/vmkit/domainxml"
+)
+
+// Fake is an in-memory Hypervisor for unit tests. It follows libvirt's state
+// machine (start only from shut off, pause only when running, ...) without
+// running anything, records every call, and lets a test inject errors, make
+// the guest ignore shutdown requests, change a domain's state as a guest
+// would (power off, crash) and play the guest's side of the console.
+//
+// The zero value is not usable; create one with NewFake. A Fake is safe for
+// concurrent use.
+type Fake struct {
+	mu             sync.Mutex
+	domains        map[string]*fakeDomain
+	calls          []string
+	failNext       map[string]error
+	ignoreShutdown bool
+}
+
+type fakeDomain struct {
+	xml     string
+	uuid    string
+	meta    domainxml.Metadata
+	state   DomainState
+	console net.Conn // the guest's end of the current console session
+}
+
+var _ Hypervisor = (*Fake)(nil)
+
+// NewFake returns a Fake with no domains.
+func NewFake() *Fake {
+	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}}
+}
+
+// FailNext makes the next call of the named method ("Define", "Start",
+// "Shutdown", "Destroy", "Pause", "Resume", "State", "Console", "Undefine"
+// or "List") return err without doing anything.
+func (f *Fake) FailNext(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext[method] = err
+}
+
+// IgnoreShutdown makes guests ignore Shutdown, as a guest without ACPI
+// support does; Destroy still stops them.
+func (f *Fake) IgnoreShutdown(ignore bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ignoreShutdown = ignore
+}
+
+// SetState puts a domain in a state, as the guest or QEMU would: a guest
+// powering itself off, a crash.
+func (f *Fake) SetState(name string, st DomainState) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.domains[name]
+	if !ok {
+		return fmt.Errorf("set state of %s: %w", name, ErrNotFound)
+	}
+	d.state = st
+	if st.State == StateShutoff {
+		d.closeConsole()
+	}
+	return nil
+}
+
+// Calls returns the calls made so far, as "Method name" ("List uid" for
+// List), oldest first.
+func (f *Fake) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// XML returns the definition of a domain.
+func (f *Fake) XML(name string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.domains[name]
+	if !ok {
+		return "", false
+	}
+	return d.xml, true
+}
+
+// GuestConsole returns the guest's side of the domain's current console
+// session: what a test writes to it, the session's reader reads.
+func (f *Fake) GuestConsole(name string) (io.ReadWriter, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.domains[name]
+	if !ok || d.console == nil {
+		return nil, false
+	}
+	return d.console, true
+}
+
+// begin records a call and returns the error to fail it with, if any.
+func (f *Fake) begin(ctx context.Context, method, arg string) error {
+	f.calls = append(f.calls, method+" "+arg)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s %s: %w", method, arg, err)
+	}
+	if err, ok := f.failNext[method]; ok {
+		delete(f.failNext, method)
+		return err
+	}
+	return nil
+}
+
+// lookup returns the named domain or ErrNotFound.
+func (f *Fake) lookup(method, name string) (*fakeDomain, error) {
+	d, ok := f.domains[name]
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %w", method, name, ErrNotFound)
+	}
+	return d, nil
+}
+
+// Define implements Hypervisor.
+func (f *Fake) Define(ctx context.Context, domainXML string) (Domain, error) {
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(domainXML); err != nil {
+		return Domain{}, fmt.Errorf("define: parse domain XML: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Define", dom.Name); err != nil {
+		return Domain{}, err
+	}
+	if dom.Name == "" {
+		return Domain{}, errors.New("define: domain XML has no name")
+	}
+	meta, err := domainxml.ParseMetadata(&dom)
+	if err != nil && !errors.Is(err, domainxml.ErrNoMetadata) {
+		return Domain{}, fmt.Errorf("define %s: %w", dom.Name, err)
+	}
+	d, ok := f.domains[dom.Name]
+	switch {
+	case !ok:
+		uuid := dom.UUID
+		if uuid == "" {
+			uuid = fmt.Sprintf("00000000-0000-4000-8000-%012x", len(f.domains)+1)
+		}
+		d = &fakeDomain{uuid: uuid, state: DomainState{StateShutoff, ReasonUnknown}}
+		f.domains[dom.Name] = d
+	case dom.UUID != "" && dom.UUID != d.uuid:
+		return Domain{}, fmt.Errorf("define %s: domain already exists with UUID %s", dom.Name, d.uuid)
+	}
+	d.xml, d.meta = domainXML, meta
+	return Domain{Name: dom.Name, UUID: d.uuid, VMI: meta, State: d.state}, nil
+}
+
+// Start implements Hypervisor.
+func (f *Fake) Start(ctx context.Context, name string, opts StartOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Start", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("start", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateShutoff && d.state.State != StateCrashed {
+		return fmt.Errorf("start %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	d.state = DomainState{StateRunning, ReasonBooted}
+	if opts.Paused {
+		d.state = DomainState{StatePaused, ReasonStartingUp}
+	}
+	return nil
+}
+
+// Shutdown implements Hypervisor.
+func (f *Fake) Shutdown(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Shutdown", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("shutdown", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateRunning {
+		return fmt.Errorf("shutdown %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	if !f.ignoreShutdown {
+		d.state = DomainState{StateShutoff, ReasonShutdown}
+		d.closeConsole()
+	}
+	return nil
+}
+
+// Destroy implements Hypervisor.
+func (f *Fake) Destroy(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Destroy", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("destroy", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateShutoff {
+		d.state = DomainState{StateShutoff, ReasonDestroyed}
+		d.closeConsole()
+	}
+	return nil
+}
+
+// Pause implements Hypervisor.
+func (f *Fake) Pause(ctx context.Context, name string) error {
+	return f.transition(ctx, "Pause", name, StateRunning, DomainState{StatePaused, ReasonUser})
+}
+
+// Resume implements Hypervisor.
+func (f *Fake) Resume(ctx context.Context, name string) error {
+	return f.transition(ctx, "Resume", name, StatePaused, DomainState{StateRunning, ReasonUnpaused})
+}
+
+func (f *Fake) transition(ctx context.Context, method, name string, from State, to DomainState) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, method, name); err != nil {
+		return err
+	}
+	d, err := f.lookup(method, name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != from {
+		return fmt.Errorf("%s %s: domain is %s: %w", method, name, d.state.State, ErrInvalidState)
+	}
+	d.state = to
+	return nil
+}
+
+// State implements Hypervisor.
+func (f *Fake) State(ctx context.Context, name string) (DomainState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "State", name); err != nil {
+		return DomainState{}, err
+	}
+	d, err := f.lookup("state", name)
+	if err != nil {
+		return DomainState{}, err
+	}
+	return d.state, nil
+}
+
+// Console implements Hypervisor.
+func (f *Fake) Console(ctx context.Context, name string) (io.ReadWriteCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Console", name); err != nil {
+		return nil, err
+	}
+	d, err := f.lookup("console", name)
+	if err != nil {
+		return nil, err
+	}
+	if d.state.State == StateShutoff {
+		return nil, fmt.Errorf("console %s: domain is shut off: %w", name, ErrInvalidState)
+	}
+	d.closeConsole()
+	client, guest := net.Pipe()
+	d.console = guest
+	return client, nil
+}
+
+// Undefine implements Hypervisor.
+func (f *Fake) Undefine(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Undefine", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("undefine", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateShutoff {
+		return fmt.Errorf("undefine %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	delete(f.domains, name)
+	return nil
+}
+
+// List implements Hypervisor.
+func (f *Fake) List(ctx context.Context, vmiUID string) ([]Domain, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "List", vmiUID); err != nil {
+		return nil, err
+	}
+	var out []Domain
+	for name, d := range f.domains {
+		if d.meta.UID == "" || (vmiUID != "" && d.meta.UID != vmiUID) {
+			continue
+		}
+		out = append(out, Domain{Name: name, UUID: d.uuid, VMI: d.meta, State: d.state})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (d *fakeDomain) closeConsole() {
+	if d.console != nil {
+		_ = d.console.Close()
+		d.console = nil
+	}
+}

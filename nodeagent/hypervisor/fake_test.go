@@ -1,0 +1,232 @@
+package hypervisor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testXML = `<domain type="kvm">
+  <name>ns_vm</name>
+  <uuid>3dfa27a8-fb76-5ad1-b2c2-78c1ff43f629</uuid>
+  <metadata><vmi xmlns="https://github.com/vmkit/vmkit/domainxml/v1"><namespace>ns</namespace><name>vm</name><uid>uid-1</uid><gracePeriodSeconds>30</gracePeriodSeconds></vmi></metadata>
+  <memory unit="KiB">131072</memory>
+</domain>`
+
+func defined(t *testing.T) *Fake {
+	t.Helper()
+	f := NewFake()
+	if _, err := f.Define(context.Background(), testXML); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestFakeStateMachine(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	steps := []struct {
+		name    string
+		call    func() error
+		want    DomainState
+		wantErr error
+	}{
+		{"pause a shut-off domain", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonUnknown}, ErrInvalidState},
+		{"start paused", func() error { return f.Start(ctx, "ns_vm", StartOptions{Paused: true}) }, DomainState{StatePaused, ReasonStartingUp}, nil},
+		{"start again", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StatePaused, ReasonStartingUp}, ErrInvalidState},
+		{"resume", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
+		{"resume a running domain", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, ErrInvalidState},
+		{"pause", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
+		{"undefine a paused domain", func() error { return f.Undefine(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
+		{"destroy", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
+		{"destroy a shut-off domain", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
+		{"start", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StateRunning, ReasonBooted}, nil},
+		{"shutdown", func() error { return f.Shutdown(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonShutdown}, nil},
+	}
+	for _, s := range steps {
+		err := s.call()
+		if !errors.Is(err, s.wantErr) || (s.wantErr == nil) != (err == nil) {
+			t.Fatalf("%s: error %v, want %v", s.name, err, s.wantErr)
+		}
+		got, err := f.State(ctx, "ns_vm")
+		if err != nil || got != s.want {
+			t.Fatalf("%s: state %v, %v; want %v", s.name, got, err, s.want)
+		}
+	}
+	if err := f.Undefine(ctx, "ns_vm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.State(ctx, "ns_vm"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("State of an undefined domain: %v, want ErrNotFound", err)
+	}
+}
+
+func TestFakeDefineAndList(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	d, err := f.Define(ctx, testXML) // redefining keeps the domain
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "ns_vm" || d.UUID != "3dfa27a8-fb76-5ad1-b2c2-78c1ff43f629" || d.VMI.UID != "uid-1" {
+		t.Errorf("Define = %+v", d)
+	}
+	other := strings.Replace(testXML, "3dfa27a8", "00000000", 1)
+	if _, err := f.Define(ctx, other); err == nil {
+		t.Error("redefining with another UUID succeeded")
+	}
+	if _, err := f.Define(ctx, `<domain><name>foreign</name></domain>`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Define(ctx, `<domain`); err == nil {
+		t.Error("Define of malformed XML succeeded")
+	}
+	for uid, want := range map[string][]string{"uid-1": {"ns_vm"}, "": {"ns_vm"}, "uid-2": nil} {
+		got, err := f.List(ctx, uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, d := range got {
+			names = append(names, d.Name)
+		}
+		if diff := cmp.Diff(want, names); diff != "" {
+			t.Errorf("List(%q) (-want +got):\n%s", uid, diff)
+		}
+	}
+	if xml, ok := f.XML("ns_vm"); !ok || xml != testXML {
+		t.Errorf("XML = %q, %v", xml, ok)
+	}
+}
+
+func TestFakeConsole(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	if _, err := f.Console(ctx, "ns_vm"); !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("Console of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	console, err := f.Console(ctx, "ns_vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest, ok := f.GuestConsole("ns_vm")
+	if !ok {
+		t.Fatal("no guest console")
+	}
+	go func() { _, _ = io.WriteString(guest, "login: ") }()
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(console, buf); err != nil || string(buf) != "login: " {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	go func() { _, _ = io.WriteString(console, "root\n") }()
+	buf = make([]byte, 5)
+	if _, err := io.ReadFull(guest, buf); err != nil || string(buf) != "root\n" {
+		t.Fatalf("guest read %q, %v", buf, err)
+	}
+	// The session ends with the domain.
+	if err := f.Destroy(ctx, "ns_vm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := console.Read(buf); err == nil {
+		t.Error("console still open after Destroy")
+	}
+}
+
+func TestFakeFailures(t *testing.T) {
+	f := defined(t)
+	boom := errors.New("boom")
+	f.FailNext("Start", boom)
+	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != boom {
+		t.Errorf("Start = %v, want the injected error", err)
+	}
+	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != nil {
+		t.Errorf("second Start = %v, want success", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.State(ctx, "ns_vm"); !errors.Is(err, context.Canceled) {
+		t.Errorf("State with a cancelled context = %v", err)
+	}
+	if err := f.Pause(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Pause of a missing domain = %v", err)
+	}
+	if err := f.SetState("ns_vm", DomainState{StateCrashed, ReasonCrashed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != nil {
+		t.Errorf("Start of a crashed domain = %v, want success", err)
+	}
+	want := []string{"Define ns_vm", "Start ns_vm", "Start ns_vm", "State ns_vm", "Pause nope", "Start ns_vm"}
+	if diff := cmp.Diff(want, f.Calls()); diff != "" {
+		t.Errorf("Calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestStopGracefully(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		ignore        bool
+		wantDestroyed bool
+		wantReason    Reason
+	}{
+		{"the guest shuts down", false, false, ReasonShutdown},
+		{"the guest ignores ACPI", true, true, ReasonDestroyed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := defined(t)
+			f.IgnoreShutdown(tc.ignore)
+			if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			destroyed, err := StopGracefully(ctx, f, "ns_vm", 50*time.Millisecond, 5*time.Millisecond)
+			if err != nil || destroyed != tc.wantDestroyed {
+				t.Fatalf("StopGracefully = %v, %v; want destroyed %v", destroyed, err, tc.wantDestroyed)
+			}
+			if st, _ := f.State(ctx, "ns_vm"); st != (DomainState{StateShutoff, tc.wantReason}) {
+				t.Errorf("state %v, want Shutoff (%s)", st, tc.wantReason)
+			}
+			// Stopping a stopped domain does nothing.
+			if destroyed, err := StopGracefully(ctx, f, "ns_vm", time.Second, time.Millisecond); err != nil || destroyed {
+				t.Errorf("second StopGracefully = %v, %v", destroyed, err)
+			}
+		})
+	}
+	f := defined(t)
+	f.IgnoreShutdown(true)
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := StopGracefully(cctx, f, "ns_vm", time.Hour, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("StopGracefully past its deadline = %v", err)
+	}
+	if _, err := StopGracefully(ctx, f, "missing", time.Second, time.Millisecond); !errors.Is(err, ErrNotFound) {
+		t.Errorf("StopGracefully of a missing domain = %v", err)
+	}
+}
+
+// TestNoLibvirtDependency guards the design rule that only the libvirt
+// subpackage links libvirt: the interface and the fake are pure Go.
+func TestNoLibvirtDependency(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if f[0] == "libvirt.org/go/libvirt" || (f[1] == "false" && f[2] != "0") {
+			t.Errorf("nodeagent/hypervisor depends on %s (cgo files: %s)", f[0], f[2])
+		}
+	}
+}

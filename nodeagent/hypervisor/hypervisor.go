@@ -1,0 +1,183 @@
+// Package hypervisor is the small interface the node agent and the launcher
+// need from a hypervisor: define a domain from its XML, start it (optionally
+// paused), shut it down gracefully or destroy it, pause and resume it, read
+// its state with the reason, attach to its serial console, undefine it, and
+// find the domains of a VMI.
+//
+// Domains are named by their libvirt name (<namespace>_<name>, see
+// domainxml.Convert) and tied to their VMI by the metadata domainxml writes,
+// which List reads back, so a restarted node agent finds its domains without
+// state of its own.
+//
+// Every method takes a context; implementations bound each call by a timeout
+// even when the context has no deadline. The libvirt implementation lives in
+// the subpackage libvirt, the only package of the module that uses cgo;
+// [Fake] is an in-memory implementation for unit tests of the packages that
+// use this one.
+package hypervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vmkit/vmkit/domainxml"
+)
+
+// Hypervisor manages the domains of one node.
+type Hypervisor interface {
+	// Define creates the domain described by domainXML, or replaces the
+	// definition of the domain of the same name and UUID. A running domain
+	// keeps running with its old definition until it restarts.
+	Define(ctx context.Context, domainXML string) (Domain, error)
+	// Start boots a defined domain that is shut off; with opts.Paused its
+	// vCPUs stay stopped until Resume. Starting a running domain fails with
+	// ErrInvalidState.
+	Start(ctx context.Context, name string, opts StartOptions) error
+	// Shutdown asks the guest to power off (an ACPI power button press) and
+	// returns without waiting; the guest may ignore it. See StopGracefully.
+	Shutdown(ctx context.Context, name string) error
+	// Destroy stops a domain at once, like pulling the power cord. A domain
+	// that is already shut off is left alone: Destroy returns nil.
+	Destroy(ctx context.Context, name string) error
+	// Pause stops the vCPUs of a running domain.
+	Pause(ctx context.Context, name string) error
+	// Resume restarts the vCPUs of a paused domain.
+	Resume(ctx context.Context, name string) error
+	// State returns the domain's state and why it is in it.
+	State(ctx context.Context, name string) (DomainState, error)
+	// Console attaches to the domain's serial console: reads return what the
+	// guest prints, writes type into it. Only one console session exists per
+	// domain; a new one takes over from the old. The context bounds only the
+	// attach; Close ends the session.
+	Console(ctx context.Context, name string) (io.ReadWriteCloser, error)
+	// Undefine removes the definition of a domain that is shut off, with its
+	// EFI NVRAM. Undefining a running domain fails with ErrInvalidState.
+	Undefine(ctx context.Context, name string) error
+	// List returns the domains created from the VMI with the given UID, or
+	// every domain created from a VMI when vmiUID is empty. Domains without
+	// vmkit metadata are left out.
+	List(ctx context.Context, vmiUID string) ([]Domain, error)
+}
+
+// StartOptions modify Start.
+type StartOptions struct {
+	// Paused starts the domain with its vCPUs stopped, for example to attach
+	// the console before the guest prints its first line.
+	Paused bool
+}
+
+// Domain is a defined domain.
+type Domain struct {
+	// Name is the libvirt name, <namespace>_<name> of the VMI.
+	Name string
+	// UUID is the domain's UUID.
+	UUID string
+	// VMI identifies the VMI the domain was created from.
+	VMI domainxml.Metadata
+	// State is the domain's state when it was listed or defined.
+	State DomainState
+}
+
+// DomainState is a domain's state and the reason for it.
+type DomainState struct {
+	State  State
+	Reason Reason
+}
+
+func (s DomainState) String() string { return string(s.State) + " (" + string(s.Reason) + ")" }
+
+// State is the life-cycle state of a domain, as libvirt reports it.
+type State string
+
+// Domain states.
+const (
+	StateNoState      State = "NoState"
+	StateRunning      State = "Running"
+	StateBlocked      State = "Blocked"
+	StatePaused       State = "Paused"
+	StateShuttingDown State = "ShuttingDown"
+	StateShutoff      State = "Shutoff"
+	StateCrashed      State = "Crashed"
+	StatePMSuspended  State = "PMSuspended"
+)
+
+// Reason says why a domain is in its state. Which reasons occur depends on
+// the state: a running domain was Booted or Unpaused, a paused one paused
+// by the User or StartingUp (started paused), a shut-off one Shutdown by
+// the guest, Destroyed, or Crashed.
+type Reason string
+
+// Reasons.
+const (
+	ReasonUnknown    Reason = "Unknown"
+	ReasonBooted     Reason = "Booted"
+	ReasonMigrated   Reason = "Migrated"
+	ReasonRestored   Reason = "Restored"
+	ReasonUnpaused   Reason = "Unpaused"
+	ReasonUser       Reason = "User"
+	ReasonStartingUp Reason = "StartingUp"
+	ReasonIOError    Reason = "IOError"
+	ReasonWatchdog   Reason = "Watchdog"
+	ReasonShutdown   Reason = "Shutdown"
+	ReasonDestroyed  Reason = "Destroyed"
+	ReasonCrashed    Reason = "Crashed"
+	ReasonFailed     Reason = "Failed"
+	ReasonSaved      Reason = "Saved"
+	ReasonDaemon     Reason = "Daemon"
+)
+
+// Errors that callers act on; implementations wrap them with the operation
+// and domain name.
+var (
+	// ErrNotFound: no domain of that name is defined.
+	ErrNotFound = errors.New("domain not found")
+	// ErrInvalidState: the operation does not apply to the domain in its
+	// current state (pausing a shut-off domain, starting a running one).
+	ErrInvalidState = errors.New("operation invalid in the domain's state")
+)
+
+// DefaultCallTimeout bounds a hypervisor call whose context has no deadline.
+const DefaultCallTimeout = 30 * time.Second
+
+// StopGracefully asks the guest to shut down and waits up to grace for the
+// domain to shut off, polling its state every poll; then it destroys the
+// domain. It reports whether the domain had to be destroyed. A domain that
+// is already shut off is left alone.
+func StopGracefully(ctx context.Context, h Hypervisor, name string, grace, poll time.Duration) (destroyed bool, err error) {
+	st, err := h.State(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if st.State == StateShutoff {
+		return false, nil
+	}
+	if err := h.Shutdown(ctx, name); err != nil && !errors.Is(err, ErrInvalidState) {
+		return false, err
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		st, err := h.State(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		if st.State == StateShutoff {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("stop %s: %w", name, ctx.Err())
+		case <-deadline.C:
+			if err := h.Destroy(ctx, name); err != nil {
+				return false, err
+			}
+			return true, nil
+		case <-tick.C:
+		}
+	}
+}

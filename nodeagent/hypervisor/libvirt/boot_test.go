@@ -1,0 +1,224 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const (
+	guestMarker  = "GUEST-BOOTED"
+	bootTimeout  = 60 * time.Second
+	shutdownWait = 5 * time.Second
+)
+
+// tinyGuestVMI is a kernel-boot VMI of the test guest, the way a user would
+// write it; the launcher's extracted kernel and initrd come in through
+// Options.
+func tinyGuestVMI(name string, uid types.UID) *v1.VirtualMachineInstance {
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "vmkit-test", Name: name, UID: uid},
+		Spec: v1.VirtualMachineInstanceSpec{
+			Domain: v1.DomainSpec{
+				Machine: &v1.Machine{Type: "pc"},
+				Firmware: &v1.Firmware{KernelBoot: &v1.KernelBoot{
+					KernelArgs: "console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check",
+					Container: &v1.KernelBootContainer{
+						Image:      "registry.example/tiny-guest:1",
+						KernelPath: "/boot/vmlinux",
+						InitrdPath: "/boot/initramfs-idle.cpio.gz",
+					},
+				}},
+				Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceMemory: resource.MustParse("128Mi"),
+				}},
+				Devices: v1.Devices{AutoattachMemBalloon: v1.BoolPtr(false)},
+			},
+		},
+	}
+}
+
+// TestBootTinyGuest is the real boot: domainxml converts a kernel-boot VMI
+// of the test guest for emulation, and this package defines it on
+// qemu:///system, starts it paused, attaches the serial console, resumes it,
+// reads the console until the guest's marker, pauses and resumes it, shuts
+// it down (destroying it if the idle guest ignores ACPI) and undefines it,
+// checking the state after every step.
+func TestBootTinyGuest(t *testing.T) {
+	uri := testenv.RequireLibvirt(t)
+	if strings.HasPrefix(uri, "test:") {
+		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)",
+			testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
+	}
+	guest := testenv.RequireGuest(t)
+	h := newTestHypervisor(t, uri)
+
+	dir := t.TempDir()
+	uid := types.UID(randomUUID(t))
+	vmi := tinyGuestVMI("boot-"+randomSuffix(t), uid)
+	dom, err := domainxml.Convert(vmi, domainxml.Options{
+		Emulation:    true,
+		KernelPath:   guest.Kernel,
+		InitrdPath:   guest.IdleInitramfs,
+		SerialSocket: filepath.Join(dir, "serial.sock"),
+		SerialLog:    filepath.Join(dir, "serial.log"),
+		VNCSocket:    filepath.Join(dir, "vnc.sock"),
+	})
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	xml, err := domainxml.Marshal(dom)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	name := dom.Name
+
+	ctx := context.Background()
+	defined, err := h.Define(ctx, xml)
+	if err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	// Registered after t.TempDir, so it runs before the directory goes.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if defined.Name != name || defined.VMI.UID != string(uid) {
+		t.Fatalf("Define returned %+v, want %s of VMI %s", defined, name, uid)
+	}
+	wantState := func(step string, st hypervisor.State, reasons ...hypervisor.Reason) {
+		t.Helper()
+		got, err := h.State(ctx, name)
+		if err != nil {
+			t.Fatalf("after %s: State: %v", step, err)
+		}
+		for _, r := range reasons {
+			if got.State == st && got.Reason == r {
+				t.Logf("after %s: %v", step, got)
+				return
+			}
+		}
+		t.Fatalf("after %s: state %v, want %s with reason %v", step, got, st, reasons)
+	}
+	wantState("Define", hypervisor.StateShutoff, hypervisor.ReasonUnknown)
+
+	// Start paused so the console is attached before the guest prints.
+	started := time.Now()
+	if err := h.Start(ctx, name, hypervisor.StartOptions{Paused: true}); err != nil {
+		t.Fatalf("Start: %v\n%s", err, xml)
+	}
+	wantState("Start paused", hypervisor.StatePaused, hypervisor.ReasonStartingUp, hypervisor.ReasonUser)
+	console, err := h.Console(ctx, name)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	defer console.Close()
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	line, output, err := readUntil(console, guestMarker, bootTimeout)
+	if err != nil {
+		t.Fatalf("serial console: %v; output so far:\n%s", err, output)
+	}
+	bootTime := time.Since(started)
+	t.Logf("start to %q on the console: %v (%s)", guestMarker, bootTime.Round(time.Millisecond), line)
+	wantState("boot", hypervisor.StateRunning, hypervisor.ReasonUnpaused)
+
+	if err := h.Pause(ctx, name); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	wantState("Pause", hypervisor.StatePaused, hypervisor.ReasonUser)
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	wantState("Resume", hypervisor.StateRunning, hypervisor.ReasonUnpaused)
+
+	if got, err := h.List(ctx, string(uid)); err != nil || len(got) != 1 || got[0].Name != name || got[0].State.State != hypervisor.StateRunning {
+		t.Errorf("List(%s) = %+v, %v; want the running %s", uid, got, err, name)
+	}
+
+	destroyed, err := hypervisor.StopGracefully(ctx, h, name, shutdownWait, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("StopGracefully: %v", err)
+	}
+	if destroyed {
+		t.Logf("the guest ignored the ACPI power button for %v and was destroyed", shutdownWait)
+		wantState("StopGracefully", hypervisor.StateShutoff, hypervisor.ReasonDestroyed)
+	} else {
+		wantState("StopGracefully", hypervisor.StateShutoff, hypervisor.ReasonShutdown)
+	}
+	// The console ends with the guest.
+	if _, _, err := readUntil(console, "\x00never", 10*time.Second); err == nil || strings.Contains(err.Error(), "timed out") {
+		t.Errorf("console after the domain stopped: %v, want it closed", err)
+	}
+
+	if err := h.Undefine(ctx, name); err != nil {
+		t.Fatalf("Undefine: %v", err)
+	}
+	if _, err := h.State(ctx, name); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("State after Undefine: %v, want ErrNotFound", err)
+	}
+	if got, err := h.List(ctx, string(uid)); err != nil || len(got) != 0 {
+		t.Errorf("List(%s) after Undefine = %+v, %v; want nothing", uid, got, err)
+	}
+}
+
+// readUntil reads r until a line containing marker is complete and returns
+// that line and everything read; it gives up after timeout, closing r if it
+// is an io.Closer so the reading goroutine ends.
+func readUntil(r io.Reader, marker string, timeout time.Duration) (line string, output []byte, err error) {
+	type result struct {
+		line string
+		out  []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			out = append(out, buf[:n]...)
+			if i := bytes.Index(out, []byte(marker)); i >= 0 {
+				if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
+					done <- result{strings.TrimSpace(string(out[i : i+j])), out, nil}
+					return
+				}
+			}
+			if err != nil {
+				done <- result{"", out, err}
+				return
+			}
+		}
+	}()
+	select {
+	case res := <-done:
+		return res.line, res.out, res.err
+	case <-time.After(timeout):
+		if c, ok := r.(io.Closer); ok {
+			_ = c.Close()
+		}
+		res := <-done
+		return "", res.out, errors.New("timed out waiting for " + marker)
+	}
+}

@@ -1,0 +1,585 @@
+// Package libvirt implements hypervisor.Hypervisor with libvirt through
+// libvirt.org/go/libvirt. It is the only package of the module that uses
+// cgo: building it needs libvirt's headers (Debian package libvirt-dev) and
+// pkg-config; running it needs libvirt's client library and a libvirt daemon
+// (hack/setup-libvirt.sh installs all of them).
+//
+// One connection is opened and shared by all calls. When libvirtd restarts
+// the connection breaks; the next call notices, reconnects and is retried
+// once on the new connection. Every call is bounded by its context or, when
+// the context has no deadline, by Options.CallTimeout. libvirt's C calls
+// cannot be interrupted: a call that times out returns at once while the C
+// call finishes in the background.
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	golibvirt "libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+)
+
+// DefaultURI is the local privileged libvirt daemon's QEMU driver.
+const DefaultURI = "qemu:///system"
+
+// Options configure a Hypervisor.
+type Options struct {
+	// URI of the libvirt daemon; DefaultURI when empty. "test:///default"
+	// is libvirt's built-in mock driver: no daemon, no guests.
+	URI string
+	// CallTimeout bounds a call whose context has no deadline;
+	// hypervisor.DefaultCallTimeout when zero.
+	CallTimeout time.Duration
+}
+
+// Hypervisor is a hypervisor.Hypervisor backed by libvirt.
+type Hypervisor struct {
+	uri     string
+	timeout time.Duration
+
+	mu     sync.Mutex
+	conn   *golibvirt.Connect
+	closed bool
+}
+
+var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
+
+// New connects to libvirt at opts.URI. The first connection after libvirtd
+// starts can take several seconds while it probes QEMU; ctx bounds it.
+func New(ctx context.Context, opts Options) (*Hypervisor, error) {
+	h := &Hypervisor{uri: opts.URI, timeout: opts.CallTimeout}
+	if h.uri == "" {
+		h.uri = DefaultURI
+	}
+	if h.timeout <= 0 {
+		h.timeout = hypervisor.DefaultCallTimeout
+	}
+	err := h.call(ctx, "connect", h.uri, func(*golibvirt.Connect) error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// URI returns the libvirt URI the hypervisor is connected to.
+func (h *Hypervisor) URI() string { return h.uri }
+
+// Close closes the connection. Calls after Close fail.
+func (h *Hypervisor) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if h.conn == nil {
+		return nil
+	}
+	_, err := h.conn.Close()
+	h.conn = nil
+	return err
+}
+
+// connection returns the open connection, opening a new one when there is
+// none or the old one died (libvirtd restarted).
+func (h *Hypervisor) connection() (*golibvirt.Connect, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errors.New("hypervisor is closed")
+	}
+	if h.conn != nil {
+		if alive, err := h.conn.IsAlive(); err == nil && alive {
+			return h.conn, nil
+		}
+		_, _ = h.conn.Close()
+		h.conn = nil
+	}
+	conn, err := golibvirt.NewConnect(h.uri)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", h.uri, err)
+	}
+	h.conn = conn
+	return conn, nil
+}
+
+// alive reports whether conn is still the open, working connection.
+func (h *Hypervisor) alive(conn *golibvirt.Connect) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != conn {
+		return false
+	}
+	ok, err := conn.IsAlive()
+	return err == nil && ok
+}
+
+// call runs fn on the connection, bounded by ctx or the call timeout. When
+// fn fails because the connection died, it reconnects and runs fn again.
+func (h *Hypervisor) call(ctx context.Context, op, name string, fn func(*golibvirt.Connect) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s %s: %w", op, name, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		conn, err := h.connection()
+		if err == nil {
+			err = fn(conn)
+			if err != nil && !h.alive(conn) {
+				if conn, cerr := h.connection(); cerr == nil {
+					err = fn(conn)
+				}
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", op, name, translate(err))
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s %s: %w", op, name, ctx.Err())
+	}
+}
+
+// onDomain runs fn on the named domain.
+func (h *Hypervisor) onDomain(ctx context.Context, op, name string, fn func(*golibvirt.Domain) error) error {
+	return h.call(ctx, op, name, func(c *golibvirt.Connect) error {
+		dom, err := c.LookupDomainByName(name)
+		if err != nil {
+			return err
+		}
+		defer dom.Free()
+		return fn(dom)
+	})
+}
+
+// translate maps libvirt's error codes to the hypervisor package's errors,
+// keeping libvirt's message.
+func translate(err error) error {
+	var lerr golibvirt.Error
+	if !errors.As(err, &lerr) {
+		return err
+	}
+	switch lerr.Code {
+	case golibvirt.ERR_NO_DOMAIN:
+		return &wrapped{lerr.Message, hypervisor.ErrNotFound}
+	case golibvirt.ERR_OPERATION_INVALID:
+		return &wrapped{lerr.Message, hypervisor.ErrInvalidState}
+	}
+	return err
+}
+
+// wrapped is libvirt's message, matching a hypervisor error with errors.Is.
+type wrapped struct {
+	msg    string
+	target error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.target }
+
+// Define implements hypervisor.Hypervisor.
+func (h *Hypervisor) Define(ctx context.Context, domainXML string) (hypervisor.Domain, error) {
+	var out hypervisor.Domain
+	err := h.call(ctx, "define", "domain", func(c *golibvirt.Connect) error {
+		dom, err := c.DomainDefineXML(domainXML)
+		if err != nil {
+			return err
+		}
+		defer dom.Free()
+		out, err = describe(dom)
+		return err
+	})
+	return out, err
+}
+
+// Start implements hypervisor.Hypervisor.
+func (h *Hypervisor) Start(ctx context.Context, name string, opts hypervisor.StartOptions) error {
+	var flags golibvirt.DomainCreateFlags
+	if opts.Paused {
+		flags |= golibvirt.DOMAIN_START_PAUSED
+	}
+	return h.onDomain(ctx, "start", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "start", golibvirt.DOMAIN_SHUTOFF, golibvirt.DOMAIN_CRASHED); err != nil {
+			return err
+		}
+		return d.CreateWithFlags(flags)
+	})
+}
+
+// Shutdown implements hypervisor.Hypervisor.
+func (h *Hypervisor) Shutdown(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "shutdown", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "shut down", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED, golibvirt.DOMAIN_SHUTDOWN); err != nil {
+			return err
+		}
+		return d.Shutdown()
+	})
+}
+
+// Destroy implements hypervisor.Hypervisor.
+func (h *Hypervisor) Destroy(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "destroy", name, func(d *golibvirt.Domain) error {
+		err := d.Destroy()
+		var lerr golibvirt.Error
+		if errors.As(err, &lerr) && lerr.Code == golibvirt.ERR_OPERATION_INVALID {
+			if st, _, serr := d.GetState(); serr == nil && st == golibvirt.DOMAIN_SHUTOFF {
+				return nil
+			}
+		}
+		return err
+	})
+}
+
+// Pause implements hypervisor.Hypervisor.
+func (h *Hypervisor) Pause(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "pause", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "pause", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.Suspend()
+	})
+}
+
+// Resume implements hypervisor.Hypervisor.
+func (h *Hypervisor) Resume(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "resume", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "resume", golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.Resume()
+	})
+}
+
+// State implements hypervisor.Hypervisor.
+func (h *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
+	var out hypervisor.DomainState
+	err := h.onDomain(ctx, "state", name, func(d *golibvirt.Domain) error {
+		st, reason, err := d.GetState()
+		if err != nil {
+			return err
+		}
+		out = domainState(st, reason)
+		return nil
+	})
+	return out, err
+}
+
+// requireState fails with hypervisor.ErrInvalidState unless the domain is
+// in one of the allowed states. libvirt checks too, but its drivers report
+// the same condition with different error codes.
+func requireState(d *golibvirt.Domain, op string, allowed ...golibvirt.DomainState) error {
+	st, reason, err := d.GetState()
+	if err != nil {
+		return err
+	}
+	for _, a := range allowed {
+		if st == a {
+			return nil
+		}
+	}
+	return &wrapped{fmt.Sprintf("cannot %s a domain that is %s", op, domainState(st, reason)), hypervisor.ErrInvalidState}
+}
+
+// Undefine implements hypervisor.Hypervisor.
+func (h *Hypervisor) Undefine(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "undefine", name, func(d *golibvirt.Domain) error {
+		active, err := d.IsActive()
+		if err != nil {
+			return err
+		}
+		if active {
+			return &wrapped{"domain is running; destroy it first", hypervisor.ErrInvalidState}
+		}
+		err = d.UndefineFlags(golibvirt.DOMAIN_UNDEFINE_NVRAM)
+		var lerr golibvirt.Error
+		if errors.As(err, &lerr) && (lerr.Code == golibvirt.ERR_NO_SUPPORT || lerr.Code == golibvirt.ERR_INVALID_ARG) {
+			// Drivers without NVRAM (the test driver) reject the flag.
+			err = d.Undefine()
+		}
+		return err
+	})
+}
+
+// List implements hypervisor.Hypervisor.
+func (h *Hypervisor) List(ctx context.Context, vmiUID string) ([]hypervisor.Domain, error) {
+	var out []hypervisor.Domain
+	err := h.call(ctx, "list", vmiUID, func(c *golibvirt.Connect) error {
+		out = out[:0]
+		doms, err := c.ListAllDomains(0)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for i := range doms {
+				_ = doms[i].Free()
+			}
+		}()
+		for i := range doms {
+			meta, err := metadata(&doms[i])
+			if err != nil {
+				if errors.Is(err, domainxml.ErrNoMetadata) || isNoDomain(err) {
+					continue
+				}
+				return err
+			}
+			if vmiUID != "" && meta.UID != vmiUID {
+				continue
+			}
+			d, err := describe(&doms[i])
+			if err != nil {
+				if isNoDomain(err) { // undefined while we looked
+					continue
+				}
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// describe reads a domain's name, UUID, metadata and state.
+func describe(dom *golibvirt.Domain) (hypervisor.Domain, error) {
+	var d hypervisor.Domain
+	var err error
+	if d.Name, err = dom.GetName(); err != nil {
+		return d, err
+	}
+	if d.UUID, err = dom.GetUUIDString(); err != nil {
+		return d, err
+	}
+	if d.VMI, err = metadata(dom); err != nil && !errors.Is(err, domainxml.ErrNoMetadata) {
+		return d, err
+	}
+	st, reason, err := dom.GetState()
+	if err != nil {
+		return d, err
+	}
+	d.State = domainState(st, reason)
+	return d, nil
+}
+
+// metadata reads a domain's vmkit metadata element.
+func metadata(dom *golibvirt.Domain) (domainxml.Metadata, error) {
+	s, err := dom.GetMetadata(golibvirt.DOMAIN_METADATA_ELEMENT, domainxml.MetadataNamespace, golibvirt.DOMAIN_AFFECT_CURRENT)
+	if err != nil {
+		var lerr golibvirt.Error
+		if errors.As(err, &lerr) && lerr.Code == golibvirt.ERR_NO_DOMAIN_METADATA {
+			return domainxml.Metadata{}, domainxml.ErrNoMetadata
+		}
+		return domainxml.Metadata{}, err
+	}
+	return domainxml.UnmarshalMetadata(s)
+}
+
+func isNoDomain(err error) bool {
+	var lerr golibvirt.Error
+	return errors.As(err, &lerr) && lerr.Code == golibvirt.ERR_NO_DOMAIN
+}
+
+// Console implements hypervisor.Hypervisor. It opens the console through
+// libvirt, which works for pty consoles. libvirt 9 cannot open a console
+// whose serial port is a UNIX socket (domainxml's default); then Console
+// connects to the socket itself, which works wherever the socket is
+// reachable: on the node, or in the launcher pod.
+func (h *Hypervisor) Console(ctx context.Context, name string) (io.ReadWriteCloser, error) {
+	var (
+		out        io.ReadWriteCloser
+		socketPath string
+	)
+	err := h.call(ctx, "console", name, func(c *golibvirt.Connect) error {
+		dom, err := c.LookupDomainByName(name)
+		if err != nil {
+			return err
+		}
+		defer dom.Free()
+		if socketPath, err = serialSocket(dom); err != nil || socketPath != "" {
+			return err
+		}
+		stream, err := c.NewStream(0)
+		if err != nil {
+			return err
+		}
+		if err := dom.OpenConsole("", stream, golibvirt.DOMAIN_CONSOLE_FORCE); err != nil {
+			_ = stream.Free()
+			return err
+		}
+		out = &console{stream: stream}
+		return nil
+	})
+	if err != nil || out != nil {
+		return out, err
+	}
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("console %s: %w", name, err)
+	}
+	return conn, nil
+}
+
+// serialSocket returns the path of the UNIX socket QEMU listens on for the
+// running domain's first serial port, or "" when it is not a listening
+// UNIX socket.
+func serialSocket(dom *golibvirt.Domain) (string, error) {
+	desc, err := dom.GetXMLDesc(0)
+	if err != nil {
+		return "", err
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(desc); err != nil {
+		return "", err
+	}
+	if d.Devices == nil || len(d.Devices.Serials) == 0 {
+		return "", nil
+	}
+	src := d.Devices.Serials[0].Source
+	if src == nil || src.UNIX == nil || src.UNIX.Mode != "bind" {
+		return "", nil
+	}
+	return src.UNIX.Path, nil
+}
+
+// console is a libvirt console stream. Reads and writes hold mu shared;
+// Close aborts the stream, which ends a Read blocked in another goroutine,
+// then takes mu exclusively so the stream is freed only once no call uses it.
+type console struct {
+	stream *golibvirt.Stream
+	mu     sync.RWMutex
+	closed bool
+	once   sync.Once
+	err    error
+}
+
+func (c *console) Read(p []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := c.stream.Recv(p)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *console) Write(p []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	written := 0
+	for written < len(p) {
+		n, err := c.stream.Send(p[written:])
+		if err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+func (c *console) Close() error {
+	c.once.Do(func() {
+		c.err = c.stream.Abort()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.closed = true
+		_ = c.stream.Free()
+	})
+	return c.err
+}
+
+// domainState maps libvirt's state and reason codes.
+func domainState(st golibvirt.DomainState, reason int) hypervisor.DomainState {
+	switch st {
+	case golibvirt.DOMAIN_RUNNING:
+		r := hypervisor.ReasonUnknown
+		switch golibvirt.DomainRunningReason(reason) {
+		case golibvirt.DOMAIN_RUNNING_BOOTED:
+			r = hypervisor.ReasonBooted
+		case golibvirt.DOMAIN_RUNNING_MIGRATED:
+			r = hypervisor.ReasonMigrated
+		case golibvirt.DOMAIN_RUNNING_RESTORED:
+			r = hypervisor.ReasonRestored
+		case golibvirt.DOMAIN_RUNNING_UNPAUSED:
+			r = hypervisor.ReasonUnpaused
+		}
+		return hypervisor.DomainState{State: hypervisor.StateRunning, Reason: r}
+	case golibvirt.DOMAIN_PAUSED:
+		r := hypervisor.ReasonUnknown
+		switch golibvirt.DomainPausedReason(reason) {
+		case golibvirt.DOMAIN_PAUSED_USER:
+			r = hypervisor.ReasonUser
+		case golibvirt.DOMAIN_PAUSED_STARTING_UP:
+			r = hypervisor.ReasonStartingUp
+		case golibvirt.DOMAIN_PAUSED_IOERROR:
+			r = hypervisor.ReasonIOError
+		case golibvirt.DOMAIN_PAUSED_WATCHDOG:
+			r = hypervisor.ReasonWatchdog
+		case golibvirt.DOMAIN_PAUSED_MIGRATION:
+			r = hypervisor.ReasonMigrated
+		case golibvirt.DOMAIN_PAUSED_CRASHED:
+			r = hypervisor.ReasonCrashed
+		case golibvirt.DOMAIN_PAUSED_SHUTTING_DOWN:
+			r = hypervisor.ReasonShutdown
+		}
+		return hypervisor.DomainState{State: hypervisor.StatePaused, Reason: r}
+	case golibvirt.DOMAIN_SHUTOFF:
+		r := hypervisor.ReasonUnknown
+		switch golibvirt.DomainShutoffReason(reason) {
+		case golibvirt.DOMAIN_SHUTOFF_SHUTDOWN:
+			r = hypervisor.ReasonShutdown
+		case golibvirt.DOMAIN_SHUTOFF_DESTROYED:
+			r = hypervisor.ReasonDestroyed
+		case golibvirt.DOMAIN_SHUTOFF_CRASHED:
+			r = hypervisor.ReasonCrashed
+		case golibvirt.DOMAIN_SHUTOFF_MIGRATED:
+			r = hypervisor.ReasonMigrated
+		case golibvirt.DOMAIN_SHUTOFF_SAVED:
+			r = hypervisor.ReasonSaved
+		case golibvirt.DOMAIN_SHUTOFF_FAILED:
+			r = hypervisor.ReasonFailed
+		case golibvirt.DOMAIN_SHUTOFF_DAEMON:
+			r = hypervisor.ReasonDaemon
+		}
+		return hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: r}
+	case golibvirt.DOMAIN_SHUTDOWN:
+		r := hypervisor.ReasonUnknown
+		if golibvirt.DomainShutdownReason(reason) == golibvirt.DOMAIN_SHUTDOWN_USER {
+			r = hypervisor.ReasonUser
+		}
+		return hypervisor.DomainState{State: hypervisor.StateShuttingDown, Reason: r}
+	case golibvirt.DOMAIN_CRASHED:
+		return hypervisor.DomainState{State: hypervisor.StateCrashed, Reason: hypervisor.ReasonCrashed}
+	case golibvirt.DOMAIN_BLOCKED:
+		return hypervisor.DomainState{State: hypervisor.StateBlocked, Reason: hypervisor.ReasonUnknown}
+	case golibvirt.DOMAIN_PMSUSPENDED:
+		return hypervisor.DomainState{State: hypervisor.StatePMSuspended, Reason: hypervisor.ReasonUnknown}
+	}
+	return hypervisor.DomainState{State: hypervisor.StateNoState, Reason: hypervisor.ReasonUnknown}
+}
