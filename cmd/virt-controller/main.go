@@ -1,0 +1,86 @@
+// Command virt-controller runs vmkit's VirtualMachine and
+// VirtualMachineInstance controllers (vmcontrol.Manager): flags in, wiring,
+// Run. Everything else lives in the packages it imports.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/podtemplate"
+	"github.com/vmkit/vmkit/vmcontrol"
+)
+
+type options struct {
+	kubeconfig    string
+	launcherImage string
+	pullPolicy    string
+	emulation     bool
+	qps           float64
+	manager       vmcontrol.Options
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	flag.StringVar(&o.launcherImage, "launcher-image", "", "image of the virt-launcher container (required)")
+	flag.StringVar(&o.pullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of the launcher image")
+	flag.BoolVar(&o.emulation, "use-emulation", false, "run guests under software emulation (QEMU TCG) when nodes have no KVM")
+	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
+	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
+	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
+	flag.IntVar(&o.manager.Burst, "burst", 400, "API client burst")
+	flag.BoolVar(&o.manager.LeaderElection.Enabled, "leader-elect", true, "run the controllers only while holding the leader Lease")
+	flag.StringVar(&o.manager.LeaderElection.Namespace, "leader-elect-namespace", "kubevirt", "namespace of the leader Lease")
+	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
+	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz")
+	klog.InitFlags(nil)
+	flag.Parse()
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "virt-controller failed")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.launcherImage == "" {
+		return errors.New("--launcher-image is required")
+	}
+	var err error
+	if o.manager.Config, err = restConfig(o.kubeconfig); err != nil {
+		return err
+	}
+	o.manager.QPS = float32(o.qps)
+	o.manager.Renderer, err = podtemplate.New(podtemplate.Config{
+		LauncherImage:    o.launcherImage,
+		ImagePullPolicy:  corev1.PullPolicy(o.pullPolicy),
+		EmulationAllowed: o.emulation,
+	})
+	if err != nil {
+		return err
+	}
+	mgr, err := vmcontrol.NewManager(o.manager)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	klog.InfoS("virt-controller starting", "http", mgr.HTTPAddr(), "leaderElection", o.manager.LeaderElection.Enabled, "emulation", o.emulation)
+	return mgr.Run(ctx)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}

@@ -1,0 +1,457 @@
+package vmcontrol_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/podtemplate"
+	"github.com/vmkit/vmkit/vmapi/crds"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol"
+	"github.com/vmkit/vmkit/vmcontrol/vm"
+)
+
+const ns = "default"
+
+type cluster struct {
+	env    *testenv.Env
+	client versioned.Interface
+	kube   kubernetes.Interface
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, testenv.Options{CRDs: all, WithControllerManager: true})
+	client, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{env: env, client: client, kube: env.Kube}
+	// Pods need the namespace's default ServiceAccount, which the controller manager creates.
+	waitFor(t, 60*time.Second, "default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := env.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return c
+}
+
+// startManager runs a Manager until the test ends or stop is called.
+func (c *cluster) startManager(t *testing.T, le vmcontrol.LeaderElection) (m *vmcontrol.Manager, stop func()) {
+	t.Helper()
+	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = vmcontrol.NewManager(vmcontrol.Options{Config: c.env.Config, Renderer: renderer, HTTPAddr: "127.0.0.1:0", LeaderElection: le})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("manager: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("manager did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return m, stop
+}
+
+// fakeKubelet stands in for a node: it binds launcher pods to node01, marks
+// them running and ready (as a kubelet would once containers start), and
+// finishes graceful deletions.
+func (c *cluster) fakeKubelet(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
+			if err == nil {
+				for i := range pods.Items {
+					c.kubeletStep(ctx, &pods.Items[i])
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+func (c *cluster) kubeletStep(ctx context.Context, pod *corev1.Pod) {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		zero := int64(0)
+		_ = c.kube.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	case pod.Spec.NodeName == "":
+		_ = c.kube.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: ns},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "node01"},
+		}, metav1.CreateOptions{})
+	case pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending:
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		for _, ct := range pod.Spec.Containers {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Ready: true, Image: ct.Image})
+		}
+		_, _ = c.kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func newVM(name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+	return &v1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1.VirtualMachineSpec{
+			RunStrategy: v1.RunStrategyPtr(strategy),
+			Template: &v1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: v1.VirtualMachineInstanceSpec{
+					Domain: v1.DomainSpec{
+						Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+						Devices:   v1.Devices{Disks: []v1.Disk{{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}},
+					},
+					Volumes: []v1.Volume{{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "quay.io/kubevirt/cirros-container-disk-demo"}}}},
+				},
+			},
+		},
+	}
+}
+
+func (c *cluster) createVM(t *testing.T, vm *v1.VirtualMachine) {
+	t.Helper()
+	if _, err := c.client.KubevirtV1().VirtualMachines(ns).Create(context.Background(), vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *cluster) vmi(ctx context.Context, name string) (*v1.VirtualMachineInstance, error) {
+	return c.client.KubevirtV1().VirtualMachineInstances(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c *cluster) waitVMIPhase(t *testing.T, name string, phase v1.VirtualMachineInstancePhase) *v1.VirtualMachineInstance {
+	t.Helper()
+	var got *v1.VirtualMachineInstance
+	waitFor(t, 30*time.Second, fmt.Sprintf("VMI %s in phase %s", name, phase), func(ctx context.Context) (bool, error) {
+		vmi, err := c.vmi(ctx, name)
+		if err != nil {
+			return false, nil
+		}
+		got = vmi
+		return vmi.Status.Phase == phase, nil
+	})
+	return got
+}
+
+func (c *cluster) waitVMStatus(t *testing.T, name string, want v1.VirtualMachinePrintableStatus) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("VM %s status %s", name, want), func(ctx context.Context) (bool, error) {
+		vm, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && vm.Status.PrintableStatus == want, nil
+	})
+}
+
+func (c *cluster) waitNoVMI(t *testing.T, name string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "VMI "+name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := c.vmi(ctx, name)
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// setVMIPhase plays the node agent's part: it moves the guest to a phase.
+func (c *cluster) setVMIPhase(t *testing.T, name string, phase v1.VirtualMachineInstancePhase) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "VMI status write", func(ctx context.Context) (bool, error) {
+		vmi, err := c.vmi(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		vmi.Status.Phase = phase
+		vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps,
+			v1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: metav1.Now()})
+		_, err = c.client.KubevirtV1().VirtualMachineInstances(ns).UpdateStatus(ctx, vmi, metav1.UpdateOptions{})
+		return err == nil, nil // retry conflicts with the controller
+	})
+}
+
+func (c *cluster) launcherPods(t *testing.T, vmi *v1.VirtualMachineInstance) []corev1.Pod {
+	t.Helper()
+	pods, err := c.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(vmi.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func TestControllers(t *testing.T) {
+	c := startCluster(t)
+	c.fakeKubelet(t)
+	m, stop := c.startManager(t, vmcontrol.LeaderElection{})
+
+	t.Run("AlwaysToScheduledAndRestart", func(t *testing.T) {
+		c.createVM(t, newVM("always", v1.RunStrategyAlways))
+		vmi := c.waitVMIPhase(t, "always", v1.Scheduled)
+		if vmi.Status.NodeName != "node01" || len(vmi.Status.ActivePods) != 1 || vmi.Status.QOSClass == nil {
+			t.Errorf("scheduled VMI status = %+v", vmi.Status)
+		}
+		waitFor(t, 10*time.Second, "nodeName label", func(ctx context.Context) (bool, error) {
+			v, err := c.vmi(ctx, "always")
+			return err == nil && v.Labels[v1.NodeNameLabel] == "node01", nil
+		})
+		pods := c.launcherPods(t, vmi)
+		if len(pods) != 1 || metav1.GetControllerOf(&pods[0]).UID != vmi.UID || pods[0].Annotations[v1.DomainAnnotation] != "always" {
+			t.Fatalf("launcher pods = %d, first %+v", len(pods), pods)
+		}
+		c.waitVMStatus(t, "always", v1.VirtualMachineStatusStarting)
+		c.setVMIPhase(t, "always", v1.Running)
+		c.waitVMStatus(t, "always", v1.VirtualMachineStatusRunning)
+
+		// The guest shuts down: Always starts a new instance.
+		c.setVMIPhase(t, "always", v1.Succeeded)
+		waitFor(t, 30*time.Second, "a new VMI", func(ctx context.Context) (bool, error) {
+			v, err := c.vmi(ctx, "always")
+			return err == nil && v.UID != vmi.UID, nil
+		})
+		if got := c.launcherPods(t, vmi); len(got) != 0 {
+			t.Errorf("the old VMI's pod survived: %d", len(got))
+		}
+	})
+
+	t.Run("RerunOnFailure", func(t *testing.T) {
+		c.createVM(t, newVM("rerun", v1.RunStrategyRerunOnFailure))
+		first := c.waitVMIPhase(t, "rerun", v1.Scheduled)
+		c.setVMIPhase(t, "rerun", v1.Running)
+		c.setVMIPhase(t, "rerun", v1.Failed)
+		waitFor(t, 30*time.Second, "a new VMI after failure", func(ctx context.Context) (bool, error) {
+			v, err := c.vmi(ctx, "rerun")
+			return err == nil && v.UID != first.UID, nil
+		})
+		second := c.waitVMIPhase(t, "rerun", v1.Scheduled)
+		c.setVMIPhase(t, "rerun", v1.Running)
+		c.setVMIPhase(t, "rerun", v1.Succeeded)
+		c.waitVMStatus(t, "rerun", v1.VirtualMachineStatusStopped)
+		time.Sleep(time.Second)
+		if v, err := c.vmi(context.Background(), "rerun"); err != nil || v.UID != second.UID {
+			t.Fatalf("a succeeded VMI must stay (RerunOnFailure): %v", err)
+		}
+	})
+
+	t.Run("PodFailureFailsVMIAndBacksOff", func(t *testing.T) {
+		c.createVM(t, newVM("crashy", v1.RunStrategyAlways))
+		vmi := c.waitVMIPhase(t, "crashy", v1.Scheduled)
+		pod := c.launcherPods(t, vmi)[0]
+		pod.Status.Phase = corev1.PodFailed
+		if _, err := c.kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), &pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitVMStatus(t, "crashy", v1.VirtualMachineStatusCrashLoopBackOff)
+		vm, _ := c.client.KubevirtV1().VirtualMachines(ns).Get(context.Background(), "crashy", metav1.GetOptions{})
+		if vm.Status.StartFailure == nil || vm.Status.StartFailure.ConsecutiveFailCount != 1 || vm.Status.StartFailure.LastFailedVMIUID != vmi.UID {
+			t.Fatalf("startFailure = %+v", vm.Status.StartFailure)
+		}
+	})
+
+	t.Run("HaltedAndRunStrategyChange", func(t *testing.T) {
+		c.createVM(t, newVM("halted", v1.RunStrategyHalted))
+		c.waitVMStatus(t, "halted", v1.VirtualMachineStatusStopped)
+		patchStrategy(t, c, "halted", v1.RunStrategyAlways)
+		c.waitVMIPhase(t, "halted", v1.Scheduled)
+		patchStrategy(t, c, "halted", v1.RunStrategyHalted)
+		c.waitNoVMI(t, "halted")
+		c.waitVMStatus(t, "halted", v1.VirtualMachineStatusStopped)
+	})
+
+	t.Run("ManualWithRequests", func(t *testing.T) {
+		c.createVM(t, newVM("manual", v1.RunStrategyManual))
+		c.waitVMStatus(t, "manual", v1.VirtualMachineStatusStopped)
+		request(t, c, "manual", v1.VirtualMachineStateChangeRequest{Action: v1.StartRequest})
+		vmi := c.waitVMIPhase(t, "manual", v1.Scheduled)
+		waitFor(t, 10*time.Second, "start request cleared", func(ctx context.Context) (bool, error) {
+			vm, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, "manual", metav1.GetOptions{})
+			return err == nil && len(vm.Status.StateChangeRequests) == 0, nil
+		})
+		request(t, c, "manual", v1.VirtualMachineStateChangeRequest{Action: v1.StopRequest, UID: &vmi.UID})
+		c.waitNoVMI(t, "manual")
+	})
+
+	t.Run("OnceNeverRestarts", func(t *testing.T) {
+		c.createVM(t, newVM("once", v1.RunStrategyOnce))
+		vmi := c.waitVMIPhase(t, "once", v1.Scheduled)
+		c.setVMIPhase(t, "once", v1.Running)
+		c.setVMIPhase(t, "once", v1.Failed)
+		c.waitVMStatus(t, "once", v1.VirtualMachineStatusStopped)
+		time.Sleep(time.Second)
+		v, err := c.vmi(context.Background(), "once")
+		if err != nil || v.UID != vmi.UID || v.Status.Phase != v1.Failed {
+			t.Fatalf("Once restarted or lost its VMI: %v %v", v, err)
+		}
+	})
+
+	t.Run("AdoptsOrphanVMI", func(t *testing.T) {
+		orphan, err := vm.NewVMI(newVM("orphan", v1.RunStrategyAlways))
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan.OwnerReferences = nil
+		created, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Create(context.Background(), orphan, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.createVM(t, newVM("orphan", v1.RunStrategyAlways))
+		waitFor(t, 30*time.Second, "adoption", func(ctx context.Context) (bool, error) {
+			v, err := c.vmi(ctx, "orphan")
+			return err == nil && metav1.GetControllerOf(v) != nil && v.UID == created.UID, nil
+		})
+		c.waitVMIPhase(t, "orphan", v1.Scheduled)
+	})
+
+	t.Run("DeleteVMCollectsVMI", func(t *testing.T) {
+		c.createVM(t, newVM("doomed", v1.RunStrategyAlways))
+		vmi := c.waitVMIPhase(t, "doomed", v1.Scheduled)
+		bg := metav1.DeletePropagationBackground
+		if err := c.client.KubevirtV1().VirtualMachines(ns).Delete(context.Background(), "doomed", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitNoVMI(t, "doomed")
+		waitFor(t, 30*time.Second, "launcher pod gone", func(ctx context.Context) (bool, error) {
+			return len(c.launcherPods(t, vmi)) == 0, nil
+		})
+	})
+
+	t.Run("Metrics", func(t *testing.T) {
+		resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{
+			`kubevirt_vmi_phase_transition_time_from_creation_seconds_bucket{phase="Scheduled",le="0.5"}`,
+			`vmkit_controller_reconcile_total{controller="virtualmachine",result="success"}`,
+			`workqueue_depth{name="virtualmachineinstance"}`,
+		} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		for _, path := range []string{"/healthz", "/readyz"} {
+			resp, err := http.Get("http://" + m.HTTPAddr() + path)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("%s: %v %v", path, resp, err)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+	})
+
+	t.Run("RestartMakesNoDuplicates", func(t *testing.T) {
+		for i := range 10 {
+			c.createVM(t, newVM(fmt.Sprintf("restart-%d", i), v1.RunStrategyAlways))
+		}
+		time.Sleep(200 * time.Millisecond)
+		stop() // mid-flight
+		_, _ = c.startManager(t, vmcontrol.LeaderElection{})
+		for i := range 10 {
+			vmi := c.waitVMIPhase(t, fmt.Sprintf("restart-%d", i), v1.Scheduled)
+			if n := len(c.launcherPods(t, vmi)); n != 1 {
+				t.Errorf("VMI %s has %d launcher pods, want 1", vmi.Name, n)
+			}
+		}
+	})
+}
+
+func TestLeaderElection(t *testing.T) {
+	c := startCluster(t)
+	c.fakeKubelet(t)
+	le := func(id string) vmcontrol.LeaderElection {
+		return vmcontrol.LeaderElection{Enabled: true, Namespace: ns, Identity: id,
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	}
+	a, stopA := c.startManager(t, le("a"))
+	b, stopB := c.startManager(t, le("b"))
+	waitFor(t, 20*time.Second, "a leader", func(context.Context) (bool, error) { return a.Leading() || b.Leading(), nil })
+	time.Sleep(time.Second)
+	if a.Leading() == b.Leading() {
+		t.Fatalf("exactly one manager must lead: a=%v b=%v", a.Leading(), b.Leading())
+	}
+	for i := range 5 {
+		c.createVM(t, newVM(fmt.Sprintf("le-%d", i), v1.RunStrategyAlways))
+	}
+	for i := range 5 {
+		vmi := c.waitVMIPhase(t, fmt.Sprintf("le-%d", i), v1.Scheduled)
+		if n := len(c.launcherPods(t, vmi)); n != 1 {
+			t.Errorf("%s: %d pods", vmi.Name, n)
+		}
+	}
+	leader, stopLeader, standby := a, stopA, b
+	if b.Leading() {
+		leader, stopLeader, standby = b, stopB, a
+	}
+	stopLeader()
+	if leader.Leading() {
+		t.Fatal("a stopped manager still reports leading")
+	}
+	waitFor(t, 20*time.Second, "failover to the standby", func(context.Context) (bool, error) { return standby.Leading(), nil })
+	c.createVM(t, newVM("after-failover", v1.RunStrategyAlways))
+	c.waitVMIPhase(t, "after-failover", v1.Scheduled)
+}
+
+func patchStrategy(t *testing.T, c *cluster, name string, s v1.VirtualMachineRunStrategy) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"runStrategy": s}})
+	if _, err := c.client.KubevirtV1().VirtualMachines(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func request(t *testing.T, c *cluster, name string, r v1.VirtualMachineStateChangeRequest) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "state change request", func(ctx context.Context) (bool, error) {
+		vm, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		vm.Status.StateChangeRequests = append(vm.Status.StateChangeRequests, r)
+		_, err = c.client.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
