@@ -10,7 +10,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 export KUBEBUILDER_ASSETS ?= $(OUT)/k8s-bin
 export VMKIT_GUEST_DIR ?= $(OUT)/guest
 
-.PHONY: all test test-deps unit generate verify lint bench demo clean
+.PHONY: all test test-deps unit generate verify lint bench demo density clean
 
 all: test
 
@@ -53,3 +53,11 @@ demo:
 ## clean: remove built binaries and caches under _output (keeps nothing running).
 clean:
 	rm -rf $(OUT)
+
+## density: the controller density benchmark (real API server + scheduler, KWOK nodes).
+## DENSITY_VMS and DENSITY_NODES choose the size (default 1000 VMs on 100 nodes).
+DENSITY_VMS ?= 1000
+DENSITY_NODES ?= 100
+density: test-deps
+	[ -x $(OUT)/bin/kwok ] || GOBIN=$(OUT)/bin go install sigs.k8s.io/kwok/cmd/kwok@v0.7.0
+	go run ./hack/density -vms $(DENSITY_VMS) -nodes $(DENSITY_NODES)

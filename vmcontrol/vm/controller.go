@@ -51,6 +51,7 @@ type Controller struct {
 	synced    []cache.InformerSynced
 	recorder  record.EventRecorder
 	exp       *expectations.Expectations
+	stale     *reconcile.Superseded
 	loop      *reconcile.Loop
 	now       func() time.Time
 	jitter    func() float64
@@ -71,6 +72,7 @@ func New(cfg Config) (*Controller, error) {
 		synced:    []cache.InformerSynced{cfg.VMs.Informer().HasSynced, cfg.VMIs.Informer().HasSynced},
 		recorder:  cfg.Recorder,
 		exp:       expectations.New(0),
+		stale:     reconcile.NewSuperseded(),
 		now:       time.Now,
 		jitter:    rand.Float64,
 	}

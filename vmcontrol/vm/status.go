@@ -65,13 +65,16 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 	return s
 }
 
+// readyCondition mirrors the instance's Ready condition once its guest runs;
+// before that the reason stays the same, so the instance's progress does not
+// rewrite the VM's status.
 func readyCondition(vmi *v1.VirtualMachineInstance) v1.VirtualMachineCondition {
 	c := vmiCondition(vmi, v1.VirtualMachineInstanceReady)
 	switch {
 	case vmi == nil:
 		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: corev1.ConditionFalse, Reason: ReasonVMINotExists, Message: "VMI does not exist"}
-	case c == nil:
-		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: corev1.ConditionFalse, Reason: "VMINotReady", Message: "VMI is " + string(phaseOr(vmi))}
+	case vmi.Status.Phase != v1.Running || c == nil:
+		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: corev1.ConditionFalse, Reason: "VMINotRunning", Message: "VMI is not running"}
 	default:
 		return v1.VirtualMachineCondition{Type: v1.VirtualMachineReady, Status: c.Status, Reason: c.Reason, Message: c.Message}
 	}
@@ -159,11 +162,4 @@ func vmiCondition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceCon
 
 func isTrue(c *v1.VirtualMachineInstanceCondition) bool {
 	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-func phaseOr(vmi *v1.VirtualMachineInstance) v1.VirtualMachineInstancePhase {
-	if vmi.Status.Phase == "" {
-		return v1.Pending
-	}
-	return vmi.Status.Phase
 }

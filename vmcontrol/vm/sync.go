@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
@@ -51,10 +53,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	cached, err := c.vmLister.VirtualMachines(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.exp.Forget(key)
+		c.stale.Forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if c.stale.Stale(key, cached.ResourceVersion) {
+		return nil // our own status write has not reached the cache; its event brings us back
 	}
 	vm := cached.DeepCopy()
 	vmi, foreign, err := c.ownedVMI(ctx, vm)
@@ -90,10 +96,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	status := calculateStatus(vm, vmi, st)
 	if !equality.Semantic.DeepEqual(status, vm.Status) {
+		if log := klog.FromContext(ctx).V(5); log.Enabled() {
+			log.Info("status changed", "vm", key, "diff", cmp.Diff(vm.Status, status))
+		}
 		vm.Status = status
 		if _, err := c.client.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("updating status of VirtualMachine %s: %w", key, err)
 		}
+		c.stale.Wrote(key, cached.ResourceVersion)
 	}
 	if st.actErr != nil {
 		return st.actErr

@@ -242,8 +242,9 @@ func TestCrashLoopBackOff(t *testing.T) {
 			t.Fatal("created a VMI during back-off")
 		}
 	}
-	// After it, the VMI is created again.
-	h.client.ClearActions()
+	// After it, the VMI is created again (a fresh cache holds the written status).
+	vm.Status = h.status(t)
+	h = newHarness(t, vm)
 	h.c.now = func() time.Time { return now.Add(11 * time.Second) }
 	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
 		t.Fatal(err)

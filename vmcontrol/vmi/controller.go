@@ -68,6 +68,7 @@ type Controller struct {
 	renderer      PodRenderer
 	recorder      record.EventRecorder
 	exp           *expectations.Expectations
+	stale         *reconcile.Superseded
 	loop          *reconcile.Loop
 	now           func() time.Time
 	onPhaseChange func(*v1.VirtualMachineInstance, v1.VirtualMachineInstancePhase)
@@ -94,6 +95,7 @@ func New(cfg Config) (*Controller, error) {
 		renderer:      cfg.Renderer,
 		recorder:      cfg.Recorder,
 		exp:           expectations.New(0),
+		stale:         reconcile.NewSuperseded(),
 		now:           time.Now,
 		onPhaseChange: cfg.OnPhaseChange,
 	}

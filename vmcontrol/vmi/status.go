@@ -55,9 +55,13 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		q := pod.Status.QOSClass
 		s.QOSClass = &q
 	}
-	s.ActivePods = activePods(obs.pods, obs.created, pod)
+	s.ActivePods = activePods(obs.pods)
 
-	setCondition(&s, podScheduledCondition(pod), now)
+	if c := podScheduledCondition(pod); c != nil {
+		setCondition(&s, c, now)
+	} else {
+		removeCondition(&s, v1.VirtualMachineInstancePodScheduled)
+	}
 	setCondition(&s, readyCondition(&s, pod), now)
 	if obs.syncErr != nil {
 		setCondition(&s, &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
@@ -68,13 +72,14 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	return s
 }
 
-func activePods(pods []*corev1.Pod, created bool, pod *corev1.Pod) map[types.UID]string {
+// activePods maps the UID of each running launcher pod to its node. Pods
+// still pending are left out, so binding a pod to a node costs no VMI write.
+func activePods(pods []*corev1.Pod) map[types.UID]string {
 	m := map[types.UID]string{}
 	for _, p := range pods {
-		m[p.UID] = p.Spec.NodeName
-	}
-	if created && pod != nil {
-		m[pod.UID] = pod.Spec.NodeName
+		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+			m[p.UID] = p.Spec.NodeName
+		}
 	}
 	if len(m) == 0 {
 		return nil
@@ -100,12 +105,15 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
+// podScheduledCondition mirrors the pod's PodScheduled condition while the
+// pod cannot be scheduled (so users see why); once scheduled it is dropped,
+// which saves a status write per VMI.
 func podScheduledCondition(pod *corev1.Pod) *v1.VirtualMachineInstanceCondition {
 	if pod == nil {
 		return nil
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
 			return &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePodScheduled, Status: c.Status, Reason: c.Reason, Message: c.Message}
 		}
 	}
@@ -113,17 +121,17 @@ func podScheduledCondition(pod *corev1.Pod) *v1.VirtualMachineInstanceCondition 
 }
 
 // readyCondition: the VMI is ready when its guest runs and its pod is ready.
+// Until the guest runs the reason stays GuestNotRunning, so pod progress does
+// not rewrite the VMI (or, through the mirrored condition, its VM).
 func readyCondition(s *v1.VirtualMachineInstanceStatus, pod *corev1.Pod) *v1.VirtualMachineInstanceCondition {
 	c := &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse}
 	switch {
-	case s.Phase == v1.Running && pod != nil && podReady(pod):
+	case s.Phase != v1.Running:
+		c.Reason, c.Message = "GuestNotRunning", "the guest is not running"
+	case pod != nil && podReady(pod):
 		c.Status = corev1.ConditionTrue
-	case pod == nil:
-		c.Reason, c.Message = "PodNotExists", "virt-launcher pod has not yet been scheduled"
-	case !podReady(pod):
-		c.Reason, c.Message = "PodNotReady", "virt-launcher pod is not ready"
 	default:
-		c.Reason, c.Message = "GuestNotRunning", "the guest is not running yet"
+		c.Reason, c.Message = "PodNotReady", "virt-launcher pod is not ready"
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -33,8 +35,6 @@ type observation struct {
 	// pods are the VMI's launcher pods; pod is the live one, if any.
 	pods []*corev1.Pod
 	pod  *corev1.Pod
-	// created is true when this sync created the pod.
-	created bool
 	// podGone is true when the pod the VMI had is no longer there.
 	podGone bool
 	// syncErr is a failure to report in the Synchronized condition.
@@ -54,10 +54,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	cached, err := c.vmiLister.VirtualMachineInstances(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.exp.Forget(key)
+		c.stale.Forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if c.stale.Stale(key, cached.ResourceVersion) {
+		return nil // our own write has not reached the cache; its event brings us back
 	}
 	vmi := cached.DeepCopy()
 	pods, err := c.launcherPods(vmi)
@@ -72,11 +76,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		if vmi.DeletionTimestamp != nil {
 			if len(pods) == 0 && c.exp.Satisfied(key) {
-				return c.removeFinalizer(ctx, vmi)
+				return c.removeFinalizer(ctx, key, vmi)
 			}
 			return nil // pod deletions will bring us back
 		}
-		return c.writeStatus(ctx, vmi, obs)
+		return c.writeStatus(ctx, key, vmi, obs)
 	}
 
 	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
@@ -85,6 +89,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		if err != nil {
 			return fmt.Errorf("adding finalizer to VirtualMachineInstance %s: %w", key, err)
 		}
+		c.stale.Wrote(key, vmi.ResourceVersion)
 		vmi = updated
 	}
 
@@ -93,12 +98,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		switch vmi.Status.Phase {
 		case v1.VmPhaseUnset, v1.Pending:
 			obs.pod, obs.syncErr = c.createPod(ctx, key, vmi)
-			obs.created = obs.pod != nil
 		case v1.Scheduling, v1.Scheduled, v1.Running:
 			obs.podGone = true
 		}
 	}
-	if err := c.writeStatus(ctx, vmi, obs); err != nil {
+	if err := c.writeStatus(ctx, key, vmi, obs); err != nil {
 		return err
 	}
 	if obs.syncErr != nil && obs.syncErr.reason == ReasonFailedCreate && !isRenderError(obs.syncErr.err) {
@@ -109,24 +113,30 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 // writeStatus computes the status and writes it if it changed, then labels
 // the VMI with its node once it is scheduled.
-func (c *Controller) writeStatus(ctx context.Context, vmi *v1.VirtualMachineInstance, obs observation) error {
+func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, obs observation) error {
 	status := calculateStatus(vmi, obs)
 	if !equality.Semantic.DeepEqual(status, vmi.Status) {
+		if log := klog.FromContext(ctx).V(5); log.Enabled() {
+			log.Info("status changed", "vmi", key, "diff", cmp.Diff(vmi.Status, status))
+		}
 		old := vmi.Status.Phase
 		vmi.Status = status
 		updated, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).UpdateStatus(ctx, vmi, metav1.UpdateOptions{})
 		if err != nil {
-			return fmt.Errorf("updating status of VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+			return fmt.Errorf("updating status of VirtualMachineInstance %s: %w", key, err)
 		}
+		c.stale.Wrote(key, vmi.ResourceVersion)
 		if status.Phase != old && c.onPhaseChange != nil {
 			c.onPhaseChange(updated, status.Phase)
 		}
+		vmi = updated
 	}
 	if node := status.NodeName; node != "" && vmi.Labels[v1.NodeNameLabel] != node {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{v1.NodeNameLabel: node}}})
 		if _, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Patch(ctx, vmi.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("labelling VirtualMachineInstance %s/%s with its node: %w", vmi.Namespace, vmi.Name, err)
+			return fmt.Errorf("labelling VirtualMachineInstance %s with its node: %w", key, err)
 		}
+		c.stale.Wrote(key, vmi.ResourceVersion)
 	}
 	return nil
 }
@@ -210,14 +220,15 @@ func (c *Controller) deletePods(ctx context.Context, key string, vmi *v1.Virtual
 }
 
 // removeFinalizer lets a deleted VMI go once its pods are gone.
-func (c *Controller) removeFinalizer(ctx context.Context, vmi *v1.VirtualMachineInstance) error {
+func (c *Controller) removeFinalizer(ctx context.Context, key string, vmi *v1.VirtualMachineInstance) error {
 	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
 		return nil
 	}
 	vmi.Finalizers = slices.DeleteFunc(vmi.Finalizers, func(f string) bool { return f == v1.VirtualMachineControllerFinalizer })
 	_, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer from VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+		return fmt.Errorf("removing finalizer from VirtualMachineInstance %s: %w", key, err)
 	}
+	c.stale.Wrote(key, vmi.ResourceVersion)
 	return nil
 }

@@ -173,10 +173,10 @@ func TestNewVMIGetsPendingAndScheduling(t *testing.T) {
 	if diff := cmp.Diff([]v1.VirtualMachineInstancePhase{v1.Pending, v1.Scheduling}, phases); diff != "" {
 		t.Fatalf("transitions (-want +got):\n%s", diff)
 	}
-	if len(h.vmi(t).Status.ActivePods) != 1 {
-		t.Fatalf("activePods = %v", h.vmi(t).Status.ActivePods)
+	if len(h.vmi(t).Status.ActivePods) != 0 {
+		t.Fatalf("activePods = %v; a pod without a node is not active yet", h.vmi(t).Status.ActivePods)
 	}
-	// The informer has not shown the pod yet: no second pod.
+	// The informers have shown neither the pod nor the status write: no second pod.
 	h.client.ClearActions()
 	h.kube.ClearActions()
 	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
@@ -185,6 +185,17 @@ func TestNewVMIGetsPendingAndScheduling(t *testing.T) {
 	for _, w := range writes(h.kube.Actions()) {
 		if w == "create pods" {
 			t.Fatal("created a second pod before the first was observed")
+		}
+	}
+	// Even with a fresh VMI in the cache, expectations hold the second create back.
+	h2 := newHarness(t, fakeRenderer{}, h.vmi(t))
+	h2.c.exp = h.c.exp
+	if err := h2.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(h2.kube.Actions()) {
+		if w == "create pods" {
+			t.Fatal("created a second pod while a creation was expected")
 		}
 	}
 }

@@ -1,0 +1,436 @@
+// Command density measures the controller pipeline at scale against a real
+// control plane: etcd, kube-apiserver and kube-scheduler from
+// hack/setup-k8s.sh, fake nodes run by KWOK, and the virt-controller binary as
+// its own process. It creates N VirtualMachines with runStrategy Always,
+// waits until every VirtualMachineInstance is Scheduled, and reports the
+// wall time, the create-to-Scheduled latency, the API writes the controllers
+// made per VM (from kube-apiserver's apiserver_request_total), and the
+// controller's CPU seconds and peak RSS.
+//
+// Usage (make density runs it with the defaults):
+//
+//	go run ./hack/density -vms 1000 -nodes 100
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/vmapi/crds"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const ns = "density"
+
+func main() {
+	vms := flag.Int("vms", 100, "number of VirtualMachines to create")
+	nodes := flag.Int("nodes", 100, "number of KWOK fake nodes")
+	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := run(ctx, *vms, *nodes); err != nil {
+		fmt.Fprintln(os.Stderr, "density:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, nVMs, nNodes int) error {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(root, "_output", "bin")
+	kwok := filepath.Join(bin, "kwok")
+	if _, err := os.Stat(kwok); err != nil {
+		return fmt.Errorf("kwok not found at %s: run `make density-deps` (GOBIN=_output/bin go install sigs.k8s.io/kwok/cmd/kwok@v0.7.0)", kwok)
+	}
+	controller := filepath.Join(bin, "virt-controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", controller, "./cmd/virt-controller")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building virt-controller: %w", err)
+	}
+
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	env, err := testenv.Launch(ctx, testenv.Options{CRDs: all, WithScheduler: true, WithControllerManager: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	client, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	if err := prepare(ctx, env, nNodes); err != nil {
+		return err
+	}
+	kw, err := start(env.Dir, "kwok", kwok, "--kubeconfig="+env.KubeconfigPath, "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1",
+		"--server-address=127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer kw.stop()
+	vc, err := start(env.Dir, "virt-controller", controller, "--kubeconfig="+env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
+		"--use-emulation", "--leader-elect=false", "--metrics-address=127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer vc.stop()
+	if err := waitNodesReady(ctx, env, nNodes); err != nil {
+		return err
+	}
+
+	before, err := requestCounts(ctx, env)
+	if err != nil {
+		return err
+	}
+	cpuBefore, _ := cpuSeconds(vc.cmd.Process.Pid)
+	began := time.Now()
+	if err := createVMs(ctx, client, nVMs); err != nil {
+		return err
+	}
+	created := time.Since(began)
+	latencies, err := waitScheduled(ctx, client, nVMs)
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, diagnose(env))
+	}
+	wall := time.Since(began)
+	time.Sleep(2 * time.Second) // let the last status writes land before counting
+	after, err := requestCounts(ctx, env)
+	if err != nil {
+		return err
+	}
+	cpuAfter, _ := cpuSeconds(vc.cmd.Process.Pid)
+	rss, _ := peakRSS(vc.cmd.Process.Pid)
+
+	w := writes(before, after)
+	perVM := func(n float64) string { return fmt.Sprintf("%.2f", n/float64(nVMs)) }
+	slices.Sort(latencies)
+	fmt.Printf("density: %d VMs on %d KWOK nodes\n", nVMs, nNodes)
+	fmt.Printf("| metric | value |\n|---|---|\n")
+	fmt.Printf("| VMs created (harness) in | %v |\n", created.Round(time.Millisecond))
+	fmt.Printf("| all VMIs Scheduled after | %v |\n", wall.Round(time.Millisecond))
+	fmt.Printf("| VMIs Scheduled per second | %.1f |\n", float64(nVMs)/wall.Seconds())
+	fmt.Printf("| create→Scheduled p50 / p99 | %v / %v |\n", pct(latencies, 50), pct(latencies, 99))
+	fmt.Printf("| controller writes per VM (total) | %s |\n", perVM(w.total()))
+	fmt.Printf("| — VMI create / update / status / patch | %s / %s / %s / %s |\n", perVM(w.vmiCreate), perVM(w.vmiUpdate), perVM(w.vmiStatus), perVM(w.vmiPatch))
+	fmt.Printf("| — pod create | %s |\n", perVM(w.podCreate))
+	fmt.Printf("| — VM status / update | %s / %s |\n", perVM(w.vmStatus), perVM(w.vmUpdate))
+	fmt.Printf("| — of which refused as conflicts (409) | %s |\n", perVM(w.conflicts))
+	fmt.Printf("| controller CPU seconds | %.2f |\n", cpuAfter-cpuBefore)
+	fmt.Printf("| controller peak RSS | %d MiB |\n", rss/1024)
+	return nil
+}
+
+// prepare makes the namespace, its default ServiceAccount and the fake
+// nodes KWOK keeps Ready (kube-controller-manager lifts their not-ready taint).
+func prepare(ctx context.Context, env *testenv.Env, nNodes int) error {
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// The controller manager creates the default ServiceAccount too; whoever is first wins.
+	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for i := range nNodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        fmt.Sprintf("kwok-node-%d", i),
+				Labels:      map[string]string{v1.NodeSchedulable: "true", "type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			},
+			// What a node running vmkit's node agent advertises, device plugins included.
+			Status: corev1.NodeStatus{Allocatable: nodeResources(), Capacity: nodeResources()},
+		}
+		if _, err := env.Kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nodeResources() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+		v1.KVMDevice: resource.MustParse("1000"), v1.TunDevice: resource.MustParse("1000"), v1.VhostNetDevice: resource.MustParse("1000"),
+	}
+}
+
+func waitNodesReady(ctx context.Context, env *testenv.Env, n int) error {
+	for ctx.Err() == nil {
+		nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+		if err == nil {
+			ready := 0
+			for _, node := range nodes.Items {
+				for _, c := range node.Status.Conditions {
+					// Ready, and the controller manager has lifted the not-ready taint.
+					if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && len(node.Spec.Taints) == 0 {
+						ready++
+					}
+				}
+			}
+			if ready == n {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("KWOK nodes not Ready: %w", ctx.Err())
+}
+
+func createVMs(ctx context.Context, client versioned.Interface, n int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if _, err := client.KubevirtV1().VirtualMachines(ns).Create(ctx, vm(i), metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func vm(i int) *v1.VirtualMachine {
+	name := fmt.Sprintf("vm-%05d", i)
+	return &v1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1.VirtualMachineSpec{
+			RunStrategy: v1.RunStrategyPtr(v1.RunStrategyAlways),
+			Template: &v1.VirtualMachineInstanceTemplateSpec{
+				Spec: v1.VirtualMachineInstanceSpec{
+					Domain: v1.DomainSpec{
+						Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+						Devices:   v1.Devices{Disks: []v1.Disk{{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}},
+					},
+					Volumes: []v1.Volume{{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "quay.io/kubevirt/cirros-container-disk-demo"}}}},
+				},
+			},
+		},
+	}
+}
+
+// waitScheduled polls until n VMIs are Scheduled and returns each one's
+// creation-to-Scheduled time.
+func waitScheduled(ctx context.Context, client versioned.Interface, n int) ([]time.Duration, error) {
+	for {
+		list, err := client.KubevirtV1().VirtualMachineInstances(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err == nil {
+			var lat []time.Duration
+			for _, vmi := range list.Items {
+				for _, t := range vmi.Status.PhaseTransitionTimestamps {
+					if t.Phase == v1.Scheduled {
+						lat = append(lat, t.PhaseTransitionTimestamp.Sub(vmi.CreationTimestamp.Time))
+					}
+				}
+			}
+			if len(lat) >= n {
+				return lat, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("VMIs not all Scheduled: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, len(d)*p/100)].Round(10 * time.Millisecond)
+}
+
+type writeCounts struct {
+	vmiCreate, vmiUpdate, vmiStatus, vmiPatch, podCreate, vmStatus, vmUpdate float64
+	// conflicts are writes (counted above) the API server refused with 409.
+	conflicts float64
+}
+
+func (w writeCounts) total() float64 {
+	return w.vmiCreate + w.vmiUpdate + w.vmiStatus + w.vmiPatch + w.podCreate + w.vmStatus + w.vmUpdate
+}
+
+type requestKey struct{ verb, resource, subresource, code string }
+
+func writes(before, after map[requestKey]float64) writeCounts {
+	d := func(verb, res, sub string) float64 {
+		k := requestKey{verb, res, sub, ""}
+		return after[k] - before[k]
+	}
+	conflicts := 0.0
+	for k, v := range after {
+		if k.code == "409" && (k.resource == "virtualmachineinstances" || k.resource == "virtualmachines" || k.resource == "pods") && k.verb != "POST" {
+			conflicts += v - before[k]
+		}
+	}
+	return writeCounts{
+		vmiCreate: d("POST", "virtualmachineinstances", ""),
+		vmiUpdate: d("PUT", "virtualmachineinstances", ""),
+		vmiStatus: d("PUT", "virtualmachineinstances", "status"),
+		vmiPatch:  d("PATCH", "virtualmachineinstances", "") + d("PATCH", "virtualmachineinstances", "status"),
+		podCreate: d("POST", "pods", ""),
+		vmStatus:  d("PUT", "virtualmachines", "status") + d("PATCH", "virtualmachines", "status"),
+		vmUpdate:  d("PUT", "virtualmachines", "") + d("PATCH", "virtualmachines", ""),
+		conflicts: conflicts,
+	}
+}
+
+// requestCounts reads apiserver_request_total from kube-apiserver.
+func requestCounts(ctx context.Context, env *testenv.Env) (map[requestKey]float64, error) {
+	raw, err := env.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading kube-apiserver metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil, err
+	}
+	out := map[requestKey]float64{}
+	fam, ok := families["apiserver_request_total"]
+	if !ok {
+		return nil, errors.New("kube-apiserver has no apiserver_request_total")
+	}
+	for _, m := range fam.GetMetric() {
+		k := requestKey{label(m, "verb"), label(m, "resource"), label(m, "subresource"), ""}
+		out[k] += m.GetCounter().GetValue()
+		if code := label(m, "code"); code == "409" {
+			k.code = code
+			out[k] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// cpuSeconds is the user+system CPU time of a process.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// peakRSS is a process's peak resident set size in KiB.
+func peakRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			return strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+		}
+	}
+	return 0, errors.New("no VmHWM")
+}
+
+// diagnose summarizes pod phases and the last log lines of KWOK and the
+// controller, for a run that did not finish.
+func diagnose(env *testenv.Env) string {
+	var b strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		phases := map[string]int{}
+		for _, p := range pods.Items {
+			phases[fmt.Sprintf("%s/node=%t", p.Status.Phase, p.Spec.NodeName != "")]++
+		}
+		fmt.Fprintf(&b, "pods: %v\n", phases)
+		if len(pods.Items) > 0 {
+			for _, c := range pods.Items[0].Status.Conditions {
+				fmt.Fprintf(&b, "first pod: %s=%s %s %s\n", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	}
+	for _, name := range []string{"kwok", "virt-controller"} {
+		data, _ := os.ReadFile(filepath.Join(env.Dir, name+".log"))
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "--- %s.log (last lines)\n%s\n", name, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
+	return b.String()
+}
+
+type proc struct{ cmd *exec.Cmd }
+
+func start(dir, name, path string, args ...string) (*proc, error) {
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return &proc{cmd: cmd}, nil
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
