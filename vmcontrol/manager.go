@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -198,8 +199,12 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	m.metrics.leader.Set(1)
 	defer func() { m.leading.Store(false); m.metrics.leader.Set(0) }()
 
-	factory := externalversions.NewSharedInformerFactory(m.client, m.opts.ResyncPeriod)
+	// Cached objects drop managedFields, which the controllers never read and
+	// which are a large part of each object.
+	factory := externalversions.NewSharedInformerFactoryWithOptions(m.client, m.opts.ResyncPeriod,
+		externalversions.WithTransform(stripManagedFields))
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.ResyncPeriod,
+		kubeinformers.WithTransform(slimPod),
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
 		}))
@@ -258,6 +263,36 @@ func (m *Manager) handler() http.Handler {
 		_, _ = w.Write([]byte("ok"))
 	})
 	return mux
+}
+
+// stripManagedFields is an informer transform that drops metadata.managedFields.
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// slimPod is the launcher-pod informer's transform: it keeps what the
+// controllers read (metadata without managedFields, the node, phase,
+// conditions, container readiness, QoS class) and drops the rest of the spec
+// and status, which is most of a launcher pod's size. Controllers needing
+// more of the pod must read it from the API server.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	slim := &corev1.Pod{ObjectMeta: pod.ObjectMeta}
+	slim.ManagedFields = nil
+	slim.Spec.NodeName = pod.Spec.NodeName
+	slim.Status.Phase = pod.Status.Phase
+	slim.Status.Conditions = pod.Status.Conditions
+	slim.Status.QOSClass = pod.Status.QOSClass
+	for _, cs := range pod.Status.ContainerStatuses {
+		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready})
+	}
+	return slim, nil
 }
 
 func orDefault(s, def string) string {
