@@ -1,0 +1,82 @@
+// Command embed shows vmkit's controllers running inside a platform team's
+// own controller-runtime manager: the manager provides leader election,
+// metrics and health checks; vmkit's VirtualMachine and
+// VirtualMachineInstance controllers are added to it as Runnables, on
+// vmkit's generated shared informers.
+package main
+
+import (
+	"context"
+	"os"
+
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/vmkit/vmkit/podtemplate"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	"github.com/vmkit/vmkit/vmcontrol/vm"
+	"github.com/vmkit/vmkit/vmcontrol/vmi"
+)
+
+func main() {
+	log := ctrl.Log.WithName("embed")
+	if err := run(); err != nil {
+		log.Error(err, "embed failed")
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		LeaderElection:   true,
+		LeaderElectionID: "my-platform-vm-controllers",
+	})
+	if err != nil {
+		return err
+	}
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
+	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: "quay.io/my-platform/virt-launcher:v1"})
+	if err != nil {
+		return err
+	}
+	vms, err := vm.New(vm.Config{Client: client, VMs: factory.Kubevirt().V1().VirtualMachines(), VMIs: factory.Kubevirt().V1().VirtualMachineInstances()})
+	if err != nil {
+		return err
+	}
+	vmis, err := vmi.New(vmi.Config{Client: client, Kube: kube, Renderer: renderer,
+		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods()})
+	if err != nil {
+		return err
+	}
+	// Informers first, then each controller: Start(ctx) error is all
+	// controller-runtime asks of a Runnable. Both run only on the leader.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		factory.Start(ctx.Done())
+		kubeFactory.Start(ctx.Done())
+		<-ctx.Done()
+		factory.Shutdown()
+		kubeFactory.Shutdown()
+		return nil
+	})); err != nil {
+		return err
+	}
+	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start)} {
+		if err := mgr.Add(c); err != nil {
+			return err
+		}
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
