@@ -383,6 +383,17 @@ func TestControllers(t *testing.T) {
 		}
 	})
 
+	t.Run("APIServerRestart", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if err := c.env.RestartAPIServer(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// Watches broke and must be re-established: a new VM still gets its VMI scheduled.
+		c.createVM(t, newVM("after-restart", v1.RunStrategyAlways))
+		c.waitVMIPhase(t, "after-restart", v1.Scheduled)
+	})
+
 	t.Run("RestartMakesNoDuplicates", func(t *testing.T) {
 		for i := range 10 {
 			c.createVM(t, newVM(fmt.Sprintf("restart-%d", i), v1.RunStrategyAlways))

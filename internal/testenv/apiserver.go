@@ -151,6 +151,39 @@ func Launch(ctx context.Context, opts Options) (*Env, error) {
 	return e, nil
 }
 
+// RestartAPIServer stops kube-apiserver, waits down for the given time, and
+// starts it again with the same flags and port, returning once it is ready.
+// Clients keep their configuration; their watches break and must recover,
+// which is what tests of API server restarts check.
+func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	idx := -1
+	for i, p := range e.procs {
+		if p.name == "kube-apiserver" {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return errors.New("testenv: no kube-apiserver running")
+	}
+	old := e.procs[idx]
+	old.stop(stopGrace)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	next, err := e.startProcess("kube-apiserver", old.cmd.Path, old.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	// startProcess appended it; keep the start order instead.
+	e.procs = e.procs[:len(e.procs)-1]
+	e.procs[idx] = next
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	return e.waitAPIServer(ctx, next)
+}
+
 // Stop terminates every process (SIGTERM, then SIGKILL after a few seconds),
 // waits for them and removes Dir. It is idempotent: later calls return the
 // first call's result. Start registers it with t.Cleanup; call it directly only
@@ -663,7 +696,8 @@ type process struct {
 
 func (e *Env) startProcess(name, bin string, args ...string) (*process, error) {
 	logPath := filepath.Join(e.Dir, name+".log")
-	logFile, err := os.Create(logPath)
+	// Appending keeps the log of an earlier run of the same component (see RestartAPIServer).
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create %s log: %w", name, err)
 	}
