@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
@@ -84,9 +83,9 @@ func New(cfg Config) (*Controller, error) {
 		Observe: cfg.Observe,
 	}
 	if _, err := cfg.VMs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: c.enqueue,
+		AddFunc:    c.loop.Enqueue,
+		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
+		DeleteFunc: c.loop.Enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("vm controller: %w", err)
 	}
@@ -103,18 +102,7 @@ func New(cfg Config) (*Controller, error) {
 // Start runs the controller until ctx is done. The informers must be started
 // by the caller; Start waits for their caches.
 func (c *Controller) Start(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return errors.New("vm controller: caches did not sync")
-	}
-	klog.FromContext(ctx).Info("starting controller", "controller", "virtualmachine", "workers", c.loop.Workers)
-	c.loop.Run(ctx)
-	return nil
-}
-
-func (c *Controller) enqueue(obj any) {
-	if key, ok := reconcile.KeyOf(obj); ok {
-		c.loop.Queue.Add(key)
-	}
+	return c.loop.Start(ctx, c.synced...)
 }
 
 // ownerKey returns the key of the VM that owns (or may adopt) a VMI: the VM

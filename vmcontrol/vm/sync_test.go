@@ -16,6 +16,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/fakewrites"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -75,20 +76,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 }
 
 // writes lists the verbs and resources the sync sent, e.g. "create virtualmachineinstances".
-func (h *harness) writes() []string {
-	var out []string
-	for _, a := range h.client.Actions() {
-		if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
-			continue
-		}
-		s := a.GetVerb() + " " + a.GetResource().Resource
-		if a.GetSubresource() != "" {
-			s += "/" + a.GetSubresource()
-		}
-		out = append(out, s)
-	}
-	return out
-}
+func (h *harness) writes() []string { return fakewrites.List(h.client.Actions()) }
 
 func (h *harness) status(t *testing.T) v1.VirtualMachineStatus {
 	t.Helper()

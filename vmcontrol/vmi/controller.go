@@ -21,7 +21,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
@@ -107,9 +106,9 @@ func New(cfg Config) (*Controller, error) {
 		Observe: cfg.Observe,
 	}
 	if _, err := cfg.VMIs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: c.enqueue,
+		AddFunc:    c.loop.Enqueue,
+		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
+		DeleteFunc: c.loop.Enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("vmi controller: %w", err)
 	}
@@ -142,18 +141,7 @@ func New(cfg Config) (*Controller, error) {
 // Start runs the controller until ctx is done. The informers must be started
 // by the caller; Start waits for their caches.
 func (c *Controller) Start(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return errors.New("vmi controller: caches did not sync")
-	}
-	klog.FromContext(ctx).Info("starting controller", "controller", "virtualmachineinstance", "workers", c.loop.Workers)
-	c.loop.Run(ctx)
-	return nil
-}
-
-func (c *Controller) enqueue(obj any) {
-	if key, ok := reconcile.KeyOf(obj); ok {
-		c.loop.Queue.Add(key)
-	}
+	return c.loop.Start(ctx, c.synced...)
 }
 
 // vmiKeyOf returns the key of the VMI controlling a launcher pod.

@@ -18,6 +18,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/fakewrites"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -90,23 +91,6 @@ func newHarness(t *testing.T, renderer PodRenderer, vmi *v1.VirtualMachineInstan
 	return &harness{c: c, client: client, kube: kube}
 }
 
-func writes(actions ...[]k8stesting.Action) []string {
-	var out []string
-	for _, list := range actions {
-		for _, a := range list {
-			if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
-				continue
-			}
-			s := a.GetVerb() + " " + a.GetResource().Resource
-			if a.GetSubresource() != "" {
-				s += "/" + a.GetSubresource()
-			}
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func (h *harness) vmi(t *testing.T) *v1.VirtualMachineInstance {
 	t.Helper()
 	vmi, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vmi", metav1.GetOptions{})
@@ -144,7 +128,7 @@ func TestSyncPhases(t *testing.T) {
 			if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.wantWrites, writes(h.kube.Actions(), h.client.Actions())); diff != "" {
+			if diff := cmp.Diff(tc.wantWrites, fakewrites.List(h.kube.Actions(), h.client.Actions())); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
 			got := h.vmi(t)
@@ -182,7 +166,7 @@ func TestNewVMIGetsPendingAndScheduling(t *testing.T) {
 	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(h.kube.Actions()) {
+	for _, w := range fakewrites.List(h.kube.Actions()) {
 		if w == "create pods" {
 			t.Fatal("created a second pod before the first was observed")
 		}
@@ -193,7 +177,7 @@ func TestNewVMIGetsPendingAndScheduling(t *testing.T) {
 	if err := h2.c.sync(context.Background(), "ns/vmi"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(h2.kube.Actions()) {
+	for _, w := range fakewrites.List(h2.kube.Actions()) {
 		if w == "create pods" {
 			t.Fatal("created a second pod while a creation was expected")
 		}
@@ -238,7 +222,7 @@ func TestDeletedVMI(t *testing.T) {
 	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"delete pods"}, writes(h.kube.Actions(), h.client.Actions())); diff != "" {
+	if diff := cmp.Diff([]string{"delete pods"}, fakewrites.List(h.kube.Actions(), h.client.Actions())); diff != "" {
 		t.Fatalf("deleting VMI with a pod (-want +got):\n%s", diff)
 	}
 
@@ -257,7 +241,7 @@ func TestFinalVMIPodsDeleted(t *testing.T) {
 	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
 		t.Fatal(err)
 	}
-	got := writes(h.kube.Actions())
+	got := fakewrites.List(h.kube.Actions())
 	if len(got) != 1 || got[0] != "delete pods" {
 		t.Fatalf("writes = %v", got)
 	}

@@ -44,6 +44,24 @@ type Loop struct {
 	Observe func(key string, d time.Duration, err error)
 }
 
+// Start waits for the informers' caches, then runs the loop until ctx is
+// done: what a controller's Start(ctx) error needs.
+func (l *Loop) Start(ctx context.Context, synced ...cache.InformerSynced) error {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("%s controller: caches did not sync", l.Name)
+	}
+	klog.FromContext(ctx).Info("starting controller", "controller", l.Name, "workers", max(l.Workers, 1))
+	l.Run(ctx)
+	return nil
+}
+
+// Enqueue adds the key of an informer object (or tombstone) to the queue.
+func (l *Loop) Enqueue(obj any) {
+	if key, ok := KeyOf(obj); ok {
+		l.Queue.Add(key)
+	}
+}
+
 // Run processes keys until ctx is done, then shuts the queue down and waits
 // for the workers to finish their current key.
 func (l *Loop) Run(ctx context.Context) {
