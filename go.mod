@@ -7,6 +7,7 @@ require (
 	k8s.io/api v0.34.4
 	k8s.io/apiextensions-apiserver v0.34.4
 	k8s.io/client-go v0.34.4
+	k8s.io/kube-aggregator v0.34.4
 	libvirt.org/go/libvirtxml v1.11010.0
 	sigs.k8s.io/yaml v1.6.0
 )

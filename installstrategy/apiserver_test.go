@@ -1,0 +1,293 @@
+package installstrategy
+
+import (
+	"context"
+	"errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// writeCounter counts the requests that change something on the server.
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		w.writes.Add(1)
+	}
+	return w.next.RoundTrip(req)
+}
+
+type cluster struct {
+	env     *testenv.Env
+	dyn     dynamic.Interface
+	counter *writeCounter
+}
+
+// startCluster runs an API server without vmkit's CRDs (Apply installs
+// them) and creates the install namespace.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver; run without -short")
+	}
+	env := testenv.Start(t, testenv.Options{})
+	counter := &writeCounter{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{env: env, dyn: dyn, counter: counter}
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestApplyAgainstAPIServer: the strategy passes a server-side dry run,
+// applies for real, a second Apply makes no write at all, drift and
+// strategy changes are written back, orphans are pruned and Delete removes
+// everything.
+func TestApplyAgainstAPIServer(t *testing.T) {
+	c := startCluster(t)
+	ctx := ctxFor(t)
+	kube := c.env.Kube
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := len(s.Objects())
+
+	t.Run("dry run stores nothing", func(t *testing.T) {
+		res, err := Apply(ctx, c.dyn, s, ApplyOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Created) != total {
+			t.Errorf("dry run created %d objects, want %d: %v", len(res.Created), total, res.Created)
+		}
+		if _, err := kube.AppsV1().Deployments("kubevirt").Get(ctx, "virt-api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after a dry run, Get(virt-api) = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("apply creates everything", func(t *testing.T) {
+		c.counter.writes.Store(0)
+		res, err := Apply(ctx, c.dyn, s, ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Created) != total || len(res.Updated)+len(res.Deleted) != 0 {
+			t.Errorf("first Apply: created %d updated %v deleted %v, want %d created", len(res.Created), res.Updated, res.Deleted, total)
+		}
+		t.Logf("first Apply: %d objects, %d write requests", total, c.counter.writes.Load())
+		for _, d := range s.Deployments {
+			live, err := kube.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if live.Annotations[GenerationAnnotation] != "1" || live.Generation != 1 {
+				t.Errorf("%s: generation %d, annotation %q", d.Name, live.Generation, live.Annotations[GenerationAnnotation])
+			}
+		}
+	})
+
+	t.Run("second apply writes nothing", func(t *testing.T) {
+		c.counter.writes.Store(0)
+		res, err := Apply(ctx, c.dyn, s, ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := c.counter.writes.Load(); n != 0 {
+			t.Errorf("second Apply made %d write requests (updated %v, created %v, deleted %v), want 0", n, res.Updated, res.Created, res.Deleted)
+		}
+		if len(res.Unchanged) != total {
+			t.Errorf("unchanged %d, want %d", len(res.Unchanged), total)
+		}
+	})
+
+	t.Run("drift is put back", func(t *testing.T) {
+		d, err := kube.AppsV1().Deployments("kubevirt").Get(ctx, "virt-controller", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Template.Spec.Containers[0].Image = "evil/virt-controller:latest"
+		if _, err := kube.AppsV1().Deployments("kubevirt").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cr, err := kube.RbacV1().ClusterRoles().Get(ctx, HandlerServiceAccount, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.Rules = append(cr.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})
+		if _, err := kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.counter.writes.Store(0)
+		res, err := Apply(ctx, c.dyn, s, ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"ClusterRole " + HandlerServiceAccount, "Deployment kubevirt/virt-controller"}
+		if diff := cmp.Diff(want, res.Updated); diff != "" {
+			t.Errorf("updated (-want +got):\n%s", diff)
+		}
+		if n := c.counter.writes.Load(); n != 2 {
+			t.Errorf("%d write requests, want 2", n)
+		}
+		d, _ = kube.AppsV1().Deployments("kubevirt").Get(ctx, "virt-controller", metav1.GetOptions{})
+		if img := d.Spec.Template.Spec.Containers[0].Image; img != "quay.io/kubevirt/virt-controller:v1.4.0" {
+			t.Errorf("image after Apply %q", img)
+		}
+		if again, _ := Apply(ctx, c.dyn, s, ApplyOptions{}); again.Writes() != 0 || len(again.Updated) != 0 {
+			t.Errorf("Apply after the fix still writes: %+v", again)
+		}
+	})
+
+	t.Run("a new version updates images and prunes orphans", func(t *testing.T) {
+		orphan := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-retired", Namespace: "kubevirt", Labels: map[string]string{
+			v1.ManagedByLabel: v1.ManagedByLabelOperatorValue, v1.AppLabel: "virt-retired",
+		}}}
+		if _, err := kube.CoreV1().ServiceAccounts("kubevirt").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig()
+		cfg.Version = "v1.5.0"
+		next, err := Generate(cfg.SetID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Apply(ctx, c.dyn, next, ApplyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Updated) != total {
+			t.Errorf("updated %d objects, want all %d (their annotations changed)", len(res.Updated), total)
+		}
+		if diff := cmp.Diff([]string{"ServiceAccount kubevirt/kubevirt-retired"}, res.Deleted); diff != "" {
+			t.Errorf("pruned (-want +got):\n%s", diff)
+		}
+		ds, err := kube.AppsV1().DaemonSets("kubevirt").Get(ctx, "virt-handler", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img := ds.Spec.Template.Spec.Containers[0].Image; img != "quay.io/kubevirt/virt-handler:v1.5.0" {
+			t.Errorf("virt-handler image %q", img)
+		}
+		if again, _ := Apply(ctx, c.dyn, next, ApplyOptions{}); again.Writes() != 0 {
+			t.Errorf("second Apply of the new version writes: %+v", again)
+		}
+		s = next
+	})
+
+	t.Run("delete removes everything", func(t *testing.T) {
+		var res Result
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if res, err = Delete(ctx, c.dyn, s, DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Remaining) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if len(res.Remaining) > 0 {
+			t.Fatalf("still present after a minute: %v", res.Remaining)
+		}
+		for _, obj := range s.Objects() {
+			k, _ := kindFor(obj.GetObjectKind().GroupVersionKind())
+			if _, err := k.client(c.dyn, obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s: Get after Delete = %v, want NotFound", describe(obj), err)
+			}
+		}
+		// The cluster's own roles are untouched.
+		if _, err := kube.RbacV1().ClusterRoles().Get(ctx, "system:auth-delegator", metav1.GetOptions{}); err != nil {
+			t.Errorf("system:auth-delegator: %v", err)
+		}
+	})
+}
+
+// TestDeleteRefusesWhileVMsExist: with BlockUninstallIfWorkloadsExist
+// nothing is removed while a VMI exists; RemoveWorkloads removes it.
+func TestDeleteRefusesWhileVMsExist(t *testing.T) {
+	c := startCluster(t)
+	ctx := ctxFor(t)
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vmi := map[string]any{
+		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+		"metadata": map[string]any{"name": "guest", "namespace": "default", "finalizers": []any{v1.VirtualMachineControllerFinalizer}},
+		"spec":     map[string]any{"domain": map[string]any{"devices": map[string]any{}, "resources": map[string]any{"requests": map[string]any{"memory": "64Mi"}}}},
+	}
+	if _, err := c.dyn.Resource(vmiResource).Namespace("default").Create(ctx, toU(vmi), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Delete(ctx, c.dyn, s, DeleteOptions{})
+	if !errorsIs(err, ErrWorkloadsExist) {
+		t.Fatalf("Delete = %v, want ErrWorkloadsExist", err)
+	}
+	if _, err := c.env.Kube.AppsV1().DaemonSets("kubevirt").Get(ctx, "virt-handler", metav1.GetOptions{}); err != nil {
+		t.Errorf("refused Delete removed virt-handler: %v", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := Delete(ctx, c.dyn, s, DeleteOptions{UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Remaining) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still present after a minute: %v", res.Remaining)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	list, err := c.env.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, crd := range list.Items {
+		names = append(names, crd.Name)
+	}
+	if slices.Contains(names, "virtualmachineinstances.kubevirt.io") {
+		t.Errorf("CRDs left: %v", names)
+	}
+}
+
+func toU(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

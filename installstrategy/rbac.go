@@ -1,0 +1,172 @@
+package installstrategy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Service accounts of the components, with KubeVirt's names.
+const (
+	APIServiceAccount        = "kubevirt-apiserver"
+	ControllerServiceAccount = "kubevirt-controller"
+	HandlerServiceAccount    = "kubevirt-handler"
+)
+
+// verbs
+var (
+	read      = []string{"get", "list", "watch"}
+	readWrite = []string{"get", "list", "watch", "update", "patch"}
+	status    = []string{"update", "patch"}
+)
+
+func rule(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
+}
+
+// ComponentRules are the permissions of one component's service account.
+type ComponentRules struct {
+	// Component is virt-api, virt-controller or virt-handler.
+	Component string
+	// ServiceAccount is the component's service account in the install namespace.
+	ServiceAccount string
+	// Cluster are granted cluster-wide (ClusterRole + ClusterRoleBinding).
+	Cluster []rbacv1.PolicyRule
+	// Namespace are granted only in the install namespace (Role + RoleBinding).
+	Namespace []rbacv1.PolicyRule
+	// BoundClusterRoles are existing cluster roles bound to the account
+	// (system:auth-delegator for an aggregated API server).
+	BoundClusterRoles []string
+	// KubeSystemRoles are existing roles in kube-system bound to the account
+	// (extension-apiserver-authentication-reader for an aggregated API server).
+	KubeSystemRoles []string
+}
+
+// Rules returns the least-privilege permissions of each component, in the
+// order virt-api, virt-controller, virt-handler. No rule uses a wildcard.
+func Rules() []ComponentRules {
+	kv := v1.GroupName
+	return []ComponentRules{
+		{
+			// virt-api serves the subresources (console, VNC, start, stop,
+			// restart, migrate) as an aggregated API server: it reads VMIs
+			// and VMs, records start/stop requests on VM status, creates
+			// migrations, and delegates authentication and authorization.
+			Component:      v1.VirtAPIValue,
+			ServiceAccount: APIServiceAccount,
+			Cluster: []rbacv1.PolicyRule{
+				rule(kv, []string{"virtualmachineinstances", "virtualmachines", "kubevirts"}, read...),
+				rule(kv, []string{"virtualmachines/status"}, status...),
+				rule(kv, []string{"virtualmachineinstancemigrations"}, "get", "list", "watch", "create"),
+				rule("", []string{"nodes"}, "get"),
+				rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
+				rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+			},
+			BoundClusterRoles: []string{"system:auth-delegator"},
+			KubeSystemRoles:   []string{"extension-apiserver-authentication-reader"},
+		},
+		{
+			// virt-controller turns VMs into VMIs and VMIs into launcher
+			// pods, keeps replica sets and migrations, fails VMIs on dead
+			// nodes, and holds its leader Lease in the install namespace.
+			Component:      v1.VirtControllerValue,
+			ServiceAccount: ControllerServiceAccount,
+			Cluster: []rbacv1.PolicyRule{
+				rule(kv, []string{"virtualmachineinstances"}, "get", "list", "watch", "create", "update", "patch", "delete"),
+				rule(kv, []string{"virtualmachines", "virtualmachineinstancereplicasets", "virtualmachineinstancemigrations"}, readWrite...),
+				rule(kv, []string{"virtualmachineinstances/status", "virtualmachines/status", "virtualmachineinstancereplicasets/status", "virtualmachineinstancemigrations/status"}, status...),
+				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
+				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
+				rule(kv, []string{"kubevirts"}, read...),
+				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),
+				rule("", []string{"persistentvolumeclaims", "nodes"}, read...),
+				rule("", []string{"events"}, "create", "patch"),
+			},
+			Namespace: []rbacv1.PolicyRule{
+				rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+			},
+		},
+		{
+			// virt-handler runs the domains of the VMIs on its node: it
+			// reports their status, patches its own Node (heartbeat and
+			// the schedulable label) and records events. It cannot touch
+			// pods, secrets or any other node's workloads' objects beyond
+			// VMIs and migrations.
+			Component:      v1.VirtHandlerValue,
+			ServiceAccount: HandlerServiceAccount,
+			Cluster: []rbacv1.PolicyRule{
+				rule(kv, []string{"virtualmachineinstances"}, readWrite...),
+				rule(kv, []string{"virtualmachineinstances/status"}, status...),
+				rule(kv, []string{"virtualmachineinstancemigrations"}, read...),
+				rule(kv, []string{"kubevirts"}, read...),
+				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
+				rule("", []string{"events"}, "create", "patch"),
+			},
+		},
+	}
+}
+
+func (s *Strategy) addRBAC(cfg *DeploymentConfig) {
+	ns := cfg.Namespace
+	for _, r := range Rules() {
+		meta := func(name, namespace string) metav1.ObjectMeta {
+			return objectMeta(cfg, r.Component, name, namespace)
+		}
+		subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: r.ServiceAccount, Namespace: ns}}
+		s.ServiceAccounts = append(s.ServiceAccounts, &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: meta(r.ServiceAccount, ns),
+		})
+		s.ClusterRoles = append(s.ClusterRoles, &rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+			ObjectMeta: meta(r.ServiceAccount, ""),
+			Rules:      r.Cluster,
+		})
+		s.ClusterRoleBindings = append(s.ClusterRoleBindings, clusterRoleBinding(meta(r.ServiceAccount, ""), r.ServiceAccount, subject))
+		for _, role := range r.BoundClusterRoles {
+			s.ClusterRoleBindings = append(s.ClusterRoleBindings, clusterRoleBinding(meta(r.ServiceAccount+"-"+sanitize(role), ""), role, subject))
+		}
+		if len(r.Namespace) > 0 {
+			s.Roles = append(s.Roles, &rbacv1.Role{
+				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+				ObjectMeta: meta(r.ServiceAccount, ns),
+				Rules:      r.Namespace,
+			})
+			s.RoleBindings = append(s.RoleBindings, roleBinding(meta(r.ServiceAccount, ns), "Role", r.ServiceAccount, subject))
+		}
+		for _, role := range r.KubeSystemRoles {
+			s.RoleBindings = append(s.RoleBindings, roleBinding(meta(r.ServiceAccount+"-"+sanitize(role), "kube-system"), "Role", role, subject))
+		}
+	}
+}
+
+func clusterRoleBinding(meta metav1.ObjectMeta, role string, subjects []rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: meta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   subjects,
+	}
+}
+
+func roleBinding(meta metav1.ObjectMeta, kind, role string, subjects []rbacv1.Subject) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: meta,
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+		Subjects:   subjects,
+	}
+}
+
+// sanitize turns a role name such as system:auth-delegator into a name part.
+func sanitize(name string) string {
+	out := []byte(name)
+	for i, c := range out {
+		if c == ':' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,263 @@
+package installstrategy
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Ports the components listen on.
+const (
+	APIPort            = 8443 // virt-api's HTTPS server (subresources, health)
+	ControllerHTTPPort = 8080 // virt-controller's /metrics, /healthz, /readyz
+	HandlerHTTPPort    = 8443 // virt-handler's server (console, VNC, metrics)
+	OperatorWebhooks   = 8444 // virt-operator's webhooks
+)
+
+// DefaultInfraReplicas is the replica count of virt-api and virt-controller.
+const DefaultInfraReplicas = 2
+
+func (s *Strategy) addServices(c *DeploymentConfig) {
+	svc := func(component, name string, selector map[string]string, port corev1.ServicePort, headless bool) *corev1.Service {
+		out := &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: objectMeta(c, component, name, c.Namespace),
+			Spec: corev1.ServiceSpec{
+				Type:     corev1.ServiceTypeClusterIP,
+				Selector: selector,
+				Ports:    []corev1.ServicePort{port},
+			},
+		}
+		if headless {
+			out.Spec.ClusterIP = corev1.ClusterIPNone
+		}
+		return out
+	}
+	s.Services = append(s.Services,
+		svc(v1.VirtAPIValue, APIServiceName, map[string]string{v1.AppLabel: v1.VirtAPIValue},
+			corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(APIPort), Protocol: corev1.ProtocolTCP}, false),
+		svc("", PrometheusServiceName, map[string]string{PrometheusLabel: "true"},
+			corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}, true),
+		svc(v1.VirtOperatorValue, OperatorWebhookServiceName, map[string]string{v1.AppLabel: v1.VirtOperatorValue},
+			corev1.ServicePort{Name: "webhooks", Port: 443, TargetPort: intstr.FromInt32(OperatorWebhooks), Protocol: corev1.ProtocolTCP}, false),
+	)
+}
+
+func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
+	infra, err := c.placement(PropertyInfraPlacement)
+	if err != nil {
+		return err
+	}
+	workloads, err := c.placement(PropertyWorkloadsPlacement)
+	if err != nil {
+		return err
+	}
+	replicas := int32(DefaultInfraReplicas)
+	if n := c.property(PropertyInfraReplicas); n != "" {
+		r, err := strconv.Atoi(n)
+		if err != nil {
+			return err
+		}
+		replicas = int32(r)
+	}
+	verbosity := "-v=2"
+
+	api := container(c, v1.VirtAPIValue, []string{"--port=" + strconv.Itoa(APIPort), "--subresources-only", verbosity},
+		corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
+		corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
+	api.Resources = requests(5, 500<<20)
+	healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
+	api.ReadinessProbe = probe(healthz, 15, 10)
+	api.LivenessProbe = probe(healthz, 15, 10)
+	s.Deployments = append(s.Deployments, deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, infra, api))
+
+	ctlArgs := []string{
+		"--launcher-image=" + c.Image(v1.VirtLauncherValue),
+		"--image-pull-policy=" + string(c.PullPolicy()),
+		"--leader-elect=true",
+		"--leader-elect-namespace=" + c.Namespace,
+		"--metrics-address=:" + strconv.Itoa(ControllerHTTPPort),
+	}
+	if c.property(PropertyUseEmulation) == "true" {
+		ctlArgs = append(ctlArgs, "--use-emulation")
+	}
+	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
+		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
+	ctl.Resources = requests(10, 275<<20)
+	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 15, 10)
+	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
+	s.Deployments = append(s.Deployments, deployment(c, v1.VirtControllerValue, replicas, ControllerServiceAccount, infra, ctl))
+
+	s.DaemonSets = append(s.DaemonSets, handlerDaemonSet(c, workloads, verbosity))
+	return nil
+}
+
+// container is a component's container: image, pull policy, command, the
+// passthrough environment and a restricted security context.
+func container(c *DeploymentConfig, component string, args []string, ports ...corev1.ContainerPort) corev1.Container {
+	out := corev1.Container{
+		Name:                     component,
+		Image:                    c.Image(component),
+		ImagePullPolicy:          c.PullPolicy(),
+		Command:                  []string{component},
+		Args:                     args,
+		Ports:                    ports,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.PassthroughEnv)) {
+		out.Env = append(out.Env, corev1.EnvVar{Name: name, Value: c.PassthroughEnv[name]})
+	}
+	return out
+}
+
+func requests(milliCPU, memory int64) corev1.ResourceRequirements {
+	cpu := resource.NewMilliQuantity(milliCPU, resource.DecimalSI)
+	mem := resource.NewQuantity(memory, resource.BinarySI)
+	// String caches the canonical form, as decoding does, so a strategy
+	// read back from its ConfigMap is identical to the generated one.
+	_, _ = cpu.String(), mem.String()
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *cpu, corev1.ResourceMemory: *mem}}
+}
+
+func probe(get *corev1.HTTPGetAction, delay, period int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{HTTPGet: get},
+		InitialDelaySeconds: delay,
+		PeriodSeconds:       period,
+		TimeoutSeconds:      10,
+		FailureThreshold:    3,
+		SuccessThreshold:    1,
+	}
+}
+
+// podSpec is what every component's pod shares: service account, priority,
+// Linux nodes, the CriticalAddonsOnly toleration, pull secrets and the
+// CR's node placement.
+func podSpec(c *DeploymentConfig, account string, placement *v1.NodePlacement, containers ...corev1.Container) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		ServiceAccountName: account,
+		PriorityClassName:  PriorityClassName,
+		Containers:         containers,
+		NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
+		Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+	}
+	if secrets := c.property(PropertyImagePullSecrets); secrets != "" {
+		for _, name := range strings.Split(secrets, ",") {
+			spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+		}
+	}
+	if placement != nil {
+		for _, k := range slices.Sorted(maps.Keys(placement.NodeSelector)) {
+			spec.NodeSelector[k] = placement.NodeSelector[k]
+		}
+		spec.Tolerations = append(spec.Tolerations, placement.Tolerations...)
+		if placement.Affinity != nil {
+			spec.Affinity = placement.Affinity.DeepCopy()
+		}
+	}
+	return spec
+}
+
+func podLabels(component string) map[string]string {
+	return map[string]string{v1.AppLabel: component, PrometheusLabel: "true"}
+}
+
+func deployment(c *DeploymentConfig, component string, replicas int32, account string, placement *v1.NodePlacement, ctr corev1.Container) *appsv1.Deployment {
+	spec := podSpec(c, account, placement, ctr)
+	spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr(true)}
+	if spec.Affinity == nil {
+		// Spread the replicas over nodes where possible.
+		spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 1,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+						Key: v1.AppLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{component},
+					}}},
+					TopologyKey: corev1.LabelHostname,
+				},
+			}},
+		}}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: objectMeta(c, component, component, c.Namespace),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{v1.AppLabel: component}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Name: component, Labels: podLabels(component)},
+				Spec:       spec,
+			},
+		},
+	}
+}
+
+// Host paths the node agent needs.
+const (
+	HostShareDir      = "/var/run/kubevirt"               // launcher command sockets (podtemplate's share dir)
+	HostPrivateDir    = "/var/run/kubevirt-private"       // per-VMI private state
+	HostKubeletPods   = "/var/lib/kubelet/pods"           // launcher pods' volumes (disks, sockets)
+	HostDevicePlugins = "/var/lib/kubelet/device-plugins" // /dev/kvm, tun and vhost-net device plugins
+)
+
+func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosity string) *appsv1.DaemonSet {
+	ctr := container(c, v1.VirtHandlerValue, []string{"--node-name=$(NODE_NAME)", verbosity},
+		corev1.ContainerPort{Name: "metrics", ContainerPort: HandlerHTTPPort, Protocol: corev1.ProtocolTCP})
+	ctr.Env = append([]corev1.EnvVar{{
+		Name:      "NODE_NAME",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}},
+	}}, ctr.Env...)
+	ctr.Resources = requests(10, 325<<20)
+	// The node agent creates devices, cgroups and mounts for the domains of
+	// its node: it is the one privileged component (as KubeVirt's).
+	ctr.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	bidirectional := corev1.MountPropagationBidirectional
+	var volumes []corev1.Volume
+	for _, m := range []struct {
+		name, path  string
+		propagation *corev1.MountPropagationMode
+	}{
+		{"virt-share-dir", HostShareDir, &bidirectional},
+		{"virt-private-dir", HostPrivateDir, nil},
+		{"kubelet-pods", HostKubeletPods, &bidirectional},
+		{"device-plugin", HostDevicePlugins, nil},
+	} {
+		volumes = append(volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.path, Type: &dirOrCreate}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: m.name, MountPath: m.path, MountPropagation: m.propagation})
+	}
+	spec := podSpec(c, HandlerServiceAccount, placement, ctr)
+	spec.Volumes = volumes
+	maxUnavailable := intstr.FromInt32(1)
+	return &appsv1.DaemonSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet"},
+		ObjectMeta: objectMeta(c, v1.VirtHandlerValue, v1.VirtHandlerValue, c.Namespace),
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{v1.AppLabel: v1.VirtHandlerValue}},
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Name: v1.VirtHandlerValue, Labels: podLabels(v1.VirtHandlerValue)},
+				Spec:       spec,
+			},
+		},
+	}
+}
