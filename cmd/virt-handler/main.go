@@ -1,0 +1,183 @@
+// Command virt-handler is the node agent: it runs nodeagent.Agent for one
+// node, serves its REST API (console, VNC, pause, unpause, guest info) on
+// --console-server-port and its metrics and health on --port.
+//
+// Both servers use TLS with the given certificate; the REST API also
+// requires client certificates signed by --client-ca-file. --insecure
+// serves plain HTTP instead, for local use only.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-handler:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		node, kubeconfig, shareDir, listen string
+		port, consolePort                  int
+		certFile, keyFile, clientCA        string
+		insecure                           bool
+		heartbeat, poll                    time.Duration
+	)
+	fs := flag.NewFlagSet("virt-handler", flag.ContinueOnError)
+	fs.StringVar(&node, "hostname-override", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME, else the host name)")
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	fs.StringVar(&shareDir, "kubevirt-share-dir", "/var/run/kubevirt", "where the launchers' command sockets are (sockets/<vmi uid>/launcher.sock)")
+	fs.StringVar(&listen, "listen-address", "0.0.0.0", "address the servers listen on")
+	fs.IntVar(&port, "port", 8443, "port of /metrics and /healthz (0 disables)")
+	fs.IntVar(&consolePort, "console-server-port", 8186, "port of the console, VNC and lifecycle REST API (0 disables)")
+	fs.StringVar(&certFile, "tls-cert-file", "", "server certificate (PEM)")
+	fs.StringVar(&keyFile, "tls-key-file", "", "server key (PEM)")
+	fs.StringVar(&clientCA, "client-ca-file", "", "CA that signs the REST API's client certificates (PEM)")
+	fs.BoolVar(&insecure, "insecure", false, "serve plain HTTP without authentication (local use only)")
+	fs.DurationVar(&heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is written")
+	fs.DurationVar(&poll, "poll-interval", time.Second, "how often each VMI's domain is checked")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
+	// Accepted for compatibility with KubeVirt's DaemonSet; unused.
+	fs.String("pod-ip-address", "", "unused")
+	fs.Int("max-metric-request", 3, "unused")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		node = h
+	}
+	var tlsConfig *tls.Config
+	if !insecure {
+		if certFile == "" || keyFile == "" || clientCA == "" {
+			return errors.New("--tls-cert-file, --tls-key-file and --client-ca-file are required (or --insecure for local use)")
+		}
+		var err error
+		if tlsConfig, err = serverTLS(certFile, keyFile, clientCA); err != nil {
+			return err
+		}
+	}
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("API server configuration: %w", err)
+	}
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	agent, err := nodeagent.New(nodeagent.Config{
+		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir,
+		HeartbeatInterval: heartbeat, PollInterval: poll,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 3)
+	if consolePort != 0 {
+		api := tlsConfig
+		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(consolePort)), agent.Handler(), api) }()
+	}
+	if port != 0 {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(agent.Registry(), promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		var metricsTLS *tls.Config
+		if tlsConfig != nil {
+			metricsTLS = tlsConfig.Clone()
+			metricsTLS.ClientAuth = tls.NoClientCert // Prometheus scrapes without client certificates
+		}
+		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(port)), mux, metricsTLS) }()
+	}
+	go func() { errc <- agent.Run(ctx) }()
+	select {
+	case err := <-errc:
+		stop()
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("client CA %s: no certificates", caFile)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// serve runs an HTTP(S) server on addr until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler, tlsConfig *tls.Config) error {
+	srv := &http.Server{Addr: addr, Handler: h, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	var err error
+	if tlsConfig != nil {
+		err = srv.ListenAndServeTLS("", "")
+	} else {
+		err = srv.ListenAndServe()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("serving %s: %w", addr, err)
+}

@@ -1,0 +1,144 @@
+// Command virt-launcher runs the domain of one VirtualMachineInstance: it is
+// the compute container of the launcher pod (see podtemplate), wired to
+// nodeagent/launcher and libvirt.
+//
+// With --libvirt-uri it uses that libvirt daemon (a node's qemu:///system,
+// which is what the local arrangement and the tests use); without it, it
+// starts its own virtlogd and libvirtd inside the pod, as KubeVirt's
+// launcher does, and connects to qemu:///system.
+//
+// It exits after the domain ended (status 0), leaving the final state in
+// <share-dir>/sockets/<uid>/final.json; SIGTERM stops the guest gracefully
+// within --grace-period-seconds first.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		cfg         launcher.Config
+		qemuTimeout time.Duration
+		grace       int
+		uri         string
+		libvirtWait time.Duration
+	)
+	fs := flag.NewFlagSet("virt-launcher", flag.ContinueOnError)
+	fs.StringVar(&cfg.Name, "name", "", "name of the VirtualMachineInstance")
+	fs.StringVar(&cfg.UID, "uid", "", "UID of the VirtualMachineInstance")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the VirtualMachineInstance")
+	fs.StringVar(&cfg.ShareDir, "kubevirt-share-dir", "/var/run/kubevirt", "directory shared with the node agent (command socket under sockets/<uid>/)")
+	fs.StringVar(&cfg.EphemeralDiskDir, "ephemeral-disk-dir", domainxml.DefaultEphemeralDiskDir, "directory for overlays, empty disks and cloud-init ISOs")
+	fs.StringVar(&cfg.ContainerDiskDir, "container-disk-dir", "/var/run/kubevirt/container-disks", "directory the container-disk sidecars serve images in")
+	fs.StringVar(&cfg.PrivateDir, "private-dir", domainxml.DefaultPrivateDir, "directory for PVC mounts, secrets and the console and VNC sockets")
+	fs.DurationVar(&qemuTimeout, "qemu-timeout", 240*time.Second, "exit when no domain was synced within this time")
+	fs.IntVar(&grace, "grace-period-seconds", 30, "how long a graceful stop waits before destroying the guest")
+	fs.BoolVar(&cfg.Emulation, "use-emulation", false, "run the guest under TCG instead of KVM")
+	fs.StringVar(&uri, "libvirt-uri", "", "libvirt daemon to use; empty starts virtlogd and libvirtd in this container")
+	fs.DurationVar(&libvirtWait, "libvirt-wait", 60*time.Second, "how long to wait for libvirt to answer")
+	// Accepted for compatibility with the pod podtemplate renders; unused.
+	fs.Int("hook-sidecars", 0, "number of hook sidecars (unused)")
+	fs.Int("less-pvc-space-toleration", 10, "percent of PVC space that may be missing (unused)")
+	fs.String("ovmf-path", "/usr/share/OVMF", "OVMF firmware directory (unused: domainxml's defaults)")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	cfg.SyncTimeout = qemuTimeout
+	cfg.GracePeriod = time.Duration(grace) * time.Second
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if uri == "" {
+		uri = libvirt.DefaultURI
+		daemons, err := startLibvirt(ctx)
+		if err != nil {
+			return err
+		}
+		defer daemons()
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, libvirtWait)
+	h, err := connect(connectCtx, uri)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	cfg.Hypervisor = h
+
+	l, err := launcher.New(cfg)
+	if err != nil {
+		return err
+	}
+	final, err := l.Run(ctx)
+	klog.InfoS("domain ended", "state", final.State, "reason", final.Reason, "succeeded", final.Succeeded())
+	return err
+}
+
+// connect retries until libvirt answers or ctx ends (a libvirtd just
+// started needs a moment to create its socket).
+func connect(ctx context.Context, uri string) (*libvirt.Hypervisor, error) {
+	for {
+		h, err := libvirt.New(ctx, libvirt.Options{URI: uri})
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to libvirt at %s: %w", uri, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// startLibvirt starts virtlogd and libvirtd as children of the launcher and
+// returns a function that stops them.
+func startLibvirt(ctx context.Context) (func(), error) {
+	var procs []*exec.Cmd
+	stopAll := func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			_ = procs[i].Process.Signal(syscall.SIGTERM)
+			_ = procs[i].Wait()
+		}
+	}
+	for _, name := range []string{"virtlogd", "libvirtd"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			stopAll()
+			return nil, fmt.Errorf("starting %s (or pass --libvirt-uri): %w", name, err)
+		}
+		cmd := exec.Command(path)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		if err := cmd.Start(); err != nil {
+			stopAll()
+			return nil, fmt.Errorf("starting %s: %w", name, err)
+		}
+		procs = append(procs, cmd)
+	}
+	return stopAll, nil
+}

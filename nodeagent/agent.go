@@ -1,0 +1,266 @@
+// Package nodeagent is the job of virt-handler: it runs on every node,
+// watches the VirtualMachineInstances scheduled there (label
+// kubevirt.io/nodeName=<node>), drives the launcher of each (see
+// nodeagent/launcher) through its command socket, and reports the domain's
+// state on the VMI: Scheduled → Running, shut down → Succeeded, crashed or
+// launcher gone without a clean end → Failed with a reason, the Paused
+// condition. A deleted or final VMI's guest is shut down gracefully (the
+// launcher destroys it after the grace period) and its socket directory is
+// removed.
+//
+// The agent keeps no state of its own: a restarted agent finds the running
+// launchers by their sockets, and never stops a running guest or marks it
+// Failed because it restarted. It keeps a heartbeat on its Node (annotation
+// kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
+// console, VNC, pause and unpause REST API (Handler) with Prometheus
+// metrics (Registry).
+//
+// It needs no cgo: the hypervisor lives in the launcher.
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Config configures an Agent. NodeName, Client, Kube and ShareDir are
+// required.
+type Config struct {
+	// NodeName is the Node this agent runs on.
+	NodeName string
+	// Client reads and writes VMIs; Kube writes the Node and events.
+	Client versioned.Interface
+	Kube   kubernetes.Interface
+	// ShareDir is where launchers' command sockets are:
+	// <ShareDir>/sockets/<VMI UID>/launcher.sock (the launchers'
+	// --kubevirt-share-dir as seen from the node).
+	ShareDir string
+	// Workers is the number of VMIs synced concurrently (default 3).
+	Workers int
+	// PollInterval is how often the domain of each VMI is checked (default 1s).
+	PollInterval time.Duration
+	// HeartbeatInterval is how often the Node's heartbeat is written,
+	// jittered by up to 20% (default 1m, as KubeVirt).
+	HeartbeatInterval time.Duration
+	// ResyncPeriod of the VMI informer (default 12h).
+	ResyncPeriod time.Duration
+	// Recorder records events on VMIs; one writing to Kube when nil.
+	Recorder record.EventRecorder
+	// Registerer, when set, gets the agent's metrics too (they are always
+	// on Registry()).
+	Registerer prometheus.Registerer
+}
+
+// Agent is the node agent. Create it with New and call Run.
+type Agent struct {
+	cfg       Config
+	factory   externalversions.SharedInformerFactory
+	informer  cache.SharedIndexInformer
+	lister    listers.VirtualMachineInstanceLister
+	queue     workqueue.TypedRateLimitingInterface[string]
+	recorder  record.EventRecorder
+	metrics   *metrics
+	now       func() time.Time
+	broadcast record.EventBroadcaster
+
+	mu sync.Mutex
+	// deleted remembers the UID of VMIs that left the informer, so their
+	// launcher can still be found.
+	deleted map[string]goneVMI
+	// stopping records when the agent first asked a launcher to stop.
+	stopping map[types.UID]time.Time
+	// clients caches one launcher client per VMI UID.
+	clients map[types.UID]*launcher.Client
+}
+
+// New checks cfg and wires the agent's informer.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NodeName == "" || cfg.Client == nil || cfg.Kube == nil || cfg.ShareDir == "" {
+		return nil, errors.New("nodeagent: NodeName, Client, Kube and ShareDir are required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 3
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Minute
+	}
+	if cfg.ResyncPeriod <= 0 {
+		cfg.ResyncPeriod = 12 * time.Hour
+	}
+	a := &Agent{
+		cfg:      cfg,
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
+		metrics:  newMetrics(),
+		now:      time.Now,
+		deleted:  map[string]goneVMI{},
+		stopping: map[types.UID]time.Time{},
+		clients:  map[types.UID]*launcher.Client{},
+	}
+	if cfg.Registerer != nil {
+		if err := a.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("nodeagent: registering metrics: %w", err)
+		}
+	}
+	a.recorder = cfg.Recorder
+	if a.recorder == nil {
+		a.broadcast = record.NewBroadcaster()
+		a.recorder = a.broadcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: v1.VirtHandlerValue, Host: cfg.NodeName})
+	}
+	a.factory = externalversions.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
+		externalversions.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = v1.NodeNameLabel + "=" + cfg.NodeName
+		}))
+	vmis := a.factory.Kubevirt().V1().VirtualMachineInstances()
+	a.informer, a.lister = vmis.Informer(), vmis.Lister()
+	if _, err := a.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    a.enqueue,
+		UpdateFunc: func(_, obj any) { a.enqueue(obj) },
+		DeleteFunc: a.onDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("nodeagent: %w", err)
+	}
+	return a, nil
+}
+
+func (a *Agent) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		a.queue.Add(key)
+	}
+}
+
+// onDelete remembers the UID of a VMI that is gone (or left this node), so
+// that sync can still stop its launcher.
+func (a *Agent) onDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	vmi, ok := obj.(*v1.VirtualMachineInstance)
+	if !ok {
+		return
+	}
+	key, _ := cache.MetaNamespaceKeyFunc(vmi)
+	a.mu.Lock()
+	a.deleted[key] = goneVMI{uid: vmi.UID, grace: gracePeriod(vmi)}
+	a.mu.Unlock()
+	a.queue.Add(key)
+}
+
+// goneVMI is what the agent keeps of a VMI that left its informer.
+type goneVMI struct {
+	uid   types.UID
+	grace time.Duration
+}
+
+// client returns the cached launcher client of a VMI.
+func (a *Agent) client(uid types.UID) *launcher.Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.clients[uid]
+	if !ok {
+		c = launcher.NewClient(launcher.SocketPath(a.cfg.ShareDir, string(uid)))
+		a.clients[uid] = c
+	}
+	return c
+}
+
+func (a *Agent) forgetClient(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clients[uid]; ok {
+		c.Close()
+		delete(a.clients, uid)
+	}
+}
+
+// Run marks the node unschedulable until the agent is ready, starts the
+// informer, the workers and the heartbeat, and blocks until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	log := klog.FromContext(ctx).WithValues("node", a.cfg.NodeName)
+	ctx = klog.NewContext(ctx, log)
+	if a.broadcast != nil {
+		a.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.cfg.Kube.CoreV1().Events("")})
+		defer a.broadcast.Shutdown()
+	}
+	defer a.queue.ShutDown()
+	if err := a.setSchedulable(ctx, false); err != nil {
+		log.Error(err, "marking the node unschedulable until the agent is ready")
+	}
+	a.factory.Start(ctx.Done())
+	defer a.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+		return fmt.Errorf("nodeagent on %s: the VMI cache did not sync", a.cfg.NodeName)
+	}
+	log.Info("node agent started")
+	var wg sync.WaitGroup
+	for range a.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a.processNext(ctx) {
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wait.JitterUntilWithContext(ctx, a.heartbeat, a.cfg.HeartbeatInterval, 0.2, true)
+	}()
+	<-ctx.Done()
+	a.queue.ShutDown()
+	wg.Wait()
+	a.mu.Lock()
+	for _, c := range a.clients {
+		c.Close()
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *Agent) processNext(ctx context.Context) bool {
+	key, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(key)
+	start := a.now()
+	requeue, err := a.sync(ctx, key)
+	a.metrics.syncDuration.Observe(time.Since(start).Seconds())
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "sync failed", "vmi", key)
+		a.queue.AddRateLimited(key)
+	case requeue > 0:
+		a.queue.Forget(key)
+		a.queue.AddAfter(key, requeue)
+	default:
+		a.queue.Forget(key)
+	}
+	return true
+}

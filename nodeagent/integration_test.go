@@ -1,0 +1,680 @@
+package nodeagent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/websocket"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/podtemplate"
+	"github.com/vmkit/vmkit/vmapi/crds"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol"
+)
+
+const (
+	nodeName    = "node01"
+	guestMarker = "GUEST-BOOTED"
+	guestImage  = "vmkit/tiny-guest:test"
+)
+
+// testNode is one node with real parts: an API server, vmkit's controllers,
+// the node agent and real libvirt. The test itself plays the kubelet: it
+// binds launcher pods to the node, starts virt-launcher as a local process
+// with the pod's arguments (its directories mapped to temporary ones, as
+// emptyDirs would be), reports the pod Running and ready, and reports the
+// pod's end when the process exits.
+type testNode struct {
+	t      *testing.T
+	ns     string
+	env    *testenv.Env
+	client versioned.Interface
+	kube   kubernetes.Interface
+	uri    string
+	hv     *libvirt.Hypervisor
+	guest  testenv.Guest
+	bin    string // virt-launcher
+	dir    string // short temporary root: socket paths must stay under 108 bytes
+	share  string
+
+	agentMu     sync.Mutex
+	agent       *nodeagent.Agent
+	stopAgent   func()
+	agentServer *httptest.Server
+
+	mu    sync.Mutex
+	procs map[types.UID]*launcherProc // by pod UID
+}
+
+type launcherProc struct {
+	cmd     *exec.Cmd
+	vmiUID  string
+	podDir  string
+	log     string
+	done    chan struct{}
+	err     error
+	started time.Time
+	termed  bool
+}
+
+func startNode(t *testing.T) *testNode {
+	t.Helper()
+	uri := testenv.RequireLibvirt(t)
+	if strings.HasPrefix(uri, "test:") {
+		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)", testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
+	}
+	guest := testenv.RequireGuest(t)
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "vmk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "virt-launcher")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/virt-launcher")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building virt-launcher (needs libvirt-dev and pkg-config: make test-deps): %v\n%s", err, out)
+	}
+
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, testenv.Options{CRDs: all})
+	client, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hv, err := libvirt.New(ctx, libvirt.Options{URI: uri})
+	if err != nil {
+		t.Fatalf("libvirt at %s: %v (make test-deps)", uri, err)
+	}
+	n := &testNode{
+		t: t, ns: "na-" + rand.String(6), env: env, client: client, kube: env.Kube, uri: uri, hv: hv,
+		guest: guest, bin: bin, dir: dir, share: filepath.Join(dir, "share"),
+		procs: map[types.UID]*launcherProc{},
+	}
+	t.Cleanup(n.cleanup)
+	if _, err := n.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No controller manager runs: create the ServiceAccount pods need.
+	if _, err := n.kube.CoreV1().ServiceAccounts(n.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vmcontrol.NewManager(vmcontrol.Options{Config: env.Config, Renderer: renderer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	mdone := make(chan error, 1)
+	go func() { mdone <- m.Run(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-mdone; err != nil {
+			t.Errorf("vmcontrol manager: %v", err)
+		}
+	})
+	n.agentServer = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.agentMu.Lock()
+		a := n.agent
+		n.agentMu.Unlock()
+		a.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(n.agentServer.Close)
+	n.startAgent()
+	kctx, kcancel := context.WithCancel(ctx)
+	kdone := make(chan struct{})
+	go func() {
+		defer close(kdone)
+		for kctx.Err() == nil {
+			n.kubeletStep(kctx)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { kcancel(); <-kdone })
+	return n
+}
+
+// startAgent starts a node agent and points the REST server at it.
+func (n *testNode) startAgent() {
+	n.t.Helper()
+	a, err := nodeagent.New(nodeagent.Config{
+		NodeName: nodeName, Client: n.client, Kube: n.kube, ShareDir: n.share,
+		PollInterval: 500 * time.Millisecond, HeartbeatInterval: 2 * time.Second,
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	n.agentMu.Lock()
+	n.agent = a
+	n.stopAgent = func() {
+		cancel()
+		if err := <-done; err != nil {
+			n.t.Errorf("node agent: %v", err)
+		}
+	}
+	n.agentMu.Unlock()
+}
+
+func (n *testNode) restartAgent() {
+	n.agentMu.Lock()
+	stop := n.stopAgent
+	n.agentMu.Unlock()
+	stop()
+	n.startAgent()
+}
+
+func (n *testNode) cleanup() {
+	n.agentMu.Lock()
+	if n.stopAgent != nil {
+		n.stopAgent()
+	}
+	n.agentMu.Unlock()
+	n.mu.Lock()
+	for _, p := range n.procs {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	n.mu.Unlock()
+	ctx := context.Background()
+	doms, err := n.hv.List(ctx, "")
+	if err != nil {
+		n.t.Errorf("cleanup: %v", err)
+	}
+	for _, d := range doms {
+		if d.VMI.Namespace != n.ns {
+			continue
+		}
+		n.t.Errorf("cleanup: domain %s of VMI %s was left behind", d.Name, d.VMI.UID)
+		_ = n.hv.Destroy(ctx, d.Name)
+		_ = n.hv.Undefine(ctx, d.Name)
+	}
+	_ = n.hv.Close()
+}
+
+// kubeletStep does what the kubelet would do for each launcher pod.
+func (n *testNode) kubeletStep(ctx context.Context) {
+	pods, err := n.kube.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		n.mu.Lock()
+		proc := n.procs[pod.UID]
+		n.mu.Unlock()
+		exited := proc != nil && isClosed(proc.done)
+		switch {
+		case pod.DeletionTimestamp != nil:
+			if proc != nil && !exited && !proc.termed {
+				proc.termed = true
+				_ = proc.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			if proc == nil || exited {
+				if proc != nil {
+					n.containerGone(ctx, proc)
+				}
+				zero := int64(0)
+				_ = n.kube.CoreV1().Pods(n.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+		case pod.Spec.NodeName == "":
+			_ = n.kube.CoreV1().Pods(n.ns).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: n.ns},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
+			}, metav1.CreateOptions{})
+		case proc == nil && (pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending):
+			p, err := n.startLauncher(pod)
+			if err != nil {
+				n.t.Errorf("kubelet: starting the launcher of pod %s: %v", pod.Name, err)
+				continue
+			}
+			n.mu.Lock()
+			n.procs[pod.UID] = p
+			n.mu.Unlock()
+			pod.Status.Phase = corev1.PodRunning
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "compute", Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+			_, _ = n.kube.CoreV1().Pods(n.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		case pod.Status.Phase == corev1.PodRunning && exited:
+			n.containerGone(ctx, proc)
+			code := int32(proc.cmd.ProcessState.ExitCode())
+			pod.Status.Phase = corev1.PodSucceeded
+			if code != 0 {
+				pod.Status.Phase = corev1.PodFailed
+			}
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "compute",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+			_, _ = n.kube.CoreV1().Pods(n.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		}
+	}
+}
+
+// containerGone does what the container runtime does when the compute
+// container ends: QEMU, a process of that container, ends with it. With a
+// node's libvirt the domain would outlive the launcher, so destroy it here.
+func (n *testNode) containerGone(ctx context.Context, p *launcherProc) {
+	doms, _ := n.hv.List(ctx, p.vmiUID)
+	for _, d := range doms {
+		_ = n.hv.Destroy(ctx, d.Name)
+		_ = n.hv.Undefine(ctx, d.Name)
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// startLauncher runs the compute container's command line as a local
+// process: the pod's directories become directories under the test's, the
+// container-disk sidecars' work (serving the kernel-boot image) is done by
+// linking the test guest's files, and --libvirt-uri points at the node's
+// libvirt.
+func (n *testNode) startLauncher(pod *corev1.Pod) (*launcherProc, error) {
+	c := pod.Spec.Containers[0]
+	args := append(append([]string(nil), c.Command[1:]...), c.Args...)
+	podDir := filepath.Join(n.dir, "pods", string(pod.UID)[:8])
+	vmiUID := pod.Labels[v1.CreatedByLabel]
+	dirs := map[string]string{
+		"--kubevirt-share-dir": n.share,
+		"--ephemeral-disk-dir": filepath.Join(podDir, "eph"),
+		"--container-disk-dir": filepath.Join(podDir, "cd"),
+	}
+	for i := 0; i+1 < len(args); i++ {
+		if d, ok := dirs[args[i]]; ok {
+			args[i+1] = d
+		}
+	}
+	args = append(args, "--private-dir", filepath.Join(podDir, "priv"), "--libvirt-uri", n.uri)
+	kb := filepath.Join(podDir, "cd", vmiUID, "kernel-boot")
+	if err := os.MkdirAll(kb, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{n.guest.Kernel, n.guest.IdleInitramfs} {
+		if err := os.Symlink(f, filepath.Join(kb, filepath.Base(f))); err != nil {
+			return nil, err
+		}
+	}
+	logPath := filepath.Join(podDir, "launcher.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(n.bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p := &launcherProc{cmd: cmd, vmiUID: vmiUID, podDir: podDir, log: logPath, done: make(chan struct{}), started: time.Now()}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// launcherOf returns the launcher process of a VMI.
+func (n *testNode) launcherOf(uid types.UID) *launcherProc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.procs {
+		if p.vmiUID == string(uid) {
+			return p
+		}
+	}
+	return nil
+}
+
+func (n *testNode) launcherLogs() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var b strings.Builder
+	for _, p := range n.procs {
+		out, _ := os.ReadFile(p.log)
+		fmt.Fprintf(&b, "--- launcher of VMI %s (%s):\n%s\n", p.vmiUID, p.podDir, tail(string(out), 30))
+	}
+	return b.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tinyVM is a VM of the test guest (kernel boot, idle initramfs).
+func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+	grace := int64(2)
+	return &v1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.VirtualMachineSpec{
+			RunStrategy: v1.RunStrategyPtr(strategy),
+			Template: &v1.VirtualMachineInstanceTemplateSpec{
+				Spec: v1.VirtualMachineInstanceSpec{
+					TerminationGracePeriodSeconds: &grace,
+					Domain: v1.DomainSpec{
+						Machine: &v1.Machine{Type: "pc"},
+						Firmware: &v1.Firmware{KernelBoot: &v1.KernelBoot{
+							KernelArgs: "console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check",
+							Container: &v1.KernelBootContainer{
+								Image:      guestImage,
+								KernelPath: "/boot/vmlinux",
+								InitrdPath: "/boot/initramfs-idle.cpio.gz",
+							},
+						}},
+						Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceMemory: resource.MustParse("128Mi"),
+						}},
+						Devices: v1.Devices{AutoattachMemBalloon: v1.BoolPtr(false)},
+					},
+				},
+			},
+		},
+	}
+}
+
+// waitVMI polls the VMI until cond holds.
+func (n *testNode) waitVMI(name string, timeout time.Duration, what string, cond func(vmi *v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+	n.t.Helper()
+	var last *v1.VirtualMachineInstance
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		vmi, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			last = nil
+			return cond(nil), nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		last = vmi
+		return cond(vmi), nil
+	})
+	if err != nil {
+		state := "gone"
+		if last != nil {
+			state = fmt.Sprintf("phase %q reason %q conditions %+v", last.Status.Phase, last.Status.Reason, last.Status.Conditions)
+		}
+		n.t.Fatalf("VMI %s/%s: waiting %v for %s: %v; VMI %s\n%s", n.ns, name, timeout, what, err, state, n.launcherLogs())
+	}
+	return last
+}
+
+func phaseIs(p v1.VirtualMachineInstancePhase) func(*v1.VirtualMachineInstance) bool {
+	return func(vmi *v1.VirtualMachineInstance) bool { return vmi != nil && vmi.Status.Phase == p }
+}
+
+// console reads the VMI's serial console through the agent's REST API
+// until the marker line.
+func (n *testNode) console(name string, timeout time.Duration) (string, error) {
+	url := strings.Replace(n.agentServer.URL, "http://", "ws://", 1) +
+		fmt.Sprintf("/v1/namespaces/%s/virtualmachineinstances/%s/console?history=true", n.ns, name)
+	ws, err := websocket.Dial(url, "", "http://localhost/")
+	if err != nil {
+		return "", fmt.Errorf("console of %s: %w", name, err)
+	}
+	defer ws.Close()
+	_ = ws.SetReadDeadline(time.Now().Add(timeout))
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		k, err := ws.Read(buf)
+		out = append(out, buf[:k]...)
+		if i := bytes.Index(out, []byte(guestMarker)); i >= 0 {
+			if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
+				return strings.TrimSpace(string(out[i : i+j])), nil
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("console of %s: %w; read so far: %q", name, err, out)
+		}
+	}
+}
+
+func (n *testNode) put(name, action string) error {
+	url := n.agentServer.URL + fmt.Sprintf("/v1/namespaces/%s/virtualmachineinstances/%s/%s", n.ns, name, action)
+	req, _ := newRequest("PUT", url)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("PUT %s: %s: %s", action, resp.Status, b)
+	}
+	return nil
+}
+
+func condition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceConditionType) *v1.VirtualMachineInstanceCondition {
+	if vmi == nil {
+		return nil
+	}
+	return vmi.VMICondition(t)
+}
+
+// TestNodeLifecycle is the node-level integration test: a VM with
+// runStrategy Always becomes a running guest whose console shows its boot;
+// pause and unpause show in the Paused condition; a restarted agent leaves
+// the guest alone; a killed launcher fails the VMI and the VM starts a new
+// one; halting the VM removes the guest, its launcher, sockets and disks.
+func TestNodeLifecycle(t *testing.T) {
+	n := startNode(t)
+	ctx := context.Background()
+	name := "tiny-" + rand.String(5)
+
+	created := time.Now()
+	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Create(ctx, tinyVM(n.ns, name, v1.RunStrategyAlways), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitVMI(name, 60*time.Second, "Scheduled", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi != nil && (vmi.Status.Phase == v1.Scheduled || vmi.Status.Phase == v1.Running)
+	})
+	scheduled := time.Since(created)
+	vmi := n.waitVMI(name, 60*time.Second, "Running", phaseIs(v1.Running))
+	running := time.Since(created)
+	line, err := n.console(name, 60*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, n.launcherLogs())
+	}
+	marker := time.Since(created)
+	t.Logf("VM create → VMI Scheduled %v → Running %v → %q on the console %v",
+		scheduled.Round(time.Millisecond), running.Round(time.Millisecond), line, marker.Round(time.Millisecond))
+	firstUID := vmi.UID
+
+	t.Run("Heartbeat", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			node, err := n.kube.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			return err == nil && node.Labels[v1.NodeSchedulable] == "true" && node.Annotations[v1.VirtHandlerHeartbeat] != "", nil
+		})
+		if err != nil {
+			t.Errorf("node %s: no heartbeat annotation and schedulable=true label: %v", nodeName, err)
+		}
+	})
+
+	t.Run("PauseUnpause", func(t *testing.T) {
+		if err := n.put(name, "pause"); err != nil {
+			t.Fatal(err)
+		}
+		n.waitVMI(name, 10*time.Second, "Paused condition", func(vmi *v1.VirtualMachineInstance) bool {
+			c := condition(vmi, v1.VirtualMachineInstancePaused)
+			return c != nil && c.Status == corev1.ConditionTrue && c.Reason == nodeagent.ReasonPausedByUser
+		})
+		if err := n.put(name, "unpause"); err != nil {
+			t.Fatal(err)
+		}
+		n.waitVMI(name, 10*time.Second, "no Paused condition", func(vmi *v1.VirtualMachineInstance) bool {
+			return vmi != nil && condition(vmi, v1.VirtualMachineInstancePaused) == nil && vmi.Status.Phase == v1.Running
+		})
+		if err := n.put(name, "unpause"); err == nil || !strings.Contains(err.Error(), "409") {
+			t.Errorf("unpausing a running guest: %v, want 409", err)
+		}
+	})
+
+	t.Run("GuestAgentNotConnected", func(t *testing.T) {
+		resp, err := httpClient.Get(n.agentServer.URL + fmt.Sprintf("/v1/namespaces/%s/virtualmachineinstances/%s/guestosinfo", n.ns, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 409 {
+			t.Errorf("guestosinfo: %s, want 409 Conflict", resp.Status)
+		}
+	})
+
+	t.Run("AgentRestartLeavesGuestAlone", func(t *testing.T) {
+		p := n.launcherOf(firstUID)
+		n.restartAgent()
+		time.Sleep(3 * time.Second) // several poll intervals of the new agent
+		vmi := n.waitVMI(name, 5*time.Second, "Running", phaseIs(v1.Running))
+		if vmi.UID != firstUID {
+			t.Fatalf("VMI replaced after the agent restarted: UID %s, was %s", vmi.UID, firstUID)
+		}
+		if isClosed(p.done) {
+			t.Fatalf("launcher exited after the agent restarted\n%s", n.launcherLogs())
+		}
+		st, err := launcher.NewClient(launcher.SocketPath(n.share, string(firstUID))).State(ctx)
+		if err != nil || st.State != hypervisor.StateRunning {
+			t.Fatalf("domain after the agent restarted: %+v, %v; want Running", st, err)
+		}
+		if _, err := n.console(name, 10*time.Second); err != nil {
+			t.Errorf("console after the agent restarted: %v", err)
+		}
+	})
+
+	t.Run("LauncherKilled", func(t *testing.T) {
+		p := n.launcherOf(firstUID)
+		if err := p.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		failed := n.waitVMI(name, 30*time.Second, "Failed or replaced", func(vmi *v1.VirtualMachineInstance) bool {
+			return vmi == nil || vmi.UID != firstUID || vmi.Status.Phase == v1.Failed
+		})
+		if failed != nil && failed.UID == firstUID {
+			if failed.Status.Reason == "" {
+				t.Errorf("VMI Failed without a reason")
+			}
+			t.Logf("killed launcher: VMI Failed, reason %s", failed.Status.Reason)
+		}
+		restarted := time.Now()
+		vmi := n.waitVMI(name, 90*time.Second, "a new VMI Running", func(vmi *v1.VirtualMachineInstance) bool {
+			return vmi != nil && vmi.UID != firstUID && vmi.Status.Phase == v1.Running
+		})
+		t.Logf("runStrategy Always: new VMI %s Running %v after the kill", vmi.UID, time.Since(restarted).Round(time.Millisecond))
+		if _, err := n.console(name, 60*time.Second); err != nil {
+			t.Errorf("console of the new VMI: %v", err)
+		}
+		waitGone(t, launcher.SocketDir(n.share, string(firstUID)), 10*time.Second)
+	})
+
+	t.Run("HaltRemovesEverything", func(t *testing.T) {
+		vmi, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := n.launcherOf(vmi.UID)
+		patch := []byte(`{"spec":{"runStrategy":"Halted"}}`)
+		if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		halted := time.Now()
+		n.waitVMI(name, 60*time.Second, "VMI gone", func(vmi *v1.VirtualMachineInstance) bool { return vmi == nil })
+		t.Logf("Halted → VMI gone in %v", time.Since(halted).Round(time.Millisecond))
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("launcher still running after the VMI is gone\n%s", n.launcherLogs())
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("launcher exit code %d, want 0\n%s", code, n.launcherLogs())
+		}
+		doms, err := n.hv.List(ctx, string(vmi.UID))
+		if err != nil || len(doms) != 0 {
+			t.Errorf("domains of the halted VMI: %+v, %v; want none", doms, err)
+		}
+		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
+		for _, d := range []string{"eph", "priv"} {
+			if left := listFiles(filepath.Join(p.podDir, d)); len(left) > 0 {
+				t.Errorf("the launcher left files in its %s directory: %v", d, left)
+			}
+		}
+	})
+}
+
+func waitGone(t *testing.T, path string, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(path)
+		return errors.Is(err, os.ErrNotExist), nil
+	})
+	if err != nil {
+		t.Errorf("%s still exists: %v", path, err)
+	}
+}
+
+func listFiles(dir string) []string {
+	var out []string
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,201 @@
+package launcher
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Client talks to the launcher of one VMI over its command socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client of the launcher listening on socket (see
+// SocketPath). It does not connect until the first call.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:      1,
+		DisableKeepAlives: false,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Error is a launcher's refusal of a command.
+type Error struct {
+	// Code is the HTTP status: 400, 409 or 500.
+	Code    int
+	Message string
+	// Status is the launcher's status when it refused.
+	Status Status
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("launcher: %s (%d)", e.Message, e.Code) }
+
+// IsGone reports whether err says that no launcher listens on the socket:
+// the socket does not exist or nobody accepts on it (the launcher exited
+// or was killed). Other errors, such as timeouts, say nothing about it.
+func IsGone(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (Status, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return Status{}, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://launcher"+path, rd)
+	if err != nil {
+		return Status{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Status{}, fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return e.Status, &Error{Code: resp.StatusCode, Message: e.Error, Status: e.Status}
+	}
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
+	}
+	return st, nil
+}
+
+// Ping checks that the launcher answers and returns its VMI's UID.
+func (c *Client) Ping(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher/v1/ping", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("ping %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	var b struct {
+		UID string `json:"uid"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+		return "", fmt.Errorf("ping %s: %w", c.socket, err)
+	}
+	return b.UID, nil
+}
+
+// State returns the launcher's status.
+func (c *Client) State(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodGet, "/v1/state", nil)
+}
+
+// Sync sends the VMI: the launcher defines and starts its domain when it
+// does not run yet.
+func (c *Client) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/sync", vmi)
+}
+
+// Shutdown asks for a graceful stop (the launcher destroys the domain after
+// its grace period); it returns at once.
+func (c *Client) Shutdown(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/shutdown", nil)
+}
+
+// Kill destroys the domain at once.
+func (c *Client) Kill(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/kill", nil)
+}
+
+// Pause stops the guest's vCPUs.
+func (c *Client) Pause(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/pause", nil)
+}
+
+// Unpause resumes the guest's vCPUs.
+func (c *Client) Unpause(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/unpause", nil)
+}
+
+// Console opens the serial console: what the guest prints (after the
+// recent history when history is true) and, written, what it reads.
+func (c *Client) Console(ctx context.Context, history bool) (io.ReadWriteCloser, error) {
+	q := url.Values{}
+	if history {
+		q.Set("history", "true")
+	}
+	return c.stream(ctx, "/v1/console?"+q.Encode())
+}
+
+// VNC opens a raw connection to the guest's VNC server.
+func (c *Client) VNC(ctx context.Context) (io.ReadWriteCloser, error) {
+	return c.stream(ctx, "/v1/vnc")
+}
+
+func (c *Client) stream(ctx context.Context, path string) (io.ReadWriteCloser, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://launcher"+path, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", streamProtocol)
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return nil, &Error{Code: resp.StatusCode, Message: e.Error, Status: e.Status}
+	}
+	_ = conn.SetDeadline(noDeadline)
+	return &streamConn{Conn: conn, r: br}, nil
+}
+
+// streamConn reads what the response reader buffered before the raw conn.
+type streamConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (s *streamConn) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+var noDeadline = time.Time{}

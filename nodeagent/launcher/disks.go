@@ -1,0 +1,344 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vmkit/vmkit/domainxml"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// prepare readies every volume of vmi that the launcher provides and
+// returns the domainxml options pointing at them, with the directories it
+// created (removed when the launcher ends, also on error).
+func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) (domainxml.Options, []string, error) {
+	eph, priv := l.cfg.EphemeralDiskDir, l.cfg.PrivateDir
+	opts := domainxml.Options{
+		Emulation:        l.cfg.Emulation,
+		EphemeralDiskDir: eph,
+		PrivateDir:       priv,
+		Disks:            map[string]domainxml.DiskSource{},
+		CloudInitISOs:    map[string]string{},
+	}
+	var created []string
+	// mkdir creates dir and remembers the topmost directory it created.
+	mkdir := func(dir string) error {
+		top := ""
+		for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+			if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+				break
+			}
+			top = d
+		}
+		if top == "" {
+			return nil
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		created = append(created, top)
+		return nil
+	}
+	// Console and VNC sockets.
+	sockDir := filepath.Join(priv, string(vmi.UID))
+	if err := mkdir(sockDir); err != nil {
+		return opts, created, err
+	}
+	opts.SerialSocket = filepath.Join(sockDir, "virt-serial0")
+	opts.VNCSocket = filepath.Join(sockDir, "virt-vnc")
+
+	qemuImg := l.cfg.QEMUImg
+	switch qemuImg {
+	case "":
+		qemuImg, _ = exec.LookPath("qemu-img")
+	case "none":
+		qemuImg = ""
+	}
+	for i := range vmi.Spec.Volumes {
+		vol := &vmi.Spec.Volumes[i]
+		field := fmt.Sprintf("spec.volumes[%d] (%s)", i, vol.Name)
+		switch {
+		case vol.ContainerDisk != nil:
+			src, err := l.servedImage("disk_"+strconv.Itoa(i), string(vmi.UID), vol.ContainerDisk.Path)
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			dir := filepath.Join(eph, "disk-data", vol.Name)
+			if err := mkdir(dir); err != nil {
+				return opts, created, err
+			}
+			ds, err := overlay(ctx, qemuImg, src, dir)
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.Disks[vol.Name] = ds
+		case vol.EmptyDisk != nil:
+			dir := filepath.Join(eph, "empty-disks")
+			if err := mkdir(dir); err != nil {
+				return opts, created, err
+			}
+			ds, err := emptyDisk(ctx, qemuImg, filepath.Join(dir, vol.Name), vol.EmptyDisk.Capacity.Value())
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.Disks[vol.Name] = ds
+		case vol.CloudInitNoCloud != nil:
+			dir := filepath.Join(eph, "cloud-init-data", vmi.Namespace, vmi.Name)
+			if err := mkdir(dir); err != nil {
+				return opts, created, err
+			}
+			path := filepath.Join(dir, "noCloud.iso")
+			if err := l.noCloudISO(vmi, vol, path); err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.CloudInitISOs[vol.Name] = path
+		case vol.CloudInitConfigDrive != nil:
+			return opts, created, fmt.Errorf("%s: cloudInitConfigDrive is not supported by this launcher yet; use cloudInitNoCloud", field)
+		}
+	}
+	if kb := vmi.Spec.Domain.Firmware; kb != nil && kb.KernelBoot != nil && kb.KernelBoot.Container != nil {
+		c := kb.KernelBoot.Container
+		var err error
+		if c.KernelPath != "" {
+			if opts.KernelPath, err = l.kernelBootFile(string(vmi.UID), c.KernelPath); err != nil {
+				return opts, created, fmt.Errorf("spec.domain.firmware.kernelBoot.container.kernelPath: %w", err)
+			}
+		}
+		if c.InitrdPath != "" {
+			if opts.InitrdPath, err = l.kernelBootFile(string(vmi.UID), c.InitrdPath); err != nil {
+				return opts, created, fmt.Errorf("spec.domain.firmware.kernelBoot.container.initrdPath: %w", err)
+			}
+		}
+	}
+	return opts, created, nil
+}
+
+// servedImage finds the image a container-disk sidecar serves as name:
+// <ContainerDiskDir>/<uid>/<name>* or <ContainerDiskDir>/<name>*, a file,
+// or a directory holding the image (at path inside it, or its only image
+// file, also one level down as in KubeVirt's /disk/ layout).
+func (l *Launcher) servedImage(name, uid, path string) (string, error) {
+	if l.cfg.ContainerDiskDir == "" {
+		return "", fmt.Errorf("no container disk directory configured (--container-disk-dir)")
+	}
+	var candidates []string
+	for _, dir := range []string{filepath.Join(l.cfg.ContainerDiskDir, uid), l.cfg.ContainerDiskDir} {
+		m, _ := filepath.Glob(filepath.Join(dir, name+"*"))
+		sort.Strings(m)
+		candidates = append(candidates, m...)
+	}
+	for _, c := range candidates {
+		if strings.HasSuffix(c, ".sock") {
+			continue
+		}
+		fi, err := os.Stat(c)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().IsRegular() {
+			return c, nil
+		}
+		if fi.IsDir() {
+			if path != "" {
+				p := filepath.Join(c, path)
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+			}
+			if img := imageIn(c, 1); img != "" {
+				return img, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no container disk image served as %s under %s", name, l.cfg.ContainerDiskDir)
+}
+
+// imageIn returns the first regular file in dir, looking depth levels down.
+func imageIn(dir string, depth int) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			return filepath.Join(dir, e.Name())
+		}
+	}
+	if depth > 0 {
+		for _, e := range entries {
+			if e.IsDir() {
+				if img := imageIn(filepath.Join(dir, e.Name()), depth-1); img != "" {
+					return img
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// kernelBootFile finds a file of the kernel-boot image: at its path, or its
+// base name, under <ContainerDiskDir>/<uid>/kernel-boot or
+// <ContainerDiskDir>/kernel-boot.
+func (l *Launcher) kernelBootFile(uid, path string) (string, error) {
+	if l.cfg.ContainerDiskDir == "" {
+		return "", fmt.Errorf("no container disk directory configured (--container-disk-dir)")
+	}
+	for _, dir := range []string{filepath.Join(l.cfg.ContainerDiskDir, uid, "kernel-boot"), filepath.Join(l.cfg.ContainerDiskDir, "kernel-boot")} {
+		for _, p := range []string{filepath.Join(dir, path), filepath.Join(dir, filepath.Base(path))} {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s not found under %s/<uid>/kernel-boot", path, l.cfg.ContainerDiskDir)
+}
+
+// imageFormat sniffs a disk image's format: qcow2 by its magic, else raw.
+func imageFormat(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", err
+	}
+	if bytes.Equal(magic, []byte("QFI\xfb")) {
+		return "qcow2", nil
+	}
+	return "raw", nil
+}
+
+// overlay creates a copy-on-write qcow2 overlay of src in dir with
+// qemu-img, or, without qemu-img, copies src there.
+func overlay(ctx context.Context, qemuImg, src, dir string) (domainxml.DiskSource, error) {
+	format, err := imageFormat(src)
+	if err != nil {
+		return domainxml.DiskSource{}, err
+	}
+	if qemuImg != "" {
+		dst := filepath.Join(dir, "disk.qcow2")
+		if err := run(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", format, "-b", src, dst); err != nil {
+			return domainxml.DiskSource{}, err
+		}
+		return domainxml.DiskSource{Path: dst, Format: "qcow2"}, nil
+	}
+	dst := filepath.Join(dir, "disk."+format)
+	if err := copyFile(src, dst); err != nil {
+		return domainxml.DiskSource{}, err
+	}
+	return domainxml.DiskSource{Path: dst, Format: format}, nil
+}
+
+// emptyDisk creates a blank disk of size bytes: qcow2 with qemu-img, else a
+// sparse raw file.
+func emptyDisk(ctx context.Context, qemuImg, base string, size int64) (domainxml.DiskSource, error) {
+	if size <= 0 {
+		return domainxml.DiskSource{}, fmt.Errorf("emptyDisk capacity %d: must be positive", size)
+	}
+	if qemuImg != "" {
+		dst := base + ".qcow2"
+		if err := run(ctx, qemuImg, "create", "-q", "-f", "qcow2", dst, strconv.FormatInt(size, 10)); err != nil {
+			return domainxml.DiskSource{}, err
+		}
+		return domainxml.DiskSource{Path: dst, Format: "qcow2"}, nil
+	}
+	dst := base + ".img"
+	f, err := os.Create(dst)
+	if err != nil {
+		return domainxml.DiskSource{}, err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return domainxml.DiskSource{}, err
+	}
+	return domainxml.DiskSource{Path: dst, Format: "raw"}, f.Close()
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// noCloudISO writes the NoCloud ISO (label cidata) of a cloud-init volume:
+// meta-data (instance-id and local-hostname), user-data and, when given,
+// network-config. Secret references are read where the launcher pod mounts
+// them: <PrivateDir>/secret/<volume>/{userdata,userData,networkdata,networkData}.
+func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
+	src := vol.CloudInitNoCloud
+	secretDir := filepath.Join(l.cfg.PrivateDir, "secret", vol.Name)
+	user, err := cloudInitData(src.UserData, src.UserDataBase64, src.UserDataSecretRef != nil, secretDir, "userdata", "userData")
+	if err != nil {
+		return fmt.Errorf("user data: %w", err)
+	}
+	network, err := cloudInitData(src.NetworkData, src.NetworkDataBase64, src.NetworkDataSecretRef != nil, secretDir, "networkdata", "networkData")
+	if err != nil {
+		return fmt.Errorf("network data: %w", err)
+	}
+	host := vmi.Spec.Hostname
+	if host == "" {
+		host = vmi.Name
+	}
+	files := []isoFile{
+		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vmi.UID, host))},
+		{Name: "user-data", Data: user},
+	}
+	if len(network) > 0 {
+		files = append(files, isoFile{Name: "network-config", Data: network})
+	}
+	var buf bytes.Buffer
+	if err := writeISO(&buf, "cidata", time.Now(), files); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o640)
+}
+
+func cloudInitData(plain, b64 string, fromSecret bool, secretDir string, keys ...string) ([]byte, error) {
+	switch {
+	case plain != "":
+		return []byte(plain), nil
+	case b64 != "":
+		return base64.StdEncoding.DecodeString(b64)
+	case fromSecret:
+		for _, k := range keys {
+			if b, err := os.ReadFile(filepath.Join(secretDir, k)); err == nil {
+				return b, nil
+			}
+		}
+		return nil, fmt.Errorf("secret not mounted at %s", secretDir)
+	}
+	return nil, nil
+}

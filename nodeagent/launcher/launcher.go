@@ -1,0 +1,537 @@
+// Package launcher is the job of virt-launcher: it owns the domain of one
+// VirtualMachineInstance. It prepares what the domain needs (copy-on-write
+// overlays of container disks, empty disks, the cloud-init NoCloud ISO, the
+// kernel-boot files), converts the VMI with domainxml, defines and starts
+// the domain through a hypervisor.Hypervisor, keeps the guest's serial
+// console attached (with a short history, so a late client still sees the
+// boot), and serves a command socket at
+// <ShareDir>/sockets/<VMI UID>/launcher.sock for the node agent: sync,
+// shutdown, kill, pause, unpause, state, ping, console and VNC.
+//
+// When the domain ends (the guest powered off, crashed, or was stopped on
+// request) the launcher writes the final state next to the socket
+// (final.json, see ReadFinal), removes the domain, its disks and the
+// socket, and Run returns. Cancelling Run's context stops the guest
+// gracefully (ACPI, then destroy after the grace period) the way SIGTERM
+// does to KubeVirt's launcher.
+//
+// The package needs no cgo: the caller passes the hypervisor (cmd/virt-launcher
+// passes libvirt's). Client talks to a launcher from the node agent.
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Config configures a Launcher. Name, Namespace, UID, ShareDir and
+// Hypervisor are required.
+type Config struct {
+	// Name, Namespace and UID identify the VMI this launcher runs.
+	Name, Namespace, UID string
+	// ShareDir holds the command socket under sockets/<UID>/
+	// (--kubevirt-share-dir, /var/run/kubevirt in the pod).
+	ShareDir string
+	// EphemeralDiskDir holds overlays, empty disks and cloud-init ISOs
+	// (--ephemeral-disk-dir); domainxml.DefaultEphemeralDiskDir when empty.
+	EphemeralDiskDir string
+	// ContainerDiskDir is where the container-disk sidecars serve the
+	// images (--container-disk-dir): volume n of spec.volumes at
+	// <dir>/<UID>/disk_<n> (or <dir>/disk_<n>), a file or a directory
+	// holding one image; the kernel-boot image's files under
+	// <dir>/<UID>/kernel-boot/.
+	ContainerDiskDir string
+	// PrivateDir holds PVC mounts, secrets and the console and VNC sockets
+	// under <UID>/; domainxml.DefaultPrivateDir when empty.
+	PrivateDir string
+	// GracePeriod is how long a graceful stop waits for the guest before
+	// destroying it (--grace-period-seconds); 30s when zero.
+	GracePeriod time.Duration
+	// SyncTimeout ends the launcher with an error when no VMI was synced in
+	// this time (--qemu-timeout); no limit when zero.
+	SyncTimeout time.Duration
+	// Emulation runs the guest under TCG (--use-emulation).
+	Emulation bool
+	// Hypervisor runs the domain.
+	Hypervisor hypervisor.Hypervisor
+	// QEMUImg is the qemu-img binary; looked up in PATH when empty; "none"
+	// does without. Without it container disks are copied and empty disks
+	// are sparse raw files.
+	QEMUImg string
+	// PollInterval is how often the domain's state is checked; 250ms when zero.
+	PollInterval time.Duration
+	// ConsoleHistory is how many bytes of console output are kept for
+	// clients that ask for history; 64 KiB when zero.
+	ConsoleHistory int
+}
+
+// Launcher runs the domain of one VMI. Create it with New, then call Run.
+type Launcher struct {
+	cfg Config
+	h   hypervisor.Hypervisor
+
+	mu        sync.Mutex
+	synced    chan struct{} // closed by the first successful sync
+	vmi       *v1.VirtualMachineInstance
+	domain    string
+	opts      domainxml.Options
+	started   bool
+	stopping  bool // a shutdown or kill was requested
+	last      hypervisor.DomainState
+	final     *Status
+	done      chan struct{} // closed when the domain ended
+	console   *consoleHub
+	createdAt []string // directories this launcher created, removed at the end
+}
+
+// Status is what the launcher reports about its domain.
+type Status struct {
+	// UID of the VMI.
+	UID string `json:"uid"`
+	// Domain is the libvirt domain name once defined.
+	Domain string `json:"domain,omitempty"`
+	// Defined and Started say how far the domain got.
+	Defined bool `json:"defined"`
+	Started bool `json:"started"`
+	// State and Reason are the domain's, as the hypervisor reports them.
+	State  hypervisor.State  `json:"state,omitempty"`
+	Reason hypervisor.Reason `json:"reason,omitempty"`
+	// StopRequested: a shutdown or kill was asked for (or the launcher was
+	// told to stop), so the domain's end was wanted.
+	StopRequested bool `json:"stopRequested,omitempty"`
+	// Final: the domain ended and the launcher is exiting or gone.
+	Final bool `json:"final,omitempty"`
+	// Message explains a failure, when there was one.
+	Message string `json:"message,omitempty"`
+	// Time is when the status was taken.
+	Time time.Time `json:"time"`
+}
+
+// Succeeded reports whether a final status is a clean end: the guest shut
+// itself down, or it was stopped on request.
+func (s Status) Succeeded() bool {
+	if s.State != hypervisor.StateShutoff {
+		return false
+	}
+	switch s.Reason {
+	case hypervisor.ReasonShutdown:
+		return true
+	case hypervisor.ReasonDestroyed:
+		return s.StopRequested
+	}
+	return false
+}
+
+// SocketDir is the directory of the command socket of the VMI with the
+// given UID: <shareDir>/sockets/<uid>.
+func SocketDir(shareDir, uid string) string {
+	return filepath.Join(shareDir, "sockets", uid)
+}
+
+// SocketPath is the command socket of the VMI with the given UID.
+func SocketPath(shareDir, uid string) string {
+	return filepath.Join(SocketDir(shareDir, uid), "launcher.sock")
+}
+
+// FinalPath is where a launcher leaves the final status of its domain.
+func FinalPath(shareDir, uid string) string {
+	return filepath.Join(SocketDir(shareDir, uid), "final.json")
+}
+
+// ReadFinal reads the final status a launcher left; an error wrapping
+// os.ErrNotExist when it left none.
+func ReadFinal(shareDir, uid string) (Status, error) {
+	var s Status
+	b, err := os.ReadFile(FinalPath(shareDir, uid))
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("final status of VMI %s: %w", uid, err)
+	}
+	return s, nil
+}
+
+// New checks cfg and returns a Launcher.
+func New(cfg Config) (*Launcher, error) {
+	var missing []error
+	for _, f := range []struct{ name, v string }{{"Name", cfg.Name}, {"Namespace", cfg.Namespace}, {"UID", cfg.UID}, {"ShareDir", cfg.ShareDir}} {
+		if f.v == "" {
+			missing = append(missing, fmt.Errorf("launcher config: %s is required", f.name))
+		}
+	}
+	if cfg.Hypervisor == nil {
+		missing = append(missing, errors.New("launcher config: Hypervisor is required"))
+	}
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
+	}
+	if cfg.EphemeralDiskDir == "" {
+		cfg.EphemeralDiskDir = domainxml.DefaultEphemeralDiskDir
+	}
+	if cfg.PrivateDir == "" {
+		cfg.PrivateDir = domainxml.DefaultPrivateDir
+	}
+	if cfg.GracePeriod <= 0 {
+		cfg.GracePeriod = 30 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.ConsoleHistory <= 0 {
+		cfg.ConsoleHistory = 64 << 10
+	}
+	return &Launcher{
+		cfg:     cfg,
+		h:       cfg.Hypervisor,
+		synced:  make(chan struct{}),
+		done:    make(chan struct{}),
+		console: newConsoleHub(cfg.ConsoleHistory),
+	}, nil
+}
+
+func (l *Launcher) key() string { return l.cfg.Namespace + "/" + l.cfg.Name }
+
+// Run serves the command socket until the domain ends, then cleans up and
+// returns the final status. Cancelling ctx stops the guest gracefully
+// first. It returns an error when the socket cannot be served or no VMI
+// was synced within Config.SyncTimeout.
+func (l *Launcher) Run(ctx context.Context) (Status, error) {
+	log := klog.FromContext(ctx).WithValues("vmi", l.key(), "uid", l.cfg.UID)
+	dir := SocketDir(l.cfg.ShareDir, l.cfg.UID)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
+	}
+	_ = os.Remove(FinalPath(l.cfg.ShareDir, l.cfg.UID))
+	sock := SocketPath(l.cfg.ShareDir, l.cfg.UID)
+	_ = os.Remove(sock) // a stale socket of an earlier launcher
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
+	}
+	srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("launcher serving", "socket", sock)
+
+	var timeout <-chan time.Time
+	if l.cfg.SyncTimeout > 0 {
+		t := time.NewTimer(l.cfg.SyncTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	tick := time.NewTicker(l.cfg.PollInterval)
+	defer tick.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-l.done:
+			break loop
+		case err := <-serveErr:
+			runErr = fmt.Errorf("launcher of VMI %s: serving %s: %w", l.key(), sock, err)
+			l.stop(context.WithoutCancel(ctx), true)
+			break loop
+		case <-timeout:
+			select {
+			case <-l.synced:
+			default:
+				runErr = fmt.Errorf("launcher of VMI %s: no domain was synced within %v", l.key(), l.cfg.SyncTimeout)
+				l.end(context.WithoutCancel(ctx), hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonFailed}, runErr.Error())
+				break loop
+			}
+		case <-ctx.Done():
+			log.Info("stopping the guest", "grace", l.cfg.GracePeriod)
+			l.stop(context.WithoutCancel(ctx), true)
+			break loop
+		case <-tick.C:
+			l.poll(ctx)
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	_ = os.Remove(sock)
+	l.mu.Lock()
+	final := *l.final
+	l.mu.Unlock()
+	log.Info("launcher done", "state", final.State, "reason", final.Reason)
+	return final, runErr
+}
+
+// poll checks the domain's state and ends the launcher when it ended.
+func (l *Launcher) poll(ctx context.Context) {
+	l.mu.Lock()
+	started, name, final := l.started, l.domain, l.final
+	l.mu.Unlock()
+	if !started || final != nil {
+		return
+	}
+	st, err := l.h.State(ctx, name)
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		l.end(ctx, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonUnknown}, "the domain disappeared")
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "domain state", "vmi", l.key())
+	case st.State == hypervisor.StateShutoff || st.State == hypervisor.StateCrashed:
+		l.end(ctx, st, "")
+	default:
+		l.mu.Lock()
+		l.last = st
+		l.mu.Unlock()
+	}
+}
+
+// stop stops the guest: gracefully (ACPI, destroy after the grace period)
+// or at once, and ends the launcher. Without a running domain it only ends.
+func (l *Launcher) stop(ctx context.Context, graceful bool) {
+	l.mu.Lock()
+	started, name, final := l.started, l.domain, l.final
+	l.stopping = true
+	l.mu.Unlock()
+	if final != nil {
+		return
+	}
+	if !started {
+		l.end(ctx, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, "stopped before the domain started")
+		return
+	}
+	var err error
+	if graceful {
+		_, err = hypervisor.StopGracefully(ctx, l.h, name, l.cfg.GracePeriod, l.cfg.PollInterval)
+	} else {
+		err = l.h.Destroy(ctx, name)
+	}
+	if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+		klog.FromContext(ctx).Error(err, "stopping the domain", "vmi", l.key())
+		if derr := l.h.Destroy(ctx, name); derr != nil && !errors.Is(derr, hypervisor.ErrNotFound) {
+			klog.FromContext(ctx).Error(derr, "destroying the domain", "vmi", l.key())
+		}
+	}
+	st, err := l.h.State(ctx, name)
+	if err != nil {
+		st = hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}
+	}
+	l.end(ctx, st, "")
+}
+
+// end records the final status, removes the domain and what the launcher
+// created, and lets Run return. Only the first call does anything.
+func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg string) {
+	l.mu.Lock()
+	if l.final != nil {
+		l.mu.Unlock()
+		return
+	}
+	final := l.statusLocked()
+	final.State, final.Reason, final.Final, final.Message = st.State, st.Reason, true, msg
+	l.final = &final
+	name, defined := l.domain, l.domain != ""
+	dirs := l.createdAt
+	l.mu.Unlock()
+
+	log := klog.FromContext(ctx).WithValues("vmi", l.key())
+	l.console.close()
+	if defined {
+		if err := l.h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			log.Error(err, "destroying the domain")
+		}
+		if err := l.h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			log.Error(err, "undefining the domain")
+		}
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			log.Error(err, "removing", "path", d)
+		}
+	}
+	if err := writeFileAtomic(FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {
+		log.Error(err, "writing the final status")
+	}
+	close(l.done)
+}
+
+func writeFileAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Status returns the launcher's view of its domain.
+func (l *Launcher) Status() Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.final != nil {
+		return *l.final
+	}
+	return l.statusLocked()
+}
+
+func (l *Launcher) statusLocked() Status {
+	return Status{
+		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
+		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Time: time.Now().UTC(),
+	}
+}
+
+// errFinal: the domain ended; the launcher takes no more commands.
+var errFinal = errors.New("the domain ended; the launcher is exiting")
+
+// Sync defines and starts the domain of vmi when it is not running yet and
+// returns the domain's status. The first sync prepares the disks; later
+// syncs of a running domain change nothing (a new definition would only
+// apply after a restart).
+func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Status, error) {
+	if string(vmi.UID) != l.cfg.UID {
+		return Status{}, fmt.Errorf("sync of VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.final != nil {
+		return *l.final, errFinal
+	}
+	if l.stopping {
+		return l.statusLocked(), nil
+	}
+	if l.domain == "" {
+		opts, created, err := l.prepare(ctx, vmi)
+		l.createdAt = append(l.createdAt, created...)
+		if err != nil {
+			return l.statusLocked(), fmt.Errorf("preparing VMI %s: %w", l.key(), err)
+		}
+		dom, err := domainxml.Convert(vmi, opts)
+		if err != nil {
+			return l.statusLocked(), fmt.Errorf("converting VMI %s: %w", l.key(), err)
+		}
+		xml, err := domainxml.Marshal(dom)
+		if err != nil {
+			return l.statusLocked(), fmt.Errorf("converting VMI %s: %w", l.key(), err)
+		}
+		defined, err := l.h.Define(ctx, xml)
+		if err != nil {
+			return l.statusLocked(), fmt.Errorf("defining the domain of VMI %s: %w", l.key(), err)
+		}
+		l.domain, l.opts, l.vmi = defined.Name, opts, vmi.DeepCopy()
+		l.last = defined.State
+		select {
+		case <-l.synced:
+		default:
+			close(l.synced)
+		}
+	}
+	if !l.started {
+		if err := l.startLocked(ctx); err != nil {
+			return l.statusLocked(), err
+		}
+	}
+	if st, err := l.h.State(ctx, l.domain); err == nil {
+		l.last = st
+	}
+	return l.statusLocked(), nil
+}
+
+// startLocked starts the domain paused, attaches the console so no output
+// is lost, and resumes it.
+func (l *Launcher) startLocked(ctx context.Context) error {
+	st, err := l.h.State(ctx, l.domain)
+	if err != nil {
+		return fmt.Errorf("starting the domain of VMI %s: %w", l.key(), err)
+	}
+	if st.State == hypervisor.StateShutoff {
+		if err := l.h.Start(ctx, l.domain, hypervisor.StartOptions{Paused: true}); err != nil {
+			return fmt.Errorf("starting the domain of VMI %s: %w", l.key(), err)
+		}
+	}
+	hasSerial := l.vmi.Spec.Domain.Devices.AutoattachSerialConsole == nil || *l.vmi.Spec.Domain.Devices.AutoattachSerialConsole
+	if hasSerial {
+		if c, err := l.h.Console(ctx, l.domain); err != nil {
+			klog.FromContext(ctx).Error(err, "attaching the serial console", "vmi", l.key())
+		} else {
+			l.console.attach(c)
+		}
+	}
+	if st, err := l.h.State(ctx, l.domain); err == nil && st.State == hypervisor.StatePaused {
+		if err := l.h.Resume(ctx, l.domain); err != nil {
+			return fmt.Errorf("resuming the domain of VMI %s: %w", l.key(), err)
+		}
+	}
+	l.started = true
+	return nil
+}
+
+// Shutdown asks the guest to power off and destroys it after the grace
+// period; it returns at once.
+func (l *Launcher) Shutdown(ctx context.Context) Status {
+	l.mu.Lock()
+	already := l.stopping
+	l.stopping = true
+	l.mu.Unlock()
+	if !already {
+		go l.stop(context.WithoutCancel(ctx), true)
+	}
+	return l.Status()
+}
+
+// Kill destroys the domain at once.
+func (l *Launcher) Kill(ctx context.Context) Status {
+	l.stop(ctx, false)
+	return l.Status()
+}
+
+// Pause stops the guest's vCPUs.
+func (l *Launcher) Pause(ctx context.Context) (Status, error) {
+	return l.lifecycle(ctx, "pause", l.h.Pause)
+}
+
+// Unpause resumes the guest's vCPUs.
+func (l *Launcher) Unpause(ctx context.Context) (Status, error) {
+	return l.lifecycle(ctx, "unpause", l.h.Resume)
+}
+
+func (l *Launcher) lifecycle(ctx context.Context, op string, fn func(context.Context, string) error) (Status, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.final != nil {
+		return *l.final, errFinal
+	}
+	if !l.started {
+		return l.statusLocked(), fmt.Errorf("%s VMI %s: %w", op, l.key(), hypervisor.ErrInvalidState)
+	}
+	if err := fn(ctx, l.domain); err != nil {
+		return l.statusLocked(), fmt.Errorf("%s VMI %s: %w", op, l.key(), err)
+	}
+	if st, err := l.h.State(ctx, l.domain); err == nil {
+		l.last = st
+	}
+	return l.statusLocked(), nil
+}
+
+// vncSocket is the VNC socket of the defined domain, "" before.
+func (l *Launcher) vncSocket() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.domain == "" || l.final != nil {
+		return ""
+	}
+	return l.opts.VNCSocket
+}

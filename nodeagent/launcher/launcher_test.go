@@ -1,0 +1,299 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// testVMI has a container disk (volume 0), an empty disk and cloud-init.
+func testVMI() *v1.VirtualMachineInstance {
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1", UID: "0d4a0f4e-1111-4222-8333-944455556666"},
+		Spec: v1.VirtualMachineInstanceSpec{
+			Domain: v1.DomainSpec{
+				Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				Devices: v1.Devices{Disks: []v1.Disk{
+					{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}},
+					{Name: "scratch", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}},
+					{Name: "cloudinit", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}},
+				}},
+			},
+			Volumes: []v1.Volume{
+				{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "img"}}},
+				{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("1Mi")}}},
+				{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &v1.CloudInitNoCloudSource{UserData: "#cloud-config\n"}}},
+			},
+		},
+	}
+}
+
+type fixture struct {
+	cfg  Config
+	h    *hypervisor.Fake
+	l    *Launcher
+	c    *Client
+	run  chan Status
+	done chan struct{} // closed when Run returned
+}
+
+// start runs a launcher on the fake hypervisor with a container disk
+// served for testVMI; qemu-img is not used (copy and sparse raw).
+func start(t *testing.T) *fixture {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	vmi := testVMI()
+	cd := filepath.Join(dir, "cd", string(vmi.UID))
+	if err := os.MkdirAll(cd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cd, "disk_0.img"), []byte("raw disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{h: hypervisor.NewFake(), run: make(chan Status, 1), done: make(chan struct{})}
+	f.cfg = Config{
+		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
+		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
+		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
+		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
+		GracePeriod: 200 * time.Millisecond,
+	}
+	f.l, err = New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		st, err := f.l.Run(ctx)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		f.run <- st
+		close(f.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-f.done:
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	f.c = NewClient(SocketPath(f.cfg.ShareDir, f.cfg.UID))
+	t.Cleanup(f.c.Close)
+	waitFor(t, func() bool { _, err := f.c.Ping(context.Background()); return err == nil })
+	return f
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLauncherLifecycle(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	vmi := testVMI()
+
+	st, err := f.c.Sync(ctx, vmi)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	want := Status{UID: string(vmi.UID), Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	if diff := cmp.Diff(want, st, ignoreTime); diff != "" {
+		t.Errorf("Sync (-want +got):\n%s", diff)
+	}
+	xml, _ := f.h.XML("ns_vm1")
+	for _, s := range []string{"disk-data/root/disk.raw", "empty-disks/scratch.img", "cloud-init-data/ns/vm1/noCloud.iso", "priv/" + string(vmi.UID) + "/virt-serial0"} {
+		if !strings.Contains(xml, s) {
+			t.Errorf("domain XML does not use %s:\n%s", s, xml)
+		}
+	}
+	iso, err := os.ReadFile(filepath.Join(f.cfg.EphemeralDiskDir, "cloud-init-data/ns/vm1/noCloud.iso"))
+	if err != nil || !bytes.Contains(iso, []byte("#cloud-config")) || !bytes.Contains(iso, []byte("instance-id: "+string(vmi.UID))) {
+		t.Errorf("cloud-init ISO: %v, missing user or meta data", err)
+	}
+	// A second sync changes nothing.
+	if _, err := f.c.Sync(ctx, vmi); err != nil {
+		t.Errorf("second Sync: %v", err)
+	}
+	if got := strings.Count(strings.Join(f.h.Calls(), ","), "Start"); got != 1 {
+		t.Errorf("Start called %d times, want 1: %v", got, f.h.Calls())
+	}
+
+	// The console keeps what the guest printed before the client came.
+	guest, _ := f.h.GuestConsole("ns_vm1")
+	if _, err := guest.Write([]byte("GUEST-BOOTED\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { past, _, cancel := f.l.console.subscribe(true); cancel(); return len(past) > 0 })
+	con, err := f.c.Console(ctx, true)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	buf := make([]byte, 13)
+	if _, err := io.ReadFull(con, buf); err != nil || string(buf) != "GUEST-BOOTED\n" {
+		t.Errorf("console history: %q, %v", buf, err)
+	}
+	con.Close()
+
+	if st, err := f.c.Pause(ctx); err != nil || st.State != hypervisor.StatePaused {
+		t.Errorf("Pause: %+v, %v", st, err)
+	}
+	if st, err := f.c.Unpause(ctx); err != nil || st.State != hypervisor.StateRunning {
+		t.Errorf("Unpause: %+v, %v", st, err)
+	}
+	var le *Error
+	if _, err := f.c.Unpause(ctx); !errors.As(err, &le) || le.Code != 409 {
+		t.Errorf("Unpause of a running domain: %v, want a 409", err)
+	}
+
+	if _, err := f.c.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	final := <-f.run
+	if !final.Final || !final.Succeeded() || final.Reason != hypervisor.ReasonShutdown {
+		t.Errorf("final status %+v, want a clean shutdown", final)
+	}
+	read, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID)
+	if err != nil || read.Reason != hypervisor.ReasonShutdown {
+		t.Errorf("ReadFinal: %+v, %v", read, err)
+	}
+	if _, err := f.c.State(ctx); !IsGone(err) {
+		t.Errorf("State after the end: %v, want the launcher gone", err)
+	}
+	if _, err := f.h.State(ctx, "ns_vm1"); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("domain after the end: %v, want it undefined", err)
+	}
+	for _, d := range []string{f.cfg.EphemeralDiskDir, f.cfg.PrivateDir} {
+		entries, _ := os.ReadDir(d)
+		if len(entries) != 0 {
+			t.Errorf("%s not cleaned up: %v", d, entries)
+		}
+	}
+}
+
+func TestLauncherGuestIgnoresShutdown(t *testing.T) {
+	f := start(t)
+	f.h.IgnoreShutdown(true)
+	ctx := context.Background()
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	final := <-f.run
+	if final.Reason != hypervisor.ReasonDestroyed || !final.StopRequested || !final.Succeeded() {
+		t.Errorf("final %+v: want destroyed after the grace period, on request", final)
+	}
+}
+
+func TestLauncherGuestCrash(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.h.SetState("ns_vm1", hypervisor.DomainState{State: hypervisor.StateCrashed, Reason: hypervisor.ReasonUnknown}); err != nil {
+		t.Fatal(err)
+	}
+	final := <-f.run
+	if final.State != hypervisor.StateCrashed || final.Succeeded() {
+		t.Errorf("final %+v: want crashed, not succeeded", final)
+	}
+}
+
+func TestLauncherRejectsOtherVMI(t *testing.T) {
+	f := start(t)
+	other := testVMI()
+	other.UID = "other"
+	var le *Error
+	if _, err := f.c.Sync(context.Background(), other); !errors.As(err, &le) || le.Code != 500 || !strings.Contains(le.Message, "not this launcher's VMI") {
+		t.Errorf("Sync of another VMI: %v", err)
+	}
+	missing := testVMI()
+	missing.Spec.Volumes[0].ContainerDisk.Image = "x"
+	if err := os.RemoveAll(filepath.Join(f.cfg.ContainerDiskDir)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Sync(context.Background(), missing); err == nil || !strings.Contains(err.Error(), "no container disk image served as disk_0") {
+		t.Errorf("Sync without the served disk: %v", err)
+	}
+}
+
+var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Time" }, cmp.Ignore())
+
+func TestWriteISO(t *testing.T) {
+	files := []isoFile{{Name: "user-data", Data: []byte("#cloud-config\n")}, {Name: "meta-data", Data: bytes.Repeat([]byte("m"), 3000)}}
+	var buf bytes.Buffer
+	if err := writeISO(&buf, "cidata", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), files); err != nil {
+		t.Fatal(err)
+	}
+	img := buf.Bytes()
+	if len(img)%isoSector != 0 {
+		t.Fatalf("image size %d is not whole sectors", len(img))
+	}
+	sector := func(n int) []byte { return img[n*isoSector : (n+1)*isoSector] }
+	if string(sector(16)[1:6]) != "CD001" || sector(16)[0] != 1 || strings.TrimSpace(string(sector(16)[40:72])) != "cidata" {
+		t.Errorf("primary volume descriptor: %q", sector(16)[:72])
+	}
+	if sector(17)[0] != 2 || string(sector(17)[88:91]) != "%/E" {
+		t.Errorf("no Joliet descriptor")
+	}
+	if sector(18)[0] != 255 {
+		t.Errorf("no terminator")
+	}
+	if got := binary.LittleEndian.Uint32(sector(16)[80:84]); int(got) != len(img)/isoSector {
+		t.Errorf("volume space %d sectors, image has %d", got, len(img)/isoSector)
+	}
+	// Read the Joliet root directory back.
+	root := binary.LittleEndian.Uint32(sector(17)[156+2 : 156+6])
+	dir := sector(int(root))
+	got := map[string]string{}
+	for off := 0; off < len(dir) && dir[off] != 0; off += int(dir[off]) {
+		rec := dir[off : off+int(dir[off])]
+		id := rec[33 : 33+int(rec[32])]
+		if len(id) == 1 {
+			continue // . and ..
+		}
+		var name []rune
+		for i := 0; i+1 < len(id); i += 2 {
+			name = append(name, rune(binary.BigEndian.Uint16(id[i:])))
+		}
+		ext, size := binary.LittleEndian.Uint32(rec[2:6]), binary.LittleEndian.Uint32(rec[10:14])
+		got[string(name)] = string(img[int(ext)*isoSector : int(ext)*isoSector+int(size)])
+	}
+	want := map[string]string{"user-data;1": "#cloud-config\n", "meta-data;1": strings.Repeat("m", 3000)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Joliet files (-want +got):\n%s", diff)
+	}
+	if err := writeISO(io.Discard, "cidata", time.Now(), []isoFile{{Name: "a/b"}}); err == nil {
+		t.Error("a name with / was accepted")
+	}
+}

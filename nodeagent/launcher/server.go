@@ -1,0 +1,183 @@
+package launcher
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Command socket protocol: HTTP/1.1 over the UNIX socket, JSON bodies.
+//
+//	GET /v1/ping                 {"uid": ...}
+//	GET /v1/state                Status
+//	PUT /v1/sync                 body: the VMI; Status
+//	PUT /v1/{shutdown,kill,pause,unpause}   Status
+//	GET /v1/console[?history=true], GET /v1/vnc
+//	    with "Connection: Upgrade" and "Upgrade: vmkit-stream": 101, then
+//	    the raw byte stream both ways.
+//
+// Errors are {"error": "...", "status": Status} with 400 (bad request),
+// 409 (not in a state that allows it, or the domain ended) or 500.
+const streamProtocol = "vmkit-stream"
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Status Status `json:"status"`
+}
+
+// Handler serves the command socket protocol.
+func (l *Launcher) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"uid": l.cfg.UID})
+	})
+	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, l.Status())
+	})
+	mux.HandleFunc("PUT /v1/sync", func(w http.ResponseWriter, r *http.Request) {
+		var vmi v1.VirtualMachineInstance
+		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&vmi); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
+			return
+		}
+		st, err := l.Sync(r.Context(), &vmi)
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/shutdown", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, l.Shutdown(r.Context()))
+	})
+	mux.HandleFunc("PUT /v1/kill", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, l.Kill(r.Context()))
+	})
+	mux.HandleFunc("PUT /v1/pause", func(w http.ResponseWriter, r *http.Request) {
+		st, err := l.Pause(r.Context())
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/unpause", func(w http.ResponseWriter, r *http.Request) {
+		st, err := l.Unpause(r.Context())
+		reply(w, st, err)
+	})
+	mux.HandleFunc("GET /v1/console", l.serveConsole)
+	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
+	return mux
+}
+
+func reply(w http.ResponseWriter, st Status, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, st)
+	case errors.Is(err, errFinal) || errors.Is(err, hypervisor.ErrInvalidState):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
+	default:
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error(), Status: st})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// upgrade switches the connection to a raw byte stream.
+func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWriter, bool) {
+	if r.Header.Get("Upgrade") != streamProtocol {
+		http.Error(w, "expected Upgrade: "+streamProtocol, http.StatusBadRequest)
+		return nil, nil, false
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "cannot hijack the connection", http.StatusInternalServerError)
+		return nil, nil, false
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+	if err := rw.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, false
+	}
+	return conn, rw, true
+}
+
+// serveConsole streams the serial console: the history when asked for,
+// then live output; what the client sends is typed into the guest.
+func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
+	if !l.console.attached() {
+		writeJSON(w, http.StatusConflict, errorBody{Error: errNoConsole.Error(), Status: l.Status()})
+		return
+	}
+	history, _ := strconv.ParseBool(r.URL.Query().Get("history"))
+	conn, rw, ok := upgrade(w, r)
+	if !ok {
+		return
+	}
+	defer conn.Close()
+	past, ch, cancel := l.console.subscribe(history)
+	defer cancel()
+	go func() {
+		// Client → guest; a closed client ends the session.
+		buf := make([]byte, 1024)
+		for {
+			n, err := rw.Read(buf)
+			if n > 0 {
+				_, _ = l.console.Write(buf[:n])
+			}
+			if err != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	if len(past) > 0 {
+		if _, err := conn.Write(past); err != nil {
+			return
+		}
+	}
+	for p := range ch {
+		if _, err := conn.Write(p); err != nil {
+			return
+		}
+	}
+}
+
+// serveVNC splices the client to the domain's VNC socket.
+func (l *Launcher) serveVNC(w http.ResponseWriter, r *http.Request) {
+	path := l.vncSocket()
+	if path == "" {
+		writeJSON(w, http.StatusConflict, errorBody{Error: "the domain has no VNC server", Status: l.Status()})
+		return
+	}
+	vnc, err := net.Dial("unix", path)
+	if err != nil {
+		writeJSON(w, http.StatusConflict, errorBody{Error: "connecting to VNC: " + err.Error(), Status: l.Status()})
+		return
+	}
+	defer vnc.Close()
+	conn, rw, ok := upgrade(w, r)
+	if !ok {
+		return
+	}
+	defer conn.Close()
+	splice(vnc, struct {
+		io.Reader
+		io.Writer
+	}{rw, conn})
+}
+
+// splice copies both ways until either side ends.
+func splice(a, b io.ReadWriter) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	<-done
+}

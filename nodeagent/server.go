@@ -1,0 +1,165 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"golang.org/x/net/websocket"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// APIPrefix is the path prefix of the per-VMI REST endpoints:
+// <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/<action>.
+const APIPrefix = "/v1"
+
+// Handler serves the agent's REST API, with KubeVirt virt-handler's paths:
+//
+//	GET .../console   the serial console as a WebSocket of binary messages
+//	                  (?history=true first replays recent output)
+//	GET .../vnc       the VNC server as a WebSocket of binary messages
+//	PUT .../pause     pause the guest
+//	PUT .../unpause   resume the guest
+//	GET .../guestosinfo, .../userlist, .../filesystemlist
+//	                  guest agent queries: 409 while no guest agent is
+//	                  connected (vmkit's launcher does not talk to guest
+//	                  agents yet, so always)
+//
+// Only VMIs on this node are served (404 otherwise). Authentication is the
+// server's business: cmd/virt-handler serves it over TLS with client
+// certificates.
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	p := APIPrefix + "/namespaces/{namespace}/virtualmachineinstances/{name}/"
+	mux.HandleFunc("GET "+p+"console", a.serveConsole)
+	mux.HandleFunc("GET "+p+"vnc", a.serveVNC)
+	mux.HandleFunc("PUT "+p+"pause", a.serveLifecycle("pause"))
+	mux.HandleFunc("PUT "+p+"unpause", a.serveLifecycle("unpause"))
+	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
+		mux.HandleFunc("GET "+p+q, a.serveGuestAgent)
+	}
+	return mux
+}
+
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(apiError{Code: code, Message: msg})
+}
+
+// vmiOf returns the running VMI the request names and its launcher client,
+// or writes the error.
+func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	vmi, err := a.lister.VirtualMachineInstances(ns).Get(name)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && vmi.Status.NodeName != a.cfg.NodeName):
+		writeError(w, http.StatusNotFound, "VirtualMachineInstance "+ns+"/"+name+" does not run on node "+a.cfg.NodeName)
+		return nil, nil, false
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return nil, nil, false
+	case vmi.Status.Phase != v1.Running:
+		writeError(w, http.StatusConflict, "VirtualMachineInstance "+ns+"/"+name+" is not running (phase "+string(vmi.Status.Phase)+")")
+		return nil, nil, false
+	}
+	return vmi, a.client(vmi.UID), true
+}
+
+func (a *Agent) serveLifecycle(op string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		vmi, c, ok := a.vmiOf(w, r)
+		if !ok {
+			return
+		}
+		call := c.Pause
+		if op == "unpause" {
+			call = c.Unpause
+		}
+		if _, err := call(r.Context()); err != nil {
+			a.metrics.launcherErrors.WithLabelValues(op).Inc()
+			writeLauncherError(w, err)
+			return
+		}
+		key, _ := cache.MetaNamespaceKeyFunc(vmi)
+		a.queue.Add(key) // report the new state at once
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func writeLauncherError(w http.ResponseWriter, err error) {
+	var le *launcher.Error
+	switch {
+	case errors.As(err, &le) && le.Code == http.StatusConflict:
+		writeError(w, http.StatusConflict, le.Message)
+	case launcher.IsGone(err):
+		writeError(w, http.StatusConflict, "the VMI's launcher is gone")
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+func (a *Agent) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := a.vmiOf(w, r); !ok {
+		return
+	}
+	writeError(w, http.StatusConflict, "VMI does not have a guest agent connected")
+}
+
+func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {
+	_, c, ok := a.vmiOf(w, r)
+	if !ok {
+		return
+	}
+	history, _ := strconv.ParseBool(r.URL.Query().Get("history"))
+	stream, err := c.Console(r.Context(), history)
+	if err != nil {
+		writeLauncherError(w, err)
+		return
+	}
+	serveStream(w, r, stream)
+}
+
+func (a *Agent) serveVNC(w http.ResponseWriter, r *http.Request) {
+	_, c, ok := a.vmiOf(w, r)
+	if !ok {
+		return
+	}
+	stream, err := c.VNC(r.Context())
+	if err != nil {
+		writeLauncherError(w, err)
+		return
+	}
+	serveStream(w, r, stream)
+}
+
+// serveStream upgrades to a WebSocket and copies stream to it as binary
+// messages and the client's messages to stream, until either side ends.
+func serveStream(w http.ResponseWriter, r *http.Request, stream io.ReadWriteCloser) {
+	defer stream.Close()
+	websocket.Server{
+		// The server authenticates clients (TLS client certificates); any
+		// origin is fine.
+		Handshake: func(*websocket.Config, *http.Request) error { return nil },
+		Handler: func(ws *websocket.Conn) {
+			ws.PayloadType = websocket.BinaryFrame
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(stream, ws); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(ws, stream); done <- struct{}{} }()
+			<-done
+			_ = ws.Close()
+			_ = stream.Close()
+		},
+	}.ServeHTTP(w, r)
+}

@@ -1,0 +1,147 @@
+package nodeagent
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Reasons the agent gives on Failed VMIs and conditions.
+const (
+	// ReasonGuestCrashed: the domain crashed.
+	ReasonGuestCrashed = "GuestCrashed"
+	// ReasonDomainDestroyed: the domain was destroyed without a request.
+	ReasonDomainDestroyed = "DomainDestroyed"
+	// ReasonDomainFailed: the domain ended for another reason, or never started.
+	ReasonDomainFailed = "DomainFailed"
+	// ReasonLauncherExited: the launcher is gone without reporting how the
+	// domain ended (killed, crashed, or its pod was removed).
+	ReasonLauncherExited = "LauncherExited"
+	// ReasonPausedByUser is the Paused condition's reason, as KubeVirt's.
+	ReasonPausedByUser = "PausedByUser"
+)
+
+// observation is what a sync learned about the VMI's launcher.
+type observation struct {
+	now time.Time
+	// launcher is the launcher's status (its final status when it ended).
+	launcher *launcher.Status
+	// launcherGone: no launcher answers and none left a final status.
+	launcherGone bool
+}
+
+// calculateStatus is the VMI's status given what the launcher reported. It
+// only changes the phase, the reason and the Paused condition; the Ready
+// condition belongs to the VMI controller. It is pure: sync writes the
+// result only when it differs.
+func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.VirtualMachineInstanceStatus {
+	s := *vmi.Status.DeepCopy()
+	if vmi.IsFinal() {
+		return s
+	}
+	now := metav1.NewTime(obs.now.Truncate(1e9))
+	enter := func(p v1.VirtualMachineInstancePhase, reason string) {
+		if s.Phase == p {
+			return
+		}
+		s.Phase, s.Reason = p, reason
+		s.PhaseTransitionTimestamps = append(s.PhaseTransitionTimestamps,
+			v1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: p, PhaseTransitionTimestamp: now})
+	}
+	st := obs.launcher
+	switch {
+	case obs.launcherGone:
+		enter(v1.Failed, ReasonLauncherExited)
+	case st == nil:
+	case st.Final:
+		if st.Succeeded() {
+			enter(v1.Succeeded, "")
+		} else {
+			enter(v1.Failed, failureReason(st))
+		}
+	case st.Started && running(st.State):
+		enter(v1.Running, "")
+	}
+	paused := st != nil && !st.Final && st.State == hypervisor.StatePaused && st.Reason == hypervisor.ReasonUser
+	if paused && s.Phase == v1.Running {
+		setCondition(&s, v1.VirtualMachineInstanceCondition{
+			Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
+			Reason: ReasonPausedByUser, Message: "VMI was paused by user",
+		}, now)
+	} else {
+		removeCondition(&s, v1.VirtualMachineInstancePaused)
+	}
+	if s.Phase == v1.Succeeded || s.Phase == v1.Failed {
+		removeCondition(&s, v1.VirtualMachineInstancePaused)
+	}
+	return s
+}
+
+// running reports whether a domain in this state has a guest that runs
+// (paused by the user counts; shut off or crashed does not).
+func running(st hypervisor.State) bool {
+	switch st {
+	case hypervisor.StateRunning, hypervisor.StateBlocked, hypervisor.StatePaused, hypervisor.StateShuttingDown, hypervisor.StatePMSuspended:
+		return true
+	}
+	return false
+}
+
+func failureReason(st *launcher.Status) string {
+	switch {
+	case st.State == hypervisor.StateCrashed || st.Reason == hypervisor.ReasonCrashed:
+		return ReasonGuestCrashed
+	case st.Reason == hypervisor.ReasonDestroyed:
+		return ReasonDomainDestroyed
+	}
+	return ReasonDomainFailed
+}
+
+func failureMessage(obs observation) string {
+	switch {
+	case obs.launcherGone:
+		return "the launcher exited without reporting how the domain ended"
+	case obs.launcher != nil && obs.launcher.Message != "":
+		return obs.launcher.Message
+	case obs.launcher != nil:
+		return "the domain ended: " + string(obs.launcher.State) + " (" + string(obs.launcher.Reason) + ")"
+	}
+	return "unknown"
+}
+
+// setCondition replaces or adds c, keeping the transition time when its
+// status did not change.
+func setCondition(s *v1.VirtualMachineInstanceStatus, c v1.VirtualMachineInstanceCondition, now metav1.Time) {
+	for i := range s.Conditions {
+		old := &s.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		c.LastProbeTime = old.LastProbeTime
+		c.LastTransitionTime = old.LastTransitionTime
+		if old.Status != c.Status {
+			c.LastTransitionTime = now
+		}
+		*old = c
+		return
+	}
+	c.LastTransitionTime = now
+	s.Conditions = append(s.Conditions, c)
+}
+
+func removeCondition(s *v1.VirtualMachineInstanceStatus, t v1.VirtualMachineInstanceConditionType) {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			s.Conditions = append(s.Conditions[:i:i], s.Conditions[i+1:]...)
+			if len(s.Conditions) == 0 {
+				s.Conditions = nil
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// sync brings one VMI's domain and status together. It returns how soon
+// the VMI should be looked at again (0: only on its next event).
+func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	vmi, err := a.lister.VirtualMachineInstances(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return a.syncGone(ctx, key)
+	}
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	if uid, ok := a.deleted[key]; ok && uid.uid != vmi.UID {
+		// An older VMI of the same name left; stop its launcher too.
+		a.mu.Unlock()
+		if again, err := a.stopAndClean(ctx, key, uid.uid, uid.grace); err != nil || again > 0 {
+			return again, err
+		}
+	} else {
+		delete(a.deleted, key)
+		a.mu.Unlock()
+	}
+	if vmi.Status.NodeName != a.cfg.NodeName {
+		return 0, nil // labelled for this node but not (yet) placed here
+	}
+	if vmi.DeletionTimestamp != nil || vmi.IsFinal() {
+		return a.stopAndClean(ctx, key, vmi.UID, gracePeriod(vmi))
+	}
+	if vmi.Status.Phase != v1.Scheduled && vmi.Status.Phase != v1.Running {
+		return 0, nil
+	}
+
+	c := a.client(vmi.UID)
+	obs := observation{now: a.now()}
+	st, err := c.State(ctx)
+	switch {
+	case launcher.IsGone(err):
+		final, ferr := launcher.ReadFinal(a.cfg.ShareDir, string(vmi.UID))
+		switch {
+		case ferr == nil:
+			obs.launcher = &final
+		case vmi.Status.Phase == v1.Scheduled:
+			return a.cfg.PollInterval, nil // the launcher is still starting
+		case errors.Is(ferr, os.ErrNotExist):
+			obs.launcherGone = true
+		default:
+			return 0, ferr
+		}
+	case err != nil:
+		a.metrics.launcherErrors.WithLabelValues("state").Inc()
+		return 0, fmt.Errorf("VMI %s: %w", key, err)
+	default:
+		if !st.Started && !st.Final && !st.StopRequested {
+			synced, err := c.Sync(ctx, vmi)
+			if err != nil {
+				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not start the domain: %v", err)
+				return 0, fmt.Errorf("syncing VMI %s: %w", key, err)
+			}
+			st = synced
+			if st.Started {
+				a.recorder.Event(vmi, corev1.EventTypeNormal, "Started", "VirtualMachineInstance started.")
+			}
+		}
+		obs.launcher = &st
+	}
+	if obs.launcher != nil {
+		a.metrics.setDomainState(vmi, string(obs.launcher.State))
+	}
+	status := calculateStatus(vmi, obs)
+	if err := a.writeStatus(ctx, key, vmi, status); err != nil {
+		return 0, err
+	}
+	if status.Phase != vmi.Status.Phase {
+		switch status.Phase {
+		case v1.Failed:
+			a.recorder.Eventf(vmi, corev1.EventTypeWarning, status.Reason, "The guest failed: %s", failureMessage(obs))
+		case v1.Succeeded:
+			a.recorder.Event(vmi, corev1.EventTypeNormal, "Stopped", "The guest shut down.")
+		}
+	}
+	return a.cfg.PollInterval, nil
+}
+
+// writeStatus writes status if it differs from the VMI's.
+func (a *Agent) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, status v1.VirtualMachineInstanceStatus) error {
+	if equality.Semantic.DeepEqual(status, vmi.Status) {
+		return nil
+	}
+	updated := vmi.DeepCopy()
+	updated.Status = status
+	if _, err := a.cfg.Client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("updating status of VMI %s: %w", key, err)
+	}
+	if vmi.Status.Phase != status.Phase {
+		klog.FromContext(ctx).Info("VMI phase changed", "vmi", key, "from", vmi.Status.Phase, "to", status.Phase, "reason", status.Reason)
+	}
+	return nil
+}
+
+// syncGone stops the launcher of a VMI that no longer exists (or left this
+// node) and cleans up after it.
+func (a *Agent) syncGone(ctx context.Context, key string) (time.Duration, error) {
+	a.mu.Lock()
+	uid, ok := a.deleted[key]
+	a.mu.Unlock()
+	if !ok {
+		return 0, nil
+	}
+	again, err := a.stopAndClean(ctx, key, uid.uid, uid.grace)
+	if err == nil && again == 0 {
+		a.mu.Lock()
+		if a.deleted[key] == uid {
+			delete(a.deleted, key)
+		}
+		a.mu.Unlock()
+	}
+	return again, err
+}
+
+// stopAndClean asks the launcher of the VMI with the given UID to stop the
+// guest gracefully (the launcher destroys it after the grace period) and,
+// kills it when grace has passed since the first request; once the
+// launcher is gone, removes its socket directory. It returns a
+// requeue delay while the launcher still runs.
+func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, grace time.Duration) (time.Duration, error) {
+	c := a.client(uid)
+	st, err := c.State(ctx)
+	switch {
+	case launcher.IsGone(err):
+		a.forgetClient(uid)
+		a.metrics.forget(key)
+		a.mu.Lock()
+		delete(a.stopping, uid)
+		a.mu.Unlock()
+		if err := os.RemoveAll(launcher.SocketDir(a.cfg.ShareDir, string(uid))); err != nil {
+			return 0, fmt.Errorf("cleaning up after VMI %s: %w", key, err)
+		}
+		return 0, nil
+	case err != nil:
+		a.metrics.launcherErrors.WithLabelValues("state").Inc()
+		return 0, fmt.Errorf("VMI %s: %w", key, err)
+	}
+	if st.Final {
+		return a.cfg.PollInterval, nil // the launcher is exiting
+	}
+	a.mu.Lock()
+	since, asked := a.stopping[uid]
+	if !asked {
+		since = a.now()
+		a.stopping[uid] = since
+	}
+	a.mu.Unlock()
+	switch {
+	case !asked || !st.StopRequested:
+		klog.FromContext(ctx).Info("stopping the guest", "vmi", key, "uid", uid, "grace", grace)
+		if _, err := c.Shutdown(ctx); err != nil && !launcher.IsGone(err) {
+			a.metrics.launcherErrors.WithLabelValues("shutdown").Inc()
+			return 0, fmt.Errorf("stopping VMI %s: %w", key, err)
+		}
+	case a.now().Sub(since) >= grace:
+		klog.FromContext(ctx).Info("grace period over: killing the guest", "vmi", key, "uid", uid)
+		if _, err := c.Kill(ctx); err != nil && !launcher.IsGone(err) {
+			a.metrics.launcherErrors.WithLabelValues("kill").Inc()
+			return 0, fmt.Errorf("killing VMI %s: %w", key, err)
+		}
+	}
+	return a.cfg.PollInterval, nil
+}
+
+// gracePeriod is how long the guest gets to shut down: the VMI's
+// terminationGracePeriodSeconds, 30s when unset.
+func gracePeriod(vmi *v1.VirtualMachineInstance) time.Duration {
+	if g := vmi.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
