@@ -1,0 +1,228 @@
+// Command virt-operator installs, updates and removes vmkit as a KubeVirt CR
+// asks (vmcontrol/operator), under leader election, serving /metrics,
+// /healthz and /readyz. With --dump-install-strategy it instead writes the
+// install strategy of its configuration (read from OPERATOR_IMAGE,
+// TARGET_INSTALL_NAMESPACE, TARGET_IMAGE_PULL_POLICY and
+// TARGET_DEPLOYMENT_CONFIG) to a ConfigMap and exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	"github.com/vmkit/vmkit/vmcontrol/operator"
+)
+
+type options struct {
+	kubeconfig     string
+	dump           bool
+	strategyJobs   bool
+	leaderElect    bool
+	leaseNamespace string
+	leaseName      string
+	metricsAddress string
+	resync         time.Duration
+}
+
+func main() {
+	o := options{}
+	fs := flag.NewFlagSet("virt-operator", flag.ExitOnError)
+	o.register(fs)
+	klog.InitFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o, os.Getenv, os.Environ()); err != nil {
+		klog.ErrorS(err, "virt-operator failed")
+		os.Exit(1)
+	}
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	fs.BoolVar(&o.dump, "dump-install-strategy", false, "write the install strategy of the configuration in the environment to a ConfigMap and exit")
+	fs.BoolVar(&o.strategyJobs, "install-strategy-jobs", false, "load install strategies from ConfigMaps written by --dump-install-strategy Jobs of the target version (default: generate them in process)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run the controller only while holding the leader Lease")
+	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader Lease (default: the install namespace)")
+	fs.StringVar(&o.leaseName, "leader-elect-name", "virt-operator", "name of the leader Lease")
+	fs.StringVar(&o.metricsAddress, "metrics-address", ":8186", "address serving /metrics, /healthz and /readyz (empty disables)")
+	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "how often the installed strategy is re-applied")
+}
+
+func run(ctx context.Context, o options, getenv func(string) string, environ []string) error {
+	cfg, err := installstrategy.ConfigFromEnv(getenv, environ)
+	if err != nil {
+		return err
+	}
+	restCfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.UserAgent = "vmkit-virt-operator"
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	if o.dump {
+		return dump(ctx, kube, cfg)
+	}
+	client, err := versioned.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	var ready atomic.Bool
+	if o.metricsAddress != "" {
+		ln, err := net.Listen("tcp", o.metricsAddress)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", o.metricsAddress, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.Handler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok"))
+		})
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+	}
+	controllers := func(ctx context.Context) error {
+		factory := externalversions.NewSharedInformerFactory(client, 0)
+		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(cfg.Namespace),
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = installstrategy.ManagedSelector }))
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		var strategies operator.StrategyLoader = operator.Generated{}
+		if o.strategyJobs {
+			strategies = &operator.ConfigMapStrategies{Kube: kube, Namespace: cfg.Namespace, CreateJobs: true}
+		}
+		ctl, err := operator.New(operator.Config{
+			Client: client, Dynamic: dyn, KubeVirts: factory.Kubevirt().V1().KubeVirts(),
+			Deployments: kubeFactory.Apps().V1().Deployments(), DaemonSets: kubeFactory.Apps().V1().DaemonSets(),
+			Operator: cfg, Strategies: strategies, Resync: o.resync,
+			Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-operator"}),
+		})
+		if err != nil {
+			return err
+		}
+		factory.Start(ctx.Done())
+		kubeFactory.Start(ctx.Done())
+		defer factory.Shutdown()
+		defer kubeFactory.Shutdown()
+		ready.Store(true)
+		return ctl.Start(ctx)
+	}
+	klog.InfoS("virt-operator starting", "version", cfg.Version, "registry", cfg.Registry, "namespace", cfg.Namespace, "id", cfg.ID)
+	if !o.leaderElect {
+		return controllers(ctx)
+	}
+	return leaderElect(ctx, kube, o, cfg.Namespace, controllers)
+}
+
+// dump writes the strategy of cfg to its ConfigMap (replacing an older one
+// with the same ID, which holds the same strategy).
+func dump(ctx context.Context, kube kubernetes.Interface, cfg *installstrategy.DeploymentConfig) error {
+	s, err := installstrategy.Generate(cfg)
+	if err != nil {
+		return err
+	}
+	cm, err := s.ToConfigMap()
+	if err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = kube.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("writing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	klog.InfoS("wrote install strategy", "configMap", cm.Namespace+"/"+cm.Name, "version", cfg.Version, "objects", len(s.Objects()))
+	return nil
+}
+
+func leaderElect(ctx context.Context, kube kubernetes.Interface, o options, namespace string, run func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ns := o.leaseNamespace
+	if ns == "" {
+		ns = namespace
+	}
+	host, _ := os.Hostname()
+	runErr := make(chan error, 1)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: o.leaseName},
+			Client:     kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano())},
+		},
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		ReleaseOnCancel: true,
+		Name:            o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				err := run(ctx)
+				runErr <- err
+				cancel()
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	select {
+	case err := <-runErr:
+		return err
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("lost the leader lease")
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		return rest.InClusterConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
