@@ -19,7 +19,8 @@ import (
 const (
 	APIPort            = 8443 // virt-api's HTTPS server (subresources, health)
 	ControllerHTTPPort = 8080 // virt-controller's /metrics, /healthz, /readyz
-	HandlerHTTPPort    = 8443 // virt-handler's server (console, VNC, metrics)
+	HandlerHTTPPort    = 8443 // virt-handler's /metrics and /healthz
+	HandlerConsolePort = 8186 // virt-handler's console, VNC and lifecycle REST API
 	OperatorWebhooks   = 8444 // virt-operator's webhooks
 )
 
@@ -217,8 +218,16 @@ const (
 )
 
 func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosity string) *appsv1.DaemonSet {
-	ctr := container(c, v1.VirtHandlerValue, []string{"--node-name=$(NODE_NAME)", verbosity},
-		corev1.ContainerPort{Name: "metrics", ContainerPort: HandlerHTTPPort, Protocol: corev1.ProtocolTCP})
+	// Flags of cmd/virt-handler.
+	ctr := container(c, v1.VirtHandlerValue, []string{
+		"--hostname-override=$(NODE_NAME)",
+		"--port=" + strconv.Itoa(HandlerHTTPPort),
+		"--console-server-port=" + strconv.Itoa(HandlerConsolePort),
+		"--kubevirt-share-dir=" + HostShareDir,
+		verbosity,
+	},
+		corev1.ContainerPort{Name: "metrics", ContainerPort: HandlerHTTPPort, Protocol: corev1.ProtocolTCP},
+		corev1.ContainerPort{Name: "console", ContainerPort: HandlerConsolePort, Protocol: corev1.ProtocolTCP})
 	ctr.Env = append([]corev1.EnvVar{{
 		Name:      "NODE_NAME",
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}},
