@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -32,6 +33,22 @@ const (
 // All returns fresh copies of every CRD, sorted by name. The caller may
 // modify them.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	parsed, err := decodeOnce()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*apiextensionsv1.CustomResourceDefinition, len(parsed))
+	for i, crd := range parsed {
+		out[i] = crd.DeepCopy()
+	}
+	return out, nil
+}
+
+// decodeOnce parses the embedded manifests the first time they are needed
+// (about 60 ms of YAML decoding) and keeps the result; All hands out copies.
+var decodeOnce = sync.OnceValues(decodeAll)
+
+func decodeAll() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	entries, err := fs.ReadDir(manifests, "manifests")
 	if err != nil {
 		return nil, fmt.Errorf("reading embedded CRDs: %w", err)

@@ -82,3 +82,12 @@ func TestGetUnknownCRD(t *testing.T) {
 		t.Fatalf("Get(%s) = %v, %v", crds.VirtualMachine, crd, err)
 	}
 }
+
+func BenchmarkAll(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := crds.All(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
