@@ -45,8 +45,8 @@ lint:
 bench:
 	go test -run='^$$' -bench=. -benchmem ./...
 
-## demo: bring up a local control plane, install vmkit's CRDs, apply the example VMs
-## (DEMO_WAIT=1 keeps it running until Ctrl-C).
+## demo: boot examples/vm-tiny.yaml on this machine (control plane, controllers, node agent,
+## libvirt), show its console, stop it (DEMO_WAIT=1 keeps it running until Ctrl-C). Needs root.
 demo:
 	hack/demo.sh
 

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/localnode"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/crds"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -47,42 +47,32 @@ const (
 )
 
 // testNode is one node with real parts: an API server, vmkit's controllers,
-// the node agent and real libvirt. The test itself plays the kubelet: it
-// binds launcher pods to the node, starts virt-launcher as a local process
-// with the pod's arguments (its directories mapped to temporary ones, as
-// emptyDirs would be), reports the pod Running and ready, and reports the
-// pod's end when the process exits.
+// the node agent and real libvirt. The kubelet's part is played by
+// localnode: it binds launcher pods to the node, starts virt-launcher as a
+// local process with the pod's arguments (its directories mapped to
+// temporary ones, as emptyDirs would be), reports the pod Running and ready,
+// and reports the pod's end when the process exits.
 type testNode struct {
 	t      *testing.T
 	ns     string
 	env    *testenv.Env
 	client versioned.Interface
 	kube   kubernetes.Interface
-	uri    string
 	hv     *libvirt.Hypervisor
-	guest  testenv.Guest
-	bin    string // virt-launcher
-	dir    string // short temporary root: socket paths must stay under 108 bytes
+	local  *localnode.Node
 	share  string
 
 	agentMu     sync.Mutex
 	agent       *nodeagent.Agent
 	stopAgent   func()
 	agentServer *httptest.Server
-
-	mu    sync.Mutex
-	procs map[types.UID]*launcherProc // by pod UID
 }
 
+// launcherProc is a launcher process of the local node; cmd.Process gives
+// latency_test.go the launcher's PID.
 type launcherProc struct {
-	cmd     *exec.Cmd
-	vmiUID  string
-	podDir  string
-	log     string
-	done    chan struct{}
-	err     error
-	started time.Time
-	termed  bool
+	*localnode.Launcher
+	cmd struct{ Process *os.Process }
 }
 
 func startNode(t *testing.T) *testNode {
@@ -122,11 +112,7 @@ func startNode(t *testing.T) *testNode {
 	if err != nil {
 		t.Fatalf("libvirt at %s: %v (make test-deps)", uri, err)
 	}
-	n := &testNode{
-		t: t, ns: "na-" + rand.String(6), env: env, client: client, kube: env.Kube, uri: uri, hv: hv,
-		guest: guest, bin: bin, dir: dir, share: filepath.Join(dir, "share"),
-		procs: map[types.UID]*launcherProc{},
-	}
+	n := &testNode{t: t, ns: "na-" + rand.String(6), env: env, client: client, kube: env.Kube, hv: hv}
 	t.Cleanup(n.cleanup)
 	if _, err := n.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -156,6 +142,14 @@ func startNode(t *testing.T) *testNode {
 			t.Errorf("vmcontrol manager: %v", err)
 		}
 	})
+	n.local, err = localnode.Start(ctx, localnode.Options{
+		Kube: n.kube, NodeName: nodeName, Namespace: n.ns, LauncherBinary: bin, LibvirtURI: uri,
+		GuestDir: filepath.Dir(guest.Kernel), BaseDir: dir, Domains: hv,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.share = n.local.ShareDir()
 	n.agentServer = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.agentMu.Lock()
 		a := n.agent
@@ -164,16 +158,6 @@ func startNode(t *testing.T) *testNode {
 	}))
 	t.Cleanup(n.agentServer.Close)
 	n.startAgent()
-	kctx, kcancel := context.WithCancel(ctx)
-	kdone := make(chan struct{})
-	go func() {
-		defer close(kdone)
-		for kctx.Err() == nil {
-			n.kubeletStep(kctx)
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { kcancel(); <-kdone })
 	return n
 }
 
@@ -215,13 +199,9 @@ func (n *testNode) cleanup() {
 		n.stopAgent()
 	}
 	n.agentMu.Unlock()
-	n.mu.Lock()
-	for _, p := range n.procs {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	n.mu.Unlock()
 	ctx := context.Background()
+	// Domains left by the product are an error: look before the local node
+	// removes those of its launchers.
 	doms, err := n.hv.List(ctx, "")
 	if err != nil {
 		n.t.Errorf("cleanup: %v", err)
@@ -231,172 +211,33 @@ func (n *testNode) cleanup() {
 			continue
 		}
 		n.t.Errorf("cleanup: domain %s of VMI %s was left behind", d.Name, d.VMI.UID)
-		_ = n.hv.Destroy(ctx, d.Name)
-		_ = n.hv.Undefine(ctx, d.Name)
+	}
+	if n.local != nil {
+		if err := n.local.Stop(); err != nil {
+			n.t.Errorf("local node (kubelet stand-in): %v", err)
+		}
+	}
+	for _, d := range doms {
+		if d.VMI.Namespace == n.ns {
+			_ = n.hv.Destroy(ctx, d.Name)
+			_ = n.hv.Undefine(ctx, d.Name)
+		}
 	}
 	_ = n.hv.Close()
 }
 
-// kubeletStep does what the kubelet would do for each launcher pod.
-func (n *testNode) kubeletStep(ctx context.Context) {
-	pods, err := n.kube.CoreV1().Pods(n.ns).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
-	if err != nil {
-		return
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		n.mu.Lock()
-		proc := n.procs[pod.UID]
-		n.mu.Unlock()
-		exited := proc != nil && isClosed(proc.done)
-		switch {
-		case pod.DeletionTimestamp != nil:
-			if proc != nil && !exited && !proc.termed {
-				proc.termed = true
-				_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-			}
-			if proc == nil || exited {
-				if proc != nil {
-					n.containerGone(ctx, proc)
-				}
-				zero := int64(0)
-				_ = n.kube.CoreV1().Pods(n.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-			}
-		case pod.Spec.NodeName == "":
-			_ = n.kube.CoreV1().Pods(n.ns).Bind(ctx, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: n.ns},
-				Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
-			}, metav1.CreateOptions{})
-		case proc == nil && (pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending):
-			p, err := n.startLauncher(pod)
-			if err != nil {
-				n.t.Errorf("kubelet: starting the launcher of pod %s: %v", pod.Name, err)
-				continue
-			}
-			n.mu.Lock()
-			n.procs[pod.UID] = p
-			n.mu.Unlock()
-			pod.Status.Phase = corev1.PodRunning
-			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "compute", Ready: true,
-				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
-			_, _ = n.kube.CoreV1().Pods(n.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		case pod.Status.Phase == corev1.PodRunning && exited:
-			n.containerGone(ctx, proc)
-			code := int32(proc.cmd.ProcessState.ExitCode())
-			pod.Status.Phase = corev1.PodSucceeded
-			if code != 0 {
-				pod.Status.Phase = corev1.PodFailed
-			}
-			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "compute",
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
-			_, _ = n.kube.CoreV1().Pods(n.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		}
-	}
-}
-
-// containerGone does what the container runtime does when the compute
-// container ends: QEMU, a process of that container, ends with it. With a
-// node's libvirt the domain would outlive the launcher, so destroy it here.
-func (n *testNode) containerGone(ctx context.Context, p *launcherProc) {
-	doms, _ := n.hv.List(ctx, p.vmiUID)
-	for _, d := range doms {
-		_ = n.hv.Destroy(ctx, d.Name)
-		_ = n.hv.Undefine(ctx, d.Name)
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// startLauncher runs the compute container's command line as a local
-// process: the pod's directories become directories under the test's, the
-// container-disk sidecars' work (serving the kernel-boot image) is done by
-// linking the test guest's files, and --libvirt-uri points at the node's
-// libvirt.
-func (n *testNode) startLauncher(pod *corev1.Pod) (*launcherProc, error) {
-	c := pod.Spec.Containers[0]
-	args := append(append([]string(nil), c.Command[1:]...), c.Args...)
-	podDir := filepath.Join(n.dir, "pods", string(pod.UID)[:8])
-	vmiUID := pod.Labels[v1.CreatedByLabel]
-	dirs := map[string]string{
-		"--kubevirt-share-dir": n.share,
-		"--ephemeral-disk-dir": filepath.Join(podDir, "eph"),
-		"--container-disk-dir": filepath.Join(podDir, "cd"),
-	}
-	for i := 0; i+1 < len(args); i++ {
-		if d, ok := dirs[args[i]]; ok {
-			args[i+1] = d
-		}
-	}
-	args = append(args, "--private-dir", filepath.Join(podDir, "priv"), "--libvirt-uri", n.uri)
-	kb := filepath.Join(podDir, "cd", vmiUID, "kernel-boot")
-	if err := os.MkdirAll(kb, 0o755); err != nil {
-		return nil, err
-	}
-	for _, f := range []string{n.guest.Kernel, n.guest.IdleInitramfs} {
-		if err := os.Symlink(f, filepath.Join(kb, filepath.Base(f))); err != nil {
-			return nil, err
-		}
-	}
-	logPath := filepath.Join(podDir, "launcher.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(n.bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	p := &launcherProc{cmd: cmd, vmiUID: vmiUID, podDir: podDir, log: logPath, done: make(chan struct{}), started: time.Now()}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
 // launcherOf returns the launcher process of a VMI.
 func (n *testNode) launcherOf(uid types.UID) *launcherProc {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, p := range n.procs {
-		if p.vmiUID == string(uid) {
-			return p
-		}
+	l := n.local.Launcher(uid)
+	if l == nil {
+		return nil
 	}
-	return nil
+	p := &launcherProc{Launcher: l}
+	p.cmd.Process, _ = os.FindProcess(l.Pid())
+	return p
 }
 
-func (n *testNode) launcherLogs() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var b strings.Builder
-	for _, p := range n.procs {
-		out, _ := os.ReadFile(p.log)
-		fmt.Fprintf(&b, "--- launcher of VMI %s (%s):\n%s\n", p.vmiUID, p.podDir, tail(string(out), 30))
-	}
-	return b.String()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (n *testNode) launcherLogs() string { return n.local.Logs(30) }
 
 // tinyVM is a VM of the test guest (kernel boot, idle initramfs).
 func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
@@ -585,7 +426,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if vmi.UID != firstUID {
 			t.Fatalf("VMI replaced after the agent restarted: UID %s, was %s", vmi.UID, firstUID)
 		}
-		if isClosed(p.done) {
+		if p.Exited() {
 			t.Fatalf("launcher exited after the agent restarted\n%s", n.launcherLogs())
 		}
 		st, err := launcher.NewClient(launcher.SocketPath(n.share, string(firstUID))).State(ctx)
@@ -599,7 +440,7 @@ func TestNodeLifecycle(t *testing.T) {
 
 	t.Run("LauncherKilled", func(t *testing.T) {
 		p := n.launcherOf(firstUID)
-		if err := p.cmd.Process.Kill(); err != nil {
+		if err := p.Kill(); err != nil {
 			t.Fatal(err)
 		}
 		failed := n.waitVMI(name, 30*time.Second, "Failed or replaced", func(vmi *v1.VirtualMachineInstance) bool {
@@ -636,11 +477,11 @@ func TestNodeLifecycle(t *testing.T) {
 		n.waitVMI(name, 60*time.Second, "VMI gone", func(vmi *v1.VirtualMachineInstance) bool { return vmi == nil })
 		t.Logf("Halted → VMI gone in %v", time.Since(halted).Round(time.Millisecond))
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(30 * time.Second):
 			t.Fatalf("launcher still running after the VMI is gone\n%s", n.launcherLogs())
 		}
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		if code := p.ExitCode(); code != 0 {
 			t.Errorf("launcher exit code %d, want 0\n%s", code, n.launcherLogs())
 		}
 		doms, err := n.hv.List(ctx, string(vmi.UID))
@@ -649,7 +490,7 @@ func TestNodeLifecycle(t *testing.T) {
 		}
 		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
 		for _, d := range []string{"eph", "priv"} {
-			if left := listFiles(filepath.Join(p.podDir, d)); len(left) > 0 {
+			if left := listFiles(filepath.Join(p.PodDir, d)); len(left) > 0 {
 				t.Errorf("the launcher left files in its %s directory: %v", d, left)
 			}
 		}
