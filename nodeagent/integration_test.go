@@ -68,13 +68,6 @@ type testNode struct {
 	agentServer *httptest.Server
 }
 
-// launcherProc is a launcher process of the local node; cmd.Process gives
-// latency_test.go the launcher's PID.
-type launcherProc struct {
-	*localnode.Launcher
-	cmd struct{ Process *os.Process }
-}
-
 func startNode(t *testing.T) *testNode {
 	t.Helper()
 	uri := testenv.RequireLibvirt(t)
@@ -226,15 +219,9 @@ func (n *testNode) cleanup() {
 	_ = n.hv.Close()
 }
 
-// launcherOf returns the launcher process of a VMI.
-func (n *testNode) launcherOf(uid types.UID) *launcherProc {
-	l := n.local.Launcher(uid)
-	if l == nil {
-		return nil
-	}
-	p := &launcherProc{Launcher: l}
-	p.cmd.Process, _ = os.FindProcess(l.Pid())
-	return p
+// launcherOf returns the launcher process of a VMI, or nil.
+func (n *testNode) launcherOf(uid types.UID) *localnode.Launcher {
+	return n.local.Launcher(uid)
 }
 
 func (n *testNode) launcherLogs() string { return n.local.Logs(30) }

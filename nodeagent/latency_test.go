@@ -19,10 +19,10 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// LatencyEnv sets how many VMs TestLatency creates; unset, it is not run
-// (it takes minutes). docs/performance.md quotes it:
+// LatencyEnv sets how many VMs TestLatency creates (default 2, which keeps
+// it a quick end-to-end check in CI; the numbers in docs/performance.md use 20):
 //
-//	VMKIT_LATENCY_VMS=20 go test ./nodeagent -run TestLatency -v
+//	VMKIT_LATENCY_VMS=20 go test ./nodeagent -run TestLatency -v -timeout 15m
 const latencyEnv = "VMKIT_LATENCY_VMS"
 
 // TestLatency measures VM create → VMI Running → guest marker on the
@@ -31,7 +31,7 @@ const latencyEnv = "VMKIT_LATENCY_VMS"
 func TestLatency(t *testing.T) {
 	count, _ := strconv.Atoi(os.Getenv(latencyEnv))
 	if count <= 0 {
-		t.Skipf("set %s=N to measure N VMs", latencyEnv)
+		count = 2
 	}
 	n := startNode(t)
 	ctx := context.Background()
@@ -47,7 +47,7 @@ func TestLatency(t *testing.T) {
 		}
 		marker = time.Since(created)
 		if p := n.launcherOf(vmi.UID); p != nil {
-			rss[0] = rssKiB(p.cmd.Process.Pid)
+			rss[0] = rssKiB(p.Pid())
 		}
 		rss[1] = rssKiB(qemuPid(n.ns + "_" + name))
 		return running, marker, rss
