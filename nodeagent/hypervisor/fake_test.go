@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -213,20 +212,5 @@ func TestStopGracefully(t *testing.T) {
 	}
 	if _, err := StopGracefully(ctx, f, "missing", time.Second, time.Millisecond); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StopGracefully of a missing domain = %v", err)
-	}
-}
-
-// TestNoLibvirtDependency guards the design rule that only the libvirt
-// subpackage links libvirt: the interface and the fake are pure Go.
-func TestNoLibvirtDependency(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if f[0] == "libvirt.org/go/libvirt" || (f[1] == "false" && f[2] != "0") {
-			t.Errorf("nodeagent/hypervisor depends on %s (cgo files: %s)", f[0], f[2])
-		}
 	}
 }

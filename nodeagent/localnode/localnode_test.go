@@ -3,7 +3,6 @@ package localnode
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,20 +192,5 @@ func TestStartChecksOptions(t *testing.T) {
 	_, err = Start(context.Background(), Options{Kube: fake.NewClientset(), NodeName: "n", LauncherBinary: "/bin/sh", GuestDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "make-guest.sh") {
 		t.Errorf("Start without the guest: %v, want an error saying how to build it", err)
-	}
-}
-
-// TestNoCgo guards the package's promise: it runs the launcher binary and
-// never links libvirt or other cgo code.
-func TestNoCgo(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[1] == "false" && f[2] != "0" {
-			t.Errorf("localnode depends on %s, which uses cgo", f[0])
-		}
 	}
 }
