@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,13 @@ const (
 	// EnvVersion is the version of the components when EnvOperatorImage
 	// names the operator by digest, which carries no tag.
 	EnvVersion = "KUBEVIRT_VERSION"
+	// EnvHostNetwork, vmkit's own, puts every component's pod on the host
+	// network with its servers listening on the address it holds (e.g.
+	// 127.0.0.1): for single-node clusters without a pod network.
+	EnvHostNetwork = "VMKIT_HOST_NETWORK"
+	// EnvWithoutVirtAPI, vmkit's own, set to "true" leaves virt-api (its
+	// Deployment, Service and APIService) out of the strategy.
+	EnvWithoutVirtAPI = "VMKIT_WITHOUT_VIRT_API"
 	// EnvPassthroughPrefix marks variables passed on to every component:
 	// KV_IO_EXTRA_ENV_FOO=bar sets FOO=bar in each component's container.
 	EnvPassthroughPrefix = "KV_IO_EXTRA_ENV_"
@@ -91,6 +99,12 @@ type DeploymentConfig struct {
 	AdditionalProperties map[string]string `json:"additionalProperties,omitempty"`
 	// PassthroughEnv is set in every component's container.
 	PassthroughEnv map[string]string `json:"passthroughEnv,omitempty"`
+	// HostNetwork, when set, is an address of the nodes: every component's
+	// pod and every launcher pod uses the host network, and the
+	// components' servers listen on this address (see EnvHostNetwork).
+	HostNetwork string `json:"hostNetwork,omitempty"`
+	// WithoutVirtAPI leaves virt-api out (see EnvWithoutVirtAPI).
+	WithoutVirtAPI bool `json:"withoutVirtAPI,omitempty"`
 }
 
 // ComputeID returns the stable hash of every field but ID: the first 16 hex
@@ -138,6 +152,9 @@ func (c *DeploymentConfig) Validate() error {
 		if _, err := c.placement(key); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.HostNetwork != "" && net.ParseIP(c.HostNetwork) == nil {
+		errs = append(errs, fmt.Errorf("hostNetwork %q is not an IP address", c.HostNetwork))
 	}
 	if c.ID != "" && c.ID != c.ComputeID() {
 		errs = append(errs, fmt.Errorf("id %q is not the hash of the config (%q)", c.ID, c.ComputeID()))
@@ -242,6 +259,14 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (*DeploymentCon
 		Version:         ref.tag,
 		OperatorDigest:  ref.digest,
 		ImagePullPolicy: corev1.PullPolicy(getenv(EnvTargetImagePullPolicy)),
+		HostNetwork:     getenv(EnvHostNetwork),
+	}
+	if v := getenv(EnvWithoutVirtAPI); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a boolean", EnvWithoutVirtAPI, v)
+		}
+		c.WithoutVirtAPI = b
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace

@@ -126,6 +126,9 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 	if err := s.addWorkloads(&c); err != nil {
 		return nil, fmt.Errorf("installstrategy: %w", err)
 	}
+	if c.WithoutVirtAPI {
+		return s, nil
+	}
 	s.APIServices = append(s.APIServices, &apiregv1.APIService{
 		TypeMeta:   metav1.TypeMeta{APIVersion: apiregv1.SchemeGroupVersion.String(), Kind: "APIService"},
 		ObjectMeta: objectMeta(&c, v1.VirtAPIValue, "v1."+SubresourcesGroup, ""),

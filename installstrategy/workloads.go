@@ -43,9 +43,11 @@ func (s *Strategy) addServices(c *DeploymentConfig) {
 		}
 		return out
 	}
+	if !c.WithoutVirtAPI {
+		s.Services = append(s.Services, svc(v1.VirtAPIValue, APIServiceName, map[string]string{v1.AppLabel: v1.VirtAPIValue},
+			corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(APIPort), Protocol: corev1.ProtocolTCP}, false))
+	}
 	s.Services = append(s.Services,
-		svc(v1.VirtAPIValue, APIServiceName, map[string]string{v1.AppLabel: v1.VirtAPIValue},
-			corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(APIPort), Protocol: corev1.ProtocolTCP}, false),
 		svc("", PrometheusServiceName, map[string]string{PrometheusLabel: "true"},
 			corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}, true),
 		svc(v1.VirtOperatorValue, OperatorWebhookServiceName, map[string]string{v1.AppLabel: v1.VirtOperatorValue},
@@ -72,30 +74,36 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	}
 	verbosity := "-v=2"
 
-	api := container(c, v1.VirtAPIValue, []string{"--port=" + strconv.Itoa(APIPort), "--subresources-only", verbosity},
-		corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
-		corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
-	api.Resources = requests(5, 500<<20)
-	healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
-	api.ReadinessProbe = probe(healthz, 15, 10)
-	api.LivenessProbe = probe(healthz, 15, 10)
-	s.Deployments = append(s.Deployments, deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, infra, api))
+	if !c.WithoutVirtAPI {
+		api := container(c, v1.VirtAPIValue, []string{"--port=" + strconv.Itoa(APIPort), "--subresources-only", verbosity},
+			corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
+			corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
+		api.Resources = requests(5, 500<<20)
+		healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
+		api.ReadinessProbe = probe(healthz, 15, 10)
+		api.LivenessProbe = probe(healthz, 15, 10)
+		s.Deployments = append(s.Deployments, deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, infra, api))
+	}
 
 	ctlArgs := []string{
 		"--launcher-image=" + c.Image(v1.VirtLauncherValue),
 		"--image-pull-policy=" + string(c.PullPolicy()),
 		"--leader-elect=true",
 		"--leader-elect-namespace=" + c.Namespace,
-		"--metrics-address=:" + strconv.Itoa(ControllerHTTPPort),
+		"--metrics-address=" + c.HostNetwork + ":" + strconv.Itoa(ControllerHTTPPort),
 	}
 	if c.property(PropertyUseEmulation) == "true" {
 		ctlArgs = append(ctlArgs, "--use-emulation")
 	}
+	if c.HostNetwork != "" {
+		ctlArgs = append(ctlArgs, "--launcher-host-network")
+	}
 	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
 	ctl.Resources = requests(10, 275<<20)
-	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 15, 10)
-	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
+	// With the host network the probes go to the address the server listens on.
+	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 15, 10)
+	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
 	s.Deployments = append(s.Deployments, deployment(c, v1.VirtControllerValue, replicas, ControllerServiceAccount, infra, ctl))
 
 	s.DaemonSets = append(s.DaemonSets, handlerDaemonSet(c, workloads, verbosity))
@@ -156,6 +164,10 @@ func podSpec(c *DeploymentConfig, account string, placement *v1.NodePlacement, c
 		NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
 		Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
 	}
+	if c.HostNetwork != "" {
+		spec.HostNetwork = true
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
 	if secrets := c.property(PropertyImagePullSecrets); secrets != "" {
 		for _, name := range strings.Split(secrets, ",") {
 			spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
@@ -215,17 +227,26 @@ const (
 	HostPrivateDir    = "/var/run/kubevirt-private"       // per-VMI private state
 	HostKubeletPods   = "/var/lib/kubelet/pods"           // launcher pods' volumes (disks, sockets)
 	HostDevicePlugins = "/var/lib/kubelet/device-plugins" // /dev/kvm, tun and vhost-net device plugins
+
+	handlerServerCertDir = "/etc/virt-handler/servercertificates"
+	handlerCADir         = "/etc/virt-handler/clientcertificates"
 )
 
 func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosity string) *appsv1.DaemonSet {
 	// Flags of cmd/virt-handler.
-	ctr := container(c, v1.VirtHandlerValue, []string{
+	args := []string{
 		"--hostname-override=$(NODE_NAME)",
 		"--port=" + strconv.Itoa(HandlerHTTPPort),
 		"--console-server-port=" + strconv.Itoa(HandlerConsolePort),
 		"--kubevirt-share-dir=" + HostShareDir,
-		verbosity,
-	},
+		"--tls-cert-file=" + handlerServerCertDir + "/" + corev1.TLSCertKey,
+		"--tls-key-file=" + handlerServerCertDir + "/" + corev1.TLSPrivateKeyKey,
+		"--client-ca-file=" + handlerCADir + "/" + CABundleKey,
+	}
+	if c.HostNetwork != "" {
+		args = append(args, "--listen-address="+c.HostNetwork)
+	}
+	ctr := container(c, v1.VirtHandlerValue, append(args, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: HandlerHTTPPort, Protocol: corev1.ProtocolTCP},
 		corev1.ContainerPort{Name: "console", ContainerPort: HandlerConsolePort, Protocol: corev1.ProtocolTCP})
 	ctr.Env = append([]corev1.EnvVar{{
@@ -251,6 +272,13 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		volumes = append(volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.path, Type: &dirOrCreate}}})
 		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: m.name, MountPath: m.path, MountPropagation: m.propagation})
 	}
+	// The REST API's certificate and the CA its clients' certificates chain to (see EnsureCertificates).
+	volumes = append(volumes,
+		corev1.Volume{Name: "server-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerServerCertSecretName}}},
+		corev1.Volume{Name: "ca-bundle", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: CABundleConfigMapName}}}})
+	ctr.VolumeMounts = append(ctr.VolumeMounts,
+		corev1.VolumeMount{Name: "server-certs", MountPath: handlerServerCertDir, ReadOnly: true},
+		corev1.VolumeMount{Name: "ca-bundle", MountPath: handlerCADir, ReadOnly: true})
 	spec := podSpec(c, HandlerServiceAccount, placement, ctr)
 	spec.Volumes = volumes
 	maxUnavailable := intstr.FromInt32(1)

@@ -87,6 +87,11 @@ type Config struct {
 	// VMI's annotations but cannot replace kubevirt.io/domain.
 	ExtraAnnotations map[string]string
 
+	// HostNetwork puts launcher pods on the node's network namespace: for
+	// clusters without a pod network (a single node whose CNI sets up
+	// loopback only). Guests then cannot use pod-network interfaces.
+	HostNetwork bool
+
 	// ClaimVolumeMode reports whether a PersistentVolumeClaim (or a
 	// DataVolume's claim) in a namespace is a block device, so the renderer
 	// attaches it as a device instead of a mount. A lister-backed function

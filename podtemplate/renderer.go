@@ -196,5 +196,11 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 			DNSConfig:                     spec.DNSConfig.DeepCopy(),
 		},
 	}
+	if r.cfg.HostNetwork {
+		pod.Spec.HostNetwork = true
+		if pod.Spec.DNSPolicy == "" {
+			pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+		}
+	}
 	return pod, nil
 }

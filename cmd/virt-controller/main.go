@@ -25,6 +25,7 @@ type options struct {
 	launcherImage string
 	pullPolicy    string
 	emulation     bool
+	hostNetwork   bool
 	qps           float64
 	manager       vmcontrol.Options
 }
@@ -35,6 +36,7 @@ func main() {
 	flag.StringVar(&o.launcherImage, "launcher-image", "", "image of the virt-launcher container (required)")
 	flag.StringVar(&o.pullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of the launcher image")
 	flag.BoolVar(&o.emulation, "use-emulation", false, "run guests under software emulation (QEMU TCG) when nodes have no KVM")
+	flag.BoolVar(&o.hostNetwork, "launcher-host-network", false, "put launcher pods on the node's network (clusters without a pod network)")
 	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
 	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
@@ -64,6 +66,7 @@ func run(o options) error {
 		LauncherImage:    o.launcherImage,
 		ImagePullPolicy:  corev1.PullPolicy(o.pullPolicy),
 		EmulationAllowed: o.emulation,
+		HostNetwork:      o.hostNetwork,
 	})
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@
 // /healthz and /readyz. With --dump-install-strategy it instead writes the
 // install strategy of its configuration (read from OPERATOR_IMAGE,
 // TARGET_INSTALL_NAMESPACE, TARGET_IMAGE_PULL_POLICY and
-// TARGET_DEPLOYMENT_CONFIG) to a ConfigMap and exits.
+// TARGET_DEPLOYMENT_CONFIG) to a ConfigMap and exits. With
+// --dump-operator-manifest it prints the operator's own installation
+// (installstrategy.OperatorManifest) for `kubectl apply -f -` and exits.
 package main
 
 import (
@@ -44,6 +46,8 @@ import (
 type options struct {
 	kubeconfig     string
 	dump           bool
+	manifest       installstrategy.OperatorConfig
+	dumpManifest   bool
 	strategyJobs   bool
 	leaderElect    bool
 	leaseNamespace string
@@ -58,6 +62,15 @@ func main() {
 	o.register(fs)
 	klog.InitFlags(fs)
 	_ = fs.Parse(os.Args[1:])
+	if o.dumpManifest {
+		data, err := installstrategy.OperatorManifest(o.manifest)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "virt-operator:", err)
+			os.Exit(1)
+		}
+		_, _ = os.Stdout.Write(data)
+		return
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := run(ctx, o, os.Getenv, os.Environ()); err != nil {
@@ -73,8 +86,14 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run the controller only while holding the leader Lease")
 	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader Lease (default: the install namespace)")
 	fs.StringVar(&o.leaseName, "leader-elect-name", "virt-operator", "name of the leader Lease")
-	fs.StringVar(&o.metricsAddress, "metrics-address", ":8186", "address serving /metrics, /healthz and /readyz (empty disables)")
+	fs.StringVar(&o.metricsAddress, "metrics-address", ":8187", "address serving /metrics, /healthz and /readyz (empty disables)")
 	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "how often the installed strategy is re-applied")
+	fs.BoolVar(&o.dumpManifest, "dump-operator-manifest", false, "print the operator's own installation as YAML and exit (see the --manifest-* flags)")
+	fs.StringVar(&o.manifest.Image, "manifest-image", "", "with --dump-operator-manifest: the operator's image, e.g. quay.io/vmkit/virt-operator:v0.1.0")
+	fs.StringVar(&o.manifest.Namespace, "manifest-namespace", installstrategy.DefaultNamespace, "with --dump-operator-manifest: the install namespace")
+	fs.StringVar((*string)(&o.manifest.ImagePullPolicy), "manifest-image-pull-policy", "", "with --dump-operator-manifest: the images' pull policy")
+	fs.StringVar(&o.manifest.HostNetwork, "manifest-host-network", "", "with --dump-operator-manifest: run every component on the host network, listening on this address")
+	fs.BoolVar(&o.manifest.WithoutVirtAPI, "manifest-without-virt-api", false, "with --dump-operator-manifest: install no virt-api")
 }
 
 func run(ctx context.Context, o options, getenv func(string) string, environ []string) error {

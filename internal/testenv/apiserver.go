@@ -77,6 +77,11 @@ type Options struct {
 	// (there are none unless the test registers Node objects).
 	WithScheduler bool
 
+	// Node, when set, also runs containerd and a kubelet that registers
+	// Node [NodeName] and runs pods (see [NodeOptions]); it needs root and
+	// the scheduler (WithScheduler), and only one runs per machine.
+	Node *NodeOptions
+
 	// APIServerArgs are appended to kube-apiserver's command line; a flag
 	// given here overrides the default one, e.g. "--feature-gates=Foo=true".
 	APIServerArgs []string
@@ -101,6 +106,8 @@ type Env struct {
 	// AdminToken is a bearer token for the same admin identity, for clients
 	// that cannot present a client certificate.
 	AdminToken string
+	// Node is the running node when Options.Node was set.
+	Node *Node
 
 	etcdClientURL string
 	etcdPeerURL   string
@@ -196,9 +203,16 @@ func (e *Env) Stop() error {
 func (e *Env) stop() error {
 	// The logs as they were when the test ended, before shutdown noise.
 	e.logTails = e.readLogTails()
+	var nodeErr error
+	if e.Node != nil {
+		nodeErr = e.Node.stop()
+	}
 	// Reverse start order: clients of kube-apiserver first, etcd last.
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		e.procs[i].stop(stopGrace)
+	}
+	if nodeErr != nil {
+		return fmt.Errorf("stopping the node: %w", nodeErr)
 	}
 	if e.launcher != nil {
 		e.launcher.close()
@@ -276,6 +290,9 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	if opts.WithScheduler {
 		names = append(names, "kube-scheduler")
 	}
+	if opts.Node != nil {
+		names = append(names, "kubelet")
+	}
 	bins, err := findBinaries(binDir, names)
 	if err != nil {
 		return err
@@ -318,7 +335,15 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiPort, opts.APIServerArgs)...)
+	apiserverExtra := opts.APIServerArgs
+	if opts.Node != nil {
+		nodeArgs, err := nodeAPIServerArgs(p, filepath.Join(e.Dir, "pki"))
+		if err != nil {
+			return err
+		}
+		apiserverExtra = append(nodeArgs, apiserverExtra...)
+	}
+	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiPort, apiserverExtra)...)
 	if err != nil {
 		return err
 	}
@@ -356,6 +381,11 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		if err := waitHealthy(ctx, c, componentClient, e.componentURLs[c.name]+"/healthz"); err != nil {
 			return err
 		}
+	}
+	if opts.Node != nil {
+		nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout)
+		defer cancel()
+		return e.startNode(nodeCtx, p, opts.Node, bins["kubelet"])
 	}
 	return nil
 }
@@ -836,8 +866,13 @@ type pki struct {
 	tokenFile                         string
 
 	caCertPEM                 []byte
+	ca                        *x509.Certificate
+	caKey                     *ecdsa.PrivateKey
 	adminCertPEM, adminKeyPEM []byte
-	adminToken                string
+	// kubeletClientCertFile and kubeletClientKeyFile are kube-apiserver's
+	// client certificate towards kubelets (logs, exec).
+	kubeletClientCertFile, kubeletClientKeyFile string
+	adminToken                                  string
 }
 
 func newPKI(dir string) (*pki, error) {
@@ -904,6 +939,7 @@ func newPKI(dir string) (*pki, error) {
 	}
 
 	p.caCertPEM = certPEM(ca)
+	p.ca, p.caKey = ca, caKey
 	p.adminCertPEM = certPEM(admin)
 	p.adminToken = hex.EncodeToString(token)
 	caKeyPEM, err := ecKeyPEM(caKey)

@@ -148,7 +148,14 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 		}
 		return fmt.Errorf("KubeVirt %s: loading strategy %s: %w", key, target.ID, err)
 	}
-	res, err := installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{})
+	certWrites, err := installstrategy.EnsureCertificates(ctx, c.dynamic, target.Namespace)
+	if err == nil {
+		var res installstrategy.Result
+		res, err = installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{})
+		if res.Writes()+certWrites > 0 {
+			log.V(2).Info("applied strategy", "created", len(res.Created), "updated", len(res.Updated), "pruned", len(res.Deleted), "certificates", certWrites)
+		}
+	}
 	if err != nil {
 		c.recorder.Event(kv, corev1.EventTypeWarning, ReasonApplyFailed, err.Error())
 		setCondition(status, v1.KubeVirtConditionSynchronized, corev1.ConditionFalse, ReasonApplyFailed, err.Error(), now)
@@ -157,9 +164,6 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 			return werr
 		}
 		return fmt.Errorf("KubeVirt %s: %w", key, err)
-	}
-	if res.Writes() > 0 {
-		log.V(2).Info("applied strategy", "created", len(res.Created), "updated", len(res.Updated), "pruned", len(res.Deleted))
 	}
 	if status.Phase != v1.KubeVirtPhaseDeployed {
 		c.recorder.Eventf(kv, corev1.EventTypeNormal, "Deployed", "Deployed version %s from %s", target.Version, target.Registry)
@@ -235,6 +239,9 @@ func (c *Controller) uninstall(ctx context.Context, key string, kv *v1.KubeVirt)
 			}
 			if len(res.Remaining) > 0 {
 				return reconcile.After(pendingRetry / 4)
+			}
+			if err := installstrategy.DeleteCertificates(ctx, c.dynamic, strategy.Config.Namespace); err != nil {
+				return fmt.Errorf("KubeVirt %s: %w", key, err)
 			}
 		}
 		status.Phase = v1.KubeVirtPhaseDeleted

@@ -1,0 +1,302 @@
+package installstrategy
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Certificates of an installation, with KubeVirt's names. The operator
+// creates them (EnsureCertificates) before it applies a strategy: they are
+// random, so they cannot be part of a strategy, which is pure.
+const (
+	// CASecretName holds the installation's CA (tls.crt, tls.key).
+	CASecretName = "kubevirt-ca"
+	// CABundleConfigMapName holds the CA certificate (ca-bundle) for
+	// whoever verifies the components' certificates.
+	CABundleConfigMapName = "kubevirt-ca"
+	// CABundleKey is the CA certificate's key in CABundleConfigMapName.
+	CABundleKey = "ca-bundle"
+	// HandlerServerCertSecretName is virt-handler's serving certificate
+	// (tls.crt, tls.key) for its console, VNC and lifecycle REST API.
+	HandlerServerCertSecretName = "kubevirt-virt-handler-server-certs"
+	// HandlerClientCertSecretName is the client certificate virt-handler's
+	// REST API accepts (tls.crt, tls.key): what virt-api, or vmctl run by
+	// a cluster admin who may read it, presents.
+	HandlerClientCertSecretName = "kubevirt-virt-handler-certs"
+	// HandlerServerName is the DNS name in virt-handler's serving
+	// certificate; clients reach a node's handler by its address and
+	// verify the certificate against this name.
+	HandlerServerName = "virt-handler"
+)
+
+const (
+	caValidity   = 5 * 365 * 24 * time.Hour
+	leafValidity = 365 * 24 * time.Hour
+	// renewBefore: a certificate closer than this to its end is re-issued.
+	renewBefore = 30 * 24 * time.Hour
+)
+
+var (
+	secretsGVR    = corev1.SchemeGroupVersion.WithResource("secrets")
+	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+)
+
+// EnsureCertificates makes sure the installation's CA, its bundle and
+// virt-handler's server and client certificates exist in namespace and are
+// valid for at least 30 more days; it creates or re-issues only what is
+// missing, unreadable or expiring (a re-issued CA re-issues everything),
+// and returns the number of objects it wrote.
+func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace string) (int, error) {
+	now := time.Now()
+	secrets := c.Resource(secretsGVR).Namespace(namespace)
+	writes := 0
+	read := func(name string) (*corev1.Secret, error) {
+		u, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+		}
+		s := &corev1.Secret{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+			return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+		}
+		return s, nil
+	}
+	write := func(existing *corev1.Secret, name string, certPEM, keyPEM []byte) error {
+		s := &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: certMeta(name, namespace),
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+		}
+		if existing != nil {
+			s.ResourceVersion = existing.ResourceVersion
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		if existing == nil {
+			_, err = secrets.Create(ctx, obj, metav1.CreateOptions{})
+		} else {
+			_, err = secrets.Update(ctx, obj, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("writing Secret %s/%s: %w", namespace, name, err)
+		}
+		writes++
+		return nil
+	}
+
+	caSecret, err := read(CASecretName)
+	if err != nil {
+		return writes, err
+	}
+	ca, caKey, ok := parsePair(caSecret, now)
+	renewed := false
+	if !ok {
+		caCert, key, err := issue(&x509.Certificate{
+			Subject:               pkix.Name{CommonName: "kubevirt.io@" + namespace},
+			NotBefore:             now.Add(-time.Hour),
+			NotAfter:              now.Add(caValidity),
+			IsCA:                  true,
+			BasicConstraintsValid: true,
+			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		}, nil, nil)
+		if err != nil {
+			return writes, fmt.Errorf("CA: %w", err)
+		}
+		if err := write(caSecret, CASecretName, encodeCert(caCert), encodeKey(key)); err != nil {
+			return writes, err
+		}
+		ca, caKey, renewed = caCert, key, true
+	}
+	n, err := ensureBundle(ctx, c.Resource(configMapsGVR).Namespace(namespace), namespace, encodeCert(ca))
+	writes += n
+	if err != nil {
+		return writes, err
+	}
+
+	leaves := []struct {
+		name  string
+		tmpl  x509.Certificate
+		usage x509.ExtKeyUsage
+	}{
+		{HandlerServerCertSecretName, x509.Certificate{
+			Subject:  pkix.Name{CommonName: "kubevirt.io:system:node:virt-handler"},
+			DNSNames: []string{HandlerServerName, HandlerServerName + "." + namespace + ".svc"},
+		}, x509.ExtKeyUsageServerAuth},
+		{HandlerClientCertSecretName, x509.Certificate{
+			Subject: pkix.Name{CommonName: "kubevirt.io:system:client:virt-handler"},
+		}, x509.ExtKeyUsageClientAuth},
+	}
+	for _, l := range leaves {
+		existing, err := read(l.name)
+		if err != nil {
+			return writes, err
+		}
+		if cert, _, ok := parsePair(existing, now); ok && !renewed && cert.CheckSignatureFrom(ca) == nil {
+			continue
+		}
+		tmpl := l.tmpl
+		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(leafValidity)
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{l.usage}
+		cert, key, err := issue(&tmpl, ca, caKey)
+		if err != nil {
+			return writes, fmt.Errorf("%s: %w", l.name, err)
+		}
+		if err := write(existing, l.name, encodeCert(cert), encodeKey(key)); err != nil {
+			return writes, err
+		}
+	}
+	return writes, nil
+}
+
+// DeleteCertificates removes what EnsureCertificates created.
+func DeleteCertificates(ctx context.Context, c dynamic.Interface, namespace string) error {
+	var errs []error
+	for _, name := range []string{HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
+		if err := c.Resource(secretsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", namespace, name, err))
+		}
+	}
+	if err := c.Resource(configMapsGVR).Namespace(namespace).Delete(ctx, CABundleConfigMapName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err))
+	}
+	return errors.Join(errs...)
+}
+
+// HandlerClientTLS returns the TLS configuration a client of virt-handler's
+// REST API uses, from the client certificate Secret and the CA bundle
+// ConfigMap's data (as EnsureCertificates wrote them).
+func HandlerClientTLS(clientSecret map[string][]byte, caBundle string) (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(clientSecret[corev1.TLSCertKey], clientSecret[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("client certificate Secret %s: %w", HandlerClientCertSecretName, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(caBundle)) {
+		return nil, fmt.Errorf("CA bundle ConfigMap %s: no certificate in %s", CABundleConfigMapName, CABundleKey)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ServerName:   HandlerServerName,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+func ensureBundle(ctx context.Context, cms dynamic.ResourceInterface, namespace string, caPEM []byte) (int, error) {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: certMeta(CABundleConfigMapName, namespace),
+		Data:       map[string]string{CABundleKey: string(caPEM)},
+	}
+	live, err := cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := cms.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+			return 0, fmt.Errorf("creating ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+		}
+		return 1, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	}
+	data, _, _ := unstructured.NestedString(live.Object, "data", CABundleKey)
+	if data == string(caPEM) {
+		return 0, nil
+	}
+	cm.ResourceVersion = live.GetResourceVersion()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := cms.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{}); err != nil {
+		return 0, fmt.Errorf("updating ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	}
+	return 1, nil
+}
+
+func certMeta(name, namespace string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:      name,
+		Namespace: namespace,
+		Labels:    map[string]string{v1.ManagedByLabel: v1.ManagedByLabelOperatorValue},
+	}
+}
+
+// parsePair reads a TLS Secret's certificate and key; ok is false when
+// either is missing or unreadable or the certificate ends within renewBefore.
+func parsePair(s *corev1.Secret, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, bool) {
+	if s == nil {
+		return nil, nil, false
+	}
+	pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, nil, false
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil || now.Add(renewBefore).After(cert.NotAfter) {
+		return nil, nil, false
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	return cert, key, ok
+}
+
+// issue creates a P-256 key and a certificate for it from tmpl, signed by
+// parent, or self-signed when parent is nil.
+func issue(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126)); err != nil {
+		return nil, nil, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
+
+func encodeCert(c *x509.Certificate) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
+
+func encodeKey(k *ecdsa.PrivateKey) []byte {
+	der, _ := x509.MarshalECPrivateKey(k) // a P-256 key always marshals
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}

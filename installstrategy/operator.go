@@ -1,0 +1,207 @@
+package installstrategy
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vmkit/vmkit/vmapi/crds"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// The operator's own installation.
+const (
+	// OperatorServiceAccount is virt-operator's service account (KubeVirt's name).
+	OperatorServiceAccount = "kubevirt-operator"
+	// OperatorHTTPPort serves virt-operator's /metrics, /healthz and /readyz.
+	OperatorHTTPPort = 8187
+)
+
+// OperatorConfig is what the operator's own installation is generated from:
+// what a user applies before creating a KubeVirt CR.
+type OperatorConfig struct {
+	// Namespace of the operator and of what it installs (default kubevirt).
+	Namespace string
+	// Image of virt-operator, e.g. quay.io/vmkit/virt-operator:v0.1.0; the
+	// other components' images are named after it (see ConfigFromEnv).
+	Image string
+	// ImagePullPolicy of the operator and the components (IfNotPresent when empty).
+	ImagePullPolicy corev1.PullPolicy
+	// Replicas of the operator's Deployment (default 2, or 1 with HostNetwork,
+	// where two replicas on one node would share a port).
+	Replicas int32
+	// HostNetwork and WithoutVirtAPI become the operator's EnvHostNetwork
+	// and EnvWithoutVirtAPI, so every strategy it installs has them.
+	HostNetwork    string
+	WithoutVirtAPI bool
+	// Env is set in the operator's container besides the variables above,
+	// e.g. KV_IO_EXTRA_ENV_* for the components (see EnvPassthroughPrefix).
+	Env map[string]string
+}
+
+// OperatorObjects returns the operator's own installation, in apply order:
+// its Namespace, the KubeVirt CRD, its ServiceAccount, ClusterRole and
+// binding, and its Deployment.
+func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if _, err := parseImage(cfg.Image); err != nil {
+		return nil, fmt.Errorf("installstrategy: operator image: %w", err)
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 2
+		if cfg.HostNetwork != "" {
+			cfg.Replicas = 1
+		}
+	}
+	pullPolicy := cfg.ImagePullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	meta := func(name, namespace string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{v1.AppLabel: v1.VirtOperatorValue}}
+	}
+	all, err := crds.All()
+	if err != nil {
+		return nil, fmt.Errorf("installstrategy: %w", err)
+	}
+	var kvCRD *apiextensionsv1.CustomResourceDefinition
+	for _, crd := range all {
+		if crd.Name == crds.KubeVirt {
+			kvCRD = crd
+		}
+	}
+	if kvCRD == nil {
+		return nil, fmt.Errorf("installstrategy: no %s CRD", crds.KubeVirt)
+	}
+	kvCRD.TypeMeta = metav1.TypeMeta{APIVersion: apiextensionsv1.SchemeGroupVersion.String(), Kind: "CustomResourceDefinition"}
+	kvCRD.Labels = mergeMaps(kvCRD.Labels, meta("", "").Labels)
+
+	env := []corev1.EnvVar{
+		{Name: EnvOperatorImage, Value: cfg.Image},
+		{Name: EnvTargetInstallNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+	}
+	if cfg.ImagePullPolicy != "" {
+		env = append(env, corev1.EnvVar{Name: EnvTargetImagePullPolicy, Value: string(cfg.ImagePullPolicy)})
+	}
+	if cfg.HostNetwork != "" {
+		env = append(env, corev1.EnvVar{Name: EnvHostNetwork, Value: cfg.HostNetwork})
+	}
+	if cfg.WithoutVirtAPI {
+		env = append(env, corev1.EnvVar{Name: EnvWithoutVirtAPI, Value: "true"})
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Env)) {
+		env = append(env, corev1.EnvVar{Name: name, Value: cfg.Env[name]})
+	}
+	health := func(path string) *corev1.Probe {
+		return probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: cfg.HostNetwork, Port: intstr.FromInt32(OperatorHTTPPort), Path: path}, 5, 10)
+	}
+	ctr := corev1.Container{
+		Name:            v1.VirtOperatorValue,
+		Image:           cfg.Image,
+		ImagePullPolicy: pullPolicy,
+		Command:         []string{v1.VirtOperatorValue},
+		Args:            []string{"--metrics-address=" + cfg.HostNetwork + ":" + strconv.Itoa(OperatorHTTPPort), "-v=2"},
+		Env:             env,
+		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: OperatorHTTPPort, Protocol: corev1.ProtocolTCP}},
+		Resources:       requests(10, 150<<20),
+		ReadinessProbe:  health("/readyz"),
+		LivenessProbe:   health("/healthz"),
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	spec := corev1.PodSpec{
+		ServiceAccountName: OperatorServiceAccount,
+		Containers:         []corev1.Container{ctr},
+		NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
+		Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+		SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr(true)},
+	}
+	if cfg.HostNetwork != "" {
+		spec.HostNetwork = true
+		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	}
+	selector := map[string]string{v1.AppLabel: v1.VirtOperatorValue}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: OperatorServiceAccount, Namespace: cfg.Namespace}}
+	return []Object{
+		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: meta(cfg.Namespace, "")},
+		kvCRD,
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(OperatorServiceAccount, cfg.Namespace)},
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+			ObjectMeta: meta(OperatorServiceAccount, ""),
+			Rules:      OperatorRules(),
+		},
+		clusterRoleBinding(meta(OperatorServiceAccount, ""), OperatorServiceAccount, subject),
+		&appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+			ObjectMeta: meta(v1.VirtOperatorValue, cfg.Namespace),
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr(cfg.Replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(v1.VirtOperatorValue)},
+					Spec:       spec,
+				},
+			},
+		},
+	}, nil
+}
+
+// OperatorRules are virt-operator's permissions: the kinds a strategy
+// holds, its certificates, its dump Jobs, its leader Lease, the KubeVirt
+// API (it removes VMs and VMIs on uninstall) and escalate and bind on
+// roles, so it may grant the components permissions it does not hold.
+func OperatorRules() []rbacv1.PolicyRule {
+	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	return []rbacv1.PolicyRule{
+		rule(v1.GroupName, []string{"kubevirts", "kubevirts/status", "kubevirts/finalizers",
+			"virtualmachines", "virtualmachineinstances", "virtualmachineinstancereplicasets", "virtualmachineinstancemigrations"}, all...),
+		rule("apiextensions.k8s.io", []string{"customresourcedefinitions", "customresourcedefinitions/status"}, all...),
+		rule("scheduling.k8s.io", []string{"priorityclasses"}, all...),
+		rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),
+		rule("", []string{"events"}, "create", "patch"),
+		rule("", []string{"namespaces"}, "get"),
+		rule("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, append(all, "escalate", "bind")...),
+		rule("apps", []string{"deployments", "daemonsets"}, all...),
+		rule("apiregistration.k8s.io", []string{"apiservices"}, all...),
+		rule("batch", []string{"jobs"}, all...),
+		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+	}
+}
+
+// OperatorManifest is OperatorObjects as a multi-document YAML file, what
+// `virt-operator --dump-operator-manifest` prints and `kubectl apply -f` takes.
+func OperatorManifest(cfg OperatorConfig) ([]byte, error) {
+	objs, err := OperatorObjects(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# vmkit's virt-operator: apply this, then create a KubeVirt CR.\n")
+	for _, o := range objs {
+		data, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("installstrategy: %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,560 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
+	"sigs.k8s.io/yaml"
+)
+
+// NodeName is the name the kubelet of [Options.Node] registers.
+const NodeName = "localhost"
+
+// Host paths a node owns while it runs. Only one node can run on a machine
+// at a time: the node agent's DaemonSet mounts these exact paths.
+const (
+	KubeletRootDir = "/var/lib/kubelet"
+	nodeLockFile   = "/run/vmkit-node.lock"
+	nodeMarker     = ".vmkit-node" // in KubeletRootDir: the directory is ours
+	nodeTimeout    = 90 * time.Second
+	cgroupRoot     = "/sys/fs/cgroup"
+	kubepodsCgroup = "kubepods"
+	containerdSock = "containerd.sock"
+)
+
+// sharedDirs are bind-mounted onto themselves and made shared so that pods
+// may mount them with Bidirectional propagation (the node agent does), on a
+// host whose root mount is private.
+var sharedDirs = []string{KubeletRootDir, "/var/run/kubevirt"}
+
+// hostDirs are created by the node's pods (hostPath DirectoryOrCreate) and
+// removed when the node stops, if they did not exist before.
+var hostDirs = []string{"/var/run/kubevirt", "/var/run/kubevirt-private"}
+
+// NodeOptions makes Start also run a node: containerd and runc from the
+// host's packages and a kubelet, registering Node [NodeName]. Pods on it
+// must use the host network: its CNI configuration only sets up loopback.
+type NodeOptions struct {
+	// Images are image tarballs (docker save or OCI layout) imported into
+	// containerd's k8s.io namespace before the kubelet starts. A pause
+	// image tagged registry.k8s.io/pause:3.10 must be among them: the
+	// kubelet's pod sandboxes use it and nothing can pull it.
+	Images []string
+}
+
+// Node is a running containerd and kubelet.
+type Node struct {
+	// Name is the Node's name ([NodeName]).
+	Name string
+	// ContainerdSocket is containerd's address, for `ctr -a`.
+	ContainerdSocket string
+
+	dir        string
+	lock       *os.File
+	containerd *process
+	kubelet    *process
+	created    []string // host directories the node created
+	mounted    []string // bind mounts the node made
+}
+
+// pauseImage is the sandbox image the kubelet and containerd use.
+const pauseImage = "registry.k8s.io/pause:3.10"
+
+func nodeInstallHint(what string) string {
+	return fmt.Sprintf("%s is missing: install it with `apt-get install -y containerd runc` (hack/setup-node.sh, run by `make test-deps`)", what)
+}
+
+// startNode starts containerd and the kubelet against the running control
+// plane and waits until the Node is Ready.
+func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, kubeletBin string) error {
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return errors.New(nodeInstallHint(bin))
+		}
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("a node needs root (containerd, kubelet and mounts)")
+	}
+	n := &Node{Name: NodeName, dir: filepath.Join(e.Dir, "node")}
+	e.Node = n
+	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
+	lock, err := lockNode(e.Dir)
+	if err != nil {
+		return err
+	}
+	n.lock = lock
+	// A node of an earlier run killed before it could clean up.
+	if err := CleanupNode(); err != nil {
+		return fmt.Errorf("cleaning up an earlier node: %w", err)
+	}
+	if err := n.prepareHost(); err != nil {
+		return err
+	}
+	if err := n.writeConfig(p, e.Config.Host); err != nil {
+		return err
+	}
+	if n.containerd, err = e.startProcess("containerd", "containerd", "--config", filepath.Join(n.dir, "containerd.toml")); err != nil {
+		return err
+	}
+	if err := poll(ctx, n.containerd, "containerd", func(ctx context.Context) (bool, string) {
+		out, err := exec.CommandContext(ctx, "ctr", "-a", n.ContainerdSocket, "version").CombinedOutput()
+		return err == nil, string(out)
+	}); err != nil {
+		return err
+	}
+	if err := n.ImportImages(ctx, opts.Images...); err != nil {
+		return err
+	}
+	if n.kubelet, err = e.startProcess("kubelet", kubeletBin,
+		"--config="+filepath.Join(n.dir, "kubelet-config.yaml"),
+		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"--hostname-override="+n.Name,
+		"--root-dir="+KubeletRootDir,
+	); err != nil {
+		return err
+	}
+	return poll(ctx, n.kubelet, "Node "+n.Name+" Ready", func(ctx context.Context) (bool, string) {
+		node, err := e.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Ready condition yet"
+	})
+}
+
+// ImportImages imports image tarballs into containerd's k8s.io namespace,
+// where the kubelet finds them.
+func (n *Node) ImportImages(ctx context.Context, tarballs ...string) error {
+	for _, t := range tarballs {
+		out, err := exec.CommandContext(ctx, "ctr", "-a", n.ContainerdSocket, "-n", "k8s.io", "images", "import", t).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("importing image %s: %v: %s", t, err, out)
+		}
+	}
+	return nil
+}
+
+// lockNode takes the machine-wide node lock, or names who holds it.
+func lockNode(runDir string) (*os.File, error) {
+	f, err := os.OpenFile(nodeLockFile, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("node lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(nodeLockFile)
+		f.Close()
+		return nil, fmt.Errorf("another vmkit node runs on this machine (%s); only one can (the kubelet's paths and ports are fixed): stop it first (`make demo-down` for the demo's)",
+			strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d, run dir %s\n", os.Getpid(), runDir)), 0)
+	return f, nil
+}
+
+// prepareHost creates the node's directories and makes the shared mounts.
+func (n *Node) prepareHost() error {
+	if err := os.MkdirAll(filepath.Join(n.dir, "cni"), 0o755); err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(KubeletRootDir); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); err != nil {
+			return fmt.Errorf("%s exists and was not made by a vmkit node: another kubelet owns this machine", KubeletRootDir)
+		}
+	}
+	for _, d := range append(slices.Clone(hostDirs), KubeletRootDir) {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			n.created = append(n.created, d)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(KubeletRootDir, nodeMarker), nil, 0o644); err != nil {
+		return err
+	}
+	for _, d := range sharedDirs {
+		if err := syscall.Mount(d, d, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s: %w", d, err)
+		}
+		n.mounted = append(n.mounted, d)
+		if err := syscall.Mount("", d, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("making %s a shared mount: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// writeConfig writes containerd's and the kubelet's configuration, the
+// loopback CNI network and the kubelet's kubeconfig with a node client
+// certificate.
+func (n *Node) writeConfig(p *pki, server string) error {
+	cniBin := "/usr/lib/cni"
+	if _, err := os.Stat(filepath.Join(cniBin, "loopback")); err != nil {
+		return errors.New(nodeInstallHint("the loopback CNI plugin (" + cniBin + "/loopback, package containernetworking-plugins)"))
+	}
+	containerd := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # No CAP_SYS_RESOURCE on these machines: a negative oom_score_adj fails runc.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    SystemdCgroup = false
+`, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), n.ContainerdSocket,
+		pauseImage, cniBin, filepath.Join(n.dir, "cni"))
+	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+healthzBindAddress: 127.0.0.1
+readOnlyPort: 0
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: %q}}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://%s
+failSwapOn: false
+resolvConf: /etc/resolv.conf
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
+serializeImagePulls: false
+`, p.caCertFile, n.ContainerdSocket)
+	files := map[string]string{
+		"containerd.toml":          containerd,
+		"kubelet-config.yaml":      kubelet,
+		"cni/99-loopback.conflist": `{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}` + "\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(n.dir, name), []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	return writeClientKubeconfig(p, server, filepath.Join(n.dir, "kubelet.kubeconfig"),
+		pkix.Name{CommonName: "system:node:" + n.Name, Organization: []string{"system:nodes"}})
+}
+
+// writeClientKubeconfig writes a kubeconfig for a client certificate with
+// the given subject, signed by the control plane's CA.
+func writeClientKubeconfig(p *pki, server, path string, subject pkix.Name) error {
+	now := time.Now()
+	cert, key, err := newCert(&x509.Certificate{
+		Subject:     subject,
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca, p.caKey)
+	if err != nil {
+		return fmt.Errorf("client certificate for %s: %w", subject.CommonName, err)
+	}
+	keyPEM, err := ecKeyPEM(key)
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.caCertPEM}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM(cert), ClientKeyData: keyPEM}
+	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user"}
+	kc.CurrentContext = "testenv"
+	data, err := k8sruntime.Encode(clientcmdlatest.Codec, kc)
+	if err != nil {
+		return err
+	}
+	if data, err = yaml.JSONToYAML(data); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// nodeAPIServerArgs are kube-apiserver's flags for reaching the kubelet
+// (logs, exec, port-forward): by host name, with a client certificate.
+func nodeAPIServerArgs(p *pki, dir string) ([]string, error) {
+	now := time.Now()
+	cert, key, err := newCert(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{mastersGroup}},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca, p.caKey)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet client certificate: %w", err)
+	}
+	keyPEM, err := ecKeyPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	p.kubeletClientCertFile = filepath.Join(dir, "kubelet-client.crt")
+	p.kubeletClientKeyFile = filepath.Join(dir, "kubelet-client.key")
+	if err := os.WriteFile(p.kubeletClientCertFile, certPEM(cert), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(p.kubeletClientKeyFile, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return []string{
+		"--kubelet-client-certificate=" + p.kubeletClientCertFile,
+		"--kubelet-client-key=" + p.kubeletClientKeyFile,
+		"--kubelet-preferred-address-types=Hostname",
+	}, nil
+}
+
+// stop ends the kubelet, every pod's processes, the containerd shims and
+// containerd, then removes the node's mounts and directories.
+func (n *Node) stop() error {
+	if n.kubelet != nil {
+		n.kubelet.stop(stopGrace)
+	}
+	err := errors.Join(killCgroup(kubepodsCgroup), killShims(n.ContainerdSocket))
+	if n.containerd != nil {
+		n.containerd.stop(stopGrace)
+	}
+	err = errors.Join(err, unmountUnder(n.dir), unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
+	for i := len(n.mounted) - 1; i >= 0; i-- {
+		err = errors.Join(err, unmount(n.mounted[i]))
+	}
+	err = errors.Join(err, removeCgroup(kubepodsCgroup))
+	for _, d := range n.created {
+		err = errors.Join(err, os.RemoveAll(d))
+	}
+	if !slices.Contains(n.created, KubeletRootDir) {
+		// Ours (the marker says so) but older than this node: keep the directory, drop its contents.
+		err = errors.Join(err, removeContents(KubeletRootDir))
+	}
+	if n.lock != nil {
+		_ = n.lock.Truncate(0)
+		n.lock.Close()
+	}
+	return err
+}
+
+// CleanupNode removes what a node killed before it could stop leaves
+// behind: pod processes, containerd shims of testenv's containerd sockets,
+// mounts under the kubelet's root directory and the shared bind mounts. It
+// must only be called while holding the node lock (a running node would be
+// destroyed); startNode calls it.
+func CleanupNode() error {
+	if _, err := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); err != nil {
+		return nil // no node ever ran here, or it cleaned up
+	}
+	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""))
+	err = errors.Join(err, unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
+	for _, d := range sharedDirs {
+		for mounted(d) {
+			if uerr := unmount(d); uerr != nil {
+				err = errors.Join(err, uerr)
+				break
+			}
+		}
+	}
+	err = errors.Join(err, removeCgroup(kubepodsCgroup), removeContents(KubeletRootDir))
+	return err
+}
+
+// killCgroup SIGKILLs every process in the named cgroup, and below it, of
+// every cgroup v1 hierarchy (or the v2 one).
+func killCgroup(name string) error {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", name))
+	if d := filepath.Join(cgroupRoot, name); exists(d) {
+		dirs = append(dirs, d)
+	}
+	for range 50 {
+		found := false
+		for _, d := range dirs {
+			_ = filepath.WalkDir(d, func(path string, entry os.DirEntry, err error) error {
+				if err != nil || entry.IsDir() || entry.Name() != "cgroup.procs" {
+					return nil
+				}
+				data, _ := os.ReadFile(path)
+				for _, f := range strings.Fields(string(data)) {
+					if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+						found = true
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				return nil
+			})
+		}
+		if !found {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("processes are left in the %s cgroups after SIGKILL", name)
+}
+
+// removeCgroup removes the (empty) cgroup directories below and of name.
+func removeCgroup(name string) error {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", name))
+	if d := filepath.Join(cgroupRoot, name); exists(d) {
+		dirs = append(dirs, d)
+	}
+	var errs []error
+	for _, d := range dirs {
+		var all []string
+		_ = filepath.WalkDir(d, func(path string, entry os.DirEntry, err error) error {
+			if err == nil && entry.IsDir() {
+				all = append(all, path)
+			}
+			return nil
+		})
+		for i := len(all) - 1; i >= 0; i-- { // children first
+			if err := syscall.Rmdir(all[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", all[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killShims SIGKILLs the containerd-shim-runc-v2 processes serving the
+// containerd at socket, or, with an empty socket, any testenv containerd.
+func killShims(socket string) error {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "containerd-shim-runc-v2" {
+			continue
+		}
+		i := slices.Index(args, "-address")
+		if i < 0 || i+1 >= len(args) {
+			continue
+		}
+		addr := args[i+1]
+		ours := addr == socket || (socket == "" && strings.Contains(addr, "/vmkit-testenv-") && strings.HasSuffix(addr, "/"+containerdSock))
+		if !ours {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return nil
+}
+
+// mountPoints returns the mount points at or under prefix (symbolic links
+// resolved, as /proc/self/mountinfo shows them), deepest first.
+func mountPoints(prefix string) []string {
+	prefix = resolve(prefix)
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if strings.HasPrefix(mp, prefix) {
+			out = append(out, mp)
+		}
+	}
+	// Deepest first, so children go before their parents; a path mounted
+	// several times appears several times.
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return out
+}
+
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// unmountUnder unmounts every mount strictly below prefix.
+func unmountUnder(prefix string) error {
+	var errs []error
+	for _, mp := range mountPoints(prefix) {
+		if mp == strings.TrimSuffix(resolve(prefix), "/") {
+			continue
+		}
+		if err := unmount(mp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func unmount(path string) error {
+	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("unmounting %s: %w", path, err)
+	}
+	return nil
+}
+
+func mounted(path string) bool {
+	return slices.Contains(mountPoints(path), resolve(path))
+}
+
+// resolve returns path with symbolic links resolved (/var/run is /run),
+// keeping a trailing slash; a path that does not exist is returned as is.
+func resolve(path string) string {
+	r, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return path
+	}
+	if strings.HasSuffix(path, "/") && !strings.HasSuffix(r, "/") {
+		r += "/"
+	}
+	return r
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// removeContents removes everything in dir but dir itself.
+func removeContents(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
