@@ -6,7 +6,13 @@
 // launcher gone without a clean end → Failed with a reason, the Paused
 // condition. A deleted or final VMI's guest is shut down gracefully (the
 // launcher destroys it after the grace period) and its socket directory is
-// removed.
+// removed when the agent owns it.
+//
+// It finds a launcher's command socket by the VMI's UID, each time it
+// connects: under Config.ShareDir (launchers sharing the agent's directory,
+// as nodeagent/localnode runs them) or in the sockets volume of a launcher
+// pod under Config.KubeletPodsDir (a real kubelet), preferring one that
+// accepts a connection.
 //
 // The agent keeps no state of its own: a restarted agent finds the running
 // launchers by their sockets, and never stops a running guest or marks it
@@ -22,6 +28,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -54,10 +63,18 @@ type Config struct {
 	// Client reads and writes VMIs; Kube writes the Node and events.
 	Client versioned.Interface
 	Kube   kubernetes.Interface
-	// ShareDir is where launchers' command sockets are:
-	// <ShareDir>/sockets/<VMI UID>/launcher.sock (the launchers'
-	// --kubevirt-share-dir as seen from the node).
+	// ShareDir is where launchers sharing the agent's directory have their
+	// command sockets: <ShareDir>/sockets/<VMI UID>/launcher.sock (the
+	// launchers' --kubevirt-share-dir as seen from the node; how
+	// nodeagent/localnode runs them).
 	ShareDir string
+	// KubeletPodsDir is the kubelet's pods directory as seen from the
+	// agent (default /var/lib/kubelet/pods). A launcher in a launcher pod
+	// serves its command socket in the pod's sockets emptyDir:
+	// <KubeletPodsDir>/<pod UID>/volumes/kubernetes.io~empty-dir/sockets/<VMI UID>/launcher.sock.
+	// The agent looks there too and never deletes anything under it (the
+	// kubelet removes a pod's volumes).
+	KubeletPodsDir string
 	// Workers is the number of VMIs synced concurrently (default 3).
 	Workers int
 	// PollInterval is how often the domain of each VMI is checked (default 1s).
@@ -100,6 +117,9 @@ type Agent struct {
 func New(cfg Config) (*Agent, error) {
 	if cfg.NodeName == "" || cfg.Client == nil || cfg.Kube == nil || cfg.ShareDir == "" {
 		return nil, errors.New("nodeagent: NodeName, Client, Kube and ShareDir are required")
+	}
+	if cfg.KubeletPodsDir == "" {
+		cfg.KubeletPodsDir = DefaultKubeletPodsDir
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 3
@@ -177,16 +197,103 @@ type goneVMI struct {
 	grace time.Duration
 }
 
-// client returns the cached launcher client of a VMI.
+// client returns the cached launcher client of a VMI. It looks for the
+// launcher's socket each time it connects: the launcher pod, and so its
+// socket, appears after the VMI, and may be replaced.
 func (a *Agent) client(uid types.UID) *launcher.Client {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c, ok := a.clients[uid]
 	if !ok {
-		c = launcher.NewClient(launcher.SocketPath(a.cfg.ShareDir, string(uid)))
+		name := launcher.SocketPath(a.cfg.ShareDir, string(uid)) + " or " +
+			filepath.Join(kubeletSocketDirPattern(a.cfg.KubeletPodsDir, string(uid)), launcher.SocketFile)
+		c = launcher.NewResolvingClient(name, func() []string {
+			return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid))
+		})
 		a.clients[uid] = c
 	}
 	return c
+}
+
+// DefaultKubeletPodsDir is where the kubelet keeps its pods' volumes.
+const DefaultKubeletPodsDir = "/var/lib/kubelet/pods"
+
+// socketsVolume is the launcher pod's emptyDir volume mounted at
+// <share dir>/sockets (podtemplate's; TestSocketsVolumeIsPodtemplates
+// keeps the two in step).
+const socketsVolume = "sockets"
+
+// kubeletSocketDirPattern is the glob pattern of the socket directories of
+// the launcher pods of a VMI.
+func kubeletSocketDirPattern(podsDir, uid string) string {
+	return filepath.Join(podsDir, "*", "volumes", "kubernetes.io~empty-dir", socketsVolume, uid)
+}
+
+// launcherDirs returns the existing socket directories of the launcher of
+// the VMI with the given UID, in order of preference: the one under
+// shareDir, then those in launcher pods' volumes under podsDir, most
+// recently changed first (a newer pod's before a stale one's).
+func launcherDirs(shareDir, podsDir, uid string) []string {
+	var dirs []string
+	if local := launcher.SocketDir(shareDir, uid); isDir(local) {
+		dirs = append(dirs, local)
+	}
+	pods, _ := filepath.Glob(kubeletSocketDirPattern(podsDir, uid)) // only a bad pattern errs
+	type dir struct {
+		path string
+		mod  time.Time
+	}
+	found := make([]dir, 0, len(pods))
+	for _, p := range pods {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			found = append(found, dir{p, fi.ModTime()})
+		}
+	}
+	sort.SliceStable(found, func(i, j int) bool { return found[i].mod.After(found[j].mod) })
+	for _, d := range found {
+		dirs = append(dirs, d.path)
+	}
+	return dirs
+}
+
+// launcherSockets returns the command sockets of the launcher of the VMI
+// with the given UID that exist, in launcherDirs' order; the client uses
+// the first that accepts a connection.
+func launcherSockets(shareDir, podsDir, uid string) []string {
+	var socks []string
+	for _, d := range launcherDirs(shareDir, podsDir, uid) {
+		p := filepath.Join(d, launcher.SocketFile)
+		if _, err := os.Lstat(p); err == nil {
+			socks = append(socks, p)
+		}
+	}
+	return socks
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// readFinal reads the final status the launcher of the VMI with the given
+// UID left, from the first of its directories that holds one; an error
+// wrapping os.ErrNotExist when none does.
+func (a *Agent) readFinal(uid types.UID) (launcher.Status, error) {
+	for _, d := range launcherDirs(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid)) {
+		st, err := launcher.ReadFinalDir(d)
+		if !errors.Is(err, os.ErrNotExist) {
+			return st, err
+		}
+	}
+	return launcher.Status{}, fmt.Errorf("final status of VMI %s: %w", uid, os.ErrNotExist)
+}
+
+// removeSocketDir removes the socket directory of a launcher that is gone,
+// <ShareDir>/sockets/<uid>, the only one the agent owns: a directory in a
+// launcher pod's volume belongs to the kubelet, which removes it with the
+// pod (the pod may still exist, and its launcher's final state with it).
+func (a *Agent) removeSocketDir(uid types.UID) error {
+	return os.RemoveAll(launcher.SocketDir(a.cfg.ShareDir, string(uid)))
 }
 
 func (a *Agent) forgetClient(uid types.UID) {

@@ -59,7 +59,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	st, err := c.State(ctx)
 	switch {
 	case launcher.IsGone(err):
-		final, ferr := launcher.ReadFinal(a.cfg.ShareDir, string(vmi.UID))
+		final, ferr := a.readFinal(vmi.UID)
 		switch {
 		case ferr == nil:
 			obs.launcher = &final
@@ -157,7 +157,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, gra
 		a.mu.Lock()
 		delete(a.stopping, uid)
 		a.mu.Unlock()
-		if err := os.RemoveAll(launcher.SocketDir(a.cfg.ShareDir, string(uid))); err != nil {
+		if err := a.removeSocketDir(uid); err != nil {
 			return 0, fmt.Errorf("cleaning up after VMI %s: %w", key, err)
 		}
 		return 0, nil

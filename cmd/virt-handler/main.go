@@ -41,16 +41,17 @@ func main() {
 
 func run() error {
 	var (
-		node, kubeconfig, shareDir, listen string
-		port, consolePort                  int
-		certFile, keyFile, clientCA        string
-		insecure                           bool
-		heartbeat, poll                    time.Duration
+		node, kubeconfig, listen, shareDir, podsDir string
+		port, consolePort                           int
+		certFile, keyFile, clientCA                 string
+		insecure                                    bool
+		heartbeat, poll                             time.Duration
 	)
 	fs := flag.NewFlagSet("virt-handler", flag.ContinueOnError)
 	fs.StringVar(&node, "hostname-override", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME, else the host name)")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
-	fs.StringVar(&shareDir, "kubevirt-share-dir", "/var/run/kubevirt", "where the launchers' command sockets are (sockets/<vmi uid>/launcher.sock)")
+	fs.StringVar(&shareDir, "kubevirt-share-dir", "/var/run/kubevirt", "where launchers sharing this directory have their command sockets (sockets/<vmi uid>/launcher.sock)")
+	fs.StringVar(&podsDir, "kubelet-pods-dir", nodeagent.DefaultKubeletPodsDir, "the kubelet's pods directory: launcher pods' command sockets are in <pod uid>/volumes/kubernetes.io~empty-dir/sockets/<vmi uid>/launcher.sock")
 	fs.StringVar(&listen, "listen-address", "0.0.0.0", "address the servers listen on")
 	fs.IntVar(&port, "port", 8443, "port of /metrics and /healthz (0 disables)")
 	fs.IntVar(&consolePort, "console-server-port", 8186, "port of the console, VNC and lifecycle REST API (0 disables)")
@@ -105,7 +106,7 @@ func run() error {
 		return err
 	}
 	agent, err := nodeagent.New(nodeagent.Config{
-		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir,
+		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir, KubeletPodsDir: podsDir,
 		HeartbeatInterval: heartbeat, PollInterval: poll,
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,22 +21,89 @@ import (
 
 // Client talks to the launcher of one VMI over its command socket.
 type Client struct {
-	socket string
-	http   *http.Client
+	// socket names the socket in errors: its path, or what NewResolvingClient was given.
+	socket  string
+	resolve func() []string
+	http    *http.Client
 }
 
 // NewClient returns a client of the launcher listening on socket (see
 // SocketPath). It does not connect until the first call.
 func NewClient(socket string) *Client {
+	return NewResolvingClient(socket, func() []string { return []string{socket} })
+}
+
+// NewResolvingClient returns a client of a launcher whose socket is not
+// known in advance or may move, such as one in a launcher pod's volume that
+// appears only after the pod started. Each time the client connects it asks
+// resolve for the candidate sockets, in order of preference, and uses the
+// first that accepts a connection. With no candidate, or none accepting,
+// calls fail with an error for which IsGone is true. name describes the
+// socket in errors.
+func NewResolvingClient(name string, resolve func() []string) *Client {
+	c := &Client{socket: name, resolve: resolve}
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
 		MaxIdleConns:      1,
 		DisableKeepAlives: false,
 	}
-	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+	c.http = &http.Client{Transport: tr}
+	return c
+}
+
+// dial connects to the first candidate socket that accepts. When none
+// does, it returns an error that says why the launcher could not be
+// reached rather than that it is gone (a timeout, a permission), if any,
+// else the first candidate's.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	paths := c.resolve()
+	if len(paths) == 0 {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: c.socket, Net: "unix"}, Err: syscall.ENOENT}
+	}
+	var first, other error
+	for _, p := range paths {
+		conn, err := dialUnix(ctx, p)
+		if err == nil {
+			return conn, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if other == nil && !IsGone(err) {
+			other = err
+		}
+	}
+	if other != nil {
+		return nil, other
+	}
+	return nil, first
+}
+
+// maxSocketPath is the longest path connect(2) takes: sun_path holds 108
+// bytes with the terminating NUL.
+const maxSocketPath = 107
+
+// dialUnix connects to the UNIX socket at path. A longer path than
+// sun_path holds, such as a socket in a kubelet pod's volume
+// (/var/lib/kubelet/pods/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/<vmi uid>/launcher.sock),
+// is reached through /proc/self/fd/<its directory>.
+func dialUnix(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	if len(path) <= maxSocketPath {
+		return d.DialContext(ctx, "unix", path)
+	}
+	addr := &net.UnixAddr{Name: path, Net: "unix"}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: addr, Err: err}
+	}
+	defer dir.Close()
+	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		oe.Addr = addr // name the real path in errors
+	}
+	return conn, err
 }
 
 // Close releases idle connections.
@@ -156,8 +225,7 @@ func (c *Client) VNC(ctx context.Context) (io.ReadWriteCloser, error) {
 }
 
 func (c *Client) stream(ctx context.Context, path string) (io.ReadWriteCloser, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}

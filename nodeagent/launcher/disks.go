@@ -124,9 +124,10 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 }
 
 // servedImage finds the image a container-disk sidecar serves as name:
-// <ContainerDiskDir>/<uid>/<name>* or <ContainerDiskDir>/<name>*, a file,
-// or a directory holding the image (at path inside it, or its only image
-// file, also one level down as in KubeVirt's /disk/ layout).
+// <ContainerDiskDir>/<uid>/<name>[.<ext>] or <ContainerDiskDir>/<name>[.<ext>],
+// a file, or a directory holding the image (at path inside it, else the
+// first file of its disk/ directory, KubeVirt's layout that cmd/container-disk
+// copies, else its first file, also one level down).
 func (l *Launcher) servedImage(name, uid, path string) (string, error) {
 	if l.cfg.ContainerDiskDir == "" {
 		return "", fmt.Errorf("no container disk directory configured (--container-disk-dir)")
@@ -138,7 +139,8 @@ func (l *Launcher) servedImage(name, uid, path string) (string, error) {
 		candidates = append(candidates, m...)
 	}
 	for _, c := range candidates {
-		if strings.HasSuffix(c, ".sock") {
+		// disk_1* also matches disk_10, another volume's image.
+		if rest := strings.TrimPrefix(filepath.Base(c), name); (rest != "" && rest[0] != '.') || strings.HasSuffix(c, ".sock") {
 			continue
 		}
 		fi, err := os.Stat(c)
@@ -154,6 +156,10 @@ func (l *Launcher) servedImage(name, uid, path string) (string, error) {
 				if _, err := os.Stat(p); err == nil {
 					return p, nil
 				}
+			}
+			// disk/ first: an image may hold boot/ too, which sorts before it.
+			if img := imageIn(filepath.Join(c, "disk"), 0); img != "" {
+				return img, nil
 			}
 			if img := imageIn(c, 1); img != "" {
 				return img, nil

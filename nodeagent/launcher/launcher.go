@@ -136,6 +136,14 @@ func (s Status) Succeeded() bool {
 	return false
 }
 
+// Names of the files in a launcher's socket directory.
+const (
+	// SocketFile is the command socket.
+	SocketFile = "launcher.sock"
+	// FinalFile holds the final status (see ReadFinalDir).
+	FinalFile = "final.json"
+)
+
 // SocketDir is the directory of the command socket of the VMI with the
 // given UID: <shareDir>/sockets/<uid>.
 func SocketDir(shareDir, uid string) string {
@@ -144,24 +152,32 @@ func SocketDir(shareDir, uid string) string {
 
 // SocketPath is the command socket of the VMI with the given UID.
 func SocketPath(shareDir, uid string) string {
-	return filepath.Join(SocketDir(shareDir, uid), "launcher.sock")
+	return filepath.Join(SocketDir(shareDir, uid), SocketFile)
 }
 
 // FinalPath is where a launcher leaves the final status of its domain.
 func FinalPath(shareDir, uid string) string {
-	return filepath.Join(SocketDir(shareDir, uid), "final.json")
+	return filepath.Join(SocketDir(shareDir, uid), FinalFile)
 }
 
 // ReadFinal reads the final status a launcher left; an error wrapping
 // os.ErrNotExist when it left none.
 func ReadFinal(shareDir, uid string) (Status, error) {
+	return ReadFinalDir(SocketDir(shareDir, uid))
+}
+
+// ReadFinalDir reads the final status a launcher left in its socket
+// directory dir, wherever that directory is seen (a kubelet pod's volume,
+// for instance); an error wrapping os.ErrNotExist when it left none.
+func ReadFinalDir(dir string) (Status, error) {
 	var s Status
-	b, err := os.ReadFile(FinalPath(shareDir, uid))
+	path := filepath.Join(dir, FinalFile)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("final status of VMI %s: %w", uid, err)
+		return s, fmt.Errorf("final status %s: %w", path, err)
 	}
 	return s, nil
 }

@@ -1,0 +1,244 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/podtemplate"
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// listenUnix listens on a UNIX socket at path, however long (a kubelet
+// pod's volume is deeper than a socket address holds), through
+// /proc/self/fd/<its directory>. Closing the listener leaves the socket
+// file, as a killed launcher does.
+func listenUnix(t *testing.T, path string) *net.UnixListener {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	return ul
+}
+
+// fakeLauncher answers /v1/ping and /v1/state on ln with st until closed.
+func fakeLauncher(t *testing.T, ln net.Listener, st launcher.Status) *http.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/ping", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"uid": st.UID})
+	})
+	mux.HandleFunc("/v1/state", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// podSocketDir is a launcher pod's socket directory as the kubelet lays it
+// out on the node.
+func podSocketDir(podsDir, podUID, vmiUID string) string {
+	return filepath.Join(podsDir, podUID, "volumes", "kubernetes.io~empty-dir", "sockets", vmiUID)
+}
+
+// With a real kubelet the launcher's socket is in its pod's sockets
+// emptyDir. The agent finds it there when it appears, prefers a live
+// socket to a stale one, reads the final state left there, and leaves the
+// kubelet's directories alone.
+func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
+	dir := t.TempDir()
+	share, pods := filepath.Join(dir, "share"), filepath.Join(dir, "pods")
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1", UID: "0d4a0f4e-1111-4222-8333-944455556666",
+			Labels: map[string]string{v1.NodeNameLabel: "node01"}},
+		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
+	}
+	uid := string(vmi.UID)
+	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
+		Recorder: record.NewFakeRecorder(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := "ns/vm1"
+	syncTo := func(want v1.VirtualMachineInstancePhase) {
+		t.Helper()
+		got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.informer.GetIndexer().Update(got); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.sync(ctx, key); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		if got, _ = client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{}); got.Status.Phase != want {
+			t.Fatalf("phase %s (%s), want %s", got.Status.Phase, got.Status.Reason, want)
+		}
+	}
+
+	// Scheduled, the launcher pod not started yet: the agent waits.
+	syncTo(v1.Scheduled)
+
+	// Now: an earlier launcher pod whose launcher was killed (its socket
+	// is left, changed last so it is tried first), the launcher pod of
+	// this VMI, another VMI's launcher pod, and a pod without volumes.
+	stalePod, livePod := "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+	stale := filepath.Join(podSocketDir(pods, stalePod, uid), launcher.SocketFile)
+	live := filepath.Join(podSocketDir(pods, livePod, uid), launcher.SocketFile)
+	running := launcher.Status{UID: uid, Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	srv := fakeLauncher(t, listenUnix(t, live), running)
+	listenUnix(t, stale).Close()
+	other := running
+	other.UID = "99999999-0000-4000-8000-000000000000"
+	fakeLauncher(t, listenUnix(t, filepath.Join(podSocketDir(pods, "33333333-cccc-4ccc-8ccc-cccccccccccc", other.UID), launcher.SocketFile)), other)
+	if err := os.MkdirAll(filepath.Join(pods, "44444444-dddd-4ddd-8ddd-dddddddddddd", "containers"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(filepath.Dir(stale), later, later); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{stale, live}, launcherSockets(share, pods, uid)); diff != "" {
+		t.Errorf("launcher sockets (-want +got):\n%s", diff)
+	}
+	if got, err := a.client(vmi.UID).Ping(ctx); err != nil || got != uid {
+		t.Errorf("Ping: %q, %v; want the live launcher of %s", got, err, uid)
+	}
+	syncTo(v1.Running)
+
+	// The guest shuts down: the launcher leaves its final state next to its
+	// socket and exits.
+	final := running
+	final.State, final.Reason, final.Final = hypervisor.StateShutoff, hypervisor.ReasonShutdown, true
+	b, _ := json.Marshal(final)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(live), launcher.FinalFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if err := os.Remove(live); err != nil {
+		t.Fatal(err)
+	}
+	syncTo(v1.Succeeded)
+
+	// Cleaning up after the launcher removes the agent's own socket
+	// directory but nothing in the pods' volumes: the kubelet removes
+	// those with the pods.
+	own := launcher.SocketDir(share, uid)
+	if err := os.MkdirAll(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.stopAndClean(ctx, key, vmi.UID, time.Second); again != 0 || err != nil {
+		t.Fatalf("stopAndClean: %v, %v; want the launcher gone", again, err)
+	}
+	if _, err := os.Stat(own); !os.IsNotExist(err) {
+		t.Errorf("%s: %v, want it removed", own, err)
+	}
+	for _, p := range []string{stale, filepath.Join(filepath.Dir(live), launcher.FinalFile)} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("the agent removed %s from a pod's volume: %v", p, err)
+		}
+	}
+}
+
+// The local arrangement (nodeagent/localnode, make demo): a socket and
+// final state under ShareDir come first.
+func TestLauncherDirsPreferShareDir(t *testing.T) {
+	dir := t.TempDir()
+	share, pods := filepath.Join(dir, "share"), filepath.Join(dir, "pods")
+	const uid = "0d4a0f4e-1111-4222-8333-944455556666"
+	local, pod := launcher.SocketDir(share, uid), podSocketDir(pods, "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb", uid)
+	for _, d := range []string{local, pod} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(launcher.Status{UID: uid, Final: true, Message: d})
+		if err := os.WriteFile(filepath.Join(d, launcher.FinalFile), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{local, pod}, launcherDirs(share, pods, uid)); diff != "" {
+		t.Errorf("launcher directories (-want +got):\n%s", diff)
+	}
+	a := &Agent{cfg: Config{ShareDir: share, KubeletPodsDir: pods}}
+	if st, err := a.readFinal(uid); err != nil || st.Message != local {
+		t.Errorf("readFinal: %+v, %v; want the one in %s", st, err, local)
+	}
+	if err := os.RemoveAll(local); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := a.readFinal(uid); err != nil || st.Message != pod {
+		t.Errorf("readFinal: %+v, %v; want the one in %s", st, err, pod)
+	}
+	if err := os.RemoveAll(pods); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.readFinal(uid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("readFinal with none: %v, want not-exist", err)
+	}
+}
+
+// The agent looks for sockets in the volume podtemplate mounts at
+// <share dir>/sockets.
+func TestSocketsVolumeIsPodtemplates(t *testing.T) {
+	r, err := podtemplate.New(podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := r.RenderLaunchPod(&v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1", UID: "0d4a0f4e-1111-4222-8333-944455556666"},
+		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	socketsDir := filepath.Dir(launcher.SocketDir(r.Config().ShareDir, "uid"))
+	var mounted string
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == socketsDir {
+			mounted = m.Name
+		}
+	}
+	if mounted != socketsVolume {
+		t.Fatalf("the launcher pod mounts volume %q at %s, the agent looks in %q", mounted, socketsDir, socketsVolume)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == mounted && v.EmptyDir == nil {
+			t.Errorf("volume %s is not an emptyDir: %+v", v.Name, v.VolumeSource)
+		}
+	}
+}
