@@ -11,6 +11,7 @@ fi
 go vet ./...
 _output/bin/staticcheck ./...
 (cd hack/tools && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
+(cd hack/images && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
 # The embedding example is its own module (controller-runtime stays out of the SDK's go.mod).
 (cd examples/embed && go build -o /dev/null . && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
 echo "lint clean"
