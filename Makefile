@@ -17,12 +17,16 @@ all: test
 ## test: install what the tests need, check generated code and lint, run every test.
 test: test-deps verify lint
 	go test $(GO_TEST_FLAGS) ./...
+	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
-## test-deps: Kubernetes + etcd from source, libvirt + QEMU, the test guest, the code tools.
+## test-deps: Kubernetes + etcd from source, containerd + runc, libvirt + QEMU, the test guest,
+## vmkit's images (for the end-to-end tests on a real kubelet), the code tools.
 test-deps:
 	hack/setup-k8s.sh
+	hack/setup-node.sh
 	hack/setup-libvirt.sh
 	hack/make-guest.sh $(VMKIT_GUEST_DIR)
+	hack/build-images.sh
 	hack/tools.sh
 
 ## unit: only the tests that need nothing installed.

@@ -39,10 +39,12 @@ const (
 	containerdSock = "containerd.sock"
 )
 
-// sharedDirs are bind-mounted onto themselves and made shared so that pods
-// may mount them with Bidirectional propagation (the node agent does), on a
-// host whose root mount is private.
-var sharedDirs = []string{KubeletRootDir, "/var/run/kubevirt"}
+// rootSharedMarker, in KubeletRootDir, records that the node made the root
+// mount shared (pods may mount host paths with Bidirectional propagation,
+// as the node agent does, only from shared mounts; containerd checks the
+// path as written, so bind mounts below a symbolic link such as /var/run do
+// not help) and must make it private again.
+const rootSharedMarker = ".vmkit-root-shared"
 
 // hostDirs are created by the node's pods (hostPath DirectoryOrCreate) and
 // removed when the node stops, if they did not exist before.
@@ -71,7 +73,7 @@ type Node struct {
 	containerd *process
 	kubelet    *process
 	created    []string // host directories the node created
-	mounted    []string // bind mounts the node made
+	rootShared bool     // the node made / shared
 }
 
 // pauseImage is the sandbox image the kubelet and containerd use.
@@ -194,14 +196,46 @@ func (n *Node) prepareHost() error {
 	if err := os.WriteFile(filepath.Join(KubeletRootDir, nodeMarker), nil, 0o644); err != nil {
 		return err
 	}
-	for _, d := range sharedDirs {
-		if err := syscall.Mount(d, d, "", syscall.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind-mounting %s: %w", d, err)
+	if !rootIsShared() {
+		if err := os.WriteFile(filepath.Join(KubeletRootDir, rootSharedMarker), nil, 0o644); err != nil {
+			return err
 		}
-		n.mounted = append(n.mounted, d)
-		if err := syscall.Mount("", d, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
-			return fmt.Errorf("making %s a shared mount: %w", d, err)
+		if err := syscall.Mount("", "/", "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("making / a shared mount: %w", err)
 		}
+		n.rootShared = true
+	}
+	return nil
+}
+
+// rootIsShared reports whether / is a shared mount (has a shared: tag in
+// /proc/self/mountinfo).
+func rootIsShared() bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 6 && fields[4] == "/" {
+			for _, f := range fields[6:] {
+				if f == "-" {
+					break
+				}
+				if strings.HasPrefix(f, "shared:") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// makeRootPrivate undoes prepareHost's shared root: every mount was
+// private before (the node only makes / shared when it was not).
+func makeRootPrivate() error {
+	if err := syscall.Mount("", "/", "", syscall.MS_PRIVATE|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("making / private again: %w", err)
 	}
 	return nil
 }
@@ -340,8 +374,8 @@ func (n *Node) stop() error {
 		n.containerd.stop(stopGrace)
 	}
 	err = errors.Join(err, unmountUnder(n.dir), unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
-	for i := len(n.mounted) - 1; i >= 0; i-- {
-		err = errors.Join(err, unmount(n.mounted[i]))
+	if n.rootShared {
+		err = errors.Join(err, makeRootPrivate())
 	}
 	err = errors.Join(err, removeCgroup(kubepodsCgroup))
 	for _, d := range n.created {
@@ -369,13 +403,8 @@ func CleanupNode() error {
 	}
 	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""))
 	err = errors.Join(err, unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
-	for _, d := range sharedDirs {
-		for mounted(d) {
-			if uerr := unmount(d); uerr != nil {
-				err = errors.Join(err, uerr)
-				break
-			}
-		}
+	if _, serr := os.Stat(filepath.Join(KubeletRootDir, rootSharedMarker)); serr == nil {
+		err = errors.Join(err, makeRootPrivate())
 	}
 	err = errors.Join(err, removeCgroup(kubepodsCgroup), removeContents(KubeletRootDir))
 	return err
@@ -517,10 +546,6 @@ func unmount(path string) error {
 		return fmt.Errorf("unmounting %s: %w", path, err)
 	}
 	return nil
-}
-
-func mounted(path string) bool {
-	return slices.Contains(mountPoints(path), resolve(path))
 }
 
 // resolve returns path with symbolic links resolved (/var/run is /run),

@@ -1,0 +1,377 @@
+// Package cluster brings up vmkit the way a user meets it, on one machine:
+// a real control plane and a real node (containerd + kubelet, see
+// internal/testenv), vmkit's images imported into containerd, the
+// operator's own installation applied, and a KubeVirt CR from which the
+// operator installs everything else. The end-to-end tests and `make demo`
+// use it.
+//
+// The node has no pod network (its CNI sets up loopback only), so the
+// operator is installed in host-network mode (installstrategy.EnvHostNetwork
+// = 127.0.0.1): every component and launcher pod runs on the host network,
+// servers listen on 127.0.0.1, and the pods reach kube-apiserver at
+// 127.0.0.1 instead of the kubernetes Service (nothing routes Service
+// addresses without kube-proxy). vmkit ships no virt-api yet, so the
+// operator installs none (installstrategy.EnvWithoutVirtAPI).
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/net/websocket"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Names of what the cluster installs.
+const (
+	// Namespace holds the operator, the components and the KubeVirt CR.
+	Namespace = installstrategy.DefaultNamespace
+	// KubeVirtName is the KubeVirt CR's name.
+	KubeVirtName = "kubevirt"
+	// HostAddress is where the components listen and reach the API server.
+	HostAddress = "127.0.0.1"
+	// DefaultTag is the tag hack/build-images.sh gives the images.
+	DefaultTag = "devel"
+	// Registry is the images' registry part (they are imported, never pulled).
+	Registry = "vmkit"
+)
+
+// Images are the image tarballs (under the images directory) a cluster
+// imports, as hack/build-images.sh names them.
+var Images = []string{"pause", "virt-operator", "virt-controller", "virt-handler", "virt-launcher", "tiny-guest"}
+
+// ImagesDirEnv, when set, names the directory of the image tarballs.
+const ImagesDirEnv = "VMKIT_IMAGES_DIR"
+
+// Options configure a cluster.
+type Options struct {
+	// ImagesDir holds the image tarballs (default $VMKIT_IMAGES_DIR, else
+	// <module root>/_output/images).
+	ImagesDir string
+	// Tag of vmkit's images (default "devel").
+	Tag string
+}
+
+// Cluster is a running single-node cluster with vmkit installed.
+type Cluster struct {
+	Env     *testenv.Env
+	Kube    kubernetes.Interface
+	Client  versioned.Interface
+	Dynamic dynamic.Interface
+	// Tag is the image tag installed.
+	Tag string
+}
+
+func (o *Options) defaults() error {
+	if o.Tag == "" {
+		o.Tag = DefaultTag
+	}
+	if o.ImagesDir == "" {
+		o.ImagesDir = os.Getenv(ImagesDirEnv)
+	}
+	if o.ImagesDir == "" {
+		root, err := testenv.ModuleRoot()
+		if err != nil {
+			return err
+		}
+		o.ImagesDir = filepath.Join(root, "_output", "images")
+	}
+	return nil
+}
+
+// ImageTarballs returns the paths of Images in dir, or an error naming the
+// command that builds the missing ones.
+func ImageTarballs(dir string) ([]string, error) {
+	var out, missing []string
+	for _, name := range Images {
+		p := filepath.Join(dir, name+".tar")
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+		out = append(out, p)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("image tarballs missing: %s; build them with `hack/build-images.sh` (run by `make test-deps`)", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// NodeOptions are the testenv options of a cluster's control plane and node.
+func NodeOptions(o Options) (testenv.Options, error) {
+	if err := o.defaults(); err != nil {
+		return testenv.Options{}, err
+	}
+	images, err := ImageTarballs(o.ImagesDir)
+	if err != nil {
+		return testenv.Options{}, err
+	}
+	return testenv.Options{WithControllerManager: true, WithScheduler: true, Node: &testenv.NodeOptions{Images: images}}, nil
+}
+
+// New wraps a running control plane and node (started with NodeOptions).
+func New(env *testenv.Env, o Options) (*Cluster, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if env.Node == nil {
+		return nil, errors.New("cluster: the environment runs no node")
+	}
+	c := &Cluster{Env: env, Kube: env.Kube, Tag: o.Tag}
+	var err error
+	if c.Client, err = versioned.NewForConfig(env.Config); err != nil {
+		return nil, err
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// OperatorConfig is the operator's installation on this cluster.
+func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
+	u, _ := url.Parse(c.Env.Config.Host)
+	port := u.Port()
+	return installstrategy.OperatorConfig{
+		Image:           Registry + "/" + v1.VirtOperatorValue + ":" + c.Tag,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		HostNetwork:     HostAddress,
+		WithoutVirtAPI:  true,
+		Env: map[string]string{
+			// The operator's own client, and through the passthrough
+			// prefix every component's, reach the API server directly.
+			"KUBERNETES_SERVICE_HOST": HostAddress,
+			"KUBERNETES_SERVICE_PORT": port,
+			installstrategy.EnvPassthroughPrefix + "KUBERNETES_SERVICE_HOST": HostAddress,
+			installstrategy.EnvPassthroughPrefix + "KUBERNETES_SERVICE_PORT": port,
+		},
+	}
+}
+
+// resources maps the kinds of the operator's installation to their resources.
+var resources = map[string]struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}{
+	"Namespace":                {schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, false},
+	"CustomResourceDefinition": {schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, false},
+	"ServiceAccount":           {schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, true},
+	"ClusterRole":              {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, false},
+	"ClusterRoleBinding":       {schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, false},
+	"Deployment":               {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+}
+
+// InstallOperator applies the operator's own installation (server-side
+// apply, so it can run again) and creates the KubeVirt CR asking for
+// emulation and one replica of each component.
+func (c *Cluster) InstallOperator(ctx context.Context) error {
+	objs, err := installstrategy.OperatorObjects(c.OperatorConfig())
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		r, ok := resources[kind]
+		if !ok {
+			return fmt.Errorf("cluster: no resource for kind %s", kind)
+		}
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: content}
+		unstructured.RemoveNestedField(u.Object, "status")
+		var ri dynamic.ResourceInterface = c.Dynamic.Resource(r.gvr)
+		if r.namespaced {
+			ri = c.Dynamic.Resource(r.gvr).Namespace(o.GetNamespace())
+		}
+		if _, err := ri.Apply(ctx, o.GetName(), u, metav1.ApplyOptions{FieldManager: "vmkit-cluster", Force: true}); err != nil {
+			return fmt.Errorf("applying %s %s: %w", kind, o.GetName(), err)
+		}
+	}
+	replicas := uint8(1)
+	kv := &v1.KubeVirt{
+		ObjectMeta: metav1.ObjectMeta{Name: KubeVirtName, Namespace: Namespace},
+		Spec: v1.KubeVirtSpec{
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Configuration:   v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{UseEmulation: true}},
+			Infra:           &v1.ComponentConfig{Replicas: &replicas},
+		},
+	}
+	// The CRD was just created: retry until its resource is served.
+	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		_, err := c.Client.KubevirtV1().KubeVirts(Namespace).Create(ctx, kv, metav1.CreateOptions{})
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return true, nil
+		case apierrors.IsNotFound(err), isNoMatch(err):
+			return false, nil
+		}
+		return false, fmt.Errorf("creating KubeVirt %s/%s: %w", Namespace, KubeVirtName, err)
+	})
+}
+
+func isNoMatch(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "the server could not find the requested resource")
+}
+
+// WaitAvailable waits until the KubeVirt CR is Deployed with Available=True
+// (every component rolled out and ready).
+func (c *Cluster) WaitAvailable(ctx context.Context) error {
+	var last string
+	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(Namespace).Get(ctx, KubeVirtName, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = "phase " + string(kv.Status.Phase)
+		for _, cond := range kv.Status.Conditions {
+			if cond.Type == v1.KubeVirtConditionAvailable {
+				last += fmt.Sprintf(", Available=%s (%s: %s)", cond.Status, cond.Reason, cond.Message)
+				return kv.Status.Phase == v1.KubeVirtPhaseDeployed && cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("KubeVirt %s/%s not available: %w (last seen: %s)", Namespace, KubeVirtName, err, last)
+	}
+	return nil
+}
+
+// HandlerAddress is where the node agent's REST API listens.
+func HandlerAddress() string {
+	return net.JoinHostPort(HostAddress, fmt.Sprint(installstrategy.HandlerConsolePort))
+}
+
+// Console reads the serial console of a VMI through the node agent's
+// console endpoint (with the client certificate the operator created)
+// until a line holding marker arrived, and returns the console's lines.
+func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) ([]string, error) {
+	secret, err := c.Kube.CoreV1().Secrets(Namespace).Get(ctx, installstrategy.HandlerClientCertSecretName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := c.Kube.CoreV1().ConfigMaps(Namespace).Get(ctx, installstrategy.CABundleConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := installstrategy.HandlerClientTLS(secret.Data, bundle.Data[installstrategy.CABundleKey])
+	if err != nil {
+		return nil, err
+	}
+	u := fmt.Sprintf("wss://%s/v1/namespaces/%s/virtualmachineinstances/%s/console?history=true", HandlerAddress(), namespace, name)
+	cfg, err := websocket.NewConfig(u, "https://localhost/")
+	if err != nil {
+		return nil, err
+	}
+	cfg.TlsConfig = tlsConfig
+	ws, err := websocket.DialConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("console %s: %w", u, err)
+	}
+	defer ws.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = ws.SetReadDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = ws.Close() })
+	defer stop()
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		k, err := ws.Read(buf)
+		out = append(out, buf[:k]...)
+		if i := bytes.Index(out, []byte(marker)); i >= 0 {
+			if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
+				return Lines(out[:i+j]), nil
+			}
+		}
+		if err != nil {
+			return Lines(out), fmt.Errorf("console of %s/%s: %w before %s", namespace, name, err, marker)
+		}
+	}
+}
+
+// Lines splits console output into its non-empty lines.
+func Lines(b []byte) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// PodLogs returns the last lines of the logs of the pods in namespace
+// matching selector, for failure messages.
+func (c *Cluster) PodLogs(ctx context.Context, namespace, selector string, lines int64) string {
+	pods, err := c.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				fmt.Fprintf(&b, "==> pod %s/%s %s=%s: %s: %s\n", p.Namespace, p.Name, cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := st.State.Waiting; w != nil && w.Message != "" {
+				fmt.Fprintf(&b, "==> pod %s/%s container %s waiting: %s: %s\n", p.Namespace, p.Name, st.Name, w.Reason, w.Message)
+			}
+			if t := st.State.Terminated; t != nil && t.ExitCode != 0 {
+				fmt.Fprintf(&b, "==> pod %s/%s container %s exited %d: %s: %s\n", p.Namespace, p.Name, st.Name, t.ExitCode, t.Reason, t.Message)
+			}
+		}
+		for _, ctr := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			fmt.Fprintf(&b, "==> pod %s/%s container %s (%s) <==\n", p.Namespace, p.Name, ctr.Name, p.Status.Phase)
+			rc, err := c.Kube.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &lines}).Stream(ctx)
+			if err != nil {
+				fmt.Fprintf(&b, "(%v)\n", err)
+				continue
+			}
+			data, _ := io.ReadAll(rc)
+			rc.Close()
+			b.Write(data)
+		}
+	}
+	return b.String()
+}
+
+// poll calls f every interval until it returns true or an error, or ctx ends.
+func poll(ctx context.Context, interval time.Duration, f func() (bool, error)) error {
+	for {
+		ok, err := f()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
