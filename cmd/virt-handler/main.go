@@ -5,6 +5,11 @@
 // Both servers use TLS with the given certificate; the REST API also
 // requires client certificates signed by --client-ca-file. --insecure
 // serves plain HTTP instead, for local use only.
+//
+// It also advertises devices.kubevirt.io/kvm, tun and vhost-net to the
+// kubelet through the device plugin API (nodeagent/deviceplugin), in
+// --device-plugins-dir; --device-plugins=false turns that off where no
+// kubelet runs.
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/nodeagent/deviceplugin"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 )
 
@@ -44,7 +50,8 @@ func run() error {
 		node, kubeconfig, listen, shareDir, podsDir string
 		port, consolePort                           int
 		certFile, keyFile, clientCA                 string
-		insecure                                    bool
+		insecure, devicePlugins                     bool
+		devicePluginsDir                            string
 		heartbeat, poll                             time.Duration
 	)
 	fs := flag.NewFlagSet("virt-handler", flag.ContinueOnError)
@@ -59,6 +66,8 @@ func run() error {
 	fs.StringVar(&keyFile, "tls-key-file", "", "server key (PEM)")
 	fs.StringVar(&clientCA, "client-ca-file", "", "CA that signs the REST API's client certificates (PEM)")
 	fs.BoolVar(&insecure, "insecure", false, "serve plain HTTP without authentication (local use only)")
+	fs.BoolVar(&devicePlugins, "device-plugins", true, "advertise devices.kubevirt.io/kvm, tun and vhost-net to the kubelet (device plugin API); false where no kubelet runs")
+	fs.StringVar(&devicePluginsDir, "device-plugins-dir", deviceplugin.DefaultDir, "the kubelet's device plugins directory (its kubelet.sock and the plugins' sockets)")
 	fs.DurationVar(&heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is written")
 	fs.DurationVar(&poll, "poll-interval", time.Second, "how often each VMI's domain is checked")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -115,7 +124,22 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	pluginsDone := make(chan struct{})
+	if devicePlugins {
+		go func() {
+			defer close(pluginsDone)
+			if err := deviceplugin.Run(ctx, deviceplugin.Config{Dir: devicePluginsDir}); err != nil {
+				errc <- fmt.Errorf("device plugins (--device-plugins=false runs without them): %w", err)
+				return
+			}
+			errc <- nil
+		}()
+	} else {
+		close(pluginsDone)
+	}
+	// The device plugins remove their sockets before virt-handler exits.
+	defer func() { stop(); <-pluginsDone }()
 	if consolePort != 0 {
 		api := tlsConfig
 		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(consolePort)), agent.Handler(), api) }()
