@@ -82,7 +82,9 @@ FROM ${DEBIAN_IMAGE} AS virt-launcher
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -f /usr/bin/qemu-system-i386 /usr/bin/qemu-system-x86_64-microvm
+# (libvirtd probes every qemu-system-<arch> at start: one binary, one probe.)
 # libvirt looks up its compiled-in QEMU user at start; 107 is also the user
 # of the launcher pod's helper containers.
 RUN (getent group kvm || groupadd -g 36 kvm) \

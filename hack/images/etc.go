@@ -199,6 +199,13 @@ func addMergedUsrAliases(t *tree) int {
 // (path-exclude in dpkg.cfg.d); copyright files stay.
 var slimPrefixes = []string{"usr/share/doc/", "usr/share/info/", "usr/share/lintian/", "usr/share/locale/", "usr/share/man/"}
 
+// slimFiles are single files a launcher does not need: QEMU binaries for
+// other machine kinds. libvirtd probes every qemu-system-<arch> it finds
+// when it starts, in each launcher pod; qemu-system-i386 is a wrapper
+// around qemu-system-x86_64, so the probe would run twice (each several
+// seconds under load) for guests that are always x86_64.
+var slimFiles = []string{"usr/bin/qemu-system-i386", "usr/bin/qemu-system-x86_64-microvm"}
+
 // slimKeep are paths below slimPrefixes that stay.
 func slimKeep(p string, e entry) bool {
 	if strings.HasPrefix(p, "usr/share/doc/") {
@@ -211,6 +218,12 @@ func slimKeep(p string, e entry) bool {
 // and bytes it removed.
 func slim(t *tree) (n int, size int64) {
 	for p, e := range t.entries {
+		if slices.Contains(slimFiles, p) {
+			delete(t.entries, p)
+			n++
+			size += e.size
+			continue
+		}
 		for _, prefix := range slimPrefixes {
 			if strings.HasPrefix(p, prefix) && !slimKeep(p, e) {
 				delete(t.entries, p)
