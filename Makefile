@@ -10,7 +10,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 30m
 export KUBEBUILDER_ASSETS ?= $(OUT)/k8s-bin
 export VMKIT_GUEST_DIR ?= $(OUT)/guest
 
-.PHONY: all test test-deps unit generate verify lint bench demo density clean
+.PHONY: all test test-deps unit generate verify lint bench demo demo-down demo-local density clean
 
 all: test
 
@@ -49,10 +49,19 @@ lint:
 bench:
 	go test -run='^$$' -bench=. -benchmem ./...
 
-## demo: boot examples/vm-tiny.yaml on this machine (control plane, controllers, node agent,
-## libvirt), show its console, stop it (DEMO_WAIT=1 keeps it running until Ctrl-C). Needs root.
+## demo: a real single-node cluster (kubelet + containerd), vmkit installed by its operator,
+## examples/vm-tiny.yaml booted and its console shown; the cluster keeps running. Needs root.
 demo:
 	hack/demo.sh
+
+## demo-down: stop the cluster `make demo` left running.
+demo-down:
+	@if [ -x $(OUT)/bin/cluster ]; then $(OUT)/bin/cluster down; else go run ./hack/cluster down; fi
+
+## demo-local: the same VM without a kubelet: controllers, node agent and a kubelet stand-in
+## (nodeagent/localnode) running virt-launcher processes on the node's libvirt; stops at the end.
+demo-local:
+	hack/demo-local.sh
 
 ## clean: remove built binaries and caches under _output (keeps nothing running).
 clean:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the real Kubernetes control plane and node binaries (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet) and etcd from the Go module
+# kube-controller-manager, kube-scheduler, kubelet; kubectl when CMDS names
+# it, as `make demo` does) and etcd from the Go module
 # proxy into _output/k8s-bin. Idempotent: binaries of the wanted versions are
 # kept. The build happens in scratch modules because k8s.io/kubernetes needs
 # replace directives for its staging modules, which must never enter vmkit's
@@ -13,7 +14,11 @@ DEST=${DEST:-$ROOT/_output/k8s-bin}
 CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet"}
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
-have() { [ -x "$DEST/$1" ] && "$DEST/$1" --version 2>/dev/null | grep -q "$2"; }
+have() {
+  [ -x "$DEST/$1" ] || return 1
+  if [ "$1" = kubectl ]; then "$DEST/kubectl" version --client 2>/dev/null | grep -q "$2"
+  else "$DEST/$1" --version 2>/dev/null | grep -q "$2"; fi
+}
 
 need=""
 for c in $CMDS; do have "$c" "v$K8S_VERSION" || need="$need $c"; done

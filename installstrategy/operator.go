@@ -154,7 +154,7 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr(cfg.Replicas),
 				Selector: &metav1.LabelSelector{MatchLabels: selector},
-				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+				Strategy: rollout(cfg.HostNetwork != ""),
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(v1.VirtOperatorValue)},
 					Spec:       spec,

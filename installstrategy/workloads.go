@@ -212,7 +212,7 @@ func deployment(c *DeploymentConfig, component string, replicas int32, account s
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{v1.AppLabel: component}},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType},
+			Strategy: rollout(c.HostNetwork != ""),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Name: component, Labels: podLabels(component)},
 				Spec:       spec,
@@ -296,5 +296,19 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 				Spec:       spec,
 			},
 		},
+	}
+}
+
+// rollout is a Deployment's update strategy. On the host network a new pod
+// cannot start beside the old one on the same node (they would share the
+// ports), so an update replaces one pod at a time without a surge.
+func rollout(hostNetwork bool) appsv1.DeploymentStrategy {
+	if !hostNetwork {
+		return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}
+	}
+	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+	return appsv1.DeploymentStrategy{
+		Type:          appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one},
 	}
 }

@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == reapFlag {
+		os.Exit(reap(os.Args[2:]))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
 		os.Exit(1)
@@ -131,7 +135,13 @@ func startLibvirt(ctx context.Context) (func(), error) {
 			stopAll()
 			return nil, fmt.Errorf("starting %s (or pass --libvirt-uri): %w", name, err)
 		}
-		cmd := exec.Command(path)
+		// Each daemon runs under this binary's reaper (see reap).
+		self, err := os.Executable()
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		cmd := exec.Command(self, reapFlag, path)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {
@@ -141,4 +151,54 @@ func startLibvirt(ctx context.Context) (func(), error) {
 		procs = append(procs, cmd)
 	}
 	return stopAll, nil
+}
+
+// reapFlag runs virt-launcher as a reaper of the command that follows.
+const reapFlag = "--reap"
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// reap runs argv as a child and reaps every process that ends below it: as
+// a child subreaper it inherits the processes its descendants leave behind.
+// libvirtd starts QEMU processes (capability probes, guests) that outlive
+// their parent; in a launcher container nothing else reaps them, and
+// libvirt waits up to half a minute for a zombie to disappear before each
+// guest can start. It forwards SIGTERM and SIGINT to the child and returns
+// the child's exit status.
+func reap(argv []string) int {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintln(os.Stderr, "virt-launcher: becoming a child subreaper:", errno)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
+		return 1
+	}
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	// Not cmd.Wait: every child is collected here, the command included.
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 1
+		}
+		if pid == cmd.Process.Pid {
+			if ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ws.ExitStatus()
+		}
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -75,7 +76,11 @@ type Options struct {
 
 // Cluster is a running single-node cluster with vmkit installed.
 type Cluster struct {
-	Env     *testenv.Env
+	// Env is the control plane and node when this process runs them
+	// (New); nil for a cluster another process runs (Connect).
+	Env *testenv.Env
+	// Config reaches kube-apiserver as the cluster admin.
+	Config  *rest.Config
 	Kube    kubernetes.Interface
 	Client  versioned.Interface
 	Dynamic dynamic.Interface
@@ -137,12 +142,28 @@ func New(env *testenv.Env, o Options) (*Cluster, error) {
 	if env.Node == nil {
 		return nil, errors.New("cluster: the environment runs no node")
 	}
-	c := &Cluster{Env: env, Kube: env.Kube, Tag: o.Tag}
-	var err error
-	if c.Client, err = versioned.NewForConfig(env.Config); err != nil {
+	c, err := Connect(env.Config, o)
+	if err != nil {
 		return nil, err
 	}
-	if c.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
+	c.Env = env
+	return c, nil
+}
+
+// Connect reaches a cluster another process runs (see hack/cluster).
+func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Config: cfg, Tag: o.Tag}
+	var err error
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.Client, err = versioned.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -150,7 +171,7 @@ func New(env *testenv.Env, o Options) (*Cluster, error) {
 
 // OperatorConfig is the operator's installation on this cluster.
 func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
-	u, _ := url.Parse(c.Env.Config.Host)
+	u, _ := url.Parse(c.Config.Host)
 	port := u.Port()
 	return installstrategy.OperatorConfig{
 		Image:           Registry + "/" + v1.VirtOperatorValue + ":" + c.Tag,

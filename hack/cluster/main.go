@@ -1,0 +1,320 @@
+// Command cluster is what `make demo` and `make demo-down` run: vmkit on a
+// real single-node cluster of this machine (internal/cluster), installed by
+// its operator, with a VM that boots.
+//
+//	cluster up   starts the cluster in the background (if it is not running),
+//	             installs the operator, which installs vmkit, applies
+//	             examples/vm-tiny.yaml with kubectl, waits with `kubectl wait`
+//	             for the VM to be Ready, prints the guest's console lines, and
+//	             leaves everything running with a KUBECONFIG to reach it.
+//	cluster down stops the cluster and everything it started.
+//	cluster serve (internal) runs the cluster until SIGTERM.
+//
+// State lives in -state (default _output/cluster): serve.pid, serve.log, the
+// kubeconfig and the run directory of the control plane, whose logs a
+// failing step prints.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/testenv"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const guestMarker = "GUEST-BOOTED"
+
+// Files in the state directory.
+const (
+	pidFile        = "serve.pid"
+	logFile        = "serve.log"
+	kubeconfigFile = "kubeconfig"
+	runDirFile     = "rundir"
+	readyFile      = "ready"
+)
+
+func main() {
+	root, _ := testenv.ModuleRoot()
+	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
+	state := fs.String("state", filepath.Join(root, "_output", "cluster"), "state directory")
+	manifest := fs.String("manifest", filepath.Join(root, "examples", "vm-tiny.yaml"), "VirtualMachine manifest `up` applies")
+	kubectl := fs.String("kubectl", filepath.Join(root, "_output", "k8s-bin", "kubectl"), "kubectl binary")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down|serve [flags]")
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	_ = fs.Parse(os.Args[2:])
+	var err error
+	switch cmd {
+	case "up":
+		err = up(*state, *manifest, *kubectl)
+	case "down":
+		err = down(*state)
+	case "serve":
+		err = serve(*state)
+	default:
+		err = fmt.Errorf("unknown command %q: up, down or serve", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+// serve runs the control plane and the node until SIGTERM or SIGINT.
+func serve(state string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	opts, err := cluster.NodeOptions(cluster.Options{})
+	if err != nil {
+		return err
+	}
+	env, err := testenv.Launch(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping:", err)
+		}
+		for _, f := range []string{readyFile, kubeconfigFile, runDirFile, pidFile} {
+			_ = os.Remove(filepath.Join(state, f))
+		}
+		fmt.Println("cluster stopped")
+	}()
+	kc, err := os.ReadFile(env.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, kubeconfigFile), kc, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, runDirFile), []byte(env.Dir), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, readyFile), nil, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("cluster running: API server %s, run directory %s\n", env.Config.Host, env.Dir)
+	<-ctx.Done()
+	return nil
+}
+
+// running returns the pid of a live serve process, or 0.
+func running(state string) int {
+	data, err := os.ReadFile(filepath.Join(state, pidFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
+}
+
+// start runs `cluster serve` in its own session, detached from this one,
+// and waits until it is ready.
+func start(state string) error {
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(state, readyFile))
+	log, err := os.Create(filepath.Join(state, logFile))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "serve", "-state", state)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, pidFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(4 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(state, readyFile)); err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the cluster did not start (%v); %s:\n%s", err, filepath.Join(state, logFile), tailFile(filepath.Join(state, logFile), 30))
+		case <-deadline:
+			return fmt.Errorf("the cluster was not ready after 4 minutes; see %s", filepath.Join(state, logFile))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// demo is one run of `up`: its steps and their times.
+type demo struct {
+	state, kubectl string
+	c              *cluster.Cluster
+	began          time.Time
+}
+
+// step runs f, printing its name and time; on failure it prints the step
+// and the logs of the components that may be at fault.
+func (d *demo) step(name string, f func(ctx context.Context) error) error {
+	fmt.Printf("==> %s\n", name)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "demo FAILED at step %q after %v: %v\n", name, time.Since(began).Round(time.Millisecond), err)
+		d.diagnose()
+		return fmt.Errorf("step %q failed", name)
+	}
+	fmt.Printf("    done in %v (%v since start)\n", time.Since(began).Round(time.Millisecond), time.Since(d.began).Round(time.Millisecond))
+	return nil
+}
+
+// diagnose prints the last log lines of vmkit's pods and of the node's and
+// control plane's processes.
+func (d *demo) diagnose() {
+	if d.c != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		fmt.Fprint(os.Stderr, d.c.PodLogs(ctx, cluster.Namespace, v1.AppLabel, 30))
+		fmt.Fprint(os.Stderr, d.c.PodLogs(ctx, "default", v1.AppLabel, 30))
+	}
+	if dir, err := os.ReadFile(filepath.Join(d.state, runDirFile)); err == nil {
+		for _, name := range []string{"kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver"} {
+			path := filepath.Join(string(dir), name+".log")
+			fmt.Fprintf(os.Stderr, "==> %s <==\n%s\n", path, tailFile(path, 15))
+		}
+	}
+}
+
+func up(state, manifest, kubectl string) error {
+	d := &demo{state: state, kubectl: kubectl, began: time.Now()}
+	if pid := running(state); pid != 0 {
+		fmt.Printf("==> cluster already running (pid %d); reusing it\n", pid)
+	} else if err := d.step("start etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet; import images", func(context.Context) error {
+		return start(state)
+	}); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(state, kubeconfigFile)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	if d.c, err = cluster.Connect(cfg, cluster.Options{}); err != nil {
+		return err
+	}
+	steps := []struct {
+		name string
+		f    func(ctx context.Context) error
+	}{
+		{"apply the operator's manifest and a KubeVirt CR (useEmulation: true)", d.c.InstallOperator},
+		{"operator installs vmkit: virt-controller and virt-handler running (KubeVirt Available)", d.c.WaitAvailable},
+		{"kubectl apply -f " + manifest, func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "apply", "-f", manifest)
+		}},
+		{"kubectl wait vm/vm-tiny --for=condition=Ready", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "wait", "vm/vm-tiny", "--for=condition=Ready", "--timeout=4m")
+		}},
+		{"kubectl get vm,vmi,pods", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "get", "vm,vmi,pods", "-o", "wide")
+		}},
+		{"the guest's serial console through virt-handler's console endpoint", func(ctx context.Context) error {
+			lines, err := d.c.Console(ctx, "default", "vm-tiny", guestMarker)
+			for _, l := range lines {
+				fmt.Println("    | " + l)
+			}
+			return err
+		}},
+	}
+	for _, s := range steps {
+		if err := d.step(s.name, s.f); err != nil {
+			return err
+		}
+	}
+	fmt.Printf(`
+vmkit runs on this machine (%v). To reach it:
+    export KUBECONFIG=%s
+    %s get vm,vmi,pods -A
+Stop everything with: make demo-down
+`, time.Since(d.began).Round(time.Millisecond), kubeconfig, kubectl)
+	return nil
+}
+
+// run runs kubectl with the cluster's kubeconfig, its output indented.
+func (d *demo) run(ctx context.Context, kubeconfig string, args ...string) error {
+	if _, err := os.Stat(d.kubectl); err != nil {
+		return fmt.Errorf("kubectl missing (%v): hack/demo.sh builds it with hack/setup-k8s.sh", err)
+	}
+	cmd := exec.CommandContext(ctx, d.kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		fmt.Println("    " + l)
+	}
+	if err != nil {
+		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// down stops a running serve process and waits for it to finish cleaning up.
+func down(state string) error {
+	pid := running(state)
+	if pid == 0 {
+		fmt.Println("no cluster running")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for i := 0; i < 600; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			fmt.Printf("cluster stopped (pid %d)\n", pid)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the cluster did not stop within a minute; see " + filepath.Join(state, logFile))
+}
+
+// tailFile returns the last n lines of a file.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 64<<10 {
+		_, _ = f.Seek(-64<<10, io.SeekEnd)
+	}
+	data, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,508 @@
+// Package e2e runs vmkit end to end on a real single-node cluster
+// (internal/cluster): kube-apiserver, kube-controller-manager,
+// kube-scheduler, containerd and a kubelet, with vmkit installed by its
+// operator from images imported into containerd, and the tiny guest booting
+// under QEMU inside its launcher pod. Nothing plays the kubelet's part.
+//
+// One cluster serves the whole package (TestMain); the tests run in file
+// order and each leaves the cluster as it found it, except TestUninstall,
+// which runs last.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/testenv"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const guestMarker = "GUEST-BOOTED"
+
+// shared is the package's cluster, nil with -short.
+var shared *cluster.Cluster
+
+// startErr is why the cluster did not start.
+var startErr error
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	code := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		opts, err := cluster.NodeOptions(cluster.Options{})
+		if err != nil {
+			startErr = err
+			return m.Run()
+		}
+		env, err := testenv.Launch(ctx, opts)
+		if err != nil {
+			startErr = fmt.Errorf("starting the cluster: %w", err)
+			return m.Run()
+		}
+		defer func() {
+			if err := env.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: stopping the cluster:", err)
+			}
+		}()
+		c, err := cluster.New(env, cluster.Options{})
+		if err == nil {
+			began := time.Now()
+			if err = c.InstallOperator(ctx); err == nil {
+				err = c.WaitAvailable(ctx)
+			}
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, c.PodLogs(context.Background(), cluster.Namespace, v1.AppLabel, 40))
+			} else {
+				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v\n", time.Since(began).Round(time.Millisecond))
+			}
+		}
+		startErr = err
+		shared = c
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// need returns the cluster, or fails the test with why there is none.
+func need(t *testing.T) *cluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: starts a cluster")
+	}
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	return shared
+}
+
+// componentLogs are the last log lines of every vmkit pod, for failures.
+func componentLogs(c *cluster.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return c.PodLogs(ctx, cluster.Namespace, v1.AppLabel, 40) + c.PodLogs(ctx, "default", v1.AppLabel, 40)
+}
+
+// tinyVM reads examples/vm-tiny.yaml with the given name and run strategy.
+func tinyVM(t *testing.T, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "examples", "vm-tiny.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &v1.VirtualMachine{}
+	if err := yaml.UnmarshalStrict(data, vm); err != nil {
+		t.Fatal(err)
+	}
+	vm.Name, vm.Namespace = name, "default"
+	vm.Spec.RunStrategy = &strategy
+	return vm
+}
+
+// createVM creates vm and deletes it (and waits for its pods to go) when
+// the test ends.
+func createVM(t *testing.T, c *cluster.Cluster, vm *v1.VirtualMachine) {
+	t.Helper()
+	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Delete(ctx, vm.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting VM %s: %v", vm.Name, err)
+		}
+		waitFor(t, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
+			pods, err := c.Kube.CoreV1().Pods(vm.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
+			if err != nil {
+				return false, err.Error()
+			}
+			n := 0
+			for _, p := range pods.Items {
+				if strings.HasPrefix(p.Name, "virt-launcher-"+vm.Name+"-") {
+					n++
+				}
+			}
+			return n == 0, fmt.Sprintf("%d pods", n)
+		})
+	})
+}
+
+// waitFor polls f every 250ms until it returns true or timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, componentLogs(shared))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitVMI waits until the VMI of name satisfies cond and returns it.
+func waitVMI(t *testing.T, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+	t.Helper()
+	var out *v1.VirtualMachineInstance
+	waitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
+		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		out = vmi
+		return cond(vmi), fmt.Sprintf("phase %s, uid %s", vmi.Status.Phase, vmi.UID)
+	})
+	return out
+}
+
+func running(vmi *v1.VirtualMachineInstance) bool { return vmi.Status.Phase == v1.Running }
+
+// waitNoVMI waits until the VMI of name is gone.
+func waitNoVMI(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	waitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
+		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, "phase " + string(vmi.Status.Phase)
+	})
+}
+
+// console reads the VMI's console until the guest's marker.
+func console(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	lines, err := c.Console(ctx, "default", name, guestMarker)
+	if err != nil {
+		t.Fatalf("%v (console so far: %q)\n%s", err, lines, componentLogs(c))
+	}
+}
+
+// launcherPod returns the one launcher pod of a VMI.
+func launcherPod(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstance) corev1.Pod {
+	t.Helper()
+	pods, err := c.Kube.CoreV1().Pods(vmi.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(vmi.UID)})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("launcher pods of VMI %s: %d (err %v)", vmi.UID, len(pods.Items), err)
+	}
+	return pods.Items[0]
+}
+
+func setRunStrategy(t *testing.T, c *cluster.Cluster, name string, s v1.VirtualMachineRunStrategy) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"runStrategy":%q}}`, s)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVMBoots: VM → VMI Running in a launcher pod on the kubelet → the
+// guest's marker on the console through the node agent.
+func TestVMBoots(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-boot", v1.RunStrategyAlways)
+	began := time.Now()
+	createVM(t, c, vm)
+	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	toRunning := time.Since(began)
+	console(t, c, vm.Name)
+	t.Logf("VM create → VMI Running %v, → %s on the console %v (node %s)", toRunning.Round(time.Millisecond), guestMarker,
+		time.Since(began).Round(time.Millisecond), vmi.Status.NodeName)
+	pod := launcherPod(t, c, vmi)
+	if pod.Status.Phase != corev1.PodRunning {
+		t.Errorf("launcher pod %s is %s", pod.Name, pod.Status.Phase)
+	}
+	logTimeline(t, vm, vmi, &pod)
+	waitFor(t, "VM Ready", time.Minute, func() (bool, string) {
+		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Ready && got.Status.PrintableStatus == v1.VirtualMachineStatusRunning, string(got.Status.PrintableStatus)
+	})
+}
+
+// TestStopStartRestart: Halted stops the guest and removes VMI and pod;
+// Always starts it again; deleting the VMI restarts it as a new one.
+func TestStopStartRestart(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-cycle", v1.RunStrategyAlways)
+	createVM(t, c, vm)
+	first := waitVMI(t, c, vm.Name, "Running", running)
+	pod := launcherPod(t, c, first)
+
+	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
+	waitNoVMI(t, c, vm.Name)
+	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	setRunStrategy(t, c, vm.Name, v1.RunStrategyAlways)
+	second := waitVMI(t, c, vm.Name, "Running again", running)
+	if second.UID == first.UID {
+		t.Fatalf("start after stop reused VMI %s", first.UID)
+	}
+	console(t, c, vm.Name)
+
+	// Restart: the VMI goes, the VM brings up a new one.
+	if err := c.Client.KubevirtV1().VirtualMachineInstances("default").Delete(t.Context(), vm.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	third := waitVMI(t, c, vm.Name, "Running after restart", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.UID != second.UID && running(vmi)
+	})
+	t.Logf("VMIs %s → %s → %s", first.UID, second.UID, third.UID)
+}
+
+// TestRerunOnFailure: QEMU killed → VMI Failed → a new VMI runs.
+func TestRerunOnFailure(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-rerun", v1.RunStrategyRerunOnFailure)
+	createVM(t, c, vm)
+	first := waitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	pid := qemuPID(t, "default", vm.Name)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing QEMU (pid %d): %v", pid, err)
+	}
+	var failedSeen bool
+	second := waitVMI(t, c, vm.Name, "replaced by a running one", func(vmi *v1.VirtualMachineInstance) bool {
+		if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed {
+			failedSeen = true
+		}
+		return vmi.UID != first.UID && running(vmi)
+	})
+	t.Logf("QEMU pid %d killed: VMI %s (Failed seen: %v) replaced by %s", pid, first.UID, failedSeen, second.UID)
+	events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + vm.Name})
+	if err == nil {
+		for _, e := range events.Items {
+			t.Logf("event %s %s: %s", e.Type, e.Reason, e.Message)
+		}
+	}
+}
+
+// qemuPID finds the QEMU process of a VMI's domain (<namespace>_<name>).
+func qemuPID(t *testing.T, namespace, name string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		if !strings.Contains(filepath.Base(args[0]), "qemu-system") {
+			continue
+		}
+		for _, a := range args {
+			if strings.Contains(a, "guest="+namespace+"_"+name) {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no QEMU process for %s/%s", namespace, name)
+	return 0
+}
+
+// TestDeleteVM: deleting the VM removes its VMI and launcher pod.
+func TestDeleteVM(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-delete", v1.RunStrategyAlways)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	pod := launcherPod(t, c, vmi)
+	if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(t.Context(), vm.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNoVMI(t, c, vm.Name)
+	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// TestUpgrade: a new image tag on the KubeVirt CR rolls virt-controller and
+// virt-handler; the running guest is untouched (same VMI, same QEMU) and
+// its console still answers through the new node agent.
+func TestUpgrade(t *testing.T) {
+	c := need(t)
+	const tag = "upgrade"
+	// The same images under a new tag: what a registry would serve for a
+	// new release, as far as the kubelet can tell.
+	for _, img := range []string{v1.VirtControllerValue, v1.VirtHandlerValue, v1.VirtLauncherValue} {
+		from := "docker.io/" + cluster.Registry + "/" + img + ":" + c.Tag
+		to := "docker.io/" + cluster.Registry + "/" + img + ":" + tag
+		out, err := exec.CommandContext(t.Context(), "ctr", "-a", c.Env.Node.ContainerdSocket, "-n", "k8s.io", "images", "tag", "--force", from, to).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images tag %s %s: %v: %s", from, to, err, out)
+		}
+	}
+	vm := tinyVM(t, "vm-upgrade", v1.RunStrategyAlways)
+	createVM(t, c, vm)
+	before := waitVMI(t, c, vm.Name, "Running", running)
+	pid := qemuPID(t, "default", vm.Name)
+	handlerPods := func() []corev1.Pod {
+		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+	oldHandler := handlerPods()[0].UID
+
+	patch := fmt.Sprintf(`{"spec":{"imageTag":%q}}`, tag)
+	if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		available := false
+		for _, cond := range kv.Status.Conditions {
+			if cond.Type == v1.KubeVirtConditionAvailable && cond.Status == corev1.ConditionTrue {
+				available = true
+			}
+		}
+		return kv.Status.ObservedKubeVirtVersion == tag && available, fmt.Sprintf("observed %s, available %v", kv.Status.ObservedKubeVirtVersion, available)
+	})
+	for _, name := range []string{v1.VirtControllerValue} {
+		d, err := c.Kube.AppsV1().Deployments(cluster.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+tag) {
+			t.Errorf("Deployment %s runs %s after the upgrade", name, img)
+		}
+	}
+	pods := handlerPods()
+	if len(pods) != 1 || pods[0].UID == oldHandler || !strings.HasSuffix(pods[0].Spec.Containers[0].Image, ":"+tag) {
+		t.Fatalf("virt-handler did not roll: %d pods, first %s", len(pods), pods[0].Spec.Containers[0].Image)
+	}
+	after, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID || after.Status.Phase != v1.Running {
+		t.Fatalf("guest disturbed by the upgrade: VMI %s %s, was %s", after.UID, after.Status.Phase, before.UID)
+	}
+	if now := qemuPID(t, "default", vm.Name); now != pid {
+		t.Fatalf("QEMU restarted by the upgrade: pid %d, was %d", now, pid)
+	}
+	console(t, c, vm.Name)
+}
+
+// TestUninstall: deleting the KubeVirt CR removes everything the operator
+// installed. It runs last.
+func TestUninstall(t *testing.T) {
+	c := need(t)
+	if err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Delete(t.Context(), cluster.KubeVirtName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, "phase " + string(kv.Status.Phase)
+	})
+	waitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
+		var left []string
+		deps, _ := c.Kube.AppsV1().Deployments(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, d := range deps.Items {
+			if d.Name != v1.VirtOperatorValue {
+				left = append(left, "Deployment "+d.Name)
+			}
+		}
+		dss, _ := c.Kube.AppsV1().DaemonSets(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, d := range dss.Items {
+			left = append(left, "DaemonSet "+d.Name)
+		}
+		pods, _ := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, p := range pods.Items {
+			if p.Labels[v1.AppLabel] != v1.VirtOperatorValue {
+				left = append(left, "Pod "+p.Name)
+			}
+		}
+		crds, _ := c.Env.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().List(t.Context(), metav1.ListOptions{})
+		for _, crd := range crds.Items {
+			if crd.Spec.Group == v1.GroupName && crd.Name != "kubevirts.kubevirt.io" {
+				left = append(left, "CRD "+crd.Name)
+			}
+		}
+		secrets, _ := c.Kube.CoreV1().Secrets(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, s := range secrets.Items {
+			left = append(left, "Secret "+s.Name)
+		}
+		return len(left) == 0, strings.Join(left, ", ")
+	})
+}
+
+// logTimeline logs when each step of a VM's start happened, relative to
+// the VM's creation: the VMI's phases, the pod's conditions and containers.
+func logTimeline(t *testing.T, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
+	t.Helper()
+	created, err := shared.Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	at := func(ts metav1.Time) string { return ts.Sub(created.CreationTimestamp.Time).Round(time.Second).String() }
+	var b strings.Builder
+	for _, p := range vmi.Status.PhaseTransitionTimestamps {
+		fmt.Fprintf(&b, " VMI %s +%s;", p.Phase, at(p.PhaseTransitionTimestamp))
+	}
+	fmt.Fprintf(&b, " pod created +%s;", at(pod.CreationTimestamp))
+	for _, cond := range pod.Status.Conditions {
+		fmt.Fprintf(&b, " pod %s +%s;", cond.Type, at(cond.LastTransitionTime))
+	}
+	for _, st := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		if r := st.State.Running; r != nil {
+			fmt.Fprintf(&b, " %s started +%s;", st.Name, at(r.StartedAt))
+		}
+		if tm := st.State.Terminated; tm != nil {
+			fmt.Fprintf(&b, " %s ran +%s..+%s;", st.Name, at(tm.StartedAt), at(tm.FinishedAt))
+		}
+	}
+	t.Logf("timeline (second resolution):%s", b.String())
+}
