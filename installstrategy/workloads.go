@@ -80,7 +80,7 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 			corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
 		api.Resources = requests(5, 500<<20)
 		healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
-		api.ReadinessProbe = probe(healthz, 15, 10)
+		api.ReadinessProbe = probe(healthz, 2, 3)
 		api.LivenessProbe = probe(healthz, 15, 10)
 		s.Deployments = append(s.Deployments, deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, infra, api))
 	}
@@ -101,8 +101,10 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
 	ctl.Resources = requests(10, 275<<20)
-	// With the host network the probes go to the address the server listens on.
-	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 15, 10)
+	// With the host network the probes go to the address the server listens
+	// on. Readiness is cheap to ask and gates the operator's Available: ask
+	// early and often.
+	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 2, 3)
 	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
 	s.Deployments = append(s.Deployments, deployment(c, v1.VirtControllerValue, replicas, ControllerServiceAccount, infra, ctl))
 

@@ -398,11 +398,24 @@ func (n *Node) stop() error {
 // must only be called while holding the node lock (a running node would be
 // destroyed); startNode calls it.
 func CleanupNode() error {
-	if _, err := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); err != nil {
-		return nil // no node ever ran here, or it cleaned up
-	}
 	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""))
+	// containerd's sandboxes and root file systems of the dead node's run
+	// directory (its control plane's files are left to the OS's temp cleanup).
+	deadNodes := map[string]bool{}
+	for _, mp := range mountPoints(filepath.Join(resolve(os.TempDir()), "vmkit-testenv-")) {
+		if i := strings.Index(mp, "/node/"); i >= 0 {
+			err = errors.Join(err, unmount(mp))
+			deadNodes[mp[:i+len("/node")]] = true
+		}
+	}
+	for dir := range deadNodes {
+		err = errors.Join(err, os.RemoveAll(dir))
+	}
+	if _, serr := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); serr != nil {
+		return err // the kubelet's directory is clean
+	}
 	err = errors.Join(err, unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
+
 	if _, serr := os.Stat(filepath.Join(KubeletRootDir, rootSharedMarker)); serr == nil {
 		err = errors.Join(err, makeRootPrivate())
 	}
