@@ -116,6 +116,7 @@ type Env struct {
 
 	launcher *launcher
 	procs    []*process // in start order
+	nodeLock *os.File   // held from start until the Node owns it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -206,6 +207,9 @@ func (e *Env) stop() error {
 	var nodeErr error
 	if e.Node != nil {
 		nodeErr = e.Node.stop()
+	}
+	if e.nodeLock != nil { // the node never started
+		e.nodeLock.Close()
 	}
 	// Reverse start order: clients of kube-apiserver first, etcd last.
 	for i := len(e.procs) - 1; i >= 0; i-- {
@@ -298,12 +302,18 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-
 	if e.Dir, err = os.MkdirTemp("", "vmkit-testenv-"); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
+	if opts.Node != nil {
+		// First, as it may wait for another test's node.
+		if e.nodeLock, err = lockNode(e.Dir); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+
 	ports, err := freePorts(5)
 	if err != nil {
 		return err

@@ -246,6 +246,7 @@ func TestVMBoots(t *testing.T) {
 		t.Errorf("launcher pod %s is %s", pod.Name, pod.Status.Phase)
 	}
 	logTimeline(t, vm, vmi, &pod)
+	logMemory(t, c, vmi, &pod)
 	waitFor(t, "VM Ready", time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
 		if err != nil {
@@ -505,4 +506,36 @@ func logTimeline(t *testing.T, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInst
 		}
 	}
 	t.Logf("timeline (second resolution):%s", b.String())
+}
+
+// logMemory logs the memory working set of the launcher pod's containers,
+// computed from their memory cgroups as the kubelet's cAdvisor does
+// (usage minus inactive file pages), beside the guest's memory. (The
+// kubelet's summary API is not reachable through kube-apiserver's node
+// proxy here: it refuses loopback node addresses.)
+func logMemory(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstance, launcher *corev1.Pod) {
+	t.Helper()
+	var b strings.Builder
+	for _, st := range launcher.Status.ContainerStatuses {
+		id := st.ContainerID[strings.Index(st.ContainerID, "://")+3:]
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*pod"+string(launcher.UID), id))
+		more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*", "*pod"+string(launcher.UID), id))
+		dirs = append(dirs, more...)
+		if len(dirs) == 0 {
+			fmt.Fprintf(&b, " %s: no memory cgroup;", st.Name)
+			continue
+		}
+		usage, _ := os.ReadFile(filepath.Join(dirs[0], "memory.usage_in_bytes"))
+		stat, _ := os.ReadFile(filepath.Join(dirs[0], "memory.stat"))
+		u, _ := strconv.ParseUint(strings.TrimSpace(string(usage)), 10, 64)
+		var inactive uint64
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
+				inactive, _ = strconv.ParseUint(v, 10, 64)
+			}
+		}
+		fmt.Fprintf(&b, " %s %.1f MiB;", st.Name, float64(u-min(inactive, u))/(1<<20))
+	}
+	t.Logf("launcher pod %s working sets (guest memory %s, pod request %s):%s", launcher.Name,
+		vmi.Spec.Domain.Resources.Requests.Memory(), launcher.Spec.Containers[0].Resources.Requests.Memory(), b.String())
 }
