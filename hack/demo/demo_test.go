@@ -15,7 +15,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 )
 
-// demoOptions returns the options `make demo` uses, with a virt-launcher
+// demoOptions returns the options `make demo-local` uses, with a virt-launcher
 // built for the test and a namespace of its own, so the test can run while
 // someone runs the demo.
 func demoOptions(t *testing.T) (Options, *bytes.Buffer) {
@@ -45,7 +45,7 @@ func demoOptions(t *testing.T) (Options, *bytes.Buffer) {
 	}, &out
 }
 
-// TestDemo runs what `make demo` runs and checks what it shows: the VM
+// TestDemo runs what `make demo-local` runs and checks what it shows: the VM
 // Running with its VMI on the node, the guest's marker on the console, the
 // VM Stopped with no VMI after the halt, and the step timings; afterwards no
 // domain of the demo is left in libvirt.

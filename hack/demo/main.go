@@ -1,4 +1,4 @@
-// Command demo is what `make demo` runs (hack/demo.sh builds what it needs
+// Command demo is what `make demo-local` runs (hack/demo-local.sh builds what it needs
 // first): it boots a real VM on this machine with vmkit's own parts.
 //
 // It starts a local control plane (etcd + kube-apiserver from
