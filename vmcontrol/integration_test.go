@@ -59,11 +59,8 @@ func startCluster(t *testing.T) *cluster {
 // startManager runs a Manager until the test ends or stop is called.
 func (c *cluster) startManager(t *testing.T, le vmcontrol.LeaderElection) (m *vmcontrol.Manager, stop func()) {
 	t.Helper()
-	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err = vmcontrol.NewManager(vmcontrol.Options{Config: c.env.Config, Renderer: renderer, HTTPAddr: "127.0.0.1:0", LeaderElection: le})
+	m, err := vmcontrol.NewManager(vmcontrol.Options{Config: c.env.Config, HTTPAddr: "127.0.0.1:0", LeaderElection: le,
+		PodTemplate: &podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,5 +461,83 @@ func request(t *testing.T, c *cluster, name string, r v1.VirtualMachineStateChan
 		vm.Status.StateChangeRequests = append(vm.Status.StateChangeRequests, r)
 		_, err = c.client.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{})
 		return err == nil, nil
+	})
+}
+
+// TestVMIWaitsForClaim: a VMI whose claim does not exist gets no launcher pod
+// but Synchronized=False/FailedPvcNotFound; once the (Block) claim exists the
+// pod is created with the claim attached as a device.
+func TestVMIWaitsForClaim(t *testing.T) {
+	c := startCluster(t)
+	c.startManager(t, vmcontrol.LeaderElection{})
+	ctx := context.Background()
+
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: ns},
+		Spec: v1.VirtualMachineInstanceSpec{
+			Domain: v1.DomainSpec{
+				Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+				Devices:   v1.Devices{Disks: []v1.Disk{{Name: "disk1", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}},
+			},
+			Volumes: []v1.Volume{{Name: "disk1", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "foo"}}}}},
+		},
+	}
+	if _, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `spec.volumes[0] "disk1": PersistentVolumeClaim default/foo not found`
+	waitFor(t, 30*time.Second, "Synchronized=False/FailedPvcNotFound", func(ctx context.Context) (bool, error) {
+		got, err := c.vmi(ctx, "waits")
+		if err != nil {
+			return false, nil
+		}
+		cond := got.VMICondition(v1.VirtualMachineInstanceSynchronized)
+		return cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == "FailedPvcNotFound" && cond.Message == want, nil
+	})
+	got, err := c.vmi(ctx, "waits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.Pending {
+		t.Errorf("phase %q while the claim is missing, want Pending", got.Status.Phase)
+	}
+	if pods := c.launcherPods(t, got); len(pods) != 0 {
+		t.Fatalf("%d launcher pods while the claim is missing", len(pods))
+	}
+
+	block := corev1.PersistentVolumeBlock
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:  &block,
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := c.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	waitFor(t, 30*time.Second, "the launcher pod once the claim exists", func(ctx context.Context) (bool, error) {
+		pods := c.launcherPods(t, got)
+		if len(pods) == 0 {
+			return false, nil
+		}
+		pod = pods[0]
+		return true, nil
+	})
+	var devices []string
+	for _, ct := range pod.Spec.Containers {
+		for _, d := range ct.VolumeDevices {
+			devices = append(devices, ct.Name+":"+d.Name)
+		}
+	}
+	if len(devices) != 1 || devices[0] != "compute:disk1" {
+		t.Errorf("volumeDevices %v, want the Block claim on compute", devices)
+	}
+	waitFor(t, 30*time.Second, "Synchronized condition cleared", func(ctx context.Context) (bool, error) {
+		got, err := c.vmi(ctx, "waits")
+		return err == nil && got.VMICondition(v1.VirtualMachineInstanceSynchronized) == nil, nil
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -47,7 +48,16 @@ type Options struct {
 	// QPS and Burst of the controllers' clients (default 200 and 400).
 	QPS   float32
 	Burst int
-	// Renderer renders launcher pods (a *podtemplate.Renderer).
+	// PodTemplate configures the launcher pods: the Manager builds the
+	// podtemplate.Renderer from it, with ClaimVolumeMode read from the
+	// Manager's PersistentVolumeClaim informer so Block claims are attached
+	// as devices (a ClaimVolumeMode set here is replaced). Set PodTemplate
+	// or Renderer, not both.
+	PodTemplate *podtemplate.Config
+	// Renderer renders launcher pods, for renderers the caller builds. The
+	// Manager cannot wire a *podtemplate.Renderer given here to its claim
+	// informer: claims are then mounted as filesystems unless the renderer
+	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
 	// VMWorkers (default 3) and VMIWorkers (default 10), as KubeVirt.
 	VMWorkers, VMIWorkers int
@@ -84,8 +94,15 @@ type Manager struct {
 
 // NewManager checks the options and builds the clients.
 func NewManager(opts Options) (*Manager, error) {
-	if opts.Config == nil || opts.Renderer == nil {
-		return nil, errors.New("vmcontrol: Options.Config and Options.Renderer are required")
+	if opts.Config == nil || (opts.Renderer == nil) == (opts.PodTemplate == nil) {
+		return nil, errors.New("vmcontrol: Options.Config and one of Options.PodTemplate and Options.Renderer are required")
+	}
+	if opts.PodTemplate != nil {
+		// Check the configuration now; runControllers builds the renderer
+		// it uses once the claim informer exists.
+		if _, err := podtemplate.New(*opts.PodTemplate); err != nil {
+			return nil, fmt.Errorf("vmcontrol: %w", err)
+		}
 	}
 	cfg := rest.CopyConfig(opts.Config)
 	cfg.QPS, cfg.Burst = 200, 400
@@ -208,6 +225,20 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
 		}))
+	// Claims are not launcher pods: they get their own factory, unfiltered.
+	claimFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.ResyncPeriod,
+		kubeinformers.WithTransform(slimClaim))
+	claims := claimFactory.Core().V1().PersistentVolumeClaims()
+	renderer := m.opts.Renderer
+	if m.opts.PodTemplate != nil {
+		cfg := *m.opts.PodTemplate
+		cfg.ClaimVolumeMode = vmi.ClaimVolumeMode(claims.Lister())
+		r, err := podtemplate.New(cfg)
+		if err != nil {
+			return fmt.Errorf("vmcontrol: %w", err)
+		}
+		renderer = r
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -221,8 +252,8 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		return err
 	}
 	vmiController, err := vmi.New(vmi.Config{
-		Client: m.client, Kube: m.kube, Renderer: m.opts.Renderer,
-		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(),
+		Client: m.client, Kube: m.kube, Renderer: renderer,
+		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(), Claims: claims,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
 	})
@@ -231,16 +262,20 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
+	claimFactory.Start(ctx.Done())
 	defer factory.Shutdown()
 	defer kubeFactory.Shutdown()
+	defer claimFactory.Shutdown()
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
 		}
 	}
-	for typ, ok := range kubeFactory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+	for _, f := range []kubeinformers.SharedInformerFactory{kubeFactory, claimFactory} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+			}
 		}
 	}
 	m.ready.Store(true)
@@ -293,6 +328,22 @@ func slimPod(obj any) (any, error) {
 		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready})
 	}
 	return slim, nil
+}
+
+// slimClaim is the claim informer's transform: the VMI controller reads
+// whether a claim exists, whether it is being deleted, its volume mode and
+// phase; the rest (labels, annotations, requests, conditions) is dropped.
+func slimClaim(obj any) (any, error) {
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID,
+			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
+	}, nil
 }
 
 func orDefault(s, def string) string {

@@ -62,14 +62,12 @@ func run(o options) error {
 		return err
 	}
 	o.manager.QPS = float32(o.qps)
-	o.manager.Renderer, err = podtemplate.New(podtemplate.Config{
+	// The Manager builds the renderer, looking claims' volume modes up in its informer.
+	o.manager.PodTemplate = &podtemplate.Config{
 		LauncherImage:    o.launcherImage,
 		ImagePullPolicy:  corev1.PullPolicy(o.pullPolicy),
 		EmulationAllowed: o.emulation,
 		HostNetwork:      o.hostNetwork,
-	})
-	if err != nil {
-		return err
 	}
 	mgr, err := vmcontrol.NewManager(o.manager)
 	if err != nil {

@@ -4,6 +4,17 @@
 // when the pod fails or disappears), and deletes the pods of final and
 // deleted VMIs, holding a finalizer until they are gone.
 //
+// Given a PersistentVolumeClaim informer (Config.Claims), the controller
+// waits for the claims a VMI mounts (persistentVolumeClaim volumes, the claim
+// of the same name behind a dataVolume volume, the base of an ephemeral
+// volume; hotpluggable volumes excepted) before it creates the launcher pod,
+// which would otherwise sit Pending forever. While one is missing the VMI
+// stays Pending with the condition Synchronized=False, reason
+// FailedPvcNotFound and a message naming the volume and the claim, and gets a
+// Warning event with the same reason; creating the claim brings the VMI back
+// and the pod is created. As in KubeVirt, a claim that is Pending (waiting
+// for its first consumer) or being deleted does not hold the pod back.
+//
 // Running, Succeeded and failures of the guest itself are reported by the
 // node agent, not here.
 package vmi
@@ -44,6 +55,14 @@ type Config struct {
 	// filtered to launcher pods (label kubevirt.io=virt-launcher).
 	VMIs informers.VirtualMachineInstanceInformer
 	Pods coreinformers.PodInformer
+	// Claims, if set, is a shared PersistentVolumeClaim informer the caller
+	// starts (all namespaces, unfiltered). With it the controller creates a
+	// launcher pod only once every claim the VMI mounts exists (see the
+	// package documentation) and indexes VMIs by claim on the VMI informer,
+	// so New must run before that informer starts. Give the same lister to
+	// the renderer (podtemplate.Config.ClaimVolumeMode, through
+	// ClaimVolumeMode) so Block claims are attached as devices.
+	Claims coreinformers.PersistentVolumeClaimInformer
 	// Renderer renders launcher pods.
 	Renderer PodRenderer
 	// Recorder records events on VMIs; dropped when nil.
@@ -63,6 +82,8 @@ type Controller struct {
 	kube          kubernetes.Interface
 	vmiLister     listers.VirtualMachineInstanceLister
 	podLister     corelisters.PodLister
+	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
+	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
 	renderer      PodRenderer
 	recorder      record.EventRecorder
@@ -90,6 +111,7 @@ func New(cfg Config) (*Controller, error) {
 		kube:          cfg.Kube,
 		vmiLister:     cfg.VMIs.Lister(),
 		podLister:     cfg.Pods.Lister(),
+		vmiIndexer:    cfg.VMIs.Informer().GetIndexer(),
 		synced:        []cache.InformerSynced{cfg.VMIs.Informer().HasSynced, cfg.Pods.Informer().HasSynced},
 		renderer:      cfg.Renderer,
 		recorder:      cfg.Recorder,
@@ -111,6 +133,11 @@ func New(cfg Config) (*Controller, error) {
 		DeleteFunc: c.loop.Enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("vmi controller: %w", err)
+	}
+	if cfg.Claims != nil {
+		if err := c.watchClaims(cfg); err != nil {
+			return nil, fmt.Errorf("vmi controller: %w", err)
+		}
 	}
 	if _, err := cfg.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -142,6 +169,21 @@ func New(cfg Config) (*Controller, error) {
 // by the caller; Start waits for their caches.
 func (c *Controller) Start(ctx context.Context) error {
 	return c.loop.Start(ctx, c.synced...)
+}
+
+// watchClaims indexes VMIs by the claims they need and enqueues them when a
+// claim is added or updated.
+func (c *Controller) watchClaims(cfg Config) error {
+	if err := cfg.VMIs.Informer().AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
+		return err
+	}
+	c.claimLister = cfg.Claims.Lister()
+	c.synced = append(c.synced, cfg.Claims.Informer().HasSynced)
+	_, err := cfg.Claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueClaimUsers,
+		UpdateFunc: func(_, obj any) { c.enqueueClaimUsers(obj) },
+	})
+	return err
 }
 
 // vmiKeyOf returns the key of the VMI controlling a launcher pod.

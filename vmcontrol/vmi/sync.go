@@ -180,6 +180,14 @@ func isRenderError(err error) bool {
 
 // createPod renders and creates the launcher pod under expectations.
 func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualMachineInstance) (*corev1.Pod, *syncError) {
+	if missing := c.missingClaim(vmi); missing != nil {
+		// One event per change of the condition, not one per sync.
+		if old := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized); old == nil || old.Status != corev1.ConditionFalse ||
+			old.Reason != missing.reason || old.Message != missing.err.Error() {
+			c.recorder.Event(vmi, corev1.EventTypeWarning, missing.reason, missing.err.Error())
+		}
+		return nil, missing
+	}
 	pod, err := c.renderer.RenderLaunchPod(vmi)
 	if err != nil {
 		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Cannot render the launcher pod: %v", err)
