@@ -245,15 +245,11 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			return true, nil
-		case apierrors.IsNotFound(err), isNoMatch(err):
+		case apierrors.IsNotFound(err): // the resource is not served yet
 			return false, nil
 		}
 		return false, fmt.Errorf("creating KubeVirt %s/%s: %w", Namespace, KubeVirtName, err)
 	})
-}
-
-func isNoMatch(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "the server could not find the requested resource")
 }
 
 // WaitAvailable waits until the KubeVirt CR is Deployed with Available=True
