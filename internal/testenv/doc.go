@@ -24,4 +24,11 @@
 // ServiceAccount, so the ServiceAccount admission plugin rejects pods that do
 // not name an existing one; set [Options.WithControllerManager] for tests that
 // create pods (it also runs garbage collection of owned objects).
+//
+// [Options.Node] also runs a real node: containerd and runc from the host's
+// packages (hack/setup-node.sh) and the kubelet, registering Node
+// [NodeName], with image tarballs imported into containerd. It needs root,
+// owns /var/lib/kubelet while it runs, and only one runs per machine
+// (test binaries wait for each other's); stopping it leaves no process or
+// mount behind. See docs/cluster.md.
 package testenv
