@@ -370,11 +370,7 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 			log.Error(err, "undefining the domain")
 		}
 	}
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
-			log.Error(err, "removing", "path", d)
-		}
-	}
+	removeDirs(log, dirs)
 	if err := writeFileAtomic(FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {
 		log.Error(err, "writing the final status")
 	}
@@ -550,4 +546,28 @@ func (l *Launcher) vncSocket() string {
 		return ""
 	}
 	return l.opts.VNCSocket
+}
+
+// removeDirs removes the launcher's directories. The domain's helpers may
+// still write into them just after the domain is gone (virtlogd flushing
+// the serial log of a killed QEMU, the VNC socket of a QEMU that did not
+// exit cleanly), so a directory that reappears within a second is removed
+// again.
+func removeDirs(log klog.Logger, dirs []string) {
+	for attempt := 0; attempt < 10; attempt++ {
+		left := false
+		for _, d := range dirs {
+			if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			left = true
+			if err := os.RemoveAll(d); err != nil && attempt == 9 {
+				log.Error(err, "removing", "path", d)
+			}
+		}
+		if !left && attempt > 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
