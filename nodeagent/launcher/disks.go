@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -103,7 +104,15 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			}
 			opts.CloudInitISOs[vol.Name] = path
 		case vol.CloudInitConfigDrive != nil:
-			return opts, created, fmt.Errorf("%s: cloudInitConfigDrive is not supported by this launcher yet; use cloudInitNoCloud", field)
+			dir := filepath.Join(eph, "cloud-init-data", vmi.Namespace, vmi.Name)
+			if err := mkdir(dir); err != nil {
+				return opts, created, err
+			}
+			path := filepath.Join(dir, "configdrive.iso")
+			if err := l.configDriveISO(vmi, vol, path); err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.CloudInitISOs[vol.Name] = path
 		}
 	}
 	if kb := vmi.Spec.Domain.Firmware; kb != nil && kb.KernelBoot != nil && kb.KernelBoot.Container != nil {
@@ -330,6 +339,56 @@ func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, pa
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o640)
+}
+
+// configDriveISO writes the OpenStack config drive (label config-2) of a
+// cloud-init volume: openstack/latest/meta_data.json and, when given,
+// user_data and network_data.json. The metadata keys are KubeVirt's:
+// instance_id is <name>.<namespace>, uuid the firmware UUID (else the VMI
+// UID), hostname as for NoCloud. Secret references are read as for NoCloud.
+func (l *Launcher) configDriveISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
+	src := vol.CloudInitConfigDrive
+	secretDir := filepath.Join(l.cfg.PrivateDir, "secret", vol.Name)
+	user, err := cloudInitData(src.UserData, src.UserDataBase64, src.UserDataSecretRef != nil, secretDir, "userdata", "userData")
+	if err != nil {
+		return fmt.Errorf("user data: %w", err)
+	}
+	network, err := cloudInitData(src.NetworkData, src.NetworkDataBase64, src.NetworkDataSecretRef != nil, secretDir, "networkdata", "networkData")
+	if err != nil {
+		return fmt.Errorf("network data: %w", err)
+	}
+	host := vmi.Spec.Hostname
+	if host == "" {
+		host = vmi.Name
+	}
+	uuid := string(vmi.UID)
+	if fw := vmi.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+		uuid = string(fw.UUID)
+	}
+	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: uuid, Hostname: host})
+	if err != nil {
+		return err
+	}
+	const dir = "openstack/latest/"
+	files := []isoFile{{Name: dir + "meta_data.json", Data: meta}}
+	if len(user) > 0 {
+		files = append(files, isoFile{Name: dir + "user_data", Data: user})
+	}
+	if len(network) > 0 {
+		files = append(files, isoFile{Name: dir + "network_data.json", Data: network})
+	}
+	var buf bytes.Buffer
+	if err := writeISO(&buf, "config-2", time.Now(), files); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o640)
+}
+
+// configDriveMetadata is openstack/latest/meta_data.json.
+type configDriveMetadata struct {
+	InstanceID string `json:"instance_id"`
+	UUID       string `json:"uuid"`
+	Hostname   string `json:"hostname,omitempty"`
 }
 
 func cloudInitData(plain, b64 string, fromSecret bool, secretDir string, keys ...string) ([]byte, error) {

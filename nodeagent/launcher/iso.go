@@ -4,81 +4,100 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strings"
 	"time"
 	"unicode/utf16"
 )
 
-// isoFile is one file in the root directory of an ISO image.
+// isoFile is one file of an ISO image. Name is its path from the root
+// directory, with '/' between directories ("openstack/latest/user_data").
 type isoFile struct {
 	Name string
 	Data []byte
 }
 
-const isoSector = 2048
+const (
+	isoSector = 2048
+	// isoMaxDepth is ISO 9660's limit on directory levels, the root included.
+	isoMaxDepth = 8
+)
 
-// writeISO writes an ISO 9660 image holding files in its root directory,
-// with a Joliet tree so that names keep their case and dashes (cloud-init
-// looks for "user-data", "meta-data" and "network-config"). label is the
-// volume identifier (cloud-init's NoCloud needs "cidata"). Only a flat root
-// directory is supported; it must fit in one sector (about 40 files).
+// writeISO writes an ISO 9660 image holding files, with a Joliet tree so
+// that names keep their case and dashes (cloud-init looks for "user-data",
+// "meta-data" and "network-config"; the config drive for
+// "openstack/latest/meta_data.json"). label is the volume identifier
+// (cloud-init's NoCloud needs "cidata", its ConfigDrive "config-2").
+// Directories are created for the paths of the files; each path component
+// must be 1-64 characters without ';', at most 8 directory levels deep.
 //
 // Layout: system area (16 sectors), primary and Joliet volume descriptors,
-// terminator, four path tables, the two root directories, then the files.
+// terminator, four path tables (primary L and M, Joliet L and M), the
+// primary directories and the Joliet directories in path table order, then
+// the files in the order given.
 func writeISO(w io.Writer, label string, mtime time.Time, files []isoFile) error {
 	if len(label) > 32 {
 		return fmt.Errorf("ISO volume label %q: longer than 32 characters", label)
 	}
-	seen := map[string]bool{}
-	for _, f := range files {
-		if f.Name == "" || len(f.Name) > 64 || strings.ContainsAny(f.Name, "/;\x00") {
-			return fmt.Errorf("ISO file name %q: must be 1-64 characters without '/' or ';'", f.Name)
-		}
-		if seen[strings.ToUpper(f.Name)] {
-			return fmt.Errorf("ISO file name %q: duplicate", f.Name)
-		}
-		seen[strings.ToUpper(f.Name)] = true
+	root, err := isoHierarchy(files)
+	if err != nil {
+		return err
 	}
-	const (
-		pvdLBA, svdLBA, termLBA         = 16, 17, 18
-		lPath, mPath, jlPath, jmPath    = 19, 20, 21, 22
-		rootLBA, jolietRootLBA, dataLBA = 23, 24, 25
-	)
-	// File extents, in the order given.
+	primary := newISOTree(root, files, mtime, func(n string, dir bool) []byte {
+		if dir {
+			return []byte(strings.ToUpper(n))
+		}
+		return []byte(strings.ToUpper(n) + ";1")
+	})
+	// Joliet names carry no ";1" version, as genisoimage and xorriso write
+	// them: Linux strips it, but other readers (isoinfo) would not.
+	joliet := newISOTree(root, files, mtime, func(n string, _ bool) []byte { return ucs2(n) })
+	trees := []*isoTree{primary, joliet}
+
+	const pvdLBA, svdLBA, termLBA, pathTableLBA = 16, 17, 18, 19
+	next := uint32(pathTableLBA)
+	for _, t := range trees {
+		n := isoSectors(len(t.pathTable(binary.LittleEndian)))
+		t.lPath, t.mPath = next, next+n
+		next += 2 * n
+	}
+	// Directory lengths do not depend on extents: a first pass with zero
+	// extents sizes them.
 	extents := make([]uint32, len(files))
-	next := uint32(dataLBA)
+	for _, t := range trees {
+		for i := range t.dirs {
+			t.size[i] = uint32(len(t.directory(i, extents)))
+		}
+	}
+	for _, t := range trees {
+		for i := range t.dirs {
+			t.lba[i] = next
+			next += t.size[i] / isoSector
+		}
+	}
+	dataLBA := next
 	for i, f := range files {
 		extents[i] = next
-		next += uint32((len(f.Data) + isoSector - 1) / isoSector)
+		next += isoSectors(len(f.Data))
 	}
 	total := next
 
-	primaryName := func(n string) []byte { return []byte(strings.ToUpper(n) + ";1") }
-	jolietName := func(n string) []byte { return ucs2(n + ";1") }
-	rootDir, err := isoDirectory(rootLBA, files, extents, primaryName, mtime)
-	if err != nil {
-		return err
-	}
-	jolietDir, err := isoDirectory(jolietRootLBA, files, extents, jolietName, mtime)
-	if err != nil {
-		return err
-	}
-
 	img := make([]byte, dataLBA*isoSector)
-	sector := func(lba int) []byte { return img[lba*isoSector : (lba+1)*isoSector] }
-	writeVolumeDescriptor(sector(pvdLBA), 1, []byte(label), total, lPath, mPath, rootLBA, mtime, false)
-	writeVolumeDescriptor(sector(svdLBA), 2, ucs2(label), total, jlPath, jmPath, jolietRootLBA, mtime, true)
-	term := sector(termLBA)
+	at := func(lba uint32) []byte { return img[lba*isoSector:] }
+	writeVolumeDescriptor(at(pvdLBA), 1, []byte(label), total, primary, mtime, false)
+	writeVolumeDescriptor(at(svdLBA), 2, ucs2(label), total, joliet, mtime, true)
+	term := at(termLBA)
 	term[0] = 255
 	copy(term[1:6], "CD001")
 	term[6] = 1
-	writePathTable(sector(lPath), rootLBA, binary.LittleEndian)
-	writePathTable(sector(mPath), rootLBA, binary.BigEndian)
-	writePathTable(sector(jlPath), jolietRootLBA, binary.LittleEndian)
-	writePathTable(sector(jmPath), jolietRootLBA, binary.BigEndian)
-	copy(sector(rootLBA), rootDir)
-	copy(sector(jolietRootLBA), jolietDir)
+	for _, t := range trees {
+		copy(at(t.lPath), t.pathTable(binary.LittleEndian))
+		copy(at(t.mPath), t.pathTable(binary.BigEndian))
+		for i := range t.dirs {
+			copy(at(t.lba[i]), t.directory(i, extents))
+		}
+	}
 	if _, err := w.Write(img); err != nil {
 		return err
 	}
@@ -95,26 +114,143 @@ func writeISO(w io.Writer, label string, mtime time.Time, files []isoFile) error
 	return nil
 }
 
-// isoDirectory returns the root directory's records ("." and ".." first,
-// then the files sorted by identifier), at most one sector.
-func isoDirectory(self uint32, files []isoFile, extents []uint32, name func(string) []byte, mtime time.Time) ([]byte, error) {
-	order := make([]int, len(files))
-	for i := range order {
-		order[i] = i
+func isoSectors(n int) uint32 { return uint32((n + isoSector - 1) / isoSector) }
+
+// isoDir is one directory of an image being laid out.
+type isoDir struct {
+	name   string // last path component; "" for the root
+	parent *isoDir
+	dirs   []*isoDir
+	files  []int // indexes into the files given to writeISO
+}
+
+// isoHierarchy checks the file names and builds the directory tree.
+// Names are compared without case, as the primary tree holds them upper-case.
+func isoHierarchy(files []isoFile) (*isoDir, error) {
+	root := &isoDir{}
+	dirs := map[string]*isoDir{"": root} // by upper-case path
+	isFile := map[string]bool{}
+	for i, f := range files {
+		parts := strings.Split(f.Name, "/")
+		if len(parts) > isoMaxDepth {
+			return nil, fmt.Errorf("ISO file name %q: deeper than %d directory levels", f.Name, isoMaxDepth)
+		}
+		for _, p := range parts {
+			if p == "" || len(p) > 64 || p == "." || p == ".." || strings.ContainsAny(p, ";\x00") {
+				return nil, fmt.Errorf("ISO file name %q: each '/'-separated part must be 1-64 characters without ';'", f.Name)
+			}
+		}
+		d := root
+		for j := range parts[:len(parts)-1] {
+			key := strings.ToUpper(strings.Join(parts[:j+1], "/"))
+			if isFile[key] {
+				return nil, fmt.Errorf("ISO file name %q: %s is a file", f.Name, strings.Join(parts[:j+1], "/"))
+			}
+			child := dirs[key]
+			if child == nil {
+				child = &isoDir{name: parts[j], parent: d}
+				dirs[key] = child
+				d.dirs = append(d.dirs, child)
+			}
+			d = child
+		}
+		key := strings.ToUpper(f.Name)
+		if isFile[key] || dirs[key] != nil {
+			return nil, fmt.Errorf("ISO file name %q: duplicate", f.Name)
+		}
+		isFile[key] = true
+		d.files = append(d.files, i)
 	}
-	sort.Slice(order, func(a, b int) bool {
-		return string(name(files[order[a]].Name)) < string(name(files[order[b]].Name))
-	})
+	return root, nil
+}
+
+// isoTree is the primary or the Joliet view of the directory tree.
+type isoTree struct {
+	files []isoFile
+	mtime time.Time
+	id    func(name string, dir bool) []byte // the identifier of a record
+	dirs  []*isoDir                          // in path table order
+	num   map[*isoDir]int                    // index in dirs
+	lba   []uint32                           // extent of each directory
+	size  []uint32                           // bytes, whole sectors
+	// lPath and mPath are the extents of the little- and big-endian path tables.
+	lPath, mPath uint32
+}
+
+// newISOTree orders the directories as path tables require: by level,
+// then by parent number, then by identifier; a breadth-first walk that
+// visits children sorted by identifier gives that order.
+func newISOTree(root *isoDir, files []isoFile, mtime time.Time, id func(string, bool) []byte) *isoTree {
+	t := &isoTree{files: files, mtime: mtime, id: id, dirs: []*isoDir{root}, num: map[*isoDir]int{}}
+	for i := 0; i < len(t.dirs); i++ {
+		d := t.dirs[i]
+		t.num[d] = i
+		kids := append([]*isoDir(nil), d.dirs...)
+		sort.Slice(kids, func(a, b int) bool { return string(id(kids[a].name, true)) < string(id(kids[b].name, true)) })
+		t.dirs = append(t.dirs, kids...)
+	}
+	t.lba = make([]uint32, len(t.dirs))
+	t.size = make([]uint32, len(t.dirs))
+	return t
+}
+
+// parent is the index of directory i's parent; the root is its own parent.
+func (t *isoTree) parent(i int) int {
+	if p := t.dirs[i].parent; p != nil {
+		return t.num[p]
+	}
+	return i
+}
+
+// pathTable returns the path table in the given byte order, unpadded.
+func (t *isoTree) pathTable(order binary.ByteOrder) []byte {
+	var pt []byte
+	for i, d := range t.dirs {
+		id := []byte{0}
+		if d.parent != nil {
+			id = t.id(d.name, true)
+		}
+		r := make([]byte, 8+len(id)+len(id)%2)
+		r[0] = byte(len(id))
+		order.PutUint32(r[2:6], t.lba[i])
+		order.PutUint16(r[6:8], uint16(t.parent(i)+1))
+		copy(r[8:], id)
+		pt = append(pt, r...)
+	}
+	return pt
+}
+
+// directory returns the records of directory i ("." and ".." first, then
+// its directories and files sorted by identifier), padded to whole sectors;
+// a record never crosses a sector boundary.
+func (t *isoTree) directory(i int, extents []uint32) []byte {
+	d, p := t.dirs[i], t.parent(i)
+	type entry struct{ id, rec []byte }
+	var entries []entry
+	for _, c := range d.dirs {
+		n, id := t.num[c], t.id(c.name, true)
+		entries = append(entries, entry{id, dirRecord(t.lba[n], t.size[n], true, id, t.mtime)})
+	}
+	for _, f := range d.files {
+		id := t.id(path.Base(t.files[f].Name), false)
+		entries = append(entries, entry{id, dirRecord(extents[f], uint32(len(t.files[f].Data)), false, id, t.mtime)})
+	}
+	sort.Slice(entries, func(a, b int) bool { return string(entries[a].id) < string(entries[b].id) })
+	recs := [][]byte{
+		dirRecord(t.lba[i], t.size[i], true, []byte{0}, t.mtime),
+		dirRecord(t.lba[p], t.size[p], true, []byte{1}, t.mtime),
+	}
+	for _, e := range entries {
+		recs = append(recs, e.rec)
+	}
 	var dir []byte
-	dir = append(dir, dirRecord(self, isoSector, true, []byte{0}, mtime)...)
-	dir = append(dir, dirRecord(self, isoSector, true, []byte{1}, mtime)...)
-	for _, i := range order {
-		dir = append(dir, dirRecord(extents[i], uint32(len(files[i].Data)), false, name(files[i].Name), mtime)...)
+	for _, r := range recs {
+		if used := len(dir) % isoSector; used+len(r) > isoSector {
+			dir = append(dir, make([]byte, isoSector-used)...)
+		}
+		dir = append(dir, r...)
 	}
-	if len(dir) > isoSector {
-		return nil, fmt.Errorf("ISO root directory: %d files do not fit in one sector", len(files))
-	}
-	return dir, nil
+	return append(dir, make([]byte, int(isoSectors(len(dir)))*isoSector-len(dir))...)
 }
 
 // dirRecord is one ISO 9660 directory record.
@@ -141,7 +277,7 @@ func dirRecord(extent, size uint32, isDir bool, id []byte, mtime time.Time) []by
 
 // writeVolumeDescriptor fills a primary (type 1) or Joliet supplementary
 // (type 2) volume descriptor.
-func writeVolumeDescriptor(s []byte, typ byte, label []byte, total uint32, lPath, mPath, root uint32, mtime time.Time, joliet bool) {
+func writeVolumeDescriptor(s []byte, typ byte, label []byte, total uint32, t *isoTree, mtime time.Time, joliet bool) {
 	s[0] = typ
 	copy(s[1:6], "CD001")
 	s[6] = 1
@@ -164,10 +300,10 @@ func writeVolumeDescriptor(s []byte, typ byte, label []byte, total uint32, lPath
 	bothEndian16(s[120:124], 1)
 	bothEndian16(s[124:128], 1)
 	bothEndian16(s[128:132], isoSector)
-	bothEndian32(s[132:140], 10)
-	binary.LittleEndian.PutUint32(s[140:144], lPath)
-	binary.BigEndian.PutUint32(s[148:152], mPath)
-	copy(s[156:190], dirRecord(root, isoSector, true, []byte{0}, mtime))
+	bothEndian32(s[132:140], uint32(len(t.pathTable(binary.LittleEndian))))
+	binary.LittleEndian.PutUint32(s[140:144], t.lPath)
+	binary.BigEndian.PutUint32(s[148:152], t.mPath)
+	copy(s[156:190], dirRecord(t.lba[0], t.size[0], true, []byte{0}, mtime))
 	space(s[190:813])
 	date := []byte(mtime.UTC().Format("20060102150405") + "00\x00")
 	copy(s[813:830], date)
@@ -175,13 +311,6 @@ func writeVolumeDescriptor(s []byte, typ byte, label []byte, total uint32, lPath
 	copy(s[847:864], "0000000000000000\x00")
 	copy(s[864:881], "0000000000000000\x00")
 	s[881] = 1
-}
-
-// writePathTable writes a path table holding only the root directory.
-func writePathTable(s []byte, root uint32, order binary.ByteOrder) {
-	s[0] = 1
-	order.PutUint32(s[2:6], root)
-	order.PutUint16(s[6:8], 1)
 }
 
 func bothEndian32(b []byte, v uint32) {
