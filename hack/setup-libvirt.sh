@@ -16,10 +16,11 @@ LIBVIRTD_PID=/run/libvirtd.pid
 LOG_DIR=/var/log/libvirt
 QEMU_CONF=/etc/libvirt/qemu.conf
 
-# libvirt-daemon-system is deliberately absent: it pulls in systemd.
+# libvirt-daemon-system is deliberately absent: it pulls in systemd. genisoimage's
+# isoinfo checks the launcher's cloud-init ISOs (nodeagent/launcher tests).
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients
-  libvirt-dev pkg-config libxml2-utils tini
+  libvirt-dev pkg-config libxml2-utils tini genisoimage
 )
 
 log() { echo "setup-libvirt: $*"; }
