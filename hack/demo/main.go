@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
@@ -322,7 +322,7 @@ func (d *demo) bootVM(ctx context.Context) error {
 		return err
 	}
 	var vmi *v1.VirtualMachineInstance
-	if err := d.step("waiting for the VMI to be Running", func() error {
+	if err := d.step("waiting for the VMI to be Running and the VM Ready", func() error {
 		var err error
 		vmi, err = d.waitVMI(ctx, "Running", func(vmi *v1.VirtualMachineInstance) bool {
 			return vmi != nil && vmi.Status.Phase == v1.Running
@@ -331,6 +331,13 @@ func (d *demo) bootVM(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprintf(d.out, "    VMI %s Running on %s, %v after the VM was created\n", vmi.UID, vmi.Status.NodeName, time.Since(created).Round(time.Millisecond))
+		// The VM controller mirrors the VMI's Ready condition a moment later.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.StepTimeout, true, func(ctx context.Context) (bool, error) {
+			vm, err := d.client.KubevirtV1().VirtualMachines(o.Namespace).Get(ctx, d.vm.Name, metav1.GetOptions{})
+			return err == nil && vm.Status.Ready, nil
+		}); err != nil {
+			return fmt.Errorf("VM %s/%s not Ready: %w", o.Namespace, d.vm.Name, err)
+		}
 		return d.printTables(ctx)
 	}); err != nil {
 		return err
@@ -423,37 +430,13 @@ func (d *demo) console(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("console %s: %w", url, err)
 	}
 	defer ws.Close()
-	deadline := time.Now().Add(d.o.StepTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
+	ctx, cancel := context.WithTimeout(ctx, d.o.StepTimeout)
+	defer cancel()
+	lines, err := cluster.ReadUntil(ctx, ws, guestMarker)
+	if err != nil {
+		return lines, fmt.Errorf("console: %w", err)
 	}
-	_ = ws.SetReadDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = ws.Close() })
-	defer stop()
-	var out []byte
-	buf := make([]byte, 4096)
-	for {
-		k, err := ws.Read(buf)
-		out = append(out, buf[:k]...)
-		if i := bytes.Index(out, []byte(guestMarker)); i >= 0 {
-			if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
-				return consoleLines(out[:i+j]), nil
-			}
-		}
-		if err != nil {
-			return consoleLines(out), fmt.Errorf("console: %w before %s", err, guestMarker)
-		}
-	}
-}
-
-func consoleLines(b []byte) []string {
-	var lines []string
-	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return lines
+	return lines, nil
 }
 
 // printTables prints `kubectl get vm,vmi` from the server-side Table API.
