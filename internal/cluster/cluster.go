@@ -309,6 +309,16 @@ func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) (
 		return nil, fmt.Errorf("console %s: %w", u, err)
 	}
 	defer ws.Close()
+	lines, err := ReadUntil(ctx, ws, marker)
+	if err != nil {
+		return lines, fmt.Errorf("console of %s/%s: %w", namespace, name, err)
+	}
+	return lines, nil
+}
+
+// ReadUntil reads a console WebSocket until a whole line holding marker
+// arrived, or ctx ends, and returns the console's lines so far.
+func ReadUntil(ctx context.Context, ws *websocket.Conn, marker string) ([]string, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = ws.SetReadDeadline(dl)
 	}
@@ -325,7 +335,7 @@ func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) (
 			}
 		}
 		if err != nil {
-			return Lines(out), fmt.Errorf("console of %s/%s: %w before %s", namespace, name, err, marker)
+			return Lines(out), fmt.Errorf("%w before %s", err, marker)
 		}
 	}
 }

@@ -495,13 +495,20 @@ func (e *Env) setupClients(p *pki) error {
 		return fmt.Errorf("apiextensions clientset: %w", err)
 	}
 
+	e.KubeconfigPath = filepath.Join(e.Dir, "kubeconfig")
+	return writeKubeconfig(e.KubeconfigPath, host, p.caCertPEM, adminUser, p.adminCertPEM, p.adminKeyPEM)
+}
+
+// writeKubeconfig writes a kubeconfig for server, trusting caPEM, as user
+// with the given client certificate and key. It is encoded the way
+// clientcmd.Write does, without importing clientcmd (and its flag
+// dependencies) into every test binary.
+func writeKubeconfig(path, server string, caPEM []byte, user string, certPEM, keyPEM []byte) error {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: p.caCertPEM}
-	kc.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{ClientCertificateData: p.adminCertPEM, ClientKeyData: p.adminKeyPEM}
-	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: adminUser}
+	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: user}
 	kc.CurrentContext = "testenv"
-	// Encoded the way clientcmd.Write does, without importing clientcmd (and
-	// its flag dependencies) into every test binary.
 	kcJSON, err := k8sruntime.Encode(clientcmdlatest.Codec, kc)
 	if err != nil {
 		return fmt.Errorf("encode kubeconfig: %w", err)
@@ -510,8 +517,7 @@ func (e *Env) setupClients(p *pki) error {
 	if err != nil {
 		return fmt.Errorf("encode kubeconfig: %w", err)
 	}
-	e.KubeconfigPath = filepath.Join(e.Dir, "kubeconfig")
-	if err := os.WriteFile(e.KubeconfigPath, kcYAML, 0o600); err != nil {
+	if err := os.WriteFile(path, kcYAML, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
@@ -924,14 +930,8 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	admin, adminKey, err := newCert(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: adminUser, Organization: []string{mastersGroup}},
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(365 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, caKey)
-	if err != nil {
+	p.ca, p.caKey = ca, caKey
+	if p.adminCertPEM, p.adminKeyPEM, err = p.clientCert(pkix.Name{CommonName: adminUser, Organization: []string{mastersGroup}}); err != nil {
 		return nil, fmt.Errorf("admin certificate: %w", err)
 	}
 	// Service account tokens are RS256-signed, as in most clusters.
@@ -949,8 +949,6 @@ func newPKI(dir string) (*pki, error) {
 	}
 
 	p.caCertPEM = certPEM(ca)
-	p.ca, p.caKey = ca, caKey
-	p.adminCertPEM = certPEM(admin)
 	p.adminToken = hex.EncodeToString(token)
 	caKeyPEM, err := ecKeyPEM(caKey)
 	if err != nil {
@@ -958,9 +956,6 @@ func newPKI(dir string) (*pki, error) {
 	}
 	servingKeyPEM, err := ecKeyPEM(servingKey)
 	if err != nil {
-		return nil, err
-	}
-	if p.adminKeyPEM, err = ecKeyPEM(adminKey); err != nil {
 		return nil, err
 	}
 	files := []struct {
@@ -1010,6 +1005,24 @@ func newCert(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Cer
 		return nil, nil, err
 	}
 	return cert, key, nil
+}
+
+// clientCert issues a client certificate for subject, valid for a year and
+// signed by the CA, and returns it and its key as PEM.
+func (p *pki) clientCert(subject pkix.Name) (certPEMData, keyPEMData []byte, err error) {
+	now := time.Now()
+	cert, key, err := newCert(&x509.Certificate{
+		Subject:     subject,
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, p.ca, p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEMData, err = ecKeyPEM(key)
+	return certPEM(cert), keyPEMData, err
 }
 
 func certPEM(cert *x509.Certificate) []byte {

@@ -3,7 +3,6 @@ package testenv
 import (
 	"bufio"
 	"context"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
@@ -18,10 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
-	"sigs.k8s.io/yaml"
 )
 
 // NodeName is the name the kubelet of [Options.Node] registers.
@@ -302,67 +297,28 @@ serializeImagePulls: false
 			return err
 		}
 	}
-	return writeClientKubeconfig(p, server, filepath.Join(n.dir, "kubelet.kubeconfig"),
-		pkix.Name{CommonName: "system:node:" + n.Name, Organization: []string{"system:nodes"}})
-}
-
-// writeClientKubeconfig writes a kubeconfig for a client certificate with
-// the given subject, signed by the control plane's CA.
-func writeClientKubeconfig(p *pki, server, path string, subject pkix.Name) error {
-	now := time.Now()
-	cert, key, err := newCert(&x509.Certificate{
-		Subject:     subject,
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(365 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, p.ca, p.caKey)
+	// The Node authorizer knows the kubelet by its certificate's subject.
+	user := "system:node:" + n.Name
+	cert, key, err := p.clientCert(pkix.Name{CommonName: user, Organization: []string{"system:nodes"}})
 	if err != nil {
-		return fmt.Errorf("client certificate for %s: %w", subject.CommonName, err)
+		return fmt.Errorf("kubelet certificate: %w", err)
 	}
-	keyPEM, err := ecKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.caCertPEM}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM(cert), ClientKeyData: keyPEM}
-	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user"}
-	kc.CurrentContext = "testenv"
-	data, err := k8sruntime.Encode(clientcmdlatest.Codec, kc)
-	if err != nil {
-		return err
-	}
-	if data, err = yaml.JSONToYAML(data); err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o600)
+	return writeKubeconfig(filepath.Join(n.dir, "kubelet.kubeconfig"), server, p.caCertPEM, user, cert, key)
 }
 
 // nodeAPIServerArgs are kube-apiserver's flags for reaching the kubelet
 // (logs, exec, port-forward): by host name, with a client certificate.
 func nodeAPIServerArgs(p *pki, dir string) ([]string, error) {
-	now := time.Now()
-	cert, key, err := newCert(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{mastersGroup}},
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(365 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, p.ca, p.caKey)
+	cert, key, err := p.clientCert(pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{mastersGroup}})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet client certificate: %w", err)
 	}
-	keyPEM, err := ecKeyPEM(key)
-	if err != nil {
-		return nil, err
-	}
 	p.kubeletClientCertFile = filepath.Join(dir, "kubelet-client.crt")
 	p.kubeletClientKeyFile = filepath.Join(dir, "kubelet-client.key")
-	if err := os.WriteFile(p.kubeletClientCertFile, certPEM(cert), 0o600); err != nil {
+	if err := os.WriteFile(p.kubeletClientCertFile, cert, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(p.kubeletClientKeyFile, keyPEM, 0o600); err != nil {
+	if err := os.WriteFile(p.kubeletClientKeyFile, key, 0o600); err != nil {
 		return nil, err
 	}
 	return []string{
@@ -435,10 +391,7 @@ func CleanupNode() error {
 // killCgroup SIGKILLs every process in the named cgroup, and below it, of
 // every cgroup v1 hierarchy (or the v2 one).
 func killCgroup(name string) error {
-	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", name))
-	if d := filepath.Join(cgroupRoot, name); exists(d) {
-		dirs = append(dirs, d)
-	}
+	dirs := cgroupDirs(name)
 	for range 50 {
 		found := false
 		for _, d := range dirs {
@@ -464,12 +417,19 @@ func killCgroup(name string) error {
 	return fmt.Errorf("processes are left in the %s cgroups after SIGKILL", name)
 }
 
-// removeCgroup removes the (empty) cgroup directories below and of name.
-func removeCgroup(name string) error {
+// cgroupDirs are the directories of the named cgroup in every cgroup v1
+// hierarchy, or in the v2 one.
+func cgroupDirs(name string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", name))
 	if d := filepath.Join(cgroupRoot, name); exists(d) {
 		dirs = append(dirs, d)
 	}
+	return dirs
+}
+
+// removeCgroup removes the (empty) cgroup directories below and of name.
+func removeCgroup(name string) error {
+	dirs := cgroupDirs(name)
 	var errs []error
 	for _, d := range dirs {
 		var all []string

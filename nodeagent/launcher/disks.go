@@ -313,20 +313,11 @@ func copyFile(src, dst string) error {
 // network-config. Secret references are read where the launcher pod mounts
 // them: <PrivateDir>/secret/<volume>/{userdata,userData,networkdata,networkData}.
 func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
-	src := vol.CloudInitNoCloud
-	secretDir := filepath.Join(l.cfg.PrivateDir, "secret", vol.Name)
-	user, err := cloudInitData(src.UserData, src.UserDataBase64, src.UserDataSecretRef != nil, secretDir, "userdata", "userData")
+	user, network, err := l.cloudInitPayload(vol.Name, vol.CloudInitNoCloud)
 	if err != nil {
-		return fmt.Errorf("user data: %w", err)
+		return err
 	}
-	network, err := cloudInitData(src.NetworkData, src.NetworkDataBase64, src.NetworkDataSecretRef != nil, secretDir, "networkdata", "networkData")
-	if err != nil {
-		return fmt.Errorf("network data: %w", err)
-	}
-	host := vmi.Spec.Hostname
-	if host == "" {
-		host = vmi.Name
-	}
+	host := guestHostname(vmi)
 	files := []isoFile{
 		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vmi.UID, host))},
 		{Name: "user-data", Data: user},
@@ -347,20 +338,13 @@ func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, pa
 // instance_id is <name>.<namespace>, uuid the firmware UUID (else the VMI
 // UID), hostname as for NoCloud. Secret references are read as for NoCloud.
 func (l *Launcher) configDriveISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
-	src := vol.CloudInitConfigDrive
-	secretDir := filepath.Join(l.cfg.PrivateDir, "secret", vol.Name)
-	user, err := cloudInitData(src.UserData, src.UserDataBase64, src.UserDataSecretRef != nil, secretDir, "userdata", "userData")
+	// The two sources hold the same fields.
+	src := v1.CloudInitNoCloudSource(*vol.CloudInitConfigDrive)
+	user, network, err := l.cloudInitPayload(vol.Name, &src)
 	if err != nil {
-		return fmt.Errorf("user data: %w", err)
+		return err
 	}
-	network, err := cloudInitData(src.NetworkData, src.NetworkDataBase64, src.NetworkDataSecretRef != nil, secretDir, "networkdata", "networkData")
-	if err != nil {
-		return fmt.Errorf("network data: %w", err)
-	}
-	host := vmi.Spec.Hostname
-	if host == "" {
-		host = vmi.Name
-	}
+	host := guestHostname(vmi)
 	uuid := string(vmi.UID)
 	if fw := vmi.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
 		uuid = string(fw.UUID)
@@ -389,6 +373,28 @@ type configDriveMetadata struct {
 	InstanceID string `json:"instance_id"`
 	UUID       string `json:"uuid"`
 	Hostname   string `json:"hostname,omitempty"`
+}
+
+// cloudInitPayload reads a cloud-init volume's user and network data:
+// inline, base64 or from the Secret the launcher pod mounts at
+// <PrivateDir>/secret/<volume>/.
+func (l *Launcher) cloudInitPayload(volume string, src *v1.CloudInitNoCloudSource) (user, network []byte, err error) {
+	secretDir := filepath.Join(l.cfg.PrivateDir, "secret", volume)
+	if user, err = cloudInitData(src.UserData, src.UserDataBase64, src.UserDataSecretRef != nil, secretDir, "userdata", "userData"); err != nil {
+		return nil, nil, fmt.Errorf("user data: %w", err)
+	}
+	if network, err = cloudInitData(src.NetworkData, src.NetworkDataBase64, src.NetworkDataSecretRef != nil, secretDir, "networkdata", "networkData"); err != nil {
+		return nil, nil, fmt.Errorf("network data: %w", err)
+	}
+	return user, network, nil
+}
+
+// guestHostname is the VMI's spec.hostname, else its name.
+func guestHostname(vmi *v1.VirtualMachineInstance) string {
+	if vmi.Spec.Hostname != "" {
+		return vmi.Spec.Hostname
+	}
+	return vmi.Name
 }
 
 func cloudInitData(plain, b64 string, fromSecret bool, secretDir string, keys ...string) ([]byte, error) {
