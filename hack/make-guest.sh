@@ -7,6 +7,11 @@
 #   initramfs.cpio.gz       busybox /init prints GUEST-BOOTED on the console,
 #                           then powers off
 #   initramfs-idle.cpio.gz  same, then idles until destroyed
+#   initramfs-agent.cpio.gz same as idle, plus Debian's QEMU guest agent:
+#                           after GUEST-BOOTED it loads virtio_console (and
+#                           virtio_net), starts qemu-ga on the virtio-serial
+#                           port org.qemu.guest_agent.0 and asks for an
+#                           address on eth0 by DHCP when there is one
 # Boot with: console=ttyS0 panic=-1 quiet, machine pc, <acpi/>.
 #
 # usage: hack/make-guest.sh [outdir]   (default: _output/guest in the repo)
@@ -16,7 +21,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
-OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz)
+OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz)
+# The guest agent and the libraries it may load come from these packages.
+AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
+  libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
 
 log() { echo "make-guest: $*"; }
 die() { echo "make-guest: $*" >&2; exit 1; }
@@ -32,7 +40,7 @@ if $complete; then
 fi
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (mknod /dev/console in the initramfs)"
-for tool in apt-get apt-cache dpkg-deb xz gzip; do
+for tool in apt-get apt-cache dpkg-deb xz gzip readelf; do
   command -v "$tool" >/dev/null || die "$tool not found"
 done
 
@@ -50,11 +58,11 @@ fi
 kpkg=$(apt-cache depends "$KERNEL_META" |
   awk '!found && $1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; found = 1 }')
 [ -n "$kpkg" ] || die "cannot resolve the kernel package behind $KERNEL_META"
-log "downloading $kpkg and busybox-static"
-apt-get "${apt_opts[@]}" download "$kpkg" busybox-static >/dev/null
+log "downloading $kpkg, busybox-static and the guest agent"
+apt-get "${apt_opts[@]}" download "$kpkg" busybox-static "${AGENT_PKGS[@]}" >/dev/null
 
 # --- kernel -------------------------------------------------------------------
-dpkg-deb --fsys-tarfile "${kpkg}"_*.deb | tar -x ./boot/
+dpkg-deb --fsys-tarfile "${kpkg}"_*.deb | tar -x ./boot/ ./lib/modules/
 vmlinuz=(boot/vmlinuz-*)
 [ -f "${vmlinuz[0]}" ] || die "no vmlinuz in $kpkg"
 cp "${vmlinuz[0]}" vmlinuz
@@ -72,11 +80,13 @@ dpkg-deb -x busybox-static_*.deb busybox-pkg
 bb=$work/busybox-pkg/bin/busybox
 [ -x "$bb" ] || die "no busybox in busybox-static"
 
-# make_initramfs NAME LAST-COMMAND
+# make_initramfs NAME LAST-COMMAND [ADD-FUNCTION]
+# ADD-FUNCTION, when given, is called with the root directory to add files.
 make_initramfs() {
   local name=$1 last=$2 root=$work/root-$1
   mkdir -p "$root/bin" "$root/dev" "$root/proc" "$root/sys"
   cp "$bb" "$root/bin/busybox"
+  if [ $# -ge 3 ]; then "$3" "$root"; fi
   # init's stdout is /dev/console, which must exist inside the initramfs.
   mknod -m 600 "$root/dev/console" c 5 1
   mknod -m 666 "$root/dev/null" c 1 3
@@ -91,6 +101,141 @@ EOF
 }
 make_initramfs initramfs '/bin/busybox poweroff -f'
 make_initramfs initramfs-idle 'while :; do /bin/busybox sleep 3600; done'
+
+# --- guest agent ----------------------------------------------------------------
+for deb in "${AGENT_PKGS[@]}"; do dpkg-deb -x "${deb}"_*.deb agent-pkg; done
+qga=$work/agent-pkg/usr/sbin/qemu-ga
+[ -x "$qga" ] || die "no qemu-ga in qemu-guest-agent"
+kver=$(cd lib/modules && ls)
+[ -n "$kver" ] && [ -d "lib/modules/$kver/kernel" ] || die "no modules in $kpkg"
+
+# find_lib SONAME: the library's path in the extracted packages.
+find_lib() {
+  local d
+  for d in lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib64 lib usr/lib; do
+    if [ -e "$work/agent-pkg/$d/$1" ]; then echo "$d/$1"; return; fi
+  done
+  die "library $1 (needed by qemu-ga) is in none of: ${AGENT_PKGS[*]}"
+}
+
+# needed_libs ELF...: the ELF files' NEEDED entries, transitively, as paths
+# relative to the extracted packages.
+needed_libs() {
+  local -A seen=()
+  local queue=("$@") f lib path
+  while [ ${#queue[@]} -gt 0 ]; do
+    f=${queue[0]}; queue=("${queue[@]:1}")
+    for lib in $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+      [ -n "${seen[$lib]:-}" ] && continue
+      path=$(find_lib "$lib")
+      seen[$lib]=$path
+      echo "$path"
+      queue+=("$work/agent-pkg/$path")
+    done
+  done
+}
+
+# find_module NAME: the module's path relative to the extracted kernel.
+find_module() {
+  local m
+  m=$(find "lib/modules/$kver/kernel" \( -name "$1.ko" -o -name "$1.ko.xz" -o -name "$1.ko.zst" \) | head -n 1)
+  [ -n "$m" ] || die "kernel module $1 not found in $kpkg (built in? then drop it here)"
+  case $m in *.ko) ;; *) die "kernel module $m is compressed: busybox insmod needs it uncompressed" ;; esac
+  echo "$m"
+}
+
+# module_order NAME...: the modules with their dependencies (from .modinfo),
+# dependencies first.
+module_order() {
+  local -A done_=()
+  visit() {
+    local m=$1 dep path
+    [ -n "${done_[$m]:-}" ] && return
+    done_[$m]=1
+    path=$(find_module "$m")
+    for dep in $(readelf -p .modinfo "$path" | sed -n 's/.*depends=//p' | tr ',' ' '); do
+      visit "$dep"
+    done
+    echo "$path"
+  }
+  local m
+  for m in "$@"; do visit "$m"; done
+}
+
+# add_agent ROOT: qemu-ga, its libraries and loader, the virtio modules and
+# /bin/start-agent.
+add_agent() {
+  local root=$1 lib loader m libs mods
+  mkdir -p "$root/usr/sbin" "$root/lib64" "$root/etc" "$root/run" "$root/tmp" "$root/var" "$root/modules"
+  ln -s ../run "$root/var/run"
+  cp "$qga" "$root/usr/sbin/qemu-ga"
+  loader=$(readelf -l "$qga" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+  [ -n "$loader" ] || die "qemu-ga has no program interpreter"
+  libs=$(needed_libs "$qga") # separate assignments: a failure stops the script
+  mods=$(module_order virtio_pci virtio_console virtio_net)
+  for lib in $libs "lib/x86_64-linux-gnu/$(basename "$loader")"; do
+    mkdir -p "$root/$(dirname "$lib")"
+    cp -L "$work/agent-pkg/$lib" "$root/$lib"
+  done
+  # The loader is looked up at its absolute path (/lib64/ld-linux-x86-64.so.2).
+  [ -e "$root$loader" ] || ln -s "/lib/x86_64-linux-gnu/$(basename "$loader")" "$root$loader"
+  local insmods=
+  for m in $mods; do
+    cp "$m" "$root/modules/"
+    insmods+="insmod /modules/$(basename "$m")"$'\n'
+  done
+  cat >"$root/etc/os-release" <<'EOF'
+NAME="vmkit test guest"
+ID=vmkit-test-guest
+ID_LIKE=debian
+PRETTY_NAME="vmkit test guest (busybox, Debian kernel)"
+VERSION="1"
+VERSION_ID="1"
+EOF
+  # udhcpc calls this with the lease in its environment.
+  cat >"$root/bin/dhcp-event" <<'EOF'
+#!/bin/busybox sh
+case $1 in bound|renew)
+  ip addr flush dev "$interface"
+  ip addr add "$ip/${mask:-24}" dev "$interface"
+  [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface" ;;
+esac
+EOF
+  cat >"$root/bin/start-agent" <<EOF
+#!/bin/busybox sh
+# Started by /init after GUEST-BOOTED: virtio modules, /dev, the agent, eth0.
+/bin/busybox --install -s /bin
+export PATH=/bin:/usr/sbin
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+hostname vmkit-guest
+${insmods}port=
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  for f in /sys/class/virtio-ports/*/name; do
+    [ "\$(cat "\$f" 2>/dev/null)" = org.qemu.guest_agent.0 ] && port=\$(basename "\$(dirname "\$f")")
+  done
+  [ -n "\$port" ] && break
+  sleep 0.2
+done
+if [ -z "\$port" ]; then
+  echo "GUEST-AGENT-NO-PORT"
+else
+  [ -e "/dev/\$port" ] || mknod "/dev/\$port" c \$(tr ':' ' ' <"/sys/class/virtio-ports/\$port/dev")
+  mkdir -p /dev/virtio-ports
+  ln -sf "../\$port" /dev/virtio-ports/org.qemu.guest_agent.0
+  qemu-ga -m virtio-serial -p /dev/virtio-ports/org.qemu.guest_agent.0 -t /run -f /run/qemu-ga.pid &
+  echo "GUEST-AGENT-STARTED"
+fi
+ip link set lo up
+if ip link set eth0 up 2>/dev/null; then
+  udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
+fi
+EOF
+  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event"
+}
+make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 
 # Move complete files into place last, so an interrupted run never leaves a
 # set of outputs that looks finished.
