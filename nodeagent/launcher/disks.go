@@ -113,6 +113,18 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.CloudInitISOs[vol.Name] = path
+		case vol.ConfigMap != nil, vol.Secret != nil, vol.DownwardAPI != nil, vol.ServiceAccount != nil:
+			if !hasDisk(vmi, vol.Name) {
+				continue // a filesystem share, not a disk
+			}
+			d, _ := configDiskOf(priv, serviceAccountDir, vol)
+			if err := mkdir(filepath.Dir(d.iso)); err != nil {
+				return opts, created, err
+			}
+			if err := d.write(time.Now()); err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.Disks[vol.Name] = domainxml.DiskSource{Path: d.iso, Format: "raw"}
 		}
 	}
 	if kb := vmi.Spec.Domain.Firmware; kb != nil && kb.KernelBoot != nil && kb.KernelBoot.Container != nil {
