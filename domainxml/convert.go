@@ -53,6 +53,9 @@ func Convert(vmi *v1.VirtualMachineInstance, opts Options) (*libvirtxml.Domain, 
 	if err := c.convertConsole(); err != nil {
 		return nil, err
 	}
+	if err := c.convertGuestAgent(); err != nil {
+		return nil, err
+	}
 	if err := c.convertGraphics(); err != nil {
 		return nil, err
 	}
@@ -137,6 +140,11 @@ type arena struct {
 	serialLog   libvirtxml.DomainChardevLog
 	serialPort  uint
 	consolePort uint
+	channel     [1]libvirtxml.DomainChannel
+	agentSrc    libvirtxml.DomainChardevSource
+	agentUNIX   libvirtxml.DomainChardevSourceUNIX
+	agentTgt    libvirtxml.DomainChannelTarget
+	agentVirtIO libvirtxml.DomainChannelTargetVirtIO
 	ctlIndex    [2]uint
 	graphics    [1]libvirtxml.DomainGraphic
 	vnc         libvirtxml.DomainGraphicVNC

@@ -38,6 +38,24 @@ func (c *converter) convertConsole() error {
 	return nil
 }
 
+// GuestAgentChannel is the name of the virtio-serial port the QEMU guest
+// agent listens on in the guest (/dev/virtio-ports/org.qemu.guest_agent.0).
+const GuestAgentChannel = "org.qemu.guest_agent.0"
+
+// convertGuestAgent adds the guest agent's channel, as KubeVirt does for
+// every domain: a virtio-serial port on a UNIX socket whose path libvirt
+// chooses (under its channel directory), so libvirt itself connects to the
+// agent and reports whether it answers.
+func (c *converter) convertGuestAgent() error {
+	a := c.a
+	a.agentSrc.UNIX = &a.agentUNIX
+	a.agentVirtIO.Name = GuestAgentChannel
+	a.agentTgt.VirtIO = &a.agentVirtIO
+	a.channel[0] = libvirtxml.DomainChannel{Source: &a.agentSrc, Target: &a.agentTgt}
+	c.dom.Devices.Channels = a.channel[:]
+	return nil
+}
+
 // convertGraphics attaches VNC on a UNIX socket and a video device unless
 // autoattachGraphicsDevice is false.
 func (c *converter) convertGraphics() error {

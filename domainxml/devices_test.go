@@ -1,6 +1,7 @@
 package domainxml
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,31 @@ import (
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
+
+func TestConvertGuestAgent(t *testing.T) {
+	// KubeVirt's channel: libvirt picks the socket path and connects to it.
+	want := []libvirtxml.DomainChannel{{
+		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{}},
+		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: "org.qemu.guest_agent.0"}},
+	}}
+	dom, err := runSteps(t, newVMI(), Options{}, (*converter).convertGuestAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, dom.Devices.Channels); diff != "" {
+		t.Errorf("channels (-want +got):\n%s", diff)
+	}
+	xml, err := Marshal(dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantXML = `<channel type="unix">
+      <target type="virtio" name="org.qemu.guest_agent.0"></target>
+    </channel>`
+	if !strings.Contains(xml, wantXML) {
+		t.Errorf("domain XML lacks\n%s\ngot:\n%s", wantXML, xml)
+	}
+}
 
 func TestConvertConsole(t *testing.T) {
 	port := func() *uint { p := uint(0); return &p }

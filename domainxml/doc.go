@@ -14,8 +14,9 @@
 // derived from the VMI's UID unless spec.domain.firmware.uuid is set,
 // [Metadata] naming the VMI), firmware (BIOS, EFI, direct kernel boot,
 // SMBIOS), CPU (topology, model, pinning), memory (huge pages), features,
-// clock, disks, interfaces, console, graphics, inputs, watchdog, RNG,
-// balloon and controllers. Whatever the spec asks for that the domain cannot
+// clock, disks, interfaces, console, the guest agent channel, graphics,
+// inputs, watchdog, RNG, balloon and controllers. Whatever the spec asks for
+// that the domain cannot
 // express is an error naming the field, for example
 //
 //	spec.domain.devices.disks[1].lun: not supported on bus "virtio"

@@ -97,6 +97,9 @@ func Example() {
 	//     <console type="pty">
 	//       <target type="serial" port="0"></target>
 	//     </console>
+	//     <channel type="unix">
+	//       <target type="virtio" name="org.qemu.guest_agent.0"></target>
+	//     </channel>
 	//     <memballoon model="virtio-non-transitional">
 	//       <stats period="10"></stats>
 	//     </memballoon>

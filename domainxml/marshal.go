@@ -37,7 +37,7 @@ func Marshal(dom *libvirtxml.Domain) (string, error) {
 // amount of markup per element and the lengths of its longest strings; a
 // low guess costs one copy, a high one a little memory.
 func estimateSize(d *libvirtxml.Domain) int {
-	n := 1280 + 448*len(d.Devices.Disks) + 384*len(d.Devices.Interfaces)
+	n := 1280 + 448*len(d.Devices.Disks) + 384*len(d.Devices.Interfaces) + 128*len(d.Devices.Channels)
 	if d.Metadata != nil {
 		n += len(d.Metadata.XML)
 	}
@@ -206,7 +206,7 @@ func fastClock(clk *libvirtxml.DomainClock) bool {
 
 func fastDevices(d *libvirtxml.DomainDeviceList) bool {
 	c := *d
-	c.Disks, c.Controllers, c.Interfaces, c.Serials, c.Consoles = nil, nil, nil, nil, nil
+	c.Disks, c.Controllers, c.Interfaces, c.Serials, c.Consoles, c.Channels = nil, nil, nil, nil, nil, nil
 	c.Inputs, c.Graphics, c.Videos, c.Watchdogs, c.MemBalloon, c.RNGs = nil, nil, nil, nil, nil, nil
 	if !isZero(&c) {
 		return false
@@ -233,6 +233,11 @@ func fastDevices(d *libvirtxml.DomainDeviceList) bool {
 	}
 	for i := range d.Consoles {
 		if !fastConsole(&d.Consoles[i]) {
+			return false
+		}
+	}
+	for i := range d.Channels {
+		if !fastChannel(&d.Channels[i]) {
 			return false
 		}
 	}
@@ -396,6 +401,17 @@ func fastConsole(s *libvirtxml.DomainConsole) bool {
 	c := *s
 	c.XMLName, c.Source, c.Target, c.Alias = xml.Name{}, nil, nil, nil
 	return isZero(&c) && fastChardevSource(s.Source)
+}
+
+// fastChannel accepts a virtio channel on a UNIX socket or a pty.
+func fastChannel(ch *libvirtxml.DomainChannel) bool {
+	c := *ch
+	c.XMLName, c.Source, c.Target, c.Alias = xml.Name{}, nil, nil, nil
+	if !isZero(&c) || !fastChardevSource(ch.Source) {
+		return false
+	}
+	t := ch.Target
+	return t == nil || (t.VirtIO != nil && t.Xen == nil && t.GuestFWD == nil)
 }
 
 func fastGraphic(g *libvirtxml.DomainGraphic) bool {
@@ -885,6 +901,22 @@ func (e *encoder) devices(d *libvirtxml.DomainDeviceList) {
 		}
 		e.alias(c.Alias)
 		e.close("</console>")
+	}
+	for i := range d.Channels {
+		c := &d.Channels[i]
+		e.open("<channel")
+		e.chardevType(c.Source)
+		e.openEnd()
+		e.chardevSource(c.Source)
+		if t := c.Target; t != nil {
+			e.open("<target")
+			e.attr(` type="`, "virtio")
+			e.attrOpt(` name="`, t.VirtIO.Name)
+			e.attrOpt(` state="`, t.VirtIO.State)
+			e.closeEmpty("></target>")
+		}
+		e.alias(c.Alias)
+		e.close("</channel>")
 	}
 	for i := range d.Inputs {
 		in := &d.Inputs[i]

@@ -52,6 +52,21 @@ func TestMarshalMatchesLibvirtxml(t *testing.T) {
 		{"a TCP serial port", func(d *libvirtxml.Domain) {
 			d.Devices.Serials[0].Source = &libvirtxml.DomainChardevSource{TCP: &libvirtxml.DomainChardevSourceTCP{Mode: "bind", Host: "::", Service: "4555"}}
 		}, false},
+		{"a guest agent channel as libvirt reports it", func(d *libvirtxml.Domain) {
+			d.Devices.Channels[0].Source.UNIX.Mode = "bind"
+			d.Devices.Channels[0].Source.UNIX.Path = "/var/lib/libvirt/qemu/channel/target/domain-1-default_vm/org.qemu.guest_agent.0"
+			d.Devices.Channels[0].Target.VirtIO.State = "connected"
+			d.Devices.Channels[0].Alias = &libvirtxml.DomainAlias{Name: "channel0"}
+		}, true},
+		{"a channel on a pty", func(d *libvirtxml.Domain) {
+			d.Devices.Channels[0].Source = &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{Path: "/dev/pts/3"}}
+		}, true},
+		{"a guestfwd channel", func(d *libvirtxml.Domain) {
+			d.Devices.Channels[0].Target = &libvirtxml.DomainChannelTarget{GuestFWD: &libvirtxml.DomainChannelTargetGuestFWD{Address: "10.0.2.1", Port: "4600"}}
+		}, false},
+		{"a channel with a virtio-serial address", func(d *libvirtxml.Domain) {
+			d.Devices.Channels[0].Address = &libvirtxml.DomainAddress{VirtioSerial: &libvirtxml.DomainAddressVirtioSerial{}}
+		}, false},
 		{"a second graphics type", func(d *libvirtxml.Domain) {
 			d.Devices.Graphics = append(d.Devices.Graphics, libvirtxml.DomainGraphic{Spice: &libvirtxml.DomainGraphicSpice{}})
 		}, false},
