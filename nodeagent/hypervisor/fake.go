@@ -2,6 +2,7 @@ package hypervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,14 @@ type Fake struct {
 	calls          []string
 	failNext       map[string]error
 	ignoreShutdown bool
+	agents         map[string]GuestAgentFunc
 }
+
+// GuestAgentFunc plays a QEMU guest agent for the Fake: it gets a command's
+// JSON and returns the agent's JSON reply, or an error as
+// Hypervisor.GuestAgentCommand would (ErrAgentUnavailable when the agent
+// does not answer).
+type GuestAgentFunc func(command string) (string, error)
 
 type fakeDomain struct {
 	xml     string
@@ -42,16 +50,51 @@ var _ Hypervisor = (*Fake)(nil)
 
 // NewFake returns a Fake with no domains.
 func NewFake() *Fake {
-	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}}
+	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}, agents: map[string]GuestAgentFunc{}}
 }
 
 // FailNext makes the next call of the named method ("Define", "Start",
-// "Shutdown", "Destroy", "Pause", "Resume", "State", "Console", "Undefine"
-// or "List") return err without doing anything.
+// "Shutdown", "Destroy", "Pause", "Resume", "State", "Console",
+// "GuestAgentCommand", "Undefine" or "List") return err without doing
+// anything.
 func (f *Fake) FailNext(method string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failNext[method] = err
+}
+
+// SetGuestAgent makes agent answer the guest agent commands of the named
+// domain while it runs, as qemu-ga in the guest would; nil removes the
+// agent, so commands fail with ErrAgentUnavailable. The agent outlives
+// redefinitions of the domain. See GuestAgentReplies.
+func (f *Fake) SetGuestAgent(name string, agent GuestAgentFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if agent == nil {
+		delete(f.agents, name)
+		return
+	}
+	f.agents[name] = agent
+}
+
+// GuestAgentReplies returns a GuestAgentFunc that answers each command by
+// its "execute" name with {"return": replies[name]}; replies holds JSON
+// values. A command it has no reply for gets the error qemu-ga returns
+// for an unknown command.
+func GuestAgentReplies(replies map[string]string) GuestAgentFunc {
+	return func(command string) (string, error) {
+		var cmd struct {
+			Execute string `json:"execute"`
+		}
+		if err := json.Unmarshal([]byte(command), &cmd); err != nil {
+			return "", fmt.Errorf("guest agent: malformed command %q: %w", command, err)
+		}
+		r, ok := replies[cmd.Execute]
+		if !ok {
+			return "", fmt.Errorf("internal error: unable to execute QEMU agent command '%s': The command %s has not been found", cmd.Execute, cmd.Execute)
+		}
+		return `{"return":` + r + `}`, nil
+	}
 }
 
 // IgnoreShutdown makes guests ignore Shutdown, as a guest without ACPI
@@ -284,6 +327,32 @@ func (f *Fake) Console(ctx context.Context, name string) (io.ReadWriteCloser, er
 	client, guest := net.Pipe()
 	d.console = guest
 	return client, nil
+}
+
+// GuestAgentCommand implements Hypervisor with the agent SetGuestAgent
+// gave the domain.
+func (f *Fake) GuestAgentCommand(ctx context.Context, name, command string) (string, error) {
+	f.mu.Lock()
+	if err := f.begin(ctx, "GuestAgentCommand", name); err != nil {
+		f.mu.Unlock()
+		return "", err
+	}
+	d, err := f.lookup("guest agent command on", name)
+	if err != nil {
+		f.mu.Unlock()
+		return "", err
+	}
+	if d.state.State != StateRunning {
+		f.mu.Unlock()
+		return "", fmt.Errorf("guest agent command on %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	agent := f.agents[name]
+	f.mu.Unlock()
+	if agent == nil {
+		return "", fmt.Errorf("guest agent command on %s: %w", name, ErrAgentUnavailable)
+	}
+	// Outside the lock: an agent may block as a slow guest would.
+	return agent(command)
 }
 
 // Undefine implements Hypervisor.

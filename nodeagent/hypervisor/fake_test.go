@@ -214,3 +214,44 @@ func TestStopGracefully(t *testing.T) {
 		t.Errorf("StopGracefully of a missing domain = %v", err)
 	}
 }
+
+func TestFakeGuestAgent(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	ping := `{"execute":"guest-ping"}`
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("agent command on a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrAgentUnavailable) {
+		t.Errorf("agent command without an agent: %v, want ErrAgentUnavailable", err)
+	}
+	f.SetGuestAgent("ns_vm", GuestAgentReplies(map[string]string{
+		"guest-ping":       `{}`,
+		"guest-get-osinfo": `{"id":"fedora","name":"Fedora Linux"}`,
+	}))
+	for _, tc := range []struct{ cmd, want, wantErr string }{
+		{ping, `{"return":{}}`, ""},
+		{`{"execute":"guest-get-osinfo"}`, `{"return":{"id":"fedora","name":"Fedora Linux"}}`, ""},
+		{`{"execute":"guest-get-users"}`, "", "guest-get-users has not been found"},
+		{`not json`, "", "malformed command"},
+	} {
+		got, err := f.GuestAgentCommand(ctx, "ns_vm", tc.cmd)
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("GuestAgentCommand(%s) = %q, %v; want %q, error containing %q", tc.cmd, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if _, err := f.GuestAgentCommand(ctx, "ns_other", ping); !errors.Is(err, ErrNotFound) {
+		t.Errorf("agent command on an unknown domain: %v, want ErrNotFound", err)
+	}
+	f.FailNext("GuestAgentCommand", errors.New("injected"))
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); err == nil || err.Error() != "injected" {
+		t.Errorf("FailNext: %v, want the injected error", err)
+	}
+	f.SetGuestAgent("ns_vm", nil)
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrAgentUnavailable) {
+		t.Errorf("agent command after the agent was removed: %v, want ErrAgentUnavailable", err)
+	}
+}

@@ -1,8 +1,8 @@
 // Package hypervisor is the small interface the node agent and the launcher
 // need from a hypervisor: define a domain from its XML, start it (optionally
 // paused), shut it down gracefully or destroy it, pause and resume it, read
-// its state with the reason, attach to its serial console, undefine it, and
-// find the domains of a VMI.
+// its state with the reason, attach to its serial console, talk to the QEMU
+// guest agent in it, undefine it, and find the domains of a VMI.
 //
 // Domains are named by their libvirt name (<namespace>_<name>, see
 // domainxml.Convert) and tied to their VMI by the metadata domainxml writes,
@@ -56,6 +56,14 @@ type Hypervisor interface {
 	// Undefine removes the definition of a domain that is shut off, with its
 	// EFI NVRAM. Undefining a running domain fails with ErrInvalidState.
 	Undefine(ctx context.Context, name string) error
+	// GuestAgentCommand sends one command to the QEMU guest agent in the
+	// running domain, as QMP JSON ({"execute": "guest-ping"}), and returns
+	// the agent's JSON reply ({"return": ...}). It fails with
+	// ErrAgentUnavailable when no agent answers (the domain has no agent
+	// channel, no agent runs in the guest, or it did not answer before the
+	// context's deadline) and with ErrInvalidState when the domain is not
+	// running.
+	GuestAgentCommand(ctx context.Context, name, command string) (string, error)
 	// List returns the domains created from the VMI with the given UID, or
 	// every domain created from a VMI when vmiUID is empty. Domains without
 	// vmkit metadata are left out.
@@ -137,6 +145,8 @@ var (
 	// ErrInvalidState: the operation does not apply to the domain in its
 	// current state (pausing a shut-off domain, starting a running one).
 	ErrInvalidState = errors.New("operation invalid in the domain's state")
+	// ErrAgentUnavailable: no QEMU guest agent answers in the domain.
+	ErrAgentUnavailable = errors.New("guest agent not connected")
 )
 
 // DefaultCallTimeout bounds a hypervisor call whose context has no deadline.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -220,5 +221,94 @@ func readUntil(r io.Reader, marker string, timeout time.Duration) (line string, 
 		}
 		res := <-done
 		return "", res.out, errors.New("timed out waiting for " + marker)
+	}
+}
+
+// TestGuestAgent boots the test guest with Debian's qemu-ga
+// (initramfs-agent.cpio.gz) and talks to the agent through the channel
+// domainxml adds: ErrAgentUnavailable until it answers, then guest-ping and
+// guest-get-osinfo with the guest's os-release.
+func TestGuestAgent(t *testing.T) {
+	uri := testenv.RequireLibvirt(t)
+	if strings.HasPrefix(uri, "test:") {
+		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)",
+			testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
+	}
+	guest := testenv.RequireGuest(t)
+	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
+	if _, err := os.Stat(initrd); err != nil {
+		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
+	}
+	h := newTestHypervisor(t, uri)
+
+	dir := t.TempDir()
+	vmi := tinyGuestVMI("agent-"+randomSuffix(t), types.UID(randomUUID(t)))
+	dom, err := domainxml.Convert(vmi, domainxml.Options{
+		Emulation:    true,
+		KernelPath:   guest.Kernel,
+		InitrdPath:   initrd,
+		SerialSocket: filepath.Join(dir, "serial.sock"),
+		SerialLog:    filepath.Join(dir, "serial.log"),
+		VNCSocket:    filepath.Join(dir, "vnc.sock"),
+	})
+	if err != nil {
+		t.Fatalf("Convert: %v", err)
+	}
+	xml, err := domainxml.Marshal(dom)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	name := dom.Name
+	ctx := context.Background()
+	if _, err := h.Define(ctx, xml); err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	const ping = `{"execute":"guest-ping"}`
+	if _, err := h.GuestAgentCommand(ctx, name, ping); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("agent command on a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	started := time.Now()
+	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var lastErr error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		reply, err := h.GuestAgentCommand(cctx, name, ping)
+		cancel()
+		if err == nil {
+			if reply != `{"return":{}}` {
+				t.Fatalf("guest-ping = %s, want {\"return\":{}}", reply)
+			}
+			break
+		}
+		if !errors.Is(err, hypervisor.ErrAgentUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("guest-ping before the agent started: %v, want ErrAgentUnavailable", err)
+		}
+		lastErr = err
+		if time.Since(started) > bootTimeout {
+			t.Fatalf("no answer from the guest agent %v after start: %v", bootTimeout, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("start to the first guest-ping answer: %v (before: %v)", time.Since(started).Round(time.Millisecond), lastErr)
+	reply, err := h.GuestAgentCommand(ctx, name, `{"execute":"guest-get-osinfo"}`)
+	if err != nil {
+		t.Fatalf("guest-get-osinfo: %v", err)
+	}
+	if !strings.Contains(reply, `"name":"vmkit test guest"`) || !strings.Contains(reply, `"kernel-release":"6.`) {
+		t.Errorf("guest-get-osinfo = %s, want the guest's os-release and kernel", reply)
+	}
+	if _, err := h.GuestAgentCommand(ctx, name, `{"execute":"guest-no-such-command"}`); err == nil || errors.Is(err, hypervisor.ErrAgentUnavailable) {
+		t.Errorf("an unknown command: %v, want the agent's error", err)
 	}
 }

@@ -179,6 +179,8 @@ func translate(err error) error {
 		return &wrapped{lerr.Message, hypervisor.ErrNotFound}
 	case golibvirt.ERR_OPERATION_INVALID:
 		return &wrapped{lerr.Message, hypervisor.ErrInvalidState}
+	case golibvirt.ERR_AGENT_UNRESPONSIVE, golibvirt.ERR_AGENT_UNSYNCED, golibvirt.ERR_AGENT_COMMAND_TIMEOUT:
+		return &wrapped{lerr.Message, hypervisor.ErrAgentUnavailable}
 	}
 	return err
 }
@@ -293,6 +295,31 @@ func requireState(d *golibvirt.Domain, op string, allowed ...golibvirt.DomainSta
 		}
 	}
 	return &wrapped{fmt.Sprintf("cannot %s a domain that is %s", op, domainState(st, reason)), hypervisor.ErrInvalidState}
+}
+
+// GuestAgentCommand implements hypervisor.Hypervisor with libvirt's
+// virDomainQemuAgentCommand, through the domain's org.qemu.guest_agent.0
+// channel. libvirt waits for the agent's reply up to the context's deadline
+// (whole seconds, at least one) or, without one, the call timeout.
+func (h *Hypervisor) GuestAgentCommand(ctx context.Context, name, command string) (string, error) {
+	wait := h.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	secs := int(wait / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	var out string
+	err := h.onDomain(ctx, "guest agent command on", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "talk to the guest agent of", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED); err != nil {
+			return err
+		}
+		var err error
+		out, err = d.QemuAgentCommand(command, golibvirt.DomainQemuAgentCommandTimeout(secs), 0)
+		return err
+	})
+	return out, err
 }
 
 // Undefine implements hypervisor.Hypervisor.

@@ -330,6 +330,10 @@ func TestErrors(t *testing.T) {
 		"Destroy":  func() error { return h.Destroy(ctx, "no-such-domain") },
 		"Undefine": func() error { return h.Undefine(ctx, "no-such-domain") },
 		"Console":  func() error { _, err := h.Console(ctx, "no-such-domain"); return err },
+		"GuestAgentCommand": func() error {
+			_, err := h.GuestAgentCommand(ctx, "no-such-domain", `{"execute":"guest-ping"}`)
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, hypervisor.ErrNotFound) || !strings.Contains(err.Error(), "no-such-domain") {
 			t.Errorf("%s of a missing domain: %v, want ErrNotFound naming the domain", name, err)
