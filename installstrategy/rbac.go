@@ -76,7 +76,7 @@ func Rules() []ComponentRules {
 			Cluster: []rbacv1.PolicyRule{
 				rule(kv, []string{"virtualmachineinstances"}, "get", "list", "watch", "create", "update", "patch", "delete"),
 				rule(kv, []string{"virtualmachines", "virtualmachineinstancereplicasets", "virtualmachineinstancemigrations"}, readWrite...),
-				rule(kv, []string{"virtualmachineinstances/status", "virtualmachines/status", "virtualmachineinstancereplicasets/status", "virtualmachineinstancemigrations/status"}, status...),
+				rule(kv, []string{"virtualmachines/status", "virtualmachineinstancereplicasets/status", "virtualmachineinstancemigrations/status"}, status...),
 				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
 				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
 				rule(kv, []string{"kubevirts"}, read...),
@@ -98,7 +98,6 @@ func Rules() []ComponentRules {
 			ServiceAccount: HandlerServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
 				rule(kv, []string{"virtualmachineinstances"}, readWrite...),
-				rule(kv, []string{"virtualmachineinstances/status"}, status...),
 				rule(kv, []string{"virtualmachineinstancemigrations"}, read...),
 				rule(kv, []string{"kubevirts"}, read...),
 				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),

@@ -106,14 +106,15 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	return a.cfg.PollInterval, nil
 }
 
-// writeStatus writes status if it differs from the VMI's.
+// writeStatus writes status if it differs from the VMI's, with Update: the
+// VMI has no status subresource, as in KubeVirt.
 func (a *Agent) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, status v1.VirtualMachineInstanceStatus) error {
 	if equality.Semantic.DeepEqual(status, vmi.Status) {
 		return nil
 	}
 	updated := vmi.DeepCopy()
 	updated.Status = status
-	if _, err := a.cfg.Client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := a.cfg.Client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("updating status of VMI %s: %w", key, err)
 	}
 	if vmi.Status.Phase != status.Phase {

@@ -204,7 +204,7 @@ func (c *cluster) setVMIPhase(t *testing.T, name string, phase v1.VirtualMachine
 		vmi.Status.Phase = phase
 		vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps,
 			v1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: metav1.Now()})
-		_, err = c.client.KubevirtV1().VirtualMachineInstances(ns).UpdateStatus(ctx, vmi, metav1.UpdateOptions{})
+		_, err = c.client.KubevirtV1().VirtualMachineInstances(ns).Update(ctx, vmi, metav1.UpdateOptions{})
 		return err == nil, nil // retry conflicts with the controller
 	})
 }

@@ -18,13 +18,14 @@ func TestCRDShapes(t *testing.T) {
 		kind       string
 		shortNames []string
 		columns    []string
-		scale      bool
+		// status: a status subresource (KubeVirt's VMI CRD has none).
+		status, scale bool
 	}{
-		crds.VirtualMachine:                   {"VirtualMachine", []string{"vm", "vms"}, []string{"Age", "Status", "Ready"}, false},
-		crds.VirtualMachineInstance:           {"VirtualMachineInstance", []string{"vmi", "vmis"}, []string{"Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"}, false},
-		crds.VirtualMachineInstanceReplicaSet: {"VirtualMachineInstanceReplicaSet", []string{"vmirs", "vmirss"}, []string{"Desired", "Current", "Ready", "Age"}, true},
-		crds.VirtualMachineInstanceMigration:  {"VirtualMachineInstanceMigration", []string{"vmim", "vmims"}, []string{"Phase", "VMI"}, false},
-		crds.KubeVirt:                         {"KubeVirt", []string{"kv", "kvs"}, []string{"Age", "Phase"}, false},
+		crds.VirtualMachine:                   {"VirtualMachine", []string{"vm", "vms"}, []string{"Age", "Status", "Ready"}, true, false},
+		crds.VirtualMachineInstance:           {"VirtualMachineInstance", []string{"vmi", "vmis"}, []string{"Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"}, false, false},
+		crds.VirtualMachineInstanceReplicaSet: {"VirtualMachineInstanceReplicaSet", []string{"vmirs", "vmirss"}, []string{"Desired", "Current", "Ready", "Age"}, true, true},
+		crds.VirtualMachineInstanceMigration:  {"VirtualMachineInstanceMigration", []string{"vmim", "vmims"}, []string{"Phase", "VMI"}, true, false},
+		crds.KubeVirt:                         {"KubeVirt", []string{"kv", "kvs"}, []string{"Age", "Phase"}, true, false},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
@@ -64,8 +65,8 @@ func TestCRDShapes(t *testing.T) {
 		if diff := cmp.Diff(w.columns, cols); diff != "" {
 			t.Errorf("%s printer columns (-want +got):\n%s", crd.Name, diff)
 		}
-		if v1.Subresources == nil || v1.Subresources.Status == nil {
-			t.Errorf("%s: no status subresource", crd.Name)
+		if got := v1.Subresources != nil && v1.Subresources.Status != nil; got != w.status {
+			t.Errorf("%s: status subresource %v, want %v", crd.Name, got, w.status)
 		}
 		if got := v1.Subresources != nil && v1.Subresources.Scale != nil; got != w.scale {
 			t.Errorf("%s: scale subresource %v, want %v", crd.Name, got, w.scale)

@@ -10,10 +10,15 @@ import (
 // VirtualMachineInstance is a running virtual machine: one guest on one node,
 // carried by one launcher pod.
 //
+// As in KubeVirt, the VirtualMachineInstance has no status subresource: the
+// controllers and the node agent write status together with the labels that
+// go with it (the node name) in one Update, and KubeVirt's own components,
+// which patch a VMI's status through the main resource, keep working.
+//
 // +genclient
+// +genclient:noStatus
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:path=virtualmachineinstances,singular=virtualmachineinstance,shortName=vmi;vmis,categories=all;kubevirt
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"

@@ -2,7 +2,6 @@ package vmi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -111,32 +109,34 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// writeStatus computes the status and writes it if it changed, then labels
-// the VMI with its node once it is scheduled.
+// writeStatus computes the status and, once the VMI is scheduled, the
+// kubevirt.io/nodeName label, and writes both in one Update if either changed
+// (the VMI has no status subresource, as in KubeVirt).
 func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, obs observation) error {
 	status := calculateStatus(vmi, obs)
-	if !equality.Semantic.DeepEqual(status, vmi.Status) {
-		if log := klog.FromContext(ctx).V(5); log.Enabled() {
-			log.Info("status changed", "vmi", key, "diff", cmp.Diff(vmi.Status, status))
-		}
-		old := vmi.Status.Phase
-		vmi.Status = status
-		updated, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).UpdateStatus(ctx, vmi, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("updating status of VirtualMachineInstance %s: %w", key, err)
-		}
-		c.stale.Wrote(key, vmi.ResourceVersion)
-		if status.Phase != old && c.onPhaseChange != nil {
-			c.onPhaseChange(updated, status.Phase)
-		}
-		vmi = updated
+	node := status.NodeName
+	relabel := node != "" && vmi.Labels[v1.NodeNameLabel] != node
+	if !relabel && equality.Semantic.DeepEqual(status, vmi.Status) {
+		return nil
 	}
-	if node := status.NodeName; node != "" && vmi.Labels[v1.NodeNameLabel] != node {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{v1.NodeNameLabel: node}}})
-		if _, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Patch(ctx, vmi.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("labelling VirtualMachineInstance %s with its node: %w", key, err)
+	if log := klog.FromContext(ctx).V(5); log.Enabled() {
+		log.Info("status changed", "vmi", key, "diff", cmp.Diff(vmi.Status, status), "node", node)
+	}
+	old := vmi.Status.Phase
+	vmi.Status = status
+	if relabel {
+		if vmi.Labels == nil {
+			vmi.Labels = map[string]string{}
 		}
-		c.stale.Wrote(key, vmi.ResourceVersion)
+		vmi.Labels[v1.NodeNameLabel] = node
+	}
+	updated, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("updating status of VirtualMachineInstance %s: %w", key, err)
+	}
+	c.stale.Wrote(key, vmi.ResourceVersion)
+	if status.Phase != old && c.onPhaseChange != nil {
+		c.onPhaseChange(updated, status.Phase)
 	}
 	return nil
 }

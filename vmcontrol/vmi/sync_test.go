@@ -110,13 +110,13 @@ func TestSyncPhases(t *testing.T) {
 		wantWrites []string
 		wantNode   string
 	}{
-		{"new VMI gets a pod", newVMI(""), nil, v1.Scheduling, []string{"create pods", "update virtualmachineinstances/status"}, ""},
-		{"pending pod keeps Scheduling", base, launcherPod(base, corev1.PodPending, false, ""), v1.Scheduling, []string{"update virtualmachineinstances/status"}, ""},
-		{"running ready pod means Scheduled", base, launcherPod(base, corev1.PodRunning, true, "node01"), v1.Scheduled,
-			[]string{"update virtualmachineinstances/status", "patch virtualmachineinstances"}, "node01"},
-		{"running pod not ready stays Scheduling", base, launcherPod(base, corev1.PodRunning, false, "node01"), v1.Scheduling, []string{"update virtualmachineinstances/status"}, ""},
-		{"failed pod fails the VMI", base, launcherPod(base, corev1.PodFailed, false, "node01"), v1.Failed, []string{"update virtualmachineinstances/status"}, ""},
-		{"vanished pod fails the VMI", newVMI(v1.Scheduled), nil, v1.Failed, []string{"update virtualmachineinstances/status"}, ""},
+		{"new VMI gets a pod", newVMI(""), nil, v1.Scheduling, []string{"create pods", "update virtualmachineinstances"}, ""},
+		{"pending pod keeps Scheduling", base, launcherPod(base, corev1.PodPending, false, ""), v1.Scheduling, []string{"update virtualmachineinstances"}, ""},
+		{"running ready pod means Scheduled: status and node label in one write", base, launcherPod(base, corev1.PodRunning, true, "node01"), v1.Scheduled,
+			[]string{"update virtualmachineinstances"}, "node01"},
+		{"running pod not ready stays Scheduling", base, launcherPod(base, corev1.PodRunning, false, "node01"), v1.Scheduling, []string{"update virtualmachineinstances"}, ""},
+		{"failed pod fails the VMI", base, launcherPod(base, corev1.PodFailed, false, "node01"), v1.Failed, []string{"update virtualmachineinstances"}, ""},
+		{"vanished pod fails the VMI", newVMI(v1.Scheduled), nil, v1.Failed, []string{"update virtualmachineinstances"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

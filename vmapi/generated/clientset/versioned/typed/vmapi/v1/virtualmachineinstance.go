@@ -39,8 +39,6 @@ type VirtualMachineInstancesGetter interface {
 type VirtualMachineInstanceInterface interface {
 	Create(ctx context.Context, virtualMachineInstance *vmapiv1.VirtualMachineInstance, opts metav1.CreateOptions) (*vmapiv1.VirtualMachineInstance, error)
 	Update(ctx context.Context, virtualMachineInstance *vmapiv1.VirtualMachineInstance, opts metav1.UpdateOptions) (*vmapiv1.VirtualMachineInstance, error)
-	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
-	UpdateStatus(ctx context.Context, virtualMachineInstance *vmapiv1.VirtualMachineInstance, opts metav1.UpdateOptions) (*vmapiv1.VirtualMachineInstance, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*vmapiv1.VirtualMachineInstance, error)
