@@ -351,8 +351,23 @@ func (f *Fake) GuestAgentCommand(ctx context.Context, name, command string) (str
 	if agent == nil {
 		return "", fmt.Errorf("guest agent command on %s: %w", name, ErrAgentUnavailable)
 	}
-	// Outside the lock: an agent may block as a slow guest would.
-	return agent(command)
+	// Outside the lock: an agent may block as a slow guest would; the
+	// context bounds the wait, as it bounds libvirt's.
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := agent(command)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("guest agent command on %s: %w", name, ctx.Err())
+	}
 }
 
 // Undefine implements Hypervisor.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -114,11 +115,20 @@ type Error struct {
 	// Code is the HTTP status: 400, 409 or 500.
 	Code    int
 	Message string
+	// Reason is a machine-readable cause, when the launcher gives one:
+	// "AgentUnavailable" (no guest agent answered).
+	Reason string
 	// Status is the launcher's status when it refused.
 	Status Status
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("launcher: %s (%d)", e.Message, e.Code) }
+
+// Is makes errors.Is(err, hypervisor.ErrAgentUnavailable) true for the
+// launcher's answer that no guest agent answered.
+func (e *Error) Is(target error) bool {
+	return target == hypervisor.ErrAgentUnavailable && e.Reason == reasonAgentUnavailable
+}
 
 // IsGone reports whether err says that no launcher listens on the socket:
 // the socket does not exist or nobody accepts on it (the launcher exited
@@ -148,7 +158,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (Status,
 	if resp.StatusCode != http.StatusOK {
 		var e errorBody
 		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return e.Status, &Error{Code: resp.StatusCode, Message: e.Error, Status: e.Status}
+		return e.Status, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
 	}
 	var st Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
@@ -207,6 +217,36 @@ func (c *Client) Pause(ctx context.Context) (Status, error) {
 // Unpause resumes the guest's vCPUs.
 func (c *Client) Unpause(ctx context.Context) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/unpause", nil)
+}
+
+// GuestAgentCommand runs a QEMU guest agent command that the launcher
+// allows (see IsGuestAgentCommand) and returns the agent's return value as
+// JSON. When no agent answers, the error matches
+// hypervisor.ErrAgentUnavailable (errors.Is).
+func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.RawMessage, error) {
+	path := "/v1/guest-agent/" + url.PathEscape(command)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return nil, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+	}
+	var out json.RawMessage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	return out, nil
 }
 
 // Console opens the serial console: what the guest prints (after the

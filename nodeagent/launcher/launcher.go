@@ -6,7 +6,8 @@
 // console attached (with a short history, so a late client still sees the
 // boot), and serves a command socket at
 // <ShareDir>/sockets/<VMI UID>/launcher.sock for the node agent: sync,
-// shutdown, kill, pause, unpause, state, ping, console and VNC.
+// shutdown, kill, pause, unpause, state, ping, console, VNC and read-only
+// QEMU guest agent queries.
 //
 // When the domain ends (the guest powered off, crashed, or was stopped on
 // request) the launcher writes the final state next to the socket
@@ -77,6 +78,9 @@ type Config struct {
 	// ConsoleHistory is how many bytes of console output are kept for
 	// clients that ask for history; 64 KiB when zero.
 	ConsoleHistory int
+	// GuestAgentTimeout bounds one guest agent command;
+	// DefaultGuestAgentTimeout when zero.
+	GuestAgentTimeout time.Duration
 }
 
 // Launcher runs the domain of one VMI. Create it with New, then call Run.

@@ -19,6 +19,9 @@ import (
 //	GET /v1/state                Status
 //	PUT /v1/sync                 body: the VMI; Status
 //	PUT /v1/{shutdown,kill,pause,unpause}   Status
+//	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
+//	    (see IsGuestAgentCommand); 409 with reason AgentUnavailable when
+//	    no agent answers
 //	GET /v1/console[?history=true], GET /v1/vnc
 //	    with "Connection: Upgrade" and "Upgrade: vmkit-stream": 101, then
 //	    the raw byte stream both ways.
@@ -27,8 +30,12 @@ import (
 // 409 (not in a state that allows it, or the domain ended) or 500.
 const streamProtocol = "vmkit-stream"
 
+// reasonAgentUnavailable marks an error body: no guest agent answered.
+const reasonAgentUnavailable = "AgentUnavailable"
+
 type errorBody struct {
 	Error  string `json:"error"`
+	Reason string `json:"reason,omitempty"`
 	Status Status `json:"status"`
 }
 
@@ -64,6 +71,7 @@ func (l *Launcher) Handler() http.Handler {
 		st, err := l.Unpause(r.Context())
 		reply(w, st, err)
 	})
+	mux.HandleFunc("GET /v1/guest-agent/{command}", l.serveGuestAgent)
 	mux.HandleFunc("GET /v1/console", l.serveConsole)
 	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
 	return mux
@@ -77,6 +85,23 @@ func reply(w http.ResponseWriter, st Status, err error) {
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
 	default:
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error(), Status: st})
+	}
+}
+
+// serveGuestAgent runs an allowed guest agent command and answers with the
+// agent's return value.
+func (l *Launcher) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
+	out, err := l.GuestAgentCommand(r.Context(), r.PathValue("command"))
+	switch {
+	case err == nil:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	case errors.Is(err, errNotAllowed):
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: l.Status()})
+	case errors.Is(err, hypervisor.ErrAgentUnavailable):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Reason: reasonAgentUnavailable, Status: l.Status()})
+	default:
+		reply(w, l.Status(), err)
 	}
 }
 
