@@ -4,7 +4,8 @@
 // nodeagent/launcher) through its command socket, and reports the domain's
 // state on the VMI: Scheduled → Running, shut down → Succeeded, crashed or
 // launcher gone without a clean end → Failed with a reason, the Paused
-// condition. A deleted or final VMI's guest is shut down gracefully (the
+// condition; and what the QEMU guest agent reports: the AgentConnected
+// condition, status.guestOSInfo and status.interfaces. A deleted or final VMI's guest is shut down gracefully (the
 // launcher destroys it after the grace period) and its socket directory is
 // removed when the agent owns it.
 //
@@ -18,8 +19,8 @@
 // launchers by their sockets, and never stops a running guest or marks it
 // Failed because it restarted. It keeps a heartbeat on its Node (annotation
 // kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
-// console, VNC, pause and unpause REST API (Handler) with Prometheus
-// metrics (Registry).
+// console, VNC, pause, unpause and guest agent REST API (Handler) with
+// Prometheus metrics (Registry).
 //
 // It needs no cgo: the hypervisor lives in the launcher.
 package nodeagent
@@ -79,6 +80,11 @@ type Config struct {
 	Workers int
 	// PollInterval is how often the domain of each VMI is checked (default 1s).
 	PollInterval time.Duration
+	// AgentPollInterval is how often the QEMU guest agent of each running
+	// VMI is asked whether it answers, for the guest's OS and interfaces
+	// (default 10s; every PollInterval until it first answers, in the
+	// VMI's first two minutes of Running).
+	AgentPollInterval time.Duration
 	// HeartbeatInterval is how often the Node's heartbeat is written,
 	// jittered by up to 20% (default 1m, as KubeVirt).
 	HeartbeatInterval time.Duration
@@ -111,6 +117,8 @@ type Agent struct {
 	stopping map[types.UID]time.Time
 	// clients caches one launcher client per VMI UID.
 	clients map[types.UID]*launcher.Client
+	// agentPolls is the guest agent poll state per VMI UID.
+	agentPolls map[types.UID]*agentPoll
 }
 
 // New checks cfg and wires the agent's informer.
@@ -127,6 +135,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
+	if cfg.AgentPollInterval <= 0 {
+		cfg.AgentPollInterval = 10 * time.Second
+	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = time.Minute
 	}
@@ -141,6 +152,8 @@ func New(cfg Config) (*Agent, error) {
 		deleted:  map[string]goneVMI{},
 		stopping: map[types.UID]time.Time{},
 		clients:  map[types.UID]*launcher.Client{},
+
+		agentPolls: map[types.UID]*agentPoll{},
 	}
 	if cfg.Registerer != nil {
 		if err := a.metrics.register(cfg.Registerer); err != nil {

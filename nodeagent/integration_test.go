@@ -3,6 +3,7 @@ package nodeagent_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,13 +69,19 @@ type testNode struct {
 	agentServer *httptest.Server
 }
 
-func startNode(t *testing.T) *testNode {
+func startNode(t *testing.T) *testNode { return startNodeWithGuest(t, "") }
+
+// startNodeWithGuest starts a node whose launchers boot the initramfs
+// initrd (a file of the test guest's directory) where VMs ask for
+// initramfs-idle.cpio.gz; the idle one when initrd is empty.
+func startNodeWithGuest(t *testing.T, initrd string) *testNode {
 	t.Helper()
 	uri := testenv.RequireLibvirt(t)
 	if strings.HasPrefix(uri, "test:") {
 		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)", testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
 	}
 	guest := testenv.RequireGuest(t)
+	guestDir := filepath.Dir(guest.Kernel)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +91,23 @@ func startNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if initrd != "" {
+		// localnode serves the guest directory's vmlinux and
+		// initramfs-idle.cpio.gz: a directory where the latter is initrd.
+		src := filepath.Join(guestDir, initrd)
+		if fi, err := os.Stat(src); err != nil || fi.Size() == 0 {
+			t.Fatalf("test guest file %s missing (%v); build it with: hack/make-guest.sh (as root)", src, err)
+		}
+		guestDir = filepath.Join(dir, "guest")
+		if err := os.Mkdir(guestDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, target := range map[string]string{"vmlinux": guest.Kernel, "initramfs-idle.cpio.gz": src} {
+			if err := os.Symlink(target, filepath.Join(guestDir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	bin := filepath.Join(dir, "virt-launcher")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/virt-launcher")
 	build.Dir = root
@@ -137,7 +161,7 @@ func startNode(t *testing.T) *testNode {
 	})
 	n.local, err = localnode.Start(ctx, localnode.Options{
 		Kube: n.kube, NodeName: nodeName, Namespace: n.ns, LauncherBinary: bin, LibvirtURI: uri,
-		GuestDir: filepath.Dir(guest.Kernel), BaseDir: dir, Domains: hv,
+		GuestDir: guestDir, BaseDir: dir, Domains: hv,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -482,6 +506,91 @@ func TestNodeLifecycle(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGuestAgent boots the test guest with Debian's qemu-ga
+// (initramfs-agent.cpio.gz from hack/make-guest.sh): the VMI gets
+// AgentConnected, guestOSInfo from the guest's os-release and kernel, and
+// the REST API answers guestosinfo, userlist and filesystemlist.
+func TestGuestAgent(t *testing.T) {
+	n := startNodeWithGuest(t, "initramfs-agent.cpio.gz")
+	ctx := context.Background()
+	name := "agent-" + rand.String(5)
+
+	created := time.Now()
+	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Create(ctx, tinyVM(n.ns, name, v1.RunStrategyAlways), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitVMI(name, 60*time.Second, "Running", phaseIs(v1.Running))
+	running := time.Since(created)
+	vmi := n.waitVMI(name, 90*time.Second, "AgentConnected", func(vmi *v1.VirtualMachineInstance) bool {
+		c := condition(vmi, v1.VirtualMachineInstanceAgentConnected)
+		return c != nil && c.Status == corev1.ConditionTrue
+	})
+	connected := time.Since(created)
+	t.Logf("VM create → VMI Running %v → AgentConnected %v (%v after Running)",
+		running.Round(time.Millisecond), connected.Round(time.Millisecond), (connected - running).Round(time.Millisecond))
+	if vmi.Status.GuestOSInfo.Name == "" {
+		vmi = n.waitVMI(name, 30*time.Second, "guestOSInfo", func(vmi *v1.VirtualMachineInstance) bool {
+			return vmi != nil && vmi.Status.GuestOSInfo.Name != ""
+		})
+	}
+	if os := vmi.Status.GuestOSInfo; os.Name != "vmkit test guest" || os.ID != "vmkit-test-guest" || !strings.HasPrefix(os.KernelRelease, "6.") || os.Machine != "x86_64" {
+		t.Errorf("guestOSInfo %+v, want the test guest's os-release and Debian kernel", os)
+	}
+	for _, iface := range vmi.Status.Interfaces {
+		if iface.InfoSource != nodeagent.InfoSourceGuestAgent || iface.InterfaceName == "" || iface.InterfaceName == "lo" {
+			t.Errorf("status interface %+v, want a guest interface reported by the guest agent", iface)
+		}
+	}
+	t.Logf("status.interfaces: %+v", vmi.Status.Interfaces)
+
+	get := func(query string, into any) {
+		t.Helper()
+		url := n.agentServer.URL + fmt.Sprintf("/v1/namespaces/%s/virtualmachineinstances/%s/%s", n.ns, name, query)
+		resp, err := httpClient.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s: %s", query, resp.Status, body)
+		}
+		if err := json.Unmarshal(body, into); err != nil {
+			t.Fatalf("GET %s: %v: %s", query, err, body)
+		}
+		t.Logf("GET %s: %s", query, bytes.TrimSpace(body))
+	}
+	var info v1.VirtualMachineInstanceGuestAgentInfo
+	get("guestosinfo", &info)
+	if info.GAVersion == "" || info.Hostname != "vmkit-guest" || info.OS.Name != "vmkit test guest" || info.Timezone != "UTC, 0" || len(info.SupportedCommands) == 0 {
+		t.Errorf("guestosinfo %+v, want the guest agent's version, the guest's host name, OS and time zone", info)
+	}
+	var users v1.VirtualMachineInstanceGuestOSUserList
+	get("userlist", &users)
+	if users.Items == nil || len(users.Items) != 0 {
+		t.Errorf("userlist %+v, want an empty list (nobody logs in to the test guest)", users)
+	}
+	var fs v1.VirtualMachineInstanceFileSystemList
+	get("filesystemlist", &fs)
+	if fs.Items == nil {
+		t.Errorf("filesystemlist %+v, want a list", fs)
+	}
+
+	patch := []byte(`{"spec":{"runStrategy":"Halted"}}`)
+	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := n.launcherOf(vmi.UID)
+	n.waitVMI(name, 60*time.Second, "VMI gone", func(vmi *v1.VirtualMachineInstance) bool { return vmi == nil })
+	if p != nil {
+		select {
+		case <-p.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("launcher still running after the VMI is gone\n%s", n.launcherLogs())
+		}
+	}
 }
 
 func waitGone(t *testing.T, path string, timeout time.Duration) {

@@ -27,9 +27,11 @@ const APIPrefix = "/v1"
 //	PUT .../pause     pause the guest
 //	PUT .../unpause   resume the guest
 //	GET .../guestosinfo, .../userlist, .../filesystemlist
-//	                  guest agent queries: 409 while no guest agent is
-//	                  connected (vmkit's launcher does not talk to guest
-//	                  agents yet, so always)
+//	                  what the QEMU guest agent reports, as KubeVirt's
+//	                  VirtualMachineInstanceGuestAgentInfo,
+//	                  VirtualMachineInstanceGuestOSUserList and
+//	                  VirtualMachineInstanceFileSystemList; 409 while the
+//	                  VMI's AgentConnected condition is not True
 //
 // Only VMIs on this node are served (404 otherwise). Authentication is the
 // server's business: cmd/virt-handler serves it over TLS with client
@@ -42,7 +44,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("PUT "+p+"pause", a.serveLifecycle("pause"))
 	mux.HandleFunc("PUT "+p+"unpause", a.serveLifecycle("unpause"))
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
-		mux.HandleFunc("GET "+p+q, a.serveGuestAgent)
+		mux.HandleFunc("GET "+p+q, a.serveGuestAgent(q))
 	}
 	return mux
 }
@@ -110,11 +112,55 @@ func writeLauncherError(w http.ResponseWriter, err error) {
 	}
 }
 
-func (a *Agent) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := a.vmiOf(w, r); !ok {
-		return
+// errNoGuestAgent is the REST API's answer for a VMI without a connected
+// guest agent.
+const errNoGuestAgent = "VMI does not have a guest agent connected"
+
+// serveGuestAgent answers a guest agent query: guestosinfo, userlist or
+// filesystemlist.
+func (a *Agent) serveGuestAgent(query string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		vmi, c, ok := a.vmiOf(w, r)
+		if !ok {
+			return
+		}
+		if !agentConnected(vmi) {
+			writeError(w, http.StatusConflict, errNoGuestAgent)
+			return
+		}
+		var (
+			out any
+			err error
+		)
+		switch query {
+		case "guestosinfo":
+			out, err = guestAgentQuery(r.Context(), c)
+		case "userlist":
+			var raw []byte
+			if raw, err = c.GuestAgentCommand(r.Context(), "guest-get-users"); err == nil {
+				var l v1.VirtualMachineInstanceGuestOSUserList
+				l.Items, err = guestUsers(raw)
+				out = l
+			}
+		case "filesystemlist":
+			var raw []byte
+			if raw, err = c.GuestAgentCommand(r.Context(), "guest-get-fsinfo"); err == nil {
+				var l v1.VirtualMachineInstanceFileSystemList
+				l.Items, err = guestFileSystems(raw)
+				out = l
+			}
+		}
+		switch {
+		case err == nil:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(out)
+		case agentUnavailable(err):
+			writeError(w, http.StatusConflict, errNoGuestAgent)
+		default:
+			a.metrics.launcherErrors.WithLabelValues("guestagent").Inc()
+			writeLauncherError(w, err)
+		}
 	}
-	writeError(w, http.StatusConflict, "VMI does not have a guest agent connected")
 }
 
 func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {

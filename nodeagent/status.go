@@ -33,10 +33,14 @@ type observation struct {
 	launcher *launcher.Status
 	// launcherGone: no launcher answers and none left a final status.
 	launcherGone bool
+	// agent is what the last poll of the QEMU guest agent found; nil when
+	// none ended yet, which changes nothing.
+	agent *guestAgentInfo
 }
 
-// calculateStatus is the VMI's status given what the launcher reported. It
-// only changes the phase, the reason and the Paused condition; the Ready
+// calculateStatus is the VMI's status given what the launcher and the guest
+// agent reported. It only changes the phase, the reason, the Paused and
+// AgentConnected conditions, guestOSInfo and interfaces; the Ready
 // condition belongs to the VMI controller. It is pure: sync writes the
 // result only when it differs.
 func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.VirtualMachineInstanceStatus {
@@ -76,10 +80,37 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	} else {
 		removeCondition(&s, v1.VirtualMachineInstancePaused)
 	}
+	if ga := obs.agent; ga != nil && s.Phase == v1.Running {
+		applyGuestAgent(&s, ga, now)
+	}
 	if s.Phase == v1.Succeeded || s.Phase == v1.Failed {
 		removeCondition(&s, v1.VirtualMachineInstancePaused)
+		removeCondition(&s, v1.VirtualMachineInstanceAgentConnected)
 	}
 	return s
+}
+
+// applyGuestAgent sets AgentConnected (True, as KubeVirt's, without a
+// reason) while the guest agent answers and removes it when it stops;
+// guestOSInfo and the interfaces are what the agent last reported, kept
+// when it stops answering.
+func applyGuestAgent(s *v1.VirtualMachineInstanceStatus, ga *guestAgentInfo, now metav1.Time) {
+	if !ga.connected {
+		removeCondition(s, v1.VirtualMachineInstanceAgentConnected)
+		return
+	}
+	setCondition(s, v1.VirtualMachineInstanceCondition{
+		Type: v1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue,
+	}, now)
+	if ga.os != (v1.VirtualMachineInstanceGuestOSInfo{}) {
+		s.GuestOSInfo = ga.os
+	}
+	if ga.interfaces != nil {
+		s.Interfaces = nil
+		if len(ga.interfaces) > 0 {
+			s.Interfaces = append([]v1.VirtualMachineInstanceNetworkInterface(nil), ga.interfaces...)
+		}
+	}
 }
 
 // running reports whether a domain in this state has a guest that runs

@@ -107,3 +107,91 @@ func TestCalculateStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestCalculateStatusGuestAgent(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ts := metav1.NewTime(now)
+	earlier := metav1.NewTime(now.Add(-time.Minute))
+	running := &launcher.Status{Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	connected := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue, LastTransitionTime: ts}
+	connectedBefore := connected
+	connectedBefore.LastTransitionTime = earlier
+	ready := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue, LastTransitionTime: earlier}
+	fedora := v1.VirtualMachineInstanceGuestOSInfo{Name: "Fedora Linux", ID: "fedora", VersionID: "39", KernelRelease: "6.5.6-300.fc39.x86_64"}
+	eth0 := []v1.VirtualMachineInstanceNetworkInterface{{InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15"}, InfoSource: InfoSourceGuestAgent}}
+	status := func(conds ...v1.VirtualMachineInstanceCondition) v1.VirtualMachineInstanceStatus {
+		return v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: conds}
+	}
+	withInfo := func(s v1.VirtualMachineInstanceStatus) v1.VirtualMachineInstanceStatus {
+		s.GuestOSInfo, s.Interfaces = fedora, eth0
+		return s
+	}
+	tests := []struct {
+		name   string
+		before v1.VirtualMachineInstanceStatus
+		launch *launcher.Status
+		agent  *guestAgentInfo
+		want   v1.VirtualMachineInstanceStatus
+	}{{
+		name:   "no poll ended yet: nothing changes",
+		before: status(ready),
+		launch: running,
+		want:   status(ready),
+	}, {
+		name:   "the agent answers: AgentConnected, guestOSInfo, interfaces",
+		before: status(ready),
+		launch: running,
+		agent:  &guestAgentInfo{connected: true, os: fedora, interfaces: eth0},
+		want:   withInfo(status(ready, connected)),
+	}, {
+		name:   "still answering: the transition time stays",
+		before: withInfo(status(connectedBefore)),
+		launch: running,
+		agent:  &guestAgentInfo{connected: true, os: fedora, interfaces: eth0},
+		want:   withInfo(status(connectedBefore)),
+	}, {
+		name:   "the agent stops answering: AgentConnected goes, what it said stays",
+		before: withInfo(status(ready, connectedBefore)),
+		launch: running,
+		agent:  &guestAgentInfo{os: fedora, interfaces: eth0},
+		want:   withInfo(status(ready)),
+	}, {
+		name:   "an agent that reports no interfaces but the loopback clears them",
+		before: withInfo(status(connectedBefore)),
+		launch: running,
+		agent:  &guestAgentInfo{connected: true, os: fedora, interfaces: []v1.VirtualMachineInstanceNetworkInterface{}},
+		want:   v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{connectedBefore}, GuestOSInfo: fedora},
+	}, {
+		name:   "an agent without interface data keeps the interfaces",
+		before: withInfo(status(connectedBefore)),
+		launch: running,
+		agent:  &guestAgentInfo{connected: true, os: fedora},
+		want:   withInfo(status(connectedBefore)),
+	}, {
+		name:   "the guest shut down: AgentConnected goes",
+		before: withInfo(status(connectedBefore)),
+		launch: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown, Final: true},
+		agent:  &guestAgentInfo{connected: true, os: fedora, interfaces: eth0},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Succeeded, NodeName: "n", GuestOSInfo: fedora, Interfaces: eth0,
+			PhaseTransitionTimestamps: []v1.VirtualMachineInstancePhaseTransitionTimestamp{{Phase: v1.Succeeded, PhaseTransitionTimestamp: ts}}},
+	}, {
+		name:   "not Running yet: no AgentConnected",
+		before: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "n"},
+		launch: &launcher.Status{Defined: true},
+		agent:  &guestAgentInfo{connected: true, os: fedora},
+		want:   v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "n"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vmi := &v1.VirtualMachineInstance{Status: tt.before}
+			before := vmi.DeepCopy()
+			got := calculateStatus(vmi, observation{now: now, launcher: tt.launch, agent: tt.agent})
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, vmi); diff != "" {
+				t.Errorf("calculateStatus modified the VMI:\n%s", diff)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -88,8 +89,13 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 		obs.launcher = &st
 	}
-	if obs.launcher != nil {
-		a.metrics.setDomainState(vmi, string(obs.launcher.State))
+	if st := obs.launcher; st != nil {
+		a.metrics.setDomainState(vmi, string(st.State))
+		if st.Started && !st.Final && running(st.State) {
+			// A paused guest's agent cannot answer: keep what it said last.
+			poll := st.State != hypervisor.StatePaused
+			obs.agent = a.guestAgent(ctx, key, vmi, c, poll)
+		}
 	}
 	status := calculateStatus(vmi, obs)
 	if err := a.writeStatus(ctx, key, vmi, status); err != nil {
@@ -154,6 +160,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, gra
 	switch {
 	case launcher.IsGone(err):
 		a.forgetClient(uid)
+		a.forgetGuestAgent(uid)
 		a.metrics.forget(key)
 		a.mu.Lock()
 		delete(a.stopping, uid)

@@ -1,0 +1,278 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Replies of Debian's qemu-ga 7.2 in the test guest (hack/make-guest.sh),
+// with a user and a file system added.
+var qemuGA = map[string]string{
+	"guest-ping":          `{}`,
+	"guest-info":          `{"version":"7.2.22","supported_commands":[{"enabled":true,"name":"guest-get-osinfo","success-response":true},{"enabled":false,"name":"guest-exec","success-response":true}]}`,
+	"guest-get-host-name": `{"host-name":"vmkit-guest"}`,
+	"guest-get-timezone":  `{"zone":"UTC","offset":0}`,
+	"guest-get-osinfo":    `{"name":"vmkit test guest","kernel-release":"6.1.0-56-amd64","version":"1","pretty-name":"vmkit test guest (busybox, Debian kernel)","version-id":"1","kernel-version":"#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)","machine":"x86_64","id":"vmkit-test-guest"}`,
+	"guest-get-users":     `[{"user":"fedora","login-time":1700000000.25}]`,
+	"guest-get-fsinfo":    `[{"name":"vda1","mountpoint":"/","type":"ext4","used-bytes":1048576,"total-bytes":4194304,"disk":[{"serial":"root-disk","bus-type":"virtio","bus":0,"unit":0,"target":0}]}]`,
+	"guest-network-get-interfaces": `[{"name":"lo","ip-addresses":[{"ip-address-type":"ipv4","ip-address":"127.0.0.1","prefix":8}],"hardware-address":"00:00:00:00:00:00"},` +
+		`{"name":"eth0","ip-addresses":[{"ip-address-type":"ipv6","ip-address":"fe80::5054:ff:fe12:3456","prefix":64},{"ip-address-type":"ipv4","ip-address":"10.0.2.15","prefix":24},{"ip-address-type":"ipv6","ip-address":"fd10:0:2::15","prefix":64}],"hardware-address":"52:54:00:12:34:56"},` +
+		`{"name":"eth1","hardware-address":"52:54:00:ab:cd:ef"}]`,
+}
+
+var wantOSInfo = v1.VirtualMachineInstanceGuestOSInfo{
+	Name: "vmkit test guest", KernelRelease: "6.1.0-56-amd64", Version: "1", PrettyName: "vmkit test guest (busybox, Debian kernel)",
+	VersionID: "1", KernelVersion: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)", Machine: "x86_64", ID: "vmkit-test-guest",
+}
+
+func TestGuestAgentConversions(t *testing.T) {
+	os, err := guestOSInfo(json.RawMessage(qemuGA["guest-get-osinfo"]))
+	if err != nil || os != wantOSInfo {
+		t.Errorf("guestOSInfo = %+v, %v; want %+v", os, err, wantOSInfo)
+	}
+	spec := []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56"}, {Name: "other", MacAddress: "02:00:00:00:00:01"}}
+	ifaces, err := guestInterfaces(json.RawMessage(qemuGA["guest-network-get-interfaces"]), spec)
+	wantIfaces := []v1.VirtualMachineInstanceNetworkInterface{
+		{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15", "fd10:0:2::15"}, InfoSource: "guest-agent"},
+		{InterfaceName: "eth1", MAC: "52:54:00:ab:cd:ef", InfoSource: "guest-agent"},
+	}
+	if diff := cmp.Diff(wantIfaces, ifaces); err != nil || diff != "" {
+		t.Errorf("guestInterfaces: %v (-want +got):\n%s", err, diff)
+	}
+	users, err := guestUsers(json.RawMessage(qemuGA["guest-get-users"]))
+	if diff := cmp.Diff([]v1.VirtualMachineInstanceGuestOSUser{{UserName: "fedora", LoginTime: 1700000000.25}}, users); err != nil || diff != "" {
+		t.Errorf("guestUsers: %v (-want +got):\n%s", err, diff)
+	}
+	fs, err := guestFileSystems(json.RawMessage(qemuGA["guest-get-fsinfo"]))
+	wantFS := []v1.VirtualMachineInstanceFileSystem{{DiskName: "vda1", MountPoint: "/", FileSystemType: "ext4", UsedBytes: 1048576, TotalBytes: 4194304,
+		Disk: []v1.VirtualMachineInstanceFileSystemDisk{{Serial: "root-disk", BusType: "virtio"}}}}
+	if diff := cmp.Diff(wantFS, fs); err != nil || diff != "" {
+		t.Errorf("guestFileSystems: %v (-want +got):\n%s", err, diff)
+	}
+	for name, fn := range map[string]func(json.RawMessage) error{
+		"osinfo":     func(r json.RawMessage) error { _, err := guestOSInfo(r); return err },
+		"interfaces": func(r json.RawMessage) error { _, err := guestInterfaces(r, nil); return err },
+		"users":      func(r json.RawMessage) error { _, err := guestUsers(r); return err },
+		"fsinfo":     func(r json.RawMessage) error { _, err := guestFileSystems(r); return err },
+	} {
+		if err := fn(json.RawMessage(`"not the shape"`)); err == nil {
+			t.Errorf("%s of a malformed reply: no error", name)
+		}
+	}
+}
+
+// TestGuestAgentStatusAndREST runs the agent against a real launcher on the
+// fake hypervisor: no guest agent, then one that answers, then one that
+// stops; the VMI's AgentConnected, guestOSInfo and interfaces follow, the
+// REST API answers with KubeVirt's shapes or 409, and idle syncs write
+// nothing.
+func TestGuestAgentStatusAndREST(t *testing.T) {
+	dir, err := os.MkdirTemp("", "nga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	share := filepath.Join(dir, "share")
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1", UID: "0d4a0f4e-1111-4222-8333-944455556666",
+			Labels: map[string]string{v1.NodeNameLabel: "node01"}},
+		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+			Devices: v1.Devices{Interfaces: []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56",
+				InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}},
+		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}},
+		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
+	}
+	h := hypervisor.NewFake()
+	l, err := launcher.New(launcher.Config{
+		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
+		EphemeralDiskDir: filepath.Join(dir, "eph"), ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
+		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100),
+		PollInterval: 20 * time.Millisecond, AgentPollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	base := srv.URL + "/v1/namespaces/ns/virtualmachineinstances/vm1/"
+
+	// sync refreshes the informer's copy, syncs once and returns the VMI.
+	sync := func() *v1.VirtualMachineInstance {
+		t.Helper()
+		got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.informer.GetIndexer().Update(got); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.sync(ctx, "ns/vm1"); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		got, _ = client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		if err := a.informer.GetIndexer().Update(got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	syncUntil := func(what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := sync()
+			if cond(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; status %+v", what, got.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	waitFor(t, func() bool { _, err := a.client(vmi.UID).Ping(ctx); return err == nil })
+	syncUntil("Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running })
+
+	// No guest agent: polls end, nothing appears, the REST API says 409.
+	time.Sleep(100 * time.Millisecond)
+	got := sync()
+	if agentConnected(got) || got.Status.GuestOSInfo != (v1.VirtualMachineInstanceGuestOSInfo{}) {
+		t.Errorf("without a guest agent: status %+v", got.Status)
+	}
+	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
+		if code, body := get(q); code != http.StatusConflict || !strings.Contains(body, "VMI does not have a guest agent connected") {
+			t.Errorf("GET %s without a guest agent: %d %s, want 409", q, code, body)
+		}
+	}
+
+	// The guest agent starts.
+	h.SetGuestAgent("ns_vm1", hypervisor.GuestAgentReplies(qemuGA))
+	syncUntil("AgentConnected", agentConnected)
+	got = syncUntil("guestOSInfo", func(v *v1.VirtualMachineInstance) bool { return v.Status.GuestOSInfo.Name != "" })
+	if diff := cmp.Diff(wantOSInfo, got.Status.GuestOSInfo); diff != "" {
+		t.Errorf("guestOSInfo (-want +got):\n%s", diff)
+	}
+	wantIfaces := []v1.VirtualMachineInstanceNetworkInterface{
+		{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15", "fd10:0:2::15"}, InfoSource: "guest-agent"},
+		{InterfaceName: "eth1", MAC: "52:54:00:ab:cd:ef", InfoSource: "guest-agent"},
+	}
+	if diff := cmp.Diff(wantIfaces, got.Status.Interfaces); diff != "" {
+		t.Errorf("interfaces (-want +got):\n%s", diff)
+	}
+
+	// The REST API, with KubeVirt's JSON.
+	code, body := get("guestosinfo")
+	var info v1.VirtualMachineInstanceGuestAgentInfo
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &info) != nil {
+		t.Fatalf("GET guestosinfo: %d %s", code, body)
+	}
+	wantInfo := v1.VirtualMachineInstanceGuestAgentInfo{
+		GAVersion:         "7.2.22",
+		SupportedCommands: []v1.GuestAgentCommandInfo{{Name: "guest-get-osinfo", Enabled: true}, {Name: "guest-exec"}},
+		Hostname:          "vmkit-guest", OS: wantOSInfo, Timezone: "UTC, 0",
+		UserList: []v1.VirtualMachineInstanceGuestOSUser{{UserName: "fedora", LoginTime: 1700000000.25}},
+		FSInfo: v1.VirtualMachineInstanceFileSystemInfo{Filesystems: []v1.VirtualMachineInstanceFileSystem{{DiskName: "vda1", MountPoint: "/",
+			FileSystemType: "ext4", UsedBytes: 1048576, TotalBytes: 4194304, Disk: []v1.VirtualMachineInstanceFileSystemDisk{{Serial: "root-disk", BusType: "virtio"}}}}},
+	}
+	if diff := cmp.Diff(wantInfo, info); diff != "" {
+		t.Errorf("guestosinfo (-want +got):\n%s", diff)
+	}
+	for _, key := range []string{`"guestAgentVersion":"7.2.22"`, `"supportedCommands":[`, `"os":{"name":"vmkit test guest"`, `"kernelRelease":"6.1.0-56-amd64"`,
+		`"timezone":"UTC, 0"`, `"userList":[{"userName":"fedora","loginTime":1700000000.25}]`, `"fsInfo":{"disks":[{"diskName":"vda1","mountPoint":"/","fileSystemType":"ext4"`} {
+		if !strings.Contains(body, key) {
+			t.Errorf("guestosinfo lacks %s: %s", key, body)
+		}
+	}
+	if code, body := get("userlist"); code != http.StatusOK || strings.TrimSpace(body) != `{"metadata":{},"items":[{"userName":"fedora","loginTime":1700000000.25}]}` {
+		t.Errorf("GET userlist: %d %s", code, body)
+	}
+	if code, body := get("filesystemlist"); code != http.StatusOK ||
+		strings.TrimSpace(body) != `{"metadata":{},"items":[{"diskName":"vda1","mountPoint":"/","fileSystemType":"ext4","usedBytes":1048576,"totalBytes":4194304,"disk":[{"serial":"root-disk","busType":"virtio"}]}]}` {
+		t.Errorf("GET filesystemlist: %d %s", code, body)
+	}
+
+	// Nothing changes: syncs and polls write nothing.
+	time.Sleep(150 * time.Millisecond)
+	sync()
+	writes := func() int {
+		n := 0
+		for _, act := range client.Actions() {
+			if _, ok := act.(k8stesting.UpdateAction); ok {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	for range 5 {
+		sync()
+		time.Sleep(60 * time.Millisecond)
+	}
+	if n := writes() - before; n != 0 {
+		t.Errorf("%d status writes while nothing changed", n)
+	}
+
+	// The guest agent stops: AgentConnected goes, the REST API says 409.
+	h.SetGuestAgent("ns_vm1", nil)
+	got = syncUntil("AgentConnected removed", func(v *v1.VirtualMachineInstance) bool { return !agentConnected(v) })
+	if got.Status.GuestOSInfo != wantOSInfo {
+		t.Errorf("guestOSInfo after the agent stopped: %+v, want the last report kept", got.Status.GuestOSInfo)
+	}
+	if code, body := get("guestosinfo"); code != http.StatusConflict {
+		t.Errorf("GET guestosinfo after the agent stopped: %d %s, want 409", code, body)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
