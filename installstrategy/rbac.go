@@ -80,6 +80,8 @@ func Rules() []ComponentRules {
 				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
 				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
 				rule(kv, []string{"kubevirts"}, read...),
+				// A VM's dataVolumeTemplates become CDI DataVolumes (owner references clean them up).
+				rule("cdi.kubevirt.io", []string{"datavolumes"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),
 				rule("", []string{"persistentvolumeclaims", "nodes"}, read...),
 				rule("", []string{"events"}, "create", "patch"),

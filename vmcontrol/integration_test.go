@@ -12,11 +12,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -36,13 +40,15 @@ type cluster struct {
 	kube   kubernetes.Interface
 }
 
-func startCluster(t *testing.T) *cluster {
+// startCluster starts an API server with vmkit's CRDs and the extra ones,
+// and kube-controller-manager (garbage collection, service accounts).
+func startCluster(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefinition) *cluster {
 	t.Helper()
 	all, err := crds.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.Start(t, testenv.Options{CRDs: all, WithControllerManager: true})
+	env := testenv.Start(t, testenv.Options{CRDs: append(all, extra...), WithControllerManager: true})
 	client, err := versioned.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -540,4 +546,163 @@ func TestVMIWaitsForClaim(t *testing.T) {
 		got, err := c.vmi(ctx, "waits")
 		return err == nil && got.VMICondition(v1.VirtualMachineInstanceSynchronized) == nil, nil
 	})
+}
+
+// dataVolumeCRD is a stand-in for CDI's DataVolume CRD: the same group,
+// version, names and status subresource, with an open schema. The test plays
+// CDI's part (it moves DataVolumes through their phases).
+func dataVolumeCRD() *apiextensionsv1.CustomResourceDefinition {
+	open := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "datavolumes.cdi.kubevirt.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "cdi.kubevirt.io",
+			Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "datavolumes", Singular: "datavolume", Kind: "DataVolume", ListKind: "DataVolumeList", ShortNames: []string{"dv"}},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1beta1", Served: true, Storage: true,
+				Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &open}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			}},
+		},
+	}
+}
+
+// vmWithDataVolume is a VM whose disk is a DataVolume made from its template.
+func vmWithDataVolume(name string) *v1.VirtualMachine {
+	vm := newVM(name, v1.RunStrategyAlways)
+	dv := name + "-disk"
+	vm.Spec.DataVolumeTemplates = []v1.DataVolumeTemplateSpec{{
+		ObjectMeta: metav1.ObjectMeta{Name: dv},
+		Spec:       runtime.RawExtension{Raw: []byte(`{"source":{"blank":{}},"storage":{"resources":{"requests":{"storage":"1Gi"}}}}`)},
+	}}
+	vm.Spec.Template.Spec.Volumes[0].VolumeSource = v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: dv}}
+	return vm
+}
+
+// setDataVolumePhase plays CDI: it moves a DataVolume to a phase.
+func setDataVolumePhase(t *testing.T, dyn dynamic.Interface, name, phase string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "DataVolume status write", func(ctx context.Context) (bool, error) {
+		dv, err := dyn.Resource(vm.DataVolumeResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		_ = unstructured.SetNestedField(dv.Object, phase, "status", "phase")
+		_, err = dyn.Resource(vm.DataVolumeResource).Namespace(ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+// TestDataVolumes: with CDI's API served, a VM's dataVolumeTemplates become
+// DataVolumes it controls; the VM starts once they are populated, shows
+// DataVolumeError when CDI fails, and its DataVolumes go with it.
+func TestDataVolumes(t *testing.T) {
+	c := startCluster(t, dataVolumeCRD())
+	c.startManager(t, vmcontrol.LeaderElection{})
+	c.fakeKubelet(t)
+	ctx := context.Background()
+	dyn, err := dynamic.NewForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dvs := dyn.Resource(vm.DataVolumeResource).Namespace(ns)
+
+	t.Run("the VM starts once its DataVolume is populated", func(t *testing.T) {
+		c.createVM(t, vmWithDataVolume("dv-ok"))
+		var dv *unstructured.Unstructured
+		waitFor(t, 30*time.Second, "DataVolume dv-ok-disk", func(ctx context.Context) (bool, error) {
+			dv, err = dvs.Get(ctx, "dv-ok-disk", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		vmObj, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, "dv-ok", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref := metav1.GetControllerOf(dv); ref == nil || ref.UID != vmObj.UID || ref.Kind != "VirtualMachine" {
+			t.Errorf("DataVolume controller %+v, want VirtualMachine dv-ok", ref)
+		}
+		if size, _, _ := unstructured.NestedString(dv.Object, "spec", "storage", "resources", "requests", "storage"); size != "1Gi" {
+			t.Errorf("DataVolume spec not taken from the template: %v", dv.Object["spec"])
+		}
+		c.waitVMStatus(t, "dv-ok", v1.VirtualMachineStatusProvisioning)
+		if _, err := c.vmi(ctx, "dv-ok"); !apierrors.IsNotFound(err) {
+			t.Fatalf("a VMI exists before the DataVolume is populated (err %v)", err)
+		}
+		// CDI populates it: the claim exists, the DataVolume succeeds.
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "dv-ok-disk", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if _, err := c.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setDataVolumePhase(t, dyn, "dv-ok-disk", "Succeeded")
+		c.waitVMIPhase(t, "dv-ok", v1.Scheduled)
+		c.waitVMStatus(t, "dv-ok", v1.VirtualMachineStatusStarting)
+
+		// Deleting the VM (background propagation) takes its DataVolume.
+		bg := metav1.DeletePropagationBackground
+		if err := c.client.KubevirtV1().VirtualMachines(ns).Delete(ctx, "dv-ok", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, "the garbage collector to delete DataVolume dv-ok-disk", func(ctx context.Context) (bool, error) {
+			_, err := dvs.Get(ctx, "dv-ok-disk", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+
+	t.Run("a failed DataVolume shows DataVolumeError", func(t *testing.T) {
+		c.createVM(t, vmWithDataVolume("dv-bad"))
+		waitFor(t, 30*time.Second, "DataVolume dv-bad-disk", func(ctx context.Context) (bool, error) {
+			_, err := dvs.Get(ctx, "dv-bad-disk", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		setDataVolumePhase(t, dyn, "dv-bad-disk", "Failed")
+		c.waitVMStatus(t, "dv-bad", v1.VirtualMachineStatusDataVolumeError)
+		got, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, "dv-bad", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failure *v1.VirtualMachineCondition
+		for i := range got.Status.Conditions {
+			if got.Status.Conditions[i].Type == v1.VirtualMachineFailure {
+				failure = &got.Status.Conditions[i]
+			}
+		}
+		if failure == nil || failure.Reason != vm.ReasonDataVolumeError || !strings.Contains(failure.Message, "dv-bad-disk") {
+			t.Errorf("Failure condition %+v, want reason %s naming dv-bad-disk", failure, vm.ReasonDataVolumeError)
+		}
+		if _, err := c.vmi(ctx, "dv-bad"); !apierrors.IsNotFound(err) {
+			t.Errorf("a VMI exists although the DataVolume failed (err %v)", err)
+		}
+	})
+}
+
+// TestDataVolumesWithoutCDI: without CDI's API, a VM with dataVolumeTemplates
+// does not start and says why.
+func TestDataVolumesWithoutCDI(t *testing.T) {
+	c := startCluster(t)
+	c.startManager(t, vmcontrol.LeaderElection{})
+	c.createVM(t, vmWithDataVolume("no-cdi"))
+	c.waitVMStatus(t, "no-cdi", v1.VirtualMachineStatusProvisioning)
+	waitFor(t, 30*time.Second, "Failure condition DataVolumesUnavailable", func(ctx context.Context) (bool, error) {
+		got, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, "no-cdi", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == v1.VirtualMachineFailure && cond.Reason == vm.ReasonDataVolumesUnavailable &&
+				strings.Contains(cond.Message, "spec.dataVolumeTemplates") && strings.Contains(cond.Message, "default/no-cdi") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if _, err := c.vmi(context.Background(), "no-cdi"); !apierrors.IsNotFound(err) {
+		t.Errorf("a VMI exists without CDI (err %v)", err)
+	}
 }

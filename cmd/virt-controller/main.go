@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&o.manager.LeaderElection.Namespace, "leader-elect-namespace", "kubevirt", "namespace of the leader Lease")
 	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
 	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz")
+	flag.BoolVar(&o.manager.Profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if err := run(o); err != nil {

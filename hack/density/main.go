@@ -18,6 +18,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,8 +100,12 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 		return err
 	}
 	defer kw.stop()
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
 	vc, err := start(env.Dir, "virt-controller", controller, "--kubeconfig="+env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
-		"--use-emulation", "--leader-elect=false", "--metrics-address=127.0.0.1:0")
+		"--use-emulation", "--leader-elect=false", "--metrics-address="+httpAddr, "--profiling")
 	if err != nil {
 		return err
 	}
@@ -112,6 +119,8 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 		return err
 	}
 	cpuBefore, _ := cpuSeconds(vc.cmd.Process.Pid)
+	rssIdle, _ := procStatusKiB(vc.cmd.Process.Pid, "VmRSS")
+	rssIdleFile, _ := procStatusKiB(vc.cmd.Process.Pid, "RssFile")
 	began := time.Now()
 	if err := createVMs(ctx, client, nVMs); err != nil {
 		return err
@@ -128,7 +137,12 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 		return err
 	}
 	cpuAfter, _ := cpuSeconds(vc.cmd.Process.Pid)
-	rss, _ := peakRSS(vc.cmd.Process.Pid)
+	rss, _ := procStatusKiB(vc.cmd.Process.Pid, "VmHWM")
+	heapProfile := filepath.Join(root, "_output", "density", "heap.pprof")
+	if err := saveHeapProfile(ctx, httpAddr, heapProfile); err != nil {
+		fmt.Fprintf(os.Stderr, "density: no heap profile: %v\n", err)
+		heapProfile = ""
+	}
 
 	w := writes(before, after)
 	perVM := func(n float64) string { return fmt.Sprintf("%.2f", n/float64(nVMs)) }
@@ -146,6 +160,10 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	fmt.Printf("| — of which refused as conflicts (409) | %s |\n", perVM(w.conflicts))
 	fmt.Printf("| controller CPU seconds | %.2f |\n", cpuAfter-cpuBefore)
 	fmt.Printf("| controller peak RSS | %d MiB |\n", rss/1024)
+	fmt.Printf("| controller RSS before the VMs (caches synced, idle) | %d MiB (%d MiB of it the binary's pages) |\n", rssIdle/1024, rssIdleFile/1024)
+	if heapProfile != "" {
+		fmt.Printf("\ncontroller heap profile: go tool pprof -sample_index=inuse_space -top %s\n", heapProfile)
+	}
 	return nil
 }
 
@@ -374,8 +392,9 @@ func cpuSeconds(pid int) (float64, error) {
 	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
 }
 
-// peakRSS is a process's peak resident set size in KiB.
-func peakRSS(pid int) (int64, error) {
+// procStatusKiB reads a KiB field of /proc/<pid>/status (VmHWM: peak resident
+// set size; VmRSS: resident set size now).
+func procStatusKiB(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -383,11 +402,11 @@ func peakRSS(pid int) (int64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			return strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
 		}
 	}
-	return 0, errors.New("no VmHWM")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // diagnose summarizes pod phases and the last log lines of KWOK and the
@@ -417,6 +436,45 @@ func diagnose(env *testenv.Env) string {
 }
 
 type proc struct{ cmd *exec.Cmd }
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// saveHeapProfile writes the controller's heap profile (in-use and allocated
+// memory by call site) to path, for `go tool pprof`.
+func saveHeapProfile(ctx context.Context, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 func start(dir, name, path string, args ...string) (*proc, error) {
 	logf, err := os.Create(filepath.Join(dir, name+".log"))

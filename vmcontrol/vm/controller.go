@@ -3,9 +3,12 @@
 // requests, backs off when instances keep failing before they ever run, and
 // reports what is happening in the VM's status.
 //
-// It watches VirtualMachines and VirtualMachineInstances. A VMI whose
-// controller is a VM enqueues that VM; an orphan VMI enqueues the VM of the
-// same name, which adopts it.
+// It watches VirtualMachines and VirtualMachineInstances, and CDI's
+// DataVolumes where CDI is installed. A VMI whose controller is a VM enqueues
+// that VM; an orphan VMI enqueues the VM of the same name, which adopts it. A
+// VM's spec.dataVolumeTemplates become DataVolumes it controls, and the VM
+// starts once they are populated (printable status Provisioning until then,
+// DataVolumeError if CDI fails).
 package vm
 
 import (
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -34,6 +38,15 @@ type Config struct {
 	// VMs and VMIs are shared informers; the caller starts them.
 	VMs  informers.VirtualMachineInformer
 	VMIs informers.VirtualMachineInstanceInformer
+	// DataVolumes is an informer on CDI's DataVolumes (DataVolumeResource,
+	// as unstructured objects), started by the caller; Dynamic creates
+	// them. With both, the controller creates each VM's
+	// spec.dataVolumeTemplates and starts the VM once they are ready.
+	// Leave them nil where CDI is not installed: a VM with
+	// dataVolumeTemplates then reports a Failure condition and does not
+	// start.
+	DataVolumes cache.SharedIndexInformer
+	Dynamic     dynamic.Interface
 	// Recorder records events on VMs; events are dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default 3, as KubeVirt).
@@ -49,11 +62,14 @@ type Controller struct {
 	vmiLister listers.VirtualMachineInstanceLister
 	synced    []cache.InformerSynced
 	recorder  record.EventRecorder
-	exp       *expectations.Expectations
-	stale     *reconcile.Superseded
-	loop      *reconcile.Loop
-	now       func() time.Time
-	jitter    func() float64
+	// dataVolumes is the DataVolume cache (nil without CDI); dynamic creates them.
+	dataVolumes cache.Indexer
+	dynamic     dynamic.Interface
+	exp         *expectations.Expectations
+	stale       *reconcile.Superseded
+	loop        *reconcile.Loop
+	now         func() time.Time
+	jitter      func() float64
 }
 
 // New wires the controller to its informers. Call Start to run it.
@@ -63,6 +79,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{}
+	}
+	if (cfg.DataVolumes == nil) != (cfg.Dynamic == nil) {
+		return nil, errors.New("vm controller: DataVolumes and Dynamic go together")
 	}
 	c := &Controller{
 		client:    cfg.Client,
@@ -96,7 +115,30 @@ func New(cfg Config) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("vm controller: %w", err)
 	}
+	if cfg.DataVolumes != nil {
+		c.dataVolumes = cfg.DataVolumes.GetIndexer()
+		c.dynamic = cfg.Dynamic
+		c.synced = append(c.synced, cfg.DataVolumes.HasSynced)
+		if _, err := cfg.DataVolumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueueDataVolumeOwner,
+			UpdateFunc: func(_, obj any) { c.enqueueDataVolumeOwner(obj) },
+			DeleteFunc: c.enqueueDataVolumeOwner,
+		}); err != nil {
+			return nil, fmt.Errorf("vm controller: %w", err)
+		}
+	}
 	return c, nil
+}
+
+// enqueueDataVolumeOwner enqueues the VM that controls a DataVolume.
+func (c *Controller) enqueueDataVolumeOwner(obj any) {
+	dv, ok := reconcile.Unwrap(obj).(metav1.Object)
+	if !ok {
+		return
+	}
+	if ref := metav1.GetControllerOf(dv); ref != nil && ref.Kind == v1.VirtualMachineGroupVersionKind.Kind {
+		c.loop.Queue.Add(dv.GetNamespace() + "/" + ref.Name)
+	}
 }
 
 // Start runs the controller until ctx is done. The informers must be started

@@ -91,6 +91,8 @@ func failureCondition(st state) (v1.VirtualMachineCondition, bool) {
 		return fail(ReasonVMIForeign, "a VirtualMachineInstance with this name exists and is controlled by another object")
 	case st.actErr != nil:
 		return fail(st.actReason, st.actErr.Error())
+	case st.dataVolumes.err != nil:
+		return fail(st.dataVolumes.reason, st.dataVolumes.err.Error())
 	}
 	return v1.VirtualMachineCondition{}, false
 }
@@ -102,6 +104,12 @@ func printableStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 	case vm.DeletionTimestamp != nil:
 		return v1.VirtualMachineStatusTerminating
 	case vmi == nil:
+		if len(st.dataVolumes.failed) > 0 {
+			return v1.VirtualMachineStatusDataVolumeError
+		}
+		if st.dataVolumes.waiting && wantsRunning(st) {
+			return v1.VirtualMachineStatusProvisioning
+		}
 		if crashLooping {
 			return v1.VirtualMachineStatusCrashLoopBackOff
 		}

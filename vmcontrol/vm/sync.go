@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -76,12 +77,22 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	st.startFailure = updateStartFailure(vm.Status.StartFailure, vmi, now, c.jitter)
 	st.requests = vm.Status.StateChangeRequests
 
+	var dvErr error // a failed DataVolume create, retried with back-off
+	if vm.DeletionTimestamp == nil && st.strategyErr == nil {
+		if st.dataVolumes, dvErr = c.syncDataVolumes(ctx, vm, wantsRunning(st)); dvErr != nil {
+			st.dataVolumes = dataVolumes{waiting: true, reason: ReasonFailedCreate, err: dvErr}
+		}
+	}
+
 	var requeue time.Duration
 	if vm.DeletionTimestamp == nil && c.exp.Satisfied(key) && st.strategyErr == nil && !foreign {
 		act, remaining := decide(vmi, st)
 		st.requests = remaining
 		switch act {
 		case actStart:
+			if st.dataVolumes.waiting {
+				break // a DataVolume event brings us back
+			}
 			if wait := st.backoffRemaining(); wait > 0 {
 				requeue = wait
 				break
@@ -105,8 +116,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		c.stale.Wrote(key, cached.ResourceVersion)
 	}
-	if st.actErr != nil {
-		return st.actErr
+	if err := errors.Join(st.actErr, dvErr); err != nil {
+		return err
 	}
 	if requeue > 0 {
 		return reconcile.After(requeue)
@@ -163,6 +174,7 @@ type state struct {
 	actErr       error
 	actReason    string
 	foreignVMI   bool
+	dataVolumes  dataVolumes
 }
 
 // backoffRemaining is how long a start must still wait after failures.

@@ -81,7 +81,7 @@ type Controller struct {
 	client        versioned.Interface
 	kube          kubernetes.Interface
 	vmiLister     listers.VirtualMachineInstanceLister
-	podLister     corelisters.PodLister
+	podIndexer    cache.Indexer                           // pods by the UID of the VMI that created them
 	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
 	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
@@ -110,7 +110,7 @@ func New(cfg Config) (*Controller, error) {
 		client:        cfg.Client,
 		kube:          cfg.Kube,
 		vmiLister:     cfg.VMIs.Lister(),
-		podLister:     cfg.Pods.Lister(),
+		podIndexer:    cfg.Pods.Informer().GetIndexer(),
 		vmiIndexer:    cfg.VMIs.Informer().GetIndexer(),
 		synced:        []cache.InformerSynced{cfg.VMIs.Informer().HasSynced, cfg.Pods.Informer().HasSynced},
 		renderer:      cfg.Renderer,
@@ -119,6 +119,11 @@ func New(cfg Config) (*Controller, error) {
 		stale:         reconcile.NewSuperseded(),
 		now:           time.Now,
 		onPhaseChange: cfg.OnPhaseChange,
+	}
+	// A sync looks its VMI's pods up by UID: listing the namespace and
+	// matching labels costs O(pods in the namespace) per sync.
+	if err := cfg.Pods.Informer().AddIndexers(cache.Indexers{podsByVMIIndex: indexByCreator}); err != nil {
+		return nil, fmt.Errorf("vmi controller: indexing pods: %w", err)
 	}
 	c.loop = &reconcile.Loop{
 		Name:    "virtualmachineinstance",
@@ -184,6 +189,21 @@ func (c *Controller) watchClaims(cfg Config) error {
 		UpdateFunc: func(_, obj any) { c.enqueueClaimUsers(obj) },
 	})
 	return err
+}
+
+// podsByVMIIndex indexes launcher pods by their kubevirt.io/created-by label,
+// the UID of their VMI.
+const podsByVMIIndex = "vmkit.io/created-by"
+
+func indexByCreator(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if uid := pod.Labels[v1.CreatedByLabel]; uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
 }
 
 // vmiKeyOf returns the key of the VMI controlling a launcher pod.

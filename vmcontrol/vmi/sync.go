@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -143,13 +142,16 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 
 // launcherPods returns the pods the VMI controls, oldest first.
 func (c *Controller) launcherPods(vmi *v1.VirtualMachineInstance) ([]*corev1.Pod, error) {
-	sel := labels.SelectorFromSet(labels.Set{v1.CreatedByLabel: string(vmi.UID)})
-	all, err := c.podLister.Pods(vmi.Namespace).List(sel)
+	objs, err := c.podIndexer.ByIndex(podsByVMIIndex, string(vmi.UID))
 	if err != nil {
 		return nil, err
 	}
 	var pods []*corev1.Pod
-	for _, p := range all {
+	for _, o := range objs {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Namespace != vmi.Namespace {
+			continue
+		}
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == vmi.UID {
 			pods = append(pods, p)
 		}
