@@ -655,6 +655,50 @@ func TestDataVolumes(t *testing.T) {
 		})
 	})
 
+	t.Run("a VMI's pod waits until its DataVolume is populated", func(t *testing.T) {
+		dv := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"source": map[string]any{"blank": map[string]any{}}}}}
+		dv.SetAPIVersion("cdi.kubevirt.io/v1beta1")
+		dv.SetKind("DataVolume")
+		dv.SetName("standalone-disk")
+		if _, err := dvs.Create(ctx, dv, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setDataVolumePhase(t, dyn, "standalone-disk", "ImportInProgress")
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "standalone-disk", Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		if _, err := c.kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tmpl := vmWithDataVolume("standalone").Spec.Template
+		tmpl.Spec.Volumes[0].VolumeSource = v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: "standalone-disk"}}
+		vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "standalone", Namespace: ns}, Spec: tmpl.Spec}
+		if _, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "Synchronized=False/DataVolumeNotReady", func(ctx context.Context) (bool, error) {
+			got, err := c.vmi(ctx, "standalone")
+			if err != nil {
+				return false, nil
+			}
+			cond := got.VMICondition(v1.VirtualMachineInstanceSynchronized)
+			return cond != nil && cond.Reason == "DataVolumeNotReady" && strings.Contains(cond.Message, "standalone-disk is ImportInProgress"), nil
+		})
+		got, err := c.vmi(ctx, "standalone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods := c.launcherPods(t, got); len(pods) != 0 {
+			t.Fatalf("%d launcher pods while the DataVolume imports", len(pods))
+		}
+		setDataVolumePhase(t, dyn, "standalone-disk", "Succeeded")
+		c.waitVMIPhase(t, "standalone", v1.Scheduled)
+	})
+
 	t.Run("a failed DataVolume shows DataVolumeError", func(t *testing.T) {
 		c.createVM(t, vmWithDataVolume("dv-bad"))
 		waitFor(t, 30*time.Second, "DataVolume dv-bad-disk", func(ctx context.Context) (bool, error) {

@@ -293,7 +293,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	}
 	vmiController, err := vmi.New(vmi.Config{
 		Client: m.client, Kube: m.kube, Renderer: renderer,
-		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(), Claims: claims,
+		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(), Claims: claims, DataVolumes: vmConfig.DataVolumes,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
 	})

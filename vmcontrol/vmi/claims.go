@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -16,6 +18,13 @@ import (
 // and of the event while a claim the VMI needs does not exist (KubeVirt's
 // FailedPvcNotFound).
 const ReasonFailedPvcNotFound = "FailedPvcNotFound"
+
+// Reasons of the Synchronized=False condition while a dataVolume volume's
+// DataVolume is not usable: CDI is still populating it, or failed.
+const (
+	ReasonDataVolumeNotReady = "DataVolumeNotReady"
+	ReasonDataVolumeError    = "DataVolumeError"
+)
 
 // claimIndex indexes VMIs by the claims they need at start, as "namespace/name".
 const claimIndex = "vmcontrol/vmi.claims"
@@ -60,14 +69,14 @@ func indexByClaim(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// enqueueClaimUsers enqueues the VMIs that need the claim obj, so a VMI
-// waiting for it creates its pod as soon as the claim appears.
+// enqueueClaimUsers enqueues the VMIs that need the claim (or DataVolume)
+// obj, so a VMI waiting for it creates its pod as soon as it is there.
 func (c *Controller) enqueueClaimUsers(obj any) {
-	pvc, ok := reconcile.Unwrap(obj).(*corev1.PersistentVolumeClaim)
+	o, ok := reconcile.Unwrap(obj).(metav1.Object)
 	if !ok {
 		return
 	}
-	users, err := c.vmiIndexer.ByIndex(claimIndex, pvc.Namespace+"/"+pvc.Name)
+	users, err := c.vmiIndexer.ByIndex(claimIndex, o.GetNamespace()+"/"+o.GetName())
 	if err != nil {
 		return
 	}
@@ -88,6 +97,11 @@ func (c *Controller) missingClaim(vmi *v1.VirtualMachineInstance) *syncError {
 		return nil
 	}
 	for _, ref := range neededClaims(&vmi.Spec) {
+		if vmi.Spec.Volumes[ref.volume].DataVolume != nil {
+			if waiting := c.dataVolumeNotReady(vmi, ref); waiting != nil {
+				return waiting
+			}
+		}
 		_, err := c.claimLister.PersistentVolumeClaims(vmi.Namespace).Get(ref.claim)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -98,6 +112,36 @@ func (c *Controller) missingClaim(vmi *v1.VirtualMachineInstance) *syncError {
 		}
 	}
 	return nil
+}
+
+// dataVolumeNotReady reports a dataVolume volume whose DataVolume CDI has not
+// made usable yet, or nil (also when DataVolumes are not watched, or CDI
+// removed the DataVolume after it succeeded: then the claim decides).
+func (c *Controller) dataVolumeNotReady(vmi *v1.VirtualMachineInstance, ref claimRef) *syncError {
+	if c.dataVolumes == nil {
+		return nil
+	}
+	obj, exists, err := c.dataVolumes.GetByKey(vmi.Namespace + "/" + ref.claim)
+	if err != nil || !exists {
+		return nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	switch phase {
+	case "Succeeded", "WaitForFirstConsumer", "PendingPopulation":
+		return nil
+	case "Failed":
+		return &syncError{reason: ReasonDataVolumeError,
+			err: fmt.Errorf("spec.volumes[%d] %q: DataVolume %s/%s failed", ref.volume, ref.name, vmi.Namespace, ref.claim)}
+	}
+	if phase == "" {
+		phase = "not populated yet"
+	}
+	return &syncError{reason: ReasonDataVolumeNotReady,
+		err: fmt.Errorf("spec.volumes[%d] %q: DataVolume %s/%s is %s", ref.volume, ref.name, vmi.Namespace, ref.claim, phase)}
 }
 
 // ClaimVolumeMode returns a lookup of a claim's volume mode from a claim

@@ -15,6 +15,13 @@
 // and the pod is created. As in KubeVirt, a claim that is Pending (waiting
 // for its first consumer) or being deleted does not hold the pod back.
 //
+// Given CDI's DataVolume informer as well (Config.DataVolumes), a dataVolume
+// volume also waits for its DataVolume to be usable (Succeeded,
+// WaitForFirstConsumer, whose first consumer is the launcher pod, or
+// PendingPopulation): until then Synchronized=False with reason
+// DataVolumeNotReady, or DataVolumeError when CDI failed it. A DataVolume CDI
+// already garbage-collected counts as ready when its claim exists.
+//
 // Running, Succeeded and failures of the guest itself are reported by the
 // node agent, not here.
 package vmi
@@ -63,6 +70,9 @@ type Config struct {
 	// the renderer (podtemplate.Config.ClaimVolumeMode, through
 	// ClaimVolumeMode) so Block claims are attached as devices.
 	Claims coreinformers.PersistentVolumeClaimInformer
+	// DataVolumes, if set with Claims, is CDI's DataVolume informer
+	// (unstructured, as vm.Config.DataVolumes), started by the caller.
+	DataVolumes cache.SharedIndexInformer
 	// Renderer renders launcher pods.
 	Renderer PodRenderer
 	// Recorder records events on VMIs; dropped when nil.
@@ -83,6 +93,7 @@ type Controller struct {
 	vmiLister     listers.VirtualMachineInstanceLister
 	podIndexer    cache.Indexer                           // pods by the UID of the VMI that created them
 	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
+	dataVolumes   cache.Indexer                           // nil: DataVolumes are not checked
 	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
 	renderer      PodRenderer
@@ -139,6 +150,9 @@ func New(cfg Config) (*Controller, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("vmi controller: %w", err)
 	}
+	if cfg.DataVolumes != nil && cfg.Claims == nil {
+		return nil, errors.New("vmi controller: DataVolumes need Claims")
+	}
 	if cfg.Claims != nil {
 		if err := c.watchClaims(cfg); err != nil {
 			return nil, fmt.Errorf("vmi controller: %w", err)
@@ -184,10 +198,20 @@ func (c *Controller) watchClaims(cfg Config) error {
 	}
 	c.claimLister = cfg.Claims.Lister()
 	c.synced = append(c.synced, cfg.Claims.Informer().HasSynced)
-	_, err := cfg.Claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueClaimUsers,
 		UpdateFunc: func(_, obj any) { c.enqueueClaimUsers(obj) },
-	})
+	}
+	if _, err := cfg.Claims.Informer().AddEventHandler(handler); err != nil {
+		return err
+	}
+	if cfg.DataVolumes == nil {
+		return nil
+	}
+	// A DataVolume's claim has its name: the claim index finds its users.
+	c.dataVolumes = cfg.DataVolumes.GetIndexer()
+	c.synced = append(c.synced, cfg.DataVolumes.HasSynced)
+	_, err := cfg.DataVolumes.AddEventHandler(handler)
 	return err
 }
 
