@@ -121,6 +121,11 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	cpuBefore, _ := cpuSeconds(vc.cmd.Process.Pid)
 	rssIdle, _ := procStatusKiB(vc.cmd.Process.Pid, "VmRSS")
 	rssIdleFile, _ := procStatusKiB(vc.cmd.Process.Pid, "RssFile")
+	if os.Getenv("DENSITY_SMAPS") != "" {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", vc.cmd.Process.Pid)); err == nil {
+			_ = os.WriteFile(filepath.Join(root, "_output", "density", "smaps-idle.txt"), b, 0o644)
+		}
+	}
 	began := time.Now()
 	if err := createVMs(ctx, client, nVMs); err != nil {
 		return err
