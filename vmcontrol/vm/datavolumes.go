@@ -11,15 +11,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/cdi"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 )
 
 // DataVolumeResource is CDI's DataVolume API, in which the controller
 // creates each VM's spec.dataVolumeTemplates.
-var DataVolumeResource = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}
+var DataVolumeResource = cdi.DataVolumeResource
 
 // ImmediateDataVolumeCreationAnnotation set to "false" on a VM delays
 // creating its DataVolumes until the VM is to run (KubeVirt's annotation; by
@@ -36,14 +36,6 @@ const (
 	ReasonDataVolumeForeign = "DataVolumeOwnedByAnother"
 	// ReasonDataVolumeError: CDI failed to populate a DataVolume.
 	ReasonDataVolumeError = "DataVolumeError"
-)
-
-// CDI DataVolume phases the controller reads.
-const (
-	dvSucceeded            = "Succeeded"
-	dvFailed               = "Failed"
-	dvWaitForFirstConsumer = "WaitForFirstConsumer"
-	dvPendingPopulation    = "PendingPopulation"
 )
 
 // dataVolumes is what a sync learned about the VM's DataVolumes.
@@ -103,9 +95,9 @@ func (c *Controller) syncDataVolumes(ctx context.Context, vm *v1.VirtualMachine,
 			dv.err = fmt.Errorf("VirtualMachine %s/%s: DataVolume %s of spec.dataVolumeTemplates[%d] exists and is controlled by %s %s", vm.Namespace, vm.Name, tmpl.ObjectMeta.Name, i, ref.Kind, ref.Name)
 			continue
 		}
-		switch phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase {
-		case dvSucceeded, dvWaitForFirstConsumer, dvPendingPopulation:
-		case dvFailed:
+		switch phase := cdi.Phase(u); {
+		case cdi.Usable(phase):
+		case phase == cdi.PhaseFailed:
 			dv.waiting = true
 			dv.failed = append(dv.failed, tmpl.ObjectMeta.Name)
 		default:

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/cdi"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
 
@@ -129,11 +130,11 @@ func (c *Controller) dataVolumeNotReady(vmi *v1.VirtualMachineInstance, ref clai
 	if !ok {
 		return nil
 	}
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	switch phase {
-	case "Succeeded", "WaitForFirstConsumer", "PendingPopulation":
+	phase := cdi.Phase(u)
+	switch {
+	case cdi.Usable(phase):
 		return nil
-	case "Failed":
+	case phase == cdi.PhaseFailed:
 		return &syncError{reason: ReasonDataVolumeError,
 			err: fmt.Errorf("spec.volumes[%d] %q: DataVolume %s/%s failed", ref.volume, ref.name, vmi.Namespace, ref.claim)}
 	}
