@@ -5,9 +5,12 @@
 // state on the VMI: Scheduled → Running, shut down → Succeeded, crashed or
 // launcher gone without a clean end → Failed with a reason, the Paused
 // condition; and what the QEMU guest agent reports: the AgentConnected
-// condition, status.guestOSInfo and status.interfaces. A deleted or final VMI's guest is shut down gracefully (the
-// launcher destroys it after the grace period) and its socket directory is
-// removed when the agent owns it.
+// condition, status.guestOSInfo and status.interfaces. A deleted or final
+// VMI's guest is shut down gracefully (the launcher destroys it after the
+// grace period) and its socket directory is removed when the agent owns it.
+// So is a launcher whose VMI was deleted, became final or left the node
+// while the agent was not running (an orphan): the agent looks for them by
+// their sockets at start and every Config.OrphanSweepInterval.
 //
 // It finds a launcher's command socket by the VMI's UID, each time it
 // connects: under Config.ShareDir (launchers sharing the agent's directory,
@@ -90,6 +93,13 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// ResyncPeriod of the VMI informer (default 12h).
 	ResyncPeriod time.Duration
+	// OrphanSweepInterval is how often the agent looks for orphan
+	// launchers: launchers whose VMI was deleted, became final or left
+	// this node while the agent was not running, which it stops as those
+	// of deleted VMIs. It always looks once its cache has synced; then
+	// every OrphanSweepInterval, jittered by up to 20% (default
+	// DefaultOrphanSweepInterval, 5m), or never again when negative.
+	OrphanSweepInterval time.Duration
 	// Recorder records events on VMIs; one writing to Kube when nil.
 	Recorder record.EventRecorder
 	// Registerer, when set, gets the agent's metrics too (they are always
@@ -143,6 +153,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ResyncPeriod <= 0 {
 		cfg.ResyncPeriod = 12 * time.Hour
+	}
+	if cfg.OrphanSweepInterval == 0 {
+		cfg.OrphanSweepInterval = DefaultOrphanSweepInterval
 	}
 	a := &Agent{
 		cfg:      cfg,
@@ -351,6 +364,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		wait.JitterUntilWithContext(ctx, a.heartbeat, a.cfg.HeartbeatInterval, 0.2, true)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.runOrphanSweeps(ctx)
 	}()
 	<-ctx.Done()
 	a.queue.ShutDown()

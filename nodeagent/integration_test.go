@@ -63,18 +63,18 @@ type testNode struct {
 	local  *localnode.Node
 	share  string
 
+	renderer    *podtemplate.Renderer
+	managerStop func() // stops vmcontrol's manager; nil while it is stopped
+
 	agentMu     sync.Mutex
 	agent       *nodeagent.Agent
 	stopAgent   func()
 	agentServer *httptest.Server
 }
 
-func startNode(t *testing.T) *testNode { return startNodeWithGuest(t, "") }
-
-// startNodeWithGuest starts a node whose launchers boot the initramfs
-// initrd (a file of the test guest's directory) where VMs ask for
-// initramfs-idle.cpio.gz; the idle one when initrd is empty.
-func startNodeWithGuest(t *testing.T, initrd string) *testNode {
+// startNode starts a node whose launchers boot the test guest's files (see
+// localnode.GuestFiles).
+func startNode(t *testing.T) *testNode {
 	t.Helper()
 	uri := testenv.RequireLibvirt(t)
 	if strings.HasPrefix(uri, "test:") {
@@ -91,23 +91,6 @@ func startNodeWithGuest(t *testing.T, initrd string) *testNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if initrd != "" {
-		// localnode serves the guest directory's vmlinux and
-		// initramfs-idle.cpio.gz: a directory where the latter is initrd.
-		src := filepath.Join(guestDir, initrd)
-		if fi, err := os.Stat(src); err != nil || fi.Size() == 0 {
-			t.Fatalf("test guest file %s missing (%v); build it with: hack/make-guest.sh (as root)", src, err)
-		}
-		guestDir = filepath.Join(dir, "guest")
-		if err := os.Mkdir(guestDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for name, target := range map[string]string{"vmlinux": guest.Kernel, "initramfs-idle.cpio.gz": src} {
-			if err := os.Symlink(target, filepath.Join(guestDir, name)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	bin := filepath.Join(dir, "virt-launcher")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/virt-launcher")
 	build.Dir = root
@@ -146,19 +129,9 @@ func startNodeWithGuest(t *testing.T, initrd string) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vmcontrol.NewManager(vmcontrol.Options{Config: env.Config, Renderer: renderer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	mdone := make(chan error, 1)
-	go func() { mdone <- m.Run(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-mdone; err != nil {
-			t.Errorf("vmcontrol manager: %v", err)
-		}
-	})
+	n.renderer = renderer
+	n.startManager()
+	t.Cleanup(n.stopManager)
 	n.local, err = localnode.Start(ctx, localnode.Options{
 		Kube: n.kube, NodeName: nodeName, Namespace: n.ns, LauncherBinary: bin, LibvirtURI: uri,
 		GuestDir: guestDir, BaseDir: dir, Domains: hv,
@@ -178,12 +151,41 @@ func startNodeWithGuest(t *testing.T, initrd string) *testNode {
 	return n
 }
 
+// startManager starts vmcontrol's controllers (VM, VMI: the launcher pods).
+func (n *testNode) startManager() {
+	n.t.Helper()
+	m, err := vmcontrol.NewManager(vmcontrol.Options{Config: n.env.Config, Renderer: n.renderer})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	n.managerStop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			n.t.Errorf("vmcontrol manager: %v", err)
+		}
+	}
+}
+
+// stopManager stops vmcontrol's controllers, if they run.
+func (n *testNode) stopManager() {
+	if n.managerStop != nil {
+		n.managerStop()
+		n.managerStop = nil
+	}
+}
+
 // startAgent starts a node agent and points the REST server at it.
 func (n *testNode) startAgent() {
 	n.t.Helper()
 	a, err := nodeagent.New(nodeagent.Config{
 		NodeName: nodeName, Client: n.client, Kube: n.kube, ShareDir: n.share,
-		PollInterval: 500 * time.Millisecond, HeartbeatInterval: 2 * time.Second,
+		// No kubelet: never look at the machine's /var/lib/kubelet/pods,
+		// which may hold another cluster's launchers.
+		KubeletPodsDir: filepath.Join(n.local.BaseDir(), "kubelet-pods"),
+		PollInterval:   500 * time.Millisecond, HeartbeatInterval: 2 * time.Second,
 	})
 	if err != nil {
 		n.t.Fatal(err)
@@ -203,11 +205,19 @@ func (n *testNode) startAgent() {
 }
 
 func (n *testNode) restartAgent() {
+	n.stopAgentNow()
+	n.startAgent()
+}
+
+// stopAgentNow stops the node agent; startAgent starts a new one.
+func (n *testNode) stopAgentNow() {
 	n.agentMu.Lock()
 	stop := n.stopAgent
+	n.stopAgent = nil
 	n.agentMu.Unlock()
-	stop()
-	n.startAgent()
+	if stop != nil {
+		stop()
+	}
 }
 
 func (n *testNode) cleanup() {
@@ -250,6 +260,14 @@ func (n *testNode) launcherOf(uid types.UID) *localnode.Launcher {
 
 func (n *testNode) launcherLogs() string { return n.local.Logs(30) }
 
+// tinyVMI is a VMI of the test guest without a VM.
+func tinyVMI(ns, name string) *v1.VirtualMachineInstance {
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       tinyVM(ns, name, v1.RunStrategyAlways).Spec.Template.Spec,
+	}
+}
+
 // tinyVM is a VM of the test guest (kernel boot, idle initramfs).
 func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	grace := int64(2)
@@ -266,8 +284,8 @@ func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualM
 							KernelArgs: "console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check",
 							Container: &v1.KernelBootContainer{
 								Image:      guestImage,
-								KernelPath: "/boot/vmlinux",
-								InitrdPath: "/boot/initramfs-idle.cpio.gz",
+								KernelPath: "/boot/" + localnode.Kernel,
+								InitrdPath: "/boot/" + localnode.IdleInitramfs,
 							},
 						}},
 						Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{
@@ -363,7 +381,8 @@ func condition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceCondit
 // TestNodeLifecycle is the node-level integration test: a VM with
 // runStrategy Always becomes a running guest whose console shows its boot;
 // pause and unpause show in the Paused condition; a restarted agent leaves
-// the guest alone; a killed launcher fails the VMI and the VM starts a new
+// the guest alone, and stops a guest whose VMI was deleted while it was
+// down; a killed launcher fails the VMI and the VM starts a new
 // one; halting the VM removes the guest, its launcher, sockets and disks.
 func TestNodeLifecycle(t *testing.T) {
 	n := startNode(t)
@@ -449,6 +468,75 @@ func TestNodeLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("OrphanLauncherStopped", func(t *testing.T) {
+		// A VMI deleted while the agent is down, its pod left behind
+		// (vmcontrol stopped too, so nobody deletes the pod and the
+		// kubelet stand-in never sends SIGTERM): its guest keeps running.
+		orphan := "orphan-" + rand.String(5)
+		if _, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Create(ctx, tinyVMI(n.ns, orphan), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		vmi := n.waitVMI(orphan, 60*time.Second, "Running", phaseIs(v1.Running))
+		p := n.launcherOf(vmi.UID)
+		if p == nil {
+			t.Fatalf("no launcher for the running VMI %s", vmi.UID)
+		}
+		n.stopAgentNow()
+		n.stopManager()
+		if err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Delete(ctx, orphan, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// vmcontrol's finalizer would wait for the pod to go: remove it.
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		if _, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Patch(ctx, orphan, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		n.waitVMI(orphan, 10*time.Second, "VMI gone", func(vmi *v1.VirtualMachineInstance) bool { return vmi == nil })
+		if doms, err := n.hv.List(ctx, string(vmi.UID)); err != nil || len(doms) != 1 || p.Exited() {
+			t.Fatalf("before the agent starts: domains %+v (%v), launcher exited %v; want the orphan guest running", doms, err, p.Exited())
+		}
+
+		n.startAgent()
+		started := time.Now()
+		select {
+		case <-p.Done():
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the orphan launcher still runs 60s after the agent started\n%s", n.launcherLogs())
+		}
+		t.Logf("agent started → orphan launcher exited in %v", time.Since(started).Round(time.Millisecond))
+		if code := p.ExitCode(); code != 0 {
+			t.Errorf("orphan launcher exit code %d, want 0\n%s", code, n.launcherLogs())
+		}
+		if doms, err := n.hv.List(ctx, string(vmi.UID)); err != nil || len(doms) != 0 {
+			t.Errorf("domains of the orphan VMI: %+v, %v; want none", doms, err)
+		}
+		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
+		for _, d := range []string{"eph", "priv"} {
+			if left := listFiles(filepath.Join(p.PodDir, d)); len(left) > 0 {
+				t.Errorf("the orphan launcher left files in its %s directory: %v", d, left)
+			}
+		}
+		n.agentMu.Lock()
+		a := n.agent
+		n.agentMu.Unlock()
+		if got := counter(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 1 {
+			t.Errorf("vmkit_nodeagent_orphan_launchers_total = %v, want 1", got)
+		}
+
+		// The same start left the VM's running guest alone.
+		n.startManager()
+		if live := n.launcherOf(firstUID); live == nil || live.Exited() {
+			t.Fatalf("the launcher of the VM's VMI %s exited when the agent found the orphan\n%s", firstUID, n.launcherLogs())
+		}
+		st, err := launcher.NewClient(launcher.SocketPath(n.share, string(firstUID))).State(ctx)
+		if err != nil || st.State != hypervisor.StateRunning || st.StopRequested {
+			t.Fatalf("the VM's domain after the orphan was stopped: %+v, %v; want Running", st, err)
+		}
+		if vmi := n.waitVMI(name, 5*time.Second, "Running", phaseIs(v1.Running)); vmi.UID != firstUID {
+			t.Fatalf("VMI replaced: UID %s, was %s", vmi.UID, firstUID)
+		}
+	})
+
 	t.Run("LauncherKilled", func(t *testing.T) {
 		p := n.launcherOf(firstUID)
 		if err := p.Kill(); err != nil {
@@ -509,16 +597,22 @@ func TestNodeLifecycle(t *testing.T) {
 }
 
 // TestGuestAgent boots the test guest with Debian's qemu-ga
-// (initramfs-agent.cpio.gz from hack/make-guest.sh): the VMI gets
+// (localnode.AgentInitramfs from hack/make-guest.sh): the VMI gets
 // AgentConnected, guestOSInfo from the guest's os-release and kernel, and
 // the REST API answers guestosinfo, userlist and filesystemlist.
 func TestGuestAgent(t *testing.T) {
-	n := startNodeWithGuest(t, "initramfs-agent.cpio.gz")
+	initrd := filepath.Join(filepath.Dir(testenv.RequireGuest(t).Kernel), localnode.AgentInitramfs)
+	if fi, err := os.Stat(initrd); err != nil || fi.Size() == 0 {
+		t.Fatalf("test guest file %s missing (%v); build it with: hack/make-guest.sh (as root)", initrd, err)
+	}
+	n := startNode(t)
 	ctx := context.Background()
 	name := "agent-" + rand.String(5)
 
+	vm := tinyVM(n.ns, name, v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.Firmware.KernelBoot.Container.InitrdPath = "/boot/" + localnode.AgentInitramfs
 	created := time.Now()
-	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Create(ctx, tinyVM(n.ns, name, v1.RunStrategyAlways), metav1.CreateOptions{}); err != nil {
+	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	n.waitVMI(name, 60*time.Second, "Running", phaseIs(v1.Running))
@@ -591,6 +685,22 @@ func TestGuestAgent(t *testing.T) {
 			t.Fatalf("launcher still running after the VMI is gone\n%s", n.launcherLogs())
 		}
 	}
+}
+
+// counter is the value of the agent's counter metric name.
+func counter(t *testing.T, a *nodeagent.Agent, name string) float64 {
+	t.Helper()
+	mfs, err := a.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
 }
 
 func waitGone(t *testing.T, path string, timeout time.Duration) {

@@ -17,6 +17,7 @@ type metrics struct {
 	launcherErrors  *prometheus.CounterVec
 	heartbeat       prometheus.Gauge
 	heartbeatErrors prometheus.Counter
+	orphanLaunchers prometheus.Counter
 
 	mu    sync.Mutex
 	state map[string]string // VMI key → state label in domainState
@@ -46,6 +47,10 @@ func newMetrics() *metrics {
 			Name: "vmkit_nodeagent_heartbeat_errors_total",
 			Help: "Failed heartbeat writes.",
 		}),
+		orphanLaunchers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vmkit_nodeagent_orphan_launchers_total",
+			Help: "Running launchers found whose VMI was deleted, final or on another node (while the agent was not watching), each then stopped.",
+		}),
 		state: map[string]string{},
 	}
 	_ = m.register(m.registry)
@@ -53,7 +58,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.domainState, m.syncDuration, m.launcherErrors, m.heartbeat, m.heartbeatErrors}
+	return []prometheus.Collector{m.domainState, m.syncDuration, m.launcherErrors, m.heartbeat, m.heartbeatErrors, m.orphanLaunchers}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {

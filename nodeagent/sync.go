@@ -23,6 +23,9 @@ import (
 // sync brings one VMI's domain and status together. It returns how soon
 // the VMI should be looked at again (0: only on its next event).
 func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
+	if isOrphanKey(key) {
+		return a.syncGone(ctx, key) // a launcher without a VMI here (orphans.go)
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return 0, nil
@@ -130,7 +133,7 @@ func (a *Agent) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMach
 }
 
 // syncGone stops the launcher of a VMI that no longer exists (or left this
-// node) and cleans up after it.
+// node), or of an orphan the sweep found, and cleans up after it.
 func (a *Agent) syncGone(ctx context.Context, key string) (time.Duration, error) {
 	a.mu.Lock()
 	uid, ok := a.deleted[key]
