@@ -19,7 +19,7 @@ import (
 func Example() {
 	guest, _ := os.MkdirTemp("", "guest")
 	defer os.RemoveAll(guest)
-	for _, f := range []string{"vmlinux", "initramfs-idle.cpio.gz"} {
+	for _, f := range []string{localnode.Kernel, localnode.IdleInitramfs} {
 		_ = os.WriteFile(filepath.Join(guest, f), []byte("placeholder"), 0o644)
 	}
 	node, err := localnode.Start(context.Background(), localnode.Options{

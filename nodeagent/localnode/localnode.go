@@ -11,7 +11,8 @@
 //     local virt-launcher process, mapping the pod's directories to
 //     directories under BaseDir (as emptyDirs would be), adding
 //     --private-dir and --libvirt-uri, and linking the tiny guest's
-//     kernel-boot files into <container-disk-dir>/<vmi uid>/kernel-boot/
+//     kernel-boot files (the idle initramfs, and the one with a QEMU guest
+//     agent when built) into <container-disk-dir>/<vmi uid>/kernel-boot/
 //     (the work of the kernel-boot container in a real pod);
 //   - reports the pod Running with a ready compute container;
 //   - when the process exits, reports the pod Succeeded or Failed and
@@ -47,9 +48,26 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// Kernel-boot files of the tiny guest (hack/make-guest.sh) linked into every
-// launcher's container-disk directory.
-var guestFiles = []string{"vmlinux", "initramfs-idle.cpio.gz"}
+// Files of the tiny test guest (hack/make-guest.sh) that a Node links into
+// every launcher's kernel-boot directory, so a VMI's kernel boot container
+// finds them at /boot/<name> (KernelPath "/boot/vmlinux", InitrdPath
+// "/boot/initramfs-idle.cpio.gz" or "/boot/initramfs-agent.cpio.gz").
+const (
+	// Kernel is the uncompressed kernel.
+	Kernel = "vmlinux"
+	// IdleInitramfs prints GUEST-BOOTED on the serial console and idles.
+	IdleInitramfs = "initramfs-idle.cpio.gz"
+	// AgentInitramfs is IdleInitramfs plus a QEMU guest agent (qemu-ga)
+	// started right after GUEST-BOOTED. Optional: linked when GuestDir
+	// holds it.
+	AgentInitramfs = "initramfs-agent.cpio.gz"
+)
+
+// guestFiles must be in GuestDir; optionalGuestFiles are linked when they are.
+var (
+	guestFiles         = []string{Kernel, IdleInitramfs}
+	optionalGuestFiles = []string{AgentInitramfs}
+)
 
 // Domains is what a Node needs from the node's hypervisor: find the domains
 // of a VMI and remove them. hypervisor.Hypervisor satisfies it.
@@ -72,8 +90,10 @@ type Options struct {
 	// LibvirtURI is passed to every launcher as --libvirt-uri
 	// (default qemu:///system).
 	LibvirtURI string
-	// GuestDir holds the tiny guest's vmlinux and initramfs-idle.cpio.gz,
-	// linked into each launcher's container-disk directory.
+	// GuestDir holds the tiny guest's vmlinux and initramfs-idle.cpio.gz
+	// (required) and initramfs-agent.cpio.gz (when present), linked into
+	// each launcher's container-disk directory (see Kernel, IdleInitramfs,
+	// AgentInitramfs).
 	GuestDir string
 	// BaseDir is where the launchers' directories go: <BaseDir>/share (the
 	// agent's share dir, see ShareDir) and <BaseDir>/pods/<pod>. Keep it short:
@@ -92,8 +112,10 @@ type Node struct {
 	opts    Options
 	ownsDir bool
 	share   string
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// guest are the names of the guest files linked for each launcher.
+	guest  []string
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu    sync.Mutex
 	procs map[types.UID]*Launcher // by pod UID
@@ -172,7 +194,12 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("localnode: no Domains given and virsh not found: %w (hack/setup-libvirt.sh)", err)
 		}
 	}
-	n := &Node{opts: opts, procs: map[types.UID]*Launcher{}, done: make(chan struct{})}
+	n := &Node{opts: opts, procs: map[types.UID]*Launcher{}, done: make(chan struct{}), guest: guestFiles}
+	for _, f := range optionalGuestFiles {
+		if fi, err := os.Stat(filepath.Join(opts.GuestDir, f)); err == nil && fi.Size() > 0 {
+			n.guest = append(n.guest, f)
+		}
+	}
 	if opts.BaseDir == "" {
 		dir, err := os.MkdirTemp("", "vmk")
 		if err != nil {
@@ -202,6 +229,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 // ShareDir is the launchers' --kubevirt-share-dir: give it to the node agent
 // (nodeagent.Config.ShareDir, virt-handler --kubevirt-share-dir).
 func (n *Node) ShareDir() string { return n.share }
+
+// GuestFiles names the guest files linked into every launcher's kernel-boot
+// directory: Kernel and IdleInitramfs, and AgentInitramfs when GuestDir
+// holds it.
+func (n *Node) GuestFiles() []string { return append([]string(nil), n.guest...) }
 
 // BaseDir is the root of the Node's directories.
 func (n *Node) BaseDir() string { return n.opts.BaseDir }
@@ -384,7 +416,7 @@ func (n *Node) startLauncher(pod *corev1.Pod) (*Launcher, error) {
 	if err := os.MkdirAll(kb, 0o755); err != nil {
 		return nil, err
 	}
-	for _, f := range guestFiles {
+	for _, f := range n.guest {
 		src, err := filepath.Abs(filepath.Join(n.opts.GuestDir, f))
 		if err != nil {
 			return nil, err

@@ -36,10 +36,15 @@ exit "$(cat ` + dir + `/exit)"
 	return bin
 }
 
-func guestDir(t *testing.T) string {
+// guestDir is a guest directory with the given files, the required ones
+// when none are given.
+func guestDir(t *testing.T, files ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range guestFiles {
+	if len(files) == 0 {
+		files = guestFiles
+	}
+	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +74,7 @@ func TestPodLifecycle(t *testing.T) {
 	hv := hypervisor.NewFake()
 	n, err := Start(context.Background(), Options{
 		Kube: kube, NodeName: "node01", LauncherBinary: fakeLauncher(t, work), LibvirtURI: "qemu:///system",
-		GuestDir: guestDir(t), BaseDir: filepath.Join(work, "base"), Domains: hv, Interval: 10 * time.Millisecond,
+		GuestDir: guestDir(t, Kernel, IdleInitramfs, AgentInitramfs), BaseDir: filepath.Join(work, "base"), Domains: hv, Interval: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +108,10 @@ func TestPodLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, strings.TrimSpace(string(args))); diff != "" {
 		t.Errorf("launcher arguments (-want +got):\n%s", diff)
 	}
-	for _, f := range guestFiles {
+	if diff := cmp.Diff([]string{Kernel, IdleInitramfs, AgentInitramfs}, n.GuestFiles()); diff != "" {
+		t.Errorf("GuestFiles (-want +got):\n%s", diff)
+	}
+	for _, f := range n.GuestFiles() {
 		if _, err := os.Stat(filepath.Join(podDir, "cd", "vmi-uid-1", "kernel-boot", f)); err != nil {
 			t.Errorf("kernel-boot file: %v", err)
 		}
@@ -192,5 +200,34 @@ func TestStartChecksOptions(t *testing.T) {
 	_, err = Start(context.Background(), Options{Kube: fake.NewClientset(), NodeName: "n", LauncherBinary: "/bin/sh", GuestDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "make-guest.sh") {
 		t.Errorf("Start without the guest: %v, want an error saying how to build it", err)
+	}
+}
+
+// The guest agent's initramfs is offered when the guest directory has it;
+// a guest directory without it (built before make-guest.sh made it) works
+// as before.
+func TestAgentInitramfsIsOptional(t *testing.T) {
+	for _, tc := range []struct {
+		files []string
+		want  []string
+	}{
+		{[]string{Kernel, IdleInitramfs}, []string{Kernel, IdleInitramfs}},
+		{[]string{Kernel, IdleInitramfs, AgentInitramfs}, []string{Kernel, IdleInitramfs, AgentInitramfs}},
+	} {
+		n, err := Start(context.Background(), Options{Kube: fake.NewClientset(), NodeName: "n", LauncherBinary: "/bin/sh",
+			GuestDir: guestDir(t, tc.files...), BaseDir: t.TempDir(), Domains: hypervisor.NewFake()})
+		if err != nil {
+			t.Fatalf("Start with %v: %v", tc.files, err)
+		}
+		if diff := cmp.Diff(tc.want, n.GuestFiles()); diff != "" {
+			t.Errorf("guest directory with %v: GuestFiles (-want +got):\n%s", tc.files, diff)
+		}
+		if err := n.Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := Start(context.Background(), Options{Kube: fake.NewClientset(), NodeName: "n", LauncherBinary: "/bin/sh",
+		GuestDir: guestDir(t, Kernel, AgentInitramfs)}); err == nil || !strings.Contains(err.Error(), IdleInitramfs) {
+		t.Errorf("Start without %s: %v, want an error naming it", IdleInitramfs, err)
 	}
 }
