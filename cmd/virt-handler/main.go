@@ -52,7 +52,7 @@ func run() error {
 		certFile, keyFile, clientCA                 string
 		insecure, devicePlugins                     bool
 		devicePluginsDir                            string
-		heartbeat, poll                             time.Duration
+		heartbeat, poll, orphanSweep                time.Duration
 	)
 	fs := flag.NewFlagSet("virt-handler", flag.ContinueOnError)
 	fs.StringVar(&node, "hostname-override", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME, else the host name)")
@@ -70,6 +70,7 @@ func run() error {
 	fs.StringVar(&devicePluginsDir, "device-plugins-dir", deviceplugin.DefaultDir, "the kubelet's device plugins directory (its kubelet.sock and the plugins' sockets)")
 	fs.DurationVar(&heartbeat, "heartbeat-interval", time.Minute, "how often the node's heartbeat is written")
 	fs.DurationVar(&poll, "poll-interval", time.Second, "how often each VMI's domain is checked")
+	fs.DurationVar(&orphanSweep, "orphan-sweep-interval", nodeagent.DefaultOrphanSweepInterval, "how often launchers whose VMI is gone, final or elsewhere are looked for and stopped (always once at start; negative: only then)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
@@ -116,7 +117,7 @@ func run() error {
 	}
 	agent, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir, KubeletPodsDir: podsDir,
-		HeartbeatInterval: heartbeat, PollInterval: poll,
+		HeartbeatInterval: heartbeat, PollInterval: poll, OrphanSweepInterval: orphanSweep,
 	})
 	if err != nil {
 		return err

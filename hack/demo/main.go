@@ -267,7 +267,10 @@ func (d *demo) start(ctx context.Context) error {
 	return d.step("starting the node agent (virt-handler's job) with its REST API", func() error {
 		agent, err := nodeagent.New(nodeagent.Config{
 			NodeName: o.NodeName, Client: d.client, Kube: d.env.Kube, ShareDir: d.local.ShareDir(),
-			PollInterval: 500 * time.Millisecond, HeartbeatInterval: 10 * time.Second,
+			// Launchers are local processes here: never look into a real
+			// kubelet's pods on the same machine.
+			KubeletPodsDir: filepath.Join(d.local.BaseDir(), "kubelet-pods"),
+			PollInterval:   500 * time.Millisecond, HeartbeatInterval: 10 * time.Second,
 		})
 		if err != nil {
 			return err
