@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -105,18 +104,8 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
 	h := hypervisor.NewFake()
-	l, err := launcher.New(launcher.Config{
-		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
-		EphemeralDiskDir: filepath.Join(dir, "eph"), ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
-		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runLauncher(t, dir, share, h, vmi)
+	ctx := context.Background()
 
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
