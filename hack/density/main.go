@@ -10,6 +10,10 @@
 // Usage (make density runs it with the defaults):
 //
 //	go run ./hack/density -vms 1000 -nodes 100
+//
+// Environment: DENSITY_CONTROLLER_ENV adds variables to the controller's
+// environment (e.g. "GOGC=50"); DENSITY_SMAPS=1 saves the idle controller's
+// /proc/<pid>/smaps to _output/density/smaps-idle.txt.
 package main
 
 import (
@@ -93,7 +97,7 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	if err := prepare(ctx, env, nNodes); err != nil {
 		return err
 	}
-	kw, err := start(env.Dir, "kwok", kwok, "--kubeconfig="+env.KubeconfigPath, "--manage-all-nodes=false",
+	kw, err := start(env.Dir, "kwok", nil, kwok, "--kubeconfig="+env.KubeconfigPath, "--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--cidr=10.244.0.1/16", "--node-ip=10.0.0.1",
 		"--server-address=127.0.0.1:0")
 	if err != nil {
@@ -104,7 +108,7 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	if err != nil {
 		return err
 	}
-	vc, err := start(env.Dir, "virt-controller", controller, "--kubeconfig="+env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
+	vc, err := start(env.Dir, "virt-controller", strings.Fields(os.Getenv("DENSITY_CONTROLLER_ENV")), controller, "--kubeconfig="+env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
 		"--use-emulation", "--leader-elect=false", "--metrics-address="+httpAddr, "--profiling")
 	if err != nil {
 		return err
@@ -481,12 +485,15 @@ func saveHeapProfile(ctx context.Context, addr, path string) error {
 	return f.Close()
 }
 
-func start(dir, name, path string, args ...string) (*proc, error) {
+// start runs path with args, its output in <dir>/<name>.log, with env added
+// to this process's environment.
+func start(dir, name string, env []string, path string, args ...string) (*proc, error) {
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
