@@ -63,10 +63,14 @@ func startCluster(t *testing.T, extra ...*apiextensionsv1.CustomResourceDefiniti
 }
 
 // startManager runs a Manager until the test ends or stop is called.
-func (c *cluster) startManager(t *testing.T, le vmcontrol.LeaderElection) (m *vmcontrol.Manager, stop func()) {
+func (c *cluster) startManager(t *testing.T, le vmcontrol.LeaderElection, mutate ...func(*vmcontrol.Options)) (m *vmcontrol.Manager, stop func()) {
 	t.Helper()
-	m, err := vmcontrol.NewManager(vmcontrol.Options{Config: c.env.Config, HTTPAddr: "127.0.0.1:0", LeaderElection: le,
-		PodTemplate: &podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true}})
+	opts := vmcontrol.Options{Config: c.env.Config, HTTPAddr: "127.0.0.1:0", LeaderElection: le,
+		PodTemplate: &podtemplate.Config{LauncherImage: "vmkit/virt-launcher:test", EmulationAllowed: true}}
+	for _, f := range mutate {
+		f(&opts)
+	}
+	m, err := vmcontrol.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,10 +731,11 @@ func TestDataVolumes(t *testing.T) {
 }
 
 // TestDataVolumesWithoutCDI: without CDI's API, a VM with dataVolumeTemplates
-// does not start and says why.
+// does not start and says why; once CDI's API is served, the Manager notices
+// and its DataVolume is created.
 func TestDataVolumesWithoutCDI(t *testing.T) {
 	c := startCluster(t)
-	c.startManager(t, vmcontrol.LeaderElection{})
+	c.startManager(t, vmcontrol.LeaderElection{}, func(o *vmcontrol.Options) { o.DiscoveryInterval = 500 * time.Millisecond })
 	c.createVM(t, vmWithDataVolume("no-cdi"))
 	c.waitVMStatus(t, "no-cdi", v1.VirtualMachineStatusProvisioning)
 	waitFor(t, 30*time.Second, "Failure condition DataVolumesUnavailable", func(ctx context.Context) (bool, error) {
@@ -749,4 +754,30 @@ func TestDataVolumesWithoutCDI(t *testing.T) {
 	if _, err := c.vmi(context.Background(), "no-cdi"); !apierrors.IsNotFound(err) {
 		t.Errorf("a VMI exists without CDI (err %v)", err)
 	}
+
+	// CDI is installed: the controllers restart with a DataVolume informer.
+	ctx := context.Background()
+	if err := c.env.InstallCRDs(ctx, dataVolumeCRD()); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "DataVolume no-cdi-disk once CDI is served", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(vm.DataVolumeResource).Namespace(ns).Get(ctx, "no-cdi-disk", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	waitFor(t, 30*time.Second, "the Failure condition to clear", func(ctx context.Context) (bool, error) {
+		got, err := c.client.KubevirtV1().VirtualMachines(ns).Get(ctx, "no-cdi", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == v1.VirtualMachineFailure {
+				return false, nil
+			}
+		}
+		return got.Status.PrintableStatus == v1.VirtualMachineStatusProvisioning, nil
+	})
 }

@@ -75,6 +75,11 @@ type Options struct {
 	HTTPAddr string
 	// Profiling adds Go's profiles (/debug/pprof/) to the HTTP server.
 	Profiling bool
+	// DiscoveryInterval is how often the Manager checks whether the API
+	// server started or stopped serving CDI's DataVolumes; when it did, the
+	// controllers restart (in this process) to watch them or stop
+	// (default 1m; negative: checked only when the controllers start).
+	DiscoveryInterval time.Duration
 }
 
 // LeaderElection configures the Lease the controllers hold.
@@ -152,6 +157,9 @@ func NewManager(opts Options) (*Manager, error) {
 	le.RenewDeadline = orDuration(le.RenewDeadline, 10*time.Second)
 	le.RetryPeriod = orDuration(le.RetryPeriod, 2*time.Second)
 	opts.ResyncPeriod = orDuration(opts.ResyncPeriod, 12*time.Hour)
+	if opts.DiscoveryInterval == 0 {
+		opts.DiscoveryInterval = time.Minute
+	}
 	m := &Manager{opts: opts, client: client, kube: kube, dynamic: dyn, metrics: newMetrics()}
 	if opts.HTTPAddr != "" {
 		if m.listener, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
@@ -229,8 +237,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	return errors.New("vmcontrol: lost the leader lease")
 }
 
-// runControllers builds informers and controllers and runs them until ctx ends.
+// errAPIsChanged ends a run of the controllers whose view of the served
+// APIs (CDI's DataVolumes) is out of date.
+var errAPIsChanged = errors.New("vmcontrol: the served APIs changed")
+
+// runControllers runs the controllers until ctx ends, starting them again
+// when the API server starts or stops serving CDI's DataVolumes.
 func (m *Manager) runControllers(ctx context.Context) error {
+	for {
+		err := m.runControllersOnce(ctx)
+		if !errors.Is(err, errAPIsChanged) {
+			return err
+		}
+		klog.FromContext(ctx).Info("CDI DataVolumes appeared or went away: restarting the controllers")
+	}
+}
+
+// runControllersOnce builds informers and controllers and runs them until
+// ctx ends or the served APIs change (errAPIsChanged).
+func (m *Manager) runControllersOnce(ctx context.Context) error {
+	// Everything this run starts stops with ctx: the informers too, so a
+	// restart does not wait for the parent context.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	log := klog.FromContext(ctx)
 	m.leading.Store(true)
 	m.metrics.leader.Set(1)
@@ -268,9 +297,8 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		Client: m.client, VMs: factory.Kubevirt().V1().VirtualMachines(), VMIs: factory.Kubevirt().V1().VirtualMachineInstances(),
 		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 	}
-	// CDI's DataVolumes are watched when the API server serves them (checked
-	// once, when leading starts: a CDI installed later is seen after the
-	// next leader change or restart).
+	// CDI's DataVolumes are watched when the API server serves them; a
+	// change is noticed by watchServedAPIs, which restarts this run.
 	cdi, err := m.servesDataVolumes()
 	if err != nil {
 		return err
@@ -312,22 +340,63 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	defer claimFactory.Shutdown()
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+			return notSynced(ctx, typ)
 		}
 	}
 	for _, f := range []kubeinformers.SharedInformerFactory{kubeFactory, claimFactory} {
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
-				return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+				return notSynced(ctx, typ)
 			}
 		}
 	}
 	m.ready.Store(true)
 	log.Info("controllers running")
+	if m.opts.DiscoveryInterval > 0 {
+		go m.watchServedAPIs(ctx, cdi, stop)
+	}
 	errs := make(chan error, 2)
 	go func() { errs <- vmController.Start(ctx) }()
 	go func() { errs <- vmiController.Start(ctx) }()
-	return errors.Join(<-errs, <-errs)
+	err = errors.Join(<-errs, <-errs)
+	if cause := context.Cause(ctx); errors.Is(cause, errAPIsChanged) {
+		return cause
+	}
+	return err
+}
+
+// notSynced is the error of an informer that did not sync: none when ctx
+// ended first (a shutdown, not a failure).
+func notSynced(ctx context.Context, typ any) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
+}
+
+// watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes
+// are still served as they were when the controllers started (cdi), and
+// stops the run with errAPIsChanged when not. A failed check is logged and
+// tried again at the next interval.
+func (m *Manager) watchServedAPIs(ctx context.Context, cdi bool, stop context.CancelCauseFunc) {
+	t := time.NewTicker(m.opts.DiscoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		served, err := m.servesDataVolumes()
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "checking which APIs are served")
+			continue
+		}
+		if served != cdi {
+			stop(errAPIsChanged)
+			return
+		}
+	}
 }
 
 // servesDataVolumes reports whether the API server serves CDI's DataVolumes.

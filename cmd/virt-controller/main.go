@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -46,6 +47,7 @@ func main() {
 	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
 	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz")
 	flag.BoolVar(&o.manager.Profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
+	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes started or stopped being served (the controllers then restart in-process; negative: only at start)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if err := run(o); err != nil {
