@@ -134,5 +134,5 @@ ENTRYPOINT ["/usr/bin/virt-launcher"]
 # --- the test guest for kernel boot (hack/make-guest.sh _output/guest) ------------------
 FROM scratch AS tiny-guest
 COPY --from=base /rootfs/ /
-COPY --chmod=644 _output/guest/vmlinux _output/guest/initramfs-idle.cpio.gz /boot/
+COPY --chmod=644 _output/guest/vmlinux _output/guest/initramfs-idle.cpio.gz _output/guest/initramfs-agent.cpio.gz /boot/
 ENV PATH=/usr/bin:/bin

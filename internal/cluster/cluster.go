@@ -17,10 +17,12 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -286,15 +288,7 @@ func HandlerAddress() string {
 // console endpoint (with the client certificate the operator created)
 // until a line holding marker arrived, and returns the console's lines.
 func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) ([]string, error) {
-	secret, err := c.Kube.CoreV1().Secrets(Namespace).Get(ctx, installstrategy.HandlerClientCertSecretName, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	bundle, err := c.Kube.CoreV1().ConfigMaps(Namespace).Get(ctx, installstrategy.CABundleConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	tlsConfig, err := installstrategy.HandlerClientTLS(secret.Data, bundle.Data[installstrategy.CABundleKey])
+	tlsConfig, err := c.handlerTLS(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -314,6 +308,43 @@ func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) (
 		return lines, fmt.Errorf("console of %s/%s: %w", namespace, name, err)
 	}
 	return lines, nil
+}
+
+// handlerTLS is the client TLS configuration of the node agent's REST API:
+// the client certificate and CA bundle the operator created.
+func (c *Cluster) handlerTLS(ctx context.Context) (*tls.Config, error) {
+	secret, err := c.Kube.CoreV1().Secrets(Namespace).Get(ctx, installstrategy.HandlerClientCertSecretName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := c.Kube.CoreV1().ConfigMaps(Namespace).Get(ctx, installstrategy.CABundleConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return installstrategy.HandlerClientTLS(secret.Data, bundle.Data[installstrategy.CABundleKey])
+}
+
+// HandlerGet GETs a VMI's subresource from the node agent's REST API (for
+// instance "guestosinfo") and returns the status code and body.
+func (c *Cluster) HandlerGet(ctx context.Context, namespace, name, subresource string) (int, []byte, error) {
+	tlsConfig, err := c.handlerTLS(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	u := fmt.Sprintf("https://%s/v1/namespaces/%s/virtualmachineinstances/%s/%s", HandlerAddress(), namespace, name, subresource)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }
 
 // ReadUntil reads a console WebSocket until a whole line holding marker

@@ -11,8 +11,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -357,6 +359,59 @@ func TestDeleteVM(t *testing.T) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// TestGuestAgentAndConfigDisk: a guest with a real QEMU guest agent and a
+// ConfigMap disk, in a launcher pod on the kubelet: the pod mounts the
+// ConfigMap, the launcher turns it into an ISO the domain attaches, the
+// guest agent's channel reaches the node agent, which reports
+// AgentConnected and the guest's OS and serves guestosinfo.
+func TestGuestAgentAndConfigDisk(t *testing.T) {
+	c := need(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vm-agent-cfg", Namespace: "default"},
+		Data: map[string]string{"greeting": "hello from a ConfigMap"}}
+	if _, err := c.Kube.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	vm := tinyVM(t, "vm-agent", v1.RunStrategyAlways)
+	spec := &vm.Spec.Template.Spec
+	spec.Domain.Firmware.KernelBoot.Container.InitrdPath = "/boot/initramfs-agent.cpio.gz"
+	spec.Volumes = append(spec.Volumes, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{
+		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}})
+	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, v1.Disk{Name: "cfg",
+		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
+	began := time.Now()
+	createVM(t, c, vm)
+	waitVMI(t, c, vm.Name, "Running", running)
+	toRunning := time.Since(began)
+	vmi := waitVMI(t, c, vm.Name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
+		cond := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
+		return cond != nil && cond.Status == corev1.ConditionTrue && vmi.Status.GuestOSInfo.ID != ""
+	})
+	t.Logf("VM create → Running %v, → AgentConnected %v; guest OS %q", toRunning.Round(time.Millisecond),
+		time.Since(began).Round(time.Millisecond), vmi.Status.GuestOSInfo.PrettyName)
+	if got := vmi.Status.GuestOSInfo.ID; got != "vmkit-test-guest" {
+		t.Errorf("guestOSInfo.id %q, want vmkit-test-guest (from the guest's /etc/os-release)", got)
+	}
+	pod := launcherPod(t, c, vmi)
+	var mounted bool
+	for _, v := range pod.Spec.Volumes {
+		mounted = mounted || (v.ConfigMap != nil && v.ConfigMap.Name == cm.Name)
+	}
+	if !mounted {
+		t.Errorf("launcher pod %s does not mount ConfigMap %s", pod.Name, cm.Name)
+	}
+	code, body, err := c.HandlerGet(t.Context(), "default", vm.Name, "guestosinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info v1.VirtualMachineInstanceGuestAgentInfo
+	if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.OS.ID != "vmkit-test-guest" || info.GAVersion == "" {
+		t.Errorf("GET guestosinfo: %d %s", code, body)
+	}
 }
 
 // TestUpgrade: a new image tag on the KubeVirt CR rolls virt-controller and
