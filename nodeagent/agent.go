@@ -158,14 +158,13 @@ func New(cfg Config) (*Agent, error) {
 		cfg.OrphanSweepInterval = DefaultOrphanSweepInterval
 	}
 	a := &Agent{
-		cfg:      cfg,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
-		metrics:  newMetrics(),
-		now:      time.Now,
-		deleted:  map[string]goneVMI{},
-		stopping: map[types.UID]time.Time{},
-		clients:  map[types.UID]*launcher.Client{},
-
+		cfg:        cfg,
+		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
+		metrics:    newMetrics(),
+		now:        time.Now,
+		deleted:    map[string]goneVMI{},
+		stopping:   map[types.UID]time.Time{},
+		clients:    map[types.UID]*launcher.Client{},
 		agentPolls: map[types.UID]*agentPoll{},
 	}
 	if cfg.Registerer != nil {
