@@ -519,7 +519,7 @@ func TestNodeLifecycle(t *testing.T) {
 		n.agentMu.Lock()
 		a := n.agent
 		n.agentMu.Unlock()
-		if got := counter(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 1 {
+		if got := nodeagent.CounterValue(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 1 {
 			t.Errorf("vmkit_nodeagent_orphan_launchers_total = %v, want 1", got)
 		}
 
@@ -685,22 +685,6 @@ func TestGuestAgent(t *testing.T) {
 			t.Fatalf("launcher still running after the VMI is gone\n%s", n.launcherLogs())
 		}
 	}
-}
-
-// counter is the value of the agent's counter metric name.
-func counter(t *testing.T, a *nodeagent.Agent, name string) float64 {
-	t.Helper()
-	mfs, err := a.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
 }
 
 func waitGone(t *testing.T, path string, timeout time.Duration) {

@@ -97,7 +97,9 @@ func exited(done <-chan struct{}) bool {
 	}
 }
 
-func counterValue(t *testing.T, a *Agent, name string) float64 {
+// CounterValue is the value of the agent's counter metric name (exported
+// for the package's external tests too).
+func CounterValue(t *testing.T, a *Agent, name string) float64 {
 	t.Helper()
 	mfs, err := a.Registry().Gather()
 	if err != nil {
@@ -249,7 +251,7 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	if _, err := launcher.NewClient(foreignSocket).Ping(ctx); err != nil {
 		t.Errorf("the launcher of a VMI this API server does not know, in a pod's volume: %v; want it left alone", err)
 	}
-	if got := counterValue(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 4 {
+	if got := CounterValue(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 4 {
 		t.Errorf("vmkit_nodeagent_orphan_launchers_total = %v, want 4 (moved, deleted, final, later)", got)
 	}
 }

@@ -54,28 +54,26 @@ func tinyGuestVMI(name string, uid types.UID) *v1.VirtualMachineInstance {
 	}
 }
 
-// TestBootTinyGuest is the real boot: domainxml converts a kernel-boot VMI
-// of the test guest for emulation, and this package defines it on
-// qemu:///system, starts it paused, attaches the serial console, resumes it,
-// reads the console until the guest's marker, pauses and resumes it, shuts
-// it down (destroying it if the idle guest ignores ACPI) and undefines it,
-// checking the state after every step.
-func TestBootTinyGuest(t *testing.T) {
+// requireQEMU returns the libvirt URI of the tests, failing when it is
+// missing or libvirt's mock driver, which runs no guest.
+func requireQEMU(t *testing.T) string {
+	t.Helper()
 	uri := testenv.RequireLibvirt(t)
 	if strings.HasPrefix(uri, "test:") {
 		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)",
 			testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
 	}
-	guest := testenv.RequireGuest(t)
-	h := newTestHypervisor(t, uri)
+	return uri
+}
 
-	dir := t.TempDir()
-	uid := types.UID(randomUUID(t))
-	vmi := tinyGuestVMI("boot-"+randomSuffix(t), uid)
+// tinyGuestXML is the domain XML (and the domain's name) of vmi booting
+// kernel and initrd under emulation, its serial console and VNC sockets in dir.
+func tinyGuestXML(t *testing.T, vmi *v1.VirtualMachineInstance, kernel, initrd, dir string) (xml, name string) {
+	t.Helper()
 	dom, err := domainxml.Convert(vmi, domainxml.Options{
 		Emulation:    true,
-		KernelPath:   guest.Kernel,
-		InitrdPath:   guest.IdleInitramfs,
+		KernelPath:   kernel,
+		InitrdPath:   initrd,
 		SerialSocket: filepath.Join(dir, "serial.sock"),
 		SerialLog:    filepath.Join(dir, "serial.log"),
 		VNCSocket:    filepath.Join(dir, "vnc.sock"),
@@ -83,11 +81,27 @@ func TestBootTinyGuest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Convert: %v", err)
 	}
-	xml, err := domainxml.Marshal(dom)
+	xml, err = domainxml.Marshal(dom)
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	name := dom.Name
+	return xml, dom.Name
+}
+
+// TestBootTinyGuest is the real boot: domainxml converts a kernel-boot VMI
+// of the test guest for emulation, and this package defines it on
+// qemu:///system, starts it paused, attaches the serial console, resumes it,
+// reads the console until the guest's marker, pauses and resumes it, shuts
+// it down (destroying it if the idle guest ignores ACPI) and undefines it,
+// checking the state after every step.
+func TestBootTinyGuest(t *testing.T) {
+	uri := requireQEMU(t)
+	guest := testenv.RequireGuest(t)
+	h := newTestHypervisor(t, uri)
+
+	dir := t.TempDir()
+	uid := types.UID(randomUUID(t))
+	xml, name := tinyGuestXML(t, tinyGuestVMI("boot-"+randomSuffix(t), uid), guest.Kernel, guest.IdleInitramfs, dir)
 
 	ctx := context.Background()
 	defined, err := h.Define(ctx, xml)
@@ -229,11 +243,7 @@ func readUntil(r io.Reader, marker string, timeout time.Duration) (line string, 
 // domainxml adds: ErrAgentUnavailable until it answers, then guest-ping and
 // guest-get-osinfo with the guest's os-release.
 func TestGuestAgent(t *testing.T) {
-	uri := testenv.RequireLibvirt(t)
-	if strings.HasPrefix(uri, "test:") {
-		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)",
-			testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
-	}
+	uri := requireQEMU(t)
 	guest := testenv.RequireGuest(t)
 	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
 	if _, err := os.Stat(initrd); err != nil {
@@ -242,23 +252,7 @@ func TestGuestAgent(t *testing.T) {
 	h := newTestHypervisor(t, uri)
 
 	dir := t.TempDir()
-	vmi := tinyGuestVMI("agent-"+randomSuffix(t), types.UID(randomUUID(t)))
-	dom, err := domainxml.Convert(vmi, domainxml.Options{
-		Emulation:    true,
-		KernelPath:   guest.Kernel,
-		InitrdPath:   initrd,
-		SerialSocket: filepath.Join(dir, "serial.sock"),
-		SerialLog:    filepath.Join(dir, "serial.log"),
-		VNCSocket:    filepath.Join(dir, "vnc.sock"),
-	})
-	if err != nil {
-		t.Fatalf("Convert: %v", err)
-	}
-	xml, err := domainxml.Marshal(dom)
-	if err != nil {
-		t.Fatalf("Marshal: %v", err)
-	}
-	name := dom.Name
+	xml, name := tinyGuestXML(t, tinyGuestVMI("agent-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, initrd, dir)
 	ctx := context.Background()
 	if _, err := h.Define(ctx, xml); err != nil {
 		t.Fatalf("Define: %v\n%s", err, xml)
