@@ -44,3 +44,33 @@ func TestSDKPackagesAreCgoFree(t *testing.T) {
 		t.Fatalf("go list returned only %d packages; the check is not looking at the SDK", n)
 	}
 }
+
+// slimRoots are the packages virt-controller is built from. They must not
+// link client-go/kubernetes/scheme (client-go's clientset, discovery client,
+// typed clients, informers and leader election all do): it registers every
+// k8s.io/api group, which was over half of the controller's code and
+// read-only data and most of its memory when idle (docs/performance.md).
+var slimRoots = []string{"./cmd/virt-controller", "./vmcontrol", "./vmcontrol/vm", "./vmcontrol/vmi", "./vmcontrol/kubeclient"}
+
+func TestControllerLinksOnlyTheAPIGroupsItUses(t *testing.T) {
+	args := append([]string{"list", "-deps"}, slimRoots...)
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var groups []string
+	for _, path := range strings.Fields(string(out)) {
+		switch {
+		case path == "k8s.io/client-go/kubernetes/scheme", strings.HasPrefix(path, "k8s.io/client-go/informers"),
+			path == "k8s.io/client-go/discovery", path == "k8s.io/client-go/tools/leaderelection":
+			t.Errorf("%s is reachable from %v: it links every Kubernetes API group; use vmcontrol/kubeclient", path, slimRoots)
+		case strings.HasPrefix(path, "k8s.io/api/"):
+			groups = append(groups, strings.TrimPrefix(path, "k8s.io/api/"))
+		}
+	}
+	// core/v1 and coordination/v1 are used; a few more come with them
+	// (autoscaling/v1 through kubevirt.io/v1's scale subresource, ...).
+	if len(groups) == 0 || len(groups) > 6 {
+		t.Errorf("the controller links %d k8s.io/api packages, want 1–6: %v", len(groups), groups)
+	}
+}

@@ -17,31 +17,29 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/podtemplate"
-	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
-	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -96,9 +94,10 @@ type LeaderElection struct {
 // Manager runs the controllers.
 type Manager struct {
 	opts     Options
-	client   versioned.Interface
-	kube     kubernetes.Interface
+	client   kvclient.KubevirtV1Interface
+	kube     *kubeclient.Client
 	dynamic  dynamic.Interface
+	elector  *leaderelect.Elector // nil without leader election
 	metrics  *metrics
 	ready    atomic.Bool
 	leading  atomic.Bool
@@ -126,19 +125,16 @@ func NewManager(opts Options) (*Manager, error) {
 		cfg.Burst = opts.Burst
 	}
 	cfg.UserAgent = "vmkit-virt-controller"
-	client, err := versioned.NewForConfig(cfg)
+	// The controllers use kubevirt.io's typed client and kubeclient for pods,
+	// claims, events and leases, never client-go's clientset: that one links
+	// every Kubernetes API group into the binary (see kubeclient). Pods,
+	// claims, events and leases speak protobuf; custom resources have no
+	// protobuf encoding and stay JSON.
+	client, err := kvclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
 	}
-	// Pods, claims, nodes, events and leases speak protobuf: decoding a
-	// launcher pod costs a fraction of its JSON in CPU and garbage. (Custom
-	// resources have no protobuf encoding: the clientset above stays JSON.)
-	kcfg := rest.CopyConfig(cfg)
-	if kcfg.ContentType == "" {
-		kcfg.ContentType = runtime.ContentTypeProtobuf
-		kcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
-	kube, err := kubernetes.NewForConfig(kcfg)
+	kube, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
 	}
@@ -161,6 +157,15 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.DiscoveryInterval = time.Minute
 	}
 	m := &Manager{opts: opts, client: client, kube: kube, dynamic: dyn, metrics: newMetrics()}
+	if le.Enabled {
+		m.elector, err = leaderelect.New(leaderelect.Config{
+			Leases: kube.Leases(le.Namespace), Name: le.Name, Identity: le.Identity,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("vmcontrol: Options.LeaderElection: %w", err)
+		}
+	}
 	if opts.HTTPAddr != "" {
 		if m.listener, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
 			return nil, fmt.Errorf("vmcontrol: listening on %s: %w", opts.HTTPAddr, err)
@@ -194,36 +199,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !m.opts.LeaderElection.Enabled {
 		return m.runControllers(ctx)
 	}
-	le := m.opts.LeaderElection
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     m.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
 	m.ready.Store(true) // a standby is healthy and ready
 	runErr := make(chan error, 1)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            le.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				err := m.runControllers(leaderCtx)
-				runErr <- err
-				if err != nil {
-					cancel() // a controller failed: give up the lease
-				}
-			},
-			OnStoppedLeading: func() {},
-		},
+	err := m.elector.Run(ctx, func(leaderCtx context.Context) {
+		err := m.runControllers(leaderCtx)
+		runErr <- err
+		if err != nil {
+			cancel() // a controller failed: give up the lease
+		}
 	})
-	if err != nil {
-		return fmt.Errorf("vmcontrol: leader election: %w", err)
-	}
-	elector.Run(ctx)
 	select {
 	case err := <-runErr:
 		if err != nil {
@@ -231,10 +215,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	default:
 	}
-	if ctx.Err() != nil {
-		return nil
+	if err != nil {
+		return fmt.Errorf("vmcontrol: %w", err) // the lease was lost
 	}
-	return errors.New("vmcontrol: lost the leader lease")
+	return nil
 }
 
 // errAPIsChanged ends a run of the controllers whose view of the served
@@ -266,22 +250,23 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	defer func() { m.leading.Store(false); m.metrics.leader.Set(0) }()
 
 	// Cached objects drop managedFields, which the controllers never read and
-	// which are a large part of each object.
-	factory := externalversions.NewSharedInformerFactoryWithOptions(m.client, m.opts.ResyncPeriod,
-		externalversions.WithTransform(stripManagedFields))
-	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.ResyncPeriod,
-		kubeinformers.WithTransform(slimPod),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
-		}))
-	// Claims are not launcher pods: they get their own factory, unfiltered.
-	claimFactory := kubeinformers.NewSharedInformerFactoryWithOptions(m.kube, m.opts.ResyncPeriod,
-		kubeinformers.WithTransform(slimClaim))
-	claims := claimFactory.Core().V1().PersistentVolumeClaims()
+	// which are a large part of each object. The informers stop with ctx;
+	// the run waits for them before it returns.
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	resync := m.opts.ResyncPeriod
+	vms := newInformer(m.client.VirtualMachines(""), &v1.VirtualMachine{}, resync, slimVM, nil)
+	vmis := newInformer(m.client.VirtualMachineInstances(""), &v1.VirtualMachineInstance{}, resync, stripManagedFields, nil)
+	pods := newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, slimPod, func(o *metav1.ListOptions) {
+		o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
+	})
+	// Claims are not launcher pods: their informer is unfiltered.
+	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
+	started := []cache.SharedIndexInformer{vms, vmis, pods, claims}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
-		cfg.ClaimVolumeMode = vmi.ClaimVolumeMode(claims.Lister())
+		cfg.ClaimVolumeMode = vmi.ClaimVolumeMode(corelisters.NewPersistentVolumeClaimLister(claims.GetIndexer()))
 		r, err := podtemplate.New(cfg)
 		if err != nil {
 			return fmt.Errorf("vmcontrol: %w", err)
@@ -289,28 +274,24 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		renderer = r
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(kubeclient.EventSink(m.kube.Events))
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-controller"})
 
 	vmConfig := vm.Config{
-		Client: m.client, VMs: factory.Kubevirt().V1().VirtualMachines(), VMIs: factory.Kubevirt().V1().VirtualMachineInstances(),
+		Client: m.client, VMs: vms, VMIs: vmis,
 		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 	}
 	// CDI's DataVolumes are watched when the API server serves them; a
 	// change is noticed by watchServedAPIs, which restarts this run.
-	cdi, err := m.servesDataVolumes()
+	cdi, err := m.servesDataVolumes(ctx)
 	if err != nil {
 		return err
 	}
-	var dvFactory dynamicinformer.DynamicSharedInformerFactory
 	if cdi {
-		dvFactory = dynamicinformer.NewDynamicSharedInformerFactory(m.dynamic, m.opts.ResyncPeriod)
-		vmConfig.DataVolumes = dvFactory.ForResource(vm.DataVolumeResource).Informer()
-		if err := vmConfig.DataVolumes.SetTransform(stripManagedFields); err != nil {
-			return fmt.Errorf("vmcontrol: %w", err)
-		}
+		vmConfig.DataVolumes = newInformer(m.dynamic.Resource(vm.DataVolumeResource), &unstructured.Unstructured{}, resync, stripManagedFields, nil)
 		vmConfig.Dynamic = m.dynamic
+		started = append(started, vmConfig.DataVolumes)
 		log.Info("watching CDI DataVolumes", "resource", vm.DataVolumeResource.String())
 	} else {
 		log.Info("CDI DataVolumes are not served: VMs with dataVolumeTemplates will not start", "resource", vm.DataVolumeResource.String())
@@ -321,34 +302,24 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	}
 	vmiController, err := vmi.New(vmi.Config{
 		Client: m.client, Kube: m.kube, Renderer: renderer,
-		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(), Claims: claims, DataVolumes: vmConfig.DataVolumes,
+		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
 	})
 	if err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	kubeFactory.Start(ctx.Done())
-	claimFactory.Start(ctx.Done())
-	if dvFactory != nil {
-		dvFactory.Start(ctx.Done())
-		defer dvFactory.Shutdown()
+	synced := make([]cache.InformerSynced, 0, len(started))
+	for _, inf := range started {
+		informers.Add(1)
+		go func() {
+			defer informers.Done()
+			inf.RunWithContext(ctx)
+		}()
+		synced = append(synced, inf.HasSynced)
 	}
-	defer factory.Shutdown()
-	defer kubeFactory.Shutdown()
-	defer claimFactory.Shutdown()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return notSynced(ctx, typ)
-		}
-	}
-	for _, f := range []kubeinformers.SharedInformerFactory{kubeFactory, claimFactory} {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return notSynced(ctx, typ)
-			}
-		}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil // ctx ended before the caches synced: a shutdown, not a failure
 	}
 	m.ready.Store(true)
 	log.Info("controllers running")
@@ -365,15 +336,6 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	return err
 }
 
-// notSynced is the error of an informer that did not sync: none when ctx
-// ended first (a shutdown, not a failure).
-func notSynced(ctx context.Context, typ any) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return fmt.Errorf("vmcontrol: informer for %v did not sync", typ)
-}
-
 // watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes
 // are still served as they were when the controllers started (cdi), and
 // stops the run with errAPIsChanged when not. A failed check is logged and
@@ -387,7 +349,7 @@ func (m *Manager) watchServedAPIs(ctx context.Context, cdi bool, stop context.Ca
 			return
 		case <-t.C:
 		}
-		served, err := m.servesDataVolumes()
+		served, err := m.servesDataVolumes(ctx)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "checking which APIs are served")
 			continue
@@ -400,21 +362,45 @@ func (m *Manager) watchServedAPIs(ctx context.Context, cdi bool, stop context.Ca
 }
 
 // servesDataVolumes reports whether the API server serves CDI's DataVolumes.
-func (m *Manager) servesDataVolumes() (bool, error) {
-	gv := vm.DataVolumeResource.GroupVersion().String()
-	list, err := m.kube.Discovery().ServerResourcesForGroupVersion(gv)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
+func (m *Manager) servesDataVolumes(ctx context.Context) (bool, error) {
+	served, err := m.kube.Serves(ctx, vm.DataVolumeResource)
 	if err != nil {
-		return false, fmt.Errorf("vmcontrol: discovering %s: %w", gv, err)
+		return false, fmt.Errorf("vmcontrol: %w", err)
 	}
-	for _, r := range list.APIResources {
-		if r.Name == vm.DataVolumeResource.Resource {
-			return true, nil
-		}
+	return served, nil
+}
+
+// listerWatcher is what a typed client offers an informer.
+type listerWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// newInformer is a shared informer on everything c lists (all namespaces),
+// indexed by namespace as generated listers expect, with transform applied
+// to every object before it is cached and tweak (if set) to every list and
+// watch. It does what a generated informer factory does without the factory,
+// whose clientset would link every API group (see kubeclient).
+func newInformer[L runtime.Object](c listerWatcher[L], example runtime.Object, resync time.Duration, transform cache.TransformFunc, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	if tweak == nil {
+		tweak = func(*metav1.ListOptions) {}
 	}
-	return false, nil
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			tweak(&opts)
+			return c.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			tweak(&opts)
+			return c.Watch(ctx, opts)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+		ResyncPeriod: resync,
+		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	_ = inf.SetTransform(transform) // fails only once the informer runs
+	return inf
 }
 
 func (m *Manager) handler() http.Handler {
@@ -435,52 +421,6 @@ func (m *Manager) handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
-}
-
-// stripManagedFields is an informer transform that drops metadata.managedFields.
-func stripManagedFields(obj any) (any, error) {
-	if acc, err := meta.Accessor(obj); err == nil {
-		acc.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
-// slimPod is the launcher-pod informer's transform: it keeps what the
-// controllers read (metadata without managedFields, the node, phase,
-// conditions, container readiness, QoS class) and drops the rest of the spec
-// and status, which is most of a launcher pod's size. Controllers needing
-// more of the pod must read it from the API server.
-func slimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return stripManagedFields(obj)
-	}
-	slim := &corev1.Pod{ObjectMeta: pod.ObjectMeta}
-	slim.ManagedFields = nil
-	slim.Spec.NodeName = pod.Spec.NodeName
-	slim.Status.Phase = pod.Status.Phase
-	slim.Status.Conditions = pod.Status.Conditions
-	slim.Status.QOSClass = pod.Status.QOSClass
-	for _, cs := range pod.Status.ContainerStatuses {
-		slim.Status.ContainerStatuses = append(slim.Status.ContainerStatuses, corev1.ContainerStatus{Name: cs.Name, Ready: cs.Ready})
-	}
-	return slim, nil
-}
-
-// slimClaim is the claim informer's transform: the VMI controller reads
-// whether a claim exists, whether it is being deleted, its volume mode and
-// phase; the rest (labels, annotations, requests, conditions) is dropped.
-func slimClaim(obj any) (any, error) {
-	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
-	if !ok {
-		return stripManagedFields(obj)
-	}
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID,
-			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
-		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
-	}, nil
 }
 
 func orDefault(s, def string) string {

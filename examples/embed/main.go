@@ -17,6 +17,7 @@ import (
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -52,12 +53,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	vms, err := vm.New(vm.Config{Client: client, VMs: factory.Kubevirt().V1().VirtualMachines(), VMIs: factory.Kubevirt().V1().VirtualMachineInstances()})
+	vmInformers := factory.Kubevirt().V1()
+	vms, err := vm.New(vm.Config{Client: client.KubevirtV1(),
+		VMs: vmInformers.VirtualMachines().Informer(), VMIs: vmInformers.VirtualMachineInstances().Informer()})
 	if err != nil {
 		return err
 	}
-	vmis, err := vmi.New(vmi.Config{Client: client, Kube: kube, Renderer: renderer,
-		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods()})
+	// The clientset's pods satisfy kubeclient's narrower interface.
+	pods := kubeclient.PodsGetterFunc(func(ns string) kubeclient.PodInterface { return kube.CoreV1().Pods(ns) })
+	vmis, err := vmi.New(vmi.Config{Client: client.KubevirtV1(), Kube: pods, Renderer: renderer,
+		VMIs: vmInformers.VirtualMachineInstances().Informer(), Pods: kubeFactory.Core().V1().Pods().Informer()})
 	if err != nil {
 		return err
 	}

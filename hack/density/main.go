@@ -13,7 +13,8 @@
 //
 // Environment: DENSITY_CONTROLLER_ENV adds variables to the controller's
 // environment (e.g. "GOGC=50"); DENSITY_SMAPS=1 saves the idle controller's
-// /proc/<pid>/smaps to _output/density/smaps-idle.txt.
+// /proc/<pid>/smaps to _output/density/smaps-idle.txt. The controller's log
+// is kept as _output/density/virt-controller.log.
 package main
 
 import (
@@ -114,6 +115,13 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 		return err
 	}
 	defer vc.stop()
+	// The controller's log outlives the run directory, for what it printed
+	// (e.g. GODEBUG=gctrace=1 through DENSITY_CONTROLLER_ENV).
+	defer func() {
+		if b, err := os.ReadFile(filepath.Join(env.Dir, "virt-controller.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(root, "_output", "density", "virt-controller.log"), b, 0o644)
+		}
+	}()
 	if err := waitNodesReady(ctx, env, nNodes); err != nil {
 		return err
 	}
@@ -459,7 +467,16 @@ func freeAddr() (string, error) {
 // saveHeapProfile writes the controller's heap profile (in-use and allocated
 // memory by call site) to path, for `go tool pprof`.
 func saveHeapProfile(ctx context.Context, addr, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap", nil)
+	if err := saveURL(ctx, "http://"+addr+"/debug/pprof/heap", path); err != nil {
+		return err
+	}
+	// The text form ends with the runtime's MemStats: how much of the RSS is
+	// heap, stacks and the runtime's own structures.
+	return saveURL(ctx, "http://"+addr+"/debug/pprof/heap?debug=1", strings.TrimSuffix(path, ".pprof")+".txt")
+}
+
+func saveURL(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -469,7 +486,7 @@ func saveHeapProfile(ctx context.Context, addr, path string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

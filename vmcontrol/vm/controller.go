@@ -23,8 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
-	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
+	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
@@ -33,11 +32,12 @@ import (
 
 // Config is what the controller needs.
 type Config struct {
-	// Client writes VMs and VMIs.
-	Client versioned.Interface
-	// VMs and VMIs are shared informers; the caller starts them.
-	VMs  informers.VirtualMachineInformer
-	VMIs informers.VirtualMachineInstanceInformer
+	// Client writes VMs and VMIs (a clientset's KubevirtV1()).
+	Client kvclient.KubevirtV1Interface
+	// VMs and VMIs are shared informers of VirtualMachines and
+	// VirtualMachineInstances; the caller starts them.
+	VMs  cache.SharedIndexInformer
+	VMIs cache.SharedIndexInformer
 	// DataVolumes is an informer on CDI's DataVolumes (DataVolumeResource,
 	// as unstructured objects), started by the caller; Dynamic creates
 	// them. With both, the controller creates each VM's
@@ -57,7 +57,7 @@ type Config struct {
 
 // Controller is the VirtualMachine controller.
 type Controller struct {
-	client    versioned.Interface
+	client    kvclient.KubevirtV1Interface
 	vmLister  listers.VirtualMachineLister
 	vmiLister listers.VirtualMachineInstanceLister
 	synced    []cache.InformerSynced
@@ -85,9 +85,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c := &Controller{
 		client:    cfg.Client,
-		vmLister:  cfg.VMs.Lister(),
-		vmiLister: cfg.VMIs.Lister(),
-		synced:    []cache.InformerSynced{cfg.VMs.Informer().HasSynced, cfg.VMIs.Informer().HasSynced},
+		vmLister:  listers.NewVirtualMachineLister(cfg.VMs.GetIndexer()),
+		vmiLister: listers.NewVirtualMachineInstanceLister(cfg.VMIs.GetIndexer()),
+		synced:    []cache.InformerSynced{cfg.VMs.HasSynced, cfg.VMIs.HasSynced},
 		recorder:  cfg.Recorder,
 		exp:       expectations.New(0),
 		stale:     reconcile.NewSuperseded(),
@@ -101,14 +101,14 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.VMs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.VMs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.loop.Enqueue,
 		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
 		DeleteFunc: c.loop.Enqueue,
 	}); err != nil {
 		return nil, fmt.Errorf("vm controller: %w", err)
 	}
-	if _, err := cfg.VMIs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.VMIs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.vmiAdded,
 		UpdateFunc: func(_, obj any) { c.enqueueOwner(obj) },
 		DeleteFunc: c.vmiDeleted,

@@ -53,7 +53,7 @@ func newDVHarness(t *testing.T, cdi bool, vm *v1.VirtualMachine, dvs ...*unstruc
 	t.Helper()
 	client := fake.NewSimpleClientset(vm)
 	f := externalversions.NewSharedInformerFactory(client, 0)
-	cfg := Config{Client: client, VMs: f.Kubevirt().V1().VirtualMachines(), VMIs: f.Kubevirt().V1().VirtualMachineInstances()}
+	cfg := Config{Client: client.KubevirtV1(), VMs: f.Kubevirt().V1().VirtualMachines().Informer(), VMIs: f.Kubevirt().V1().VirtualMachineInstances().Informer()}
 	var dyn *dynamicfake.FakeDynamicClient
 	if cdi {
 		var objs []runtime.Object

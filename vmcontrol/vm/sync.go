@@ -111,7 +111,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			log.Info("status changed", "vm", key, "diff", cmp.Diff(vm.Status, status))
 		}
 		vm.Status = status
-		if _, err := c.client.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.client.VirtualMachines(ns).UpdateStatus(ctx, vm, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("updating status of VirtualMachine %s: %w", key, err)
 		}
 		c.stale.Wrote(key, cached.ResourceVersion)
@@ -140,11 +140,11 @@ func (c *Controller) ownedVMI(ctx context.Context, vm *v1.VirtualMachine) (vmi *
 		OwnerKind: v1.VirtualMachineGroupVersionKind,
 		Match:     func(obj metav1.Object) bool { return obj.GetName() == vm.Name },
 		Patch: func(ctx context.Context, name string, patch []byte) error {
-			_, err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+			_, err := c.client.VirtualMachineInstances(vm.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		},
 		Recheck: func(ctx context.Context) error {
-			fresh, err := c.client.KubevirtV1().VirtualMachines(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
+			fresh, err := c.client.VirtualMachines(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -307,7 +307,7 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 		return nil, err
 	}
 	c.exp.ExpectCreations(key, 1)
-	created, err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
+	created, err := c.client.VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil {
 		c.exp.CreationObserved(key)
 		c.recorder.Eventf(vm, corev1.EventTypeWarning, "FailedCreate", "Error creating VirtualMachineInstance %s: %v", vmi.Name, err)
@@ -359,7 +359,7 @@ func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 // stopVMI deletes the VM's instance under expectations.
 func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance) error {
 	c.exp.ExpectDeletions(key, vmi.UID)
-	err := c.client.KubevirtV1().VirtualMachineInstances(vm.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{
+	err := c.client.VirtualMachineInstances(vm.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &vmi.UID},
 	})
 	switch {

@@ -57,7 +57,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	t.Helper()
 	client := fake.NewSimpleClientset(objs...)
 	f := externalversions.NewSharedInformerFactory(client, 0)
-	c, err := New(Config{Client: client, VMs: f.Kubevirt().V1().VirtualMachines(), VMIs: f.Kubevirt().V1().VirtualMachineInstances()})
+	c, err := New(Config{Client: client.KubevirtV1(), VMs: f.Kubevirt().V1().VirtualMachines().Informer(), VMIs: f.Kubevirt().V1().VirtualMachineInstances().Informer()})
 	if err != nil {
 		t.Fatal(err)
 	}

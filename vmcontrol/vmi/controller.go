@@ -34,18 +34,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
-	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi/v1"
+	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
 
 // PodRenderer renders the launcher pod of a VMI; *podtemplate.Renderer is one.
@@ -55,13 +53,16 @@ type PodRenderer interface {
 
 // Config is what the controller needs.
 type Config struct {
-	// Client writes VMIs; Kube creates and deletes pods.
-	Client versioned.Interface
-	Kube   kubernetes.Interface
-	// VMIs and Pods are shared informers the caller starts. Pods may be
-	// filtered to launcher pods (label kubevirt.io=virt-launcher).
-	VMIs informers.VirtualMachineInstanceInformer
-	Pods coreinformers.PodInformer
+	// Client writes VMIs (a clientset's KubevirtV1()); Kube creates and
+	// deletes pods (a *kubeclient.Client, or a client-go clientset's pods
+	// through kubeclient.PodsGetterFunc).
+	Client kvclient.KubevirtV1Interface
+	Kube   kubeclient.PodsGetter
+	// VMIs and Pods are shared informers the caller starts, of
+	// VirtualMachineInstances and of Pods. Pods may be filtered to launcher
+	// pods (label kubevirt.io=virt-launcher).
+	VMIs cache.SharedIndexInformer
+	Pods cache.SharedIndexInformer
 	// Claims, if set, is a shared PersistentVolumeClaim informer the caller
 	// starts (all namespaces, unfiltered). With it the controller creates a
 	// launcher pod only once every claim the VMI mounts exists (see the
@@ -69,7 +70,7 @@ type Config struct {
 	// so New must run before that informer starts. Give the same lister to
 	// the renderer (podtemplate.Config.ClaimVolumeMode, through
 	// ClaimVolumeMode) so Block claims are attached as devices.
-	Claims coreinformers.PersistentVolumeClaimInformer
+	Claims cache.SharedIndexInformer
 	// DataVolumes, if set with Claims, is CDI's DataVolume informer
 	// (unstructured, as vm.Config.DataVolumes), started by the caller.
 	DataVolumes cache.SharedIndexInformer
@@ -88,8 +89,8 @@ type Config struct {
 
 // Controller is the VirtualMachineInstance controller.
 type Controller struct {
-	client        versioned.Interface
-	kube          kubernetes.Interface
+	client        kvclient.KubevirtV1Interface
+	kube          kubeclient.PodsGetter
 	vmiLister     listers.VirtualMachineInstanceLister
 	podIndexer    cache.Indexer                           // pods by the UID of the VMI that created them
 	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
@@ -120,10 +121,10 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		client:        cfg.Client,
 		kube:          cfg.Kube,
-		vmiLister:     cfg.VMIs.Lister(),
-		podIndexer:    cfg.Pods.Informer().GetIndexer(),
-		vmiIndexer:    cfg.VMIs.Informer().GetIndexer(),
-		synced:        []cache.InformerSynced{cfg.VMIs.Informer().HasSynced, cfg.Pods.Informer().HasSynced},
+		vmiLister:     listers.NewVirtualMachineInstanceLister(cfg.VMIs.GetIndexer()),
+		podIndexer:    cfg.Pods.GetIndexer(),
+		vmiIndexer:    cfg.VMIs.GetIndexer(),
+		synced:        []cache.InformerSynced{cfg.VMIs.HasSynced, cfg.Pods.HasSynced},
 		renderer:      cfg.Renderer,
 		recorder:      cfg.Recorder,
 		exp:           expectations.New(0),
@@ -133,7 +134,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	// A sync looks its VMI's pods up by UID: listing the namespace and
 	// matching labels costs O(pods in the namespace) per sync.
-	if err := cfg.Pods.Informer().AddIndexers(cache.Indexers{podsByVMIIndex: indexByCreator}); err != nil {
+	if err := cfg.Pods.AddIndexers(cache.Indexers{podsByVMIIndex: indexByCreator}); err != nil {
 		return nil, fmt.Errorf("vmi controller: indexing pods: %w", err)
 	}
 	c.loop = &reconcile.Loop{
@@ -143,7 +144,7 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.VMIs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.VMIs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.loop.Enqueue,
 		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
 		DeleteFunc: c.loop.Enqueue,
@@ -158,7 +159,7 @@ func New(cfg Config) (*Controller, error) {
 			return nil, fmt.Errorf("vmi controller: %w", err)
 		}
 	}
-	if _, err := cfg.Pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := cfg.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if key, ok := vmiKeyOf(obj); ok {
 				c.exp.CreationObserved(key)
@@ -193,16 +194,16 @@ func (c *Controller) Start(ctx context.Context) error {
 // watchClaims indexes VMIs by the claims they need and enqueues them when a
 // claim is added or updated.
 func (c *Controller) watchClaims(cfg Config) error {
-	if err := cfg.VMIs.Informer().AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
+	if err := cfg.VMIs.AddIndexers(cache.Indexers{claimIndex: indexByClaim}); err != nil {
 		return err
 	}
-	c.claimLister = cfg.Claims.Lister()
-	c.synced = append(c.synced, cfg.Claims.Informer().HasSynced)
+	c.claimLister = corelisters.NewPersistentVolumeClaimLister(cfg.Claims.GetIndexer())
+	c.synced = append(c.synced, cfg.Claims.HasSynced)
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueClaimUsers,
 		UpdateFunc: func(_, obj any) { c.enqueueClaimUsers(obj) },
 	}
-	if _, err := cfg.Claims.Informer().AddEventHandler(handler); err != nil {
+	if _, err := cfg.Claims.AddEventHandler(handler); err != nil {
 		return err
 	}
 	if cfg.DataVolumes == nil {

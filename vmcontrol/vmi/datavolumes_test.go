@@ -42,8 +42,8 @@ func newDataVolumeHarness(t *testing.T, vmi *v1.VirtualMachineInstance, claims [
 	claimInformer := kf.Core().V1().PersistentVolumeClaims()
 	dvInformer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	events := record.NewFakeRecorder(10)
-	c, err := New(Config{Client: client, Kube: kube, Renderer: fakeRenderer{}, Recorder: events,
-		VMIs: f.Kubevirt().V1().VirtualMachineInstances(), Pods: kf.Core().V1().Pods(), Claims: claimInformer, DataVolumes: dvInformer})
+	c, err := New(Config{Client: client.KubevirtV1(), Kube: podsOf(kube), Renderer: fakeRenderer{}, Recorder: events,
+		VMIs: f.Kubevirt().V1().VirtualMachineInstances().Informer(), Pods: kf.Core().V1().Pods().Informer(), Claims: claimInformer.Informer(), DataVolumes: dvInformer})
 	if err != nil {
 		t.Fatal(err)
 	}

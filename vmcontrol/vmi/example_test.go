@@ -13,6 +13,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
 
@@ -37,9 +38,12 @@ func Example() {
 	kube := kubefake.NewSimpleClientset()
 	factory := externalversions.NewSharedInformerFactory(client, 0)
 	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
+	// A client-go clientset's pods satisfy kubeclient.PodInterface; in a
+	// controller binary kubeclient.NewForConfig keeps the other API groups out.
+	pods := kubeclient.PodsGetterFunc(func(ns string) kubeclient.PodInterface { return kube.CoreV1().Pods(ns) })
 	c, err := vmi.New(vmi.Config{
-		Client: client, Kube: kube, Renderer: minimalRenderer{},
-		VMIs: factory.Kubevirt().V1().VirtualMachineInstances(), Pods: kubeFactory.Core().V1().Pods(),
+		Client: client.KubevirtV1(), Kube: pods, Renderer: minimalRenderer{},
+		VMIs: factory.Kubevirt().V1().VirtualMachineInstances().Informer(), Pods: kubeFactory.Core().V1().Pods().Informer(),
 	})
 	if err != nil {
 		panic(err)

@@ -82,7 +82,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 
 	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
 		vmi.Finalizers = append(vmi.Finalizers, v1.VirtualMachineControllerFinalizer)
-		updated, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Update(ctx, vmi, metav1.UpdateOptions{})
+		updated, err := c.client.VirtualMachineInstances(ns).Update(ctx, vmi, metav1.UpdateOptions{})
 		if err != nil {
 			return fmt.Errorf("adding finalizer to VirtualMachineInstance %s: %w", key, err)
 		}
@@ -129,7 +129,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 		}
 		vmi.Labels[v1.NodeNameLabel] = node
 	}
-	updated, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
+	updated, err := c.client.VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("updating status of VirtualMachineInstance %s: %w", key, err)
 	}
@@ -196,7 +196,7 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 		return nil, &syncError{reason: ReasonFailedCreate, err: &renderError{err}}
 	}
 	c.exp.ExpectCreations(key, 1)
-	created, err := c.kube.CoreV1().Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := c.kube.Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		c.exp.CreationObserved(key)
 		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating pod: %v", err)
@@ -214,7 +214,7 @@ func (c *Controller) deletePods(ctx context.Context, key string, vmi *v1.Virtual
 			continue
 		}
 		c.exp.ExpectDeletions(key, pod.UID)
-		err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		err := c.kube.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			c.exp.DeletionObserved(key, pod.UID)
@@ -235,7 +235,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, key string, vmi *v1.Vi
 		return nil
 	}
 	vmi.Finalizers = slices.DeleteFunc(vmi.Finalizers, func(f string) bool { return f == v1.VirtualMachineControllerFinalizer })
-	_, err := c.client.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
+	_, err := c.client.VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer from VirtualMachineInstance %s: %w", key, err)
 	}

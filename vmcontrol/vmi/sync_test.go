@@ -19,7 +19,13 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/fakewrites"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
+
+// podsOf reaches a fake clientset's pods through kubeclient's interface.
+func podsOf(kube *kubefake.Clientset) kubeclient.PodsGetter {
+	return kubeclient.PodsGetterFunc(func(ns string) kubeclient.PodInterface { return kube.CoreV1().Pods(ns) })
+}
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
@@ -76,8 +82,8 @@ func newHarness(t *testing.T, renderer PodRenderer, vmi *v1.VirtualMachineInstan
 	kube := kubefake.NewSimpleClientset(kobjs...)
 	f := externalversions.NewSharedInformerFactory(client, 0)
 	kf := kubeinformers.NewSharedInformerFactory(kube, 0)
-	c, err := New(Config{Client: client, Kube: kube, Renderer: renderer,
-		VMIs: f.Kubevirt().V1().VirtualMachineInstances(), Pods: kf.Core().V1().Pods()})
+	c, err := New(Config{Client: client.KubevirtV1(), Kube: podsOf(kube), Renderer: renderer,
+		VMIs: f.Kubevirt().V1().VirtualMachineInstances().Informer(), Pods: kf.Core().V1().Pods().Informer()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,216 @@
+// Package kubeclient is a small typed client for the Kubernetes resources
+// vmkit's controllers read and write: pods, persistent volume claims and
+// events (core/v1) and leases (coordination.k8s.io/v1), plus the one
+// discovery question the Manager asks (is a resource served?).
+//
+// client-go's clientset does all of this too, but importing any of its typed
+// clients (or its discovery client, or tools/leaderelection) links every
+// k8s.io/api group into the binary: client-go/kubernetes/scheme registers all
+// of them. For a controller that uses three kinds that is over half of its
+// code and read-only data, and most of its resident memory when idle. This
+// package registers only the kinds it serves and speaks protobuf.
+//
+// Its interfaces are subsets of client-go's typed interfaces, so code holding
+// a clientset can pass its typed clients where these are asked for:
+//
+//	kubeclient.PodsGetterFunc(func(ns string) kubeclient.PodInterface {
+//		return clientset.CoreV1().Pods(ns)
+//	})
+package kubeclient
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+)
+
+// PodInterface creates, deletes, reads and watches the pods of a namespace.
+type PodInterface interface {
+	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// PodsGetter returns the pods of a namespace ("" for all namespaces, to
+// list and watch). *Client satisfies it.
+type PodsGetter interface {
+	Pods(namespace string) PodInterface
+}
+
+// PodsGetterFunc adapts a function, such as one returning a client-go
+// clientset's CoreV1().Pods(namespace), to PodsGetter.
+type PodsGetterFunc func(namespace string) PodInterface
+
+// Pods calls f.
+func (f PodsGetterFunc) Pods(namespace string) PodInterface { return f(namespace) }
+
+// PersistentVolumeClaimInterface reads and watches the claims of a namespace.
+type PersistentVolumeClaimInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.PersistentVolumeClaim, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// EventInterface writes the events of a namespace.
+type EventInterface interface {
+	Create(ctx context.Context, event *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
+	Update(ctx context.Context, event *corev1.Event, opts metav1.UpdateOptions) (*corev1.Event, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
+}
+
+// LeaseInterface reads and writes the leases of a namespace.
+type LeaseInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// Client reaches the API server for pods, claims, events and leases.
+type Client struct {
+	core, coordination rest.Interface
+	params             runtime.ParameterCodec
+}
+
+// newScheme holds the kinds this package serves, and the meta types their
+// lists, watches and options need.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// NewForConfig builds a Client. Unless cfg sets a content type, it speaks
+// protobuf (JSON accepted), which costs a fraction of JSON's CPU and garbage
+// for pods.
+func NewForConfig(cfg *rest.Config) (*Client, error) {
+	base := rest.CopyConfig(cfg)
+	if base.ContentType == "" {
+		base.ContentType = runtime.ContentTypeProtobuf
+		base.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	if base.UserAgent == "" {
+		base.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, fmt.Errorf("kubeclient: %w", err)
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+	base.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
+	httpClient, err := rest.HTTPClientFor(base)
+	if err != nil {
+		return nil, fmt.Errorf("kubeclient: %w", err)
+	}
+	clientFor := func(apiPath string, gv schema.GroupVersion) (rest.Interface, error) {
+		c := rest.CopyConfig(base)
+		c.APIPath, c.GroupVersion = apiPath, &gv
+		rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("kubeclient: %s: %w", gv, err)
+		}
+		return rc, nil
+	}
+	core, err := clientFor("/api", corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := clientFor("/apis", coordinationv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core, coordination: coordination, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+// Pods returns the pods of a namespace.
+func (c *Client) Pods(namespace string) PodInterface {
+	return gentype.NewClientWithList("pods", c.core, c.params, namespace,
+		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} },
+		gentype.PrefersProtobuf[*corev1.Pod]())
+}
+
+// PersistentVolumeClaims returns the claims of a namespace.
+func (c *Client) PersistentVolumeClaims(namespace string) PersistentVolumeClaimInterface {
+	return gentype.NewClientWithList("persistentvolumeclaims", c.core, c.params, namespace,
+		func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} },
+		func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} },
+		gentype.PrefersProtobuf[*corev1.PersistentVolumeClaim]())
+}
+
+// Events returns the events of a namespace.
+func (c *Client) Events(namespace string) EventInterface {
+	return gentype.NewClient("events", c.core, c.params, namespace,
+		func() *corev1.Event { return &corev1.Event{} }, gentype.PrefersProtobuf[*corev1.Event]())
+}
+
+// Leases returns the leases of a namespace.
+func (c *Client) Leases(namespace string) LeaseInterface {
+	return gentype.NewClient("leases", c.coordination, c.params, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, gentype.PrefersProtobuf[*coordinationv1.Lease]())
+}
+
+// Serves reports whether the API server serves the resource (its group
+// version's discovery document lists it). A group version the server does
+// not know is not an error: it is not served.
+func (c *Client) Serves(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+	path := "/apis/" + gvr.Group + "/" + gvr.Version
+	if gvr.Group == "" {
+		path = "/api/" + gvr.Version
+	}
+	raw, err := c.core.Get().AbsPath(path).SetHeader("Accept", runtime.ContentTypeJSON).DoRaw(ctx)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kubeclient: discovering %s: %w", gvr.GroupVersion(), err)
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return false, fmt.Errorf("kubeclient: discovering %s: %w", gvr.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// EventSink writes events for client-go's event recorder (tools/record)
+// into the event's own namespace, as client-go's EventSinkImpl does.
+func EventSink(events func(namespace string) EventInterface) record.EventSink {
+	return eventSink(events)
+}
+
+type eventSink func(namespace string) EventInterface
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s(e.Namespace).Update(context.Background(), e, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s(e.Namespace).Patch(context.Background(), e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
+}

@@ -1,0 +1,185 @@
+package kubeclient_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+)
+
+// contentTypes records the Content-Type of every response.
+type contentTypes struct {
+	mu    sync.Mutex
+	seen  map[string]string // request path → response content type
+	inner http.RoundTripper
+}
+
+func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.inner.RoundTrip(req)
+	if err == nil {
+		c.mu.Lock()
+		c.seen[req.Method+" "+req.URL.Path] = resp.Header.Get("Content-Type")
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestAgainstAPIServer drives every call the controllers make through a
+// real kube-apiserver: pods (protobuf on the wire), claims, events through
+// the recorder's sink, leases and discovery.
+func TestAgainstAPIServer(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The ServiceAccount admission plugin needs the default ServiceAccount
+	// (kube-controller-manager is not running here).
+	if _, err := env.Kube.CoreV1().ServiceAccounts("default").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rec := &contentTypes{seen: map[string]string{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { rec.inner = rt; return rec }
+	c, err := kubeclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("pods", func(t *testing.T) {
+		pods := c.Pods("default")
+		w, err := c.Pods("").Watch(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p1", Labels: map[string]string{"app": "kubeclient-test"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
+		created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pods.Get(ctx, "p1", metav1.GetOptions{})
+		if err != nil || got.UID != created.UID || got.Spec.Containers[0].Image != "busybox" {
+			t.Fatalf("Get = %+v, %v; want the created pod", got, err)
+		}
+		list, err := c.Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].UID != created.UID {
+			t.Fatalf("List = %v, %v; want the one pod", list, err)
+		}
+		other := created.UID + "-other"
+		err = pods.Delete(ctx, "p1", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &other}})
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("Delete with another UID's precondition = %v, want a conflict", err)
+		}
+		if err := pods.Delete(ctx, "p1", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &created.UID}, GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		var events []watch.EventType
+		for len(events) < 2 {
+			select {
+			case e := <-w.ResultChan():
+				events = append(events, e.Type)
+			case <-ctx.Done():
+				t.Fatalf("watch saw %v, want ADDED … DELETED", events)
+			}
+		}
+		if events[0] != watch.Added {
+			t.Errorf("first watch event %s, want ADDED", events[0])
+		}
+		rec.mu.Lock()
+		ct := rec.seen["GET /api/v1/namespaces/default/pods/p1"]
+		rec.mu.Unlock()
+		if !strings.HasPrefix(ct, "application/vnd.kubernetes.protobuf") {
+			t.Errorf("GET pod answered with %q, want protobuf", ct)
+		}
+	})
+
+	t.Run("claims", func(t *testing.T) {
+		list, err := c.PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 0 {
+			t.Fatalf("List = %v, %v; want none", list, err)
+		}
+		if _, err := c.PersistentVolumeClaims("default").Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get of a missing claim = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("events through the recorder's sink", func(t *testing.T) {
+		sink := kubeclient.EventSink(c.Events)
+		e, err := sink.Create(&corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: "vm.1", Namespace: "default"},
+			InvolvedObject: corev1.ObjectReference{Kind: "VirtualMachine", Namespace: "default", Name: "vm"},
+			Reason:         "SuccessfulCreate", Message: "created", Type: corev1.EventTypeNormal, Count: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patched, err := sink.Patch(e, []byte(`{"count":2}`))
+		if err != nil || patched.Count != 2 {
+			t.Fatalf("Patch = %+v, %v; want count 2", patched, err)
+		}
+		patched.Message = "created again"
+		updated, err := sink.Update(patched)
+		if err != nil || updated.Message != "created again" {
+			t.Fatalf("Update = %+v, %v", updated, err)
+		}
+		if _, err := sink.Create(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "no-such-namespace"},
+			InvolvedObject: corev1.ObjectReference{Namespace: "no-such-namespace"}}); !apierrors.IsNotFound(err) {
+			t.Fatalf("an event in a missing namespace = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		leases := c.Leases("default")
+		holder := "a"
+		created, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder = "b"
+		created.Spec.HolderIdentity = &holder
+		if _, err := leases.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.Update(ctx, created, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+			t.Fatalf("an update from a stale resourceVersion = %v, want a conflict", err)
+		}
+		got, err := leases.Get(ctx, "l", metav1.GetOptions{})
+		if err != nil || *got.Spec.HolderIdentity != "b" {
+			t.Fatalf("Get = %+v, %v; want holder b", got, err)
+		}
+	})
+
+	t.Run("serves", func(t *testing.T) {
+		for _, tc := range []struct {
+			gvr  schema.GroupVersionResource
+			want bool
+		}{
+			{schema.GroupVersionResource{Version: "v1", Resource: "pods"}, true},
+			{schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, true},
+			{schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "widgets"}, false},
+			{schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}, false},
+		} {
+			got, err := c.Serves(ctx, tc.gvr)
+			if err != nil || got != tc.want {
+				t.Errorf("Serves(%s) = %v, %v; want %v", tc.gvr, got, err, tc.want)
+			}
+		}
+	})
+}

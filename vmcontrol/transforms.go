@@ -1,0 +1,96 @@
+package vmcontrol
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/vmi"
+)
+
+// The informers' transforms: what the caches keep of each object. Each
+// cached object costs memory for as long as the object exists, so the
+// caches keep only what the controllers read.
+
+// stripManagedFields drops metadata.managedFields, which the controllers
+// never read and which are a large part of each object. Objects the
+// controllers write back whole (VMIs) lose nothing by it: an update without
+// managedFields leaves the stored ones alone.
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// lastAppliedAnnotation is where kubectl apply keeps the whole manifest it
+// applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// slimVM drops managedFields and kubectl's copy of the applied manifest
+// from a VM: the VM controller writes VMs only through the status
+// subresource, which ignores metadata, so nothing dropped here is written
+// back.
+func slimVM(obj any) (any, error) {
+	if vm, ok := obj.(*v1.VirtualMachine); ok {
+		delete(vm.Annotations, lastAppliedAnnotation)
+	}
+	return stripManagedFields(obj)
+}
+
+// slimPod is the launcher-pod informer's transform. The VMI controller
+// reads a launcher pod's identity (name, namespace, UID, the controlling
+// VMI and the kubevirt.io/created-by label it is indexed by), whether it is
+// being deleted, its node, phase and QoS class, the readiness of its compute
+// container, and its Ready and PodScheduled conditions. The rest of the
+// spec and status, its other labels and its annotations are dropped: they
+// are most of a launcher pod's size. Controllers needing more of the pod
+// must read it from the API server.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+	}}
+	if uid, ok := pod.Labels[v1.CreatedByLabel]; ok {
+		slim.Labels = map[string]string{v1.CreatedByLabel: uid}
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		slim.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	slim.Spec.NodeName = pod.Spec.NodeName
+	slim.Status.Phase = pod.Status.Phase
+	slim.Status.QOSClass = pod.Status.QOSClass
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{
+				Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == vmi.ComputeContainer {
+			slim.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cs.Name, Ready: cs.Ready}}
+		}
+	}
+	return slim, nil
+}
+
+// slimClaim is the claim informer's transform: the VMI controller reads
+// whether a claim exists, whether it is being deleted, its volume mode and
+// phase; the rest (labels, annotations, requests, conditions) is dropped.
+func slimClaim(obj any) (any, error) {
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID,
+			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
+	}, nil
+}
