@@ -13,8 +13,11 @@
 //
 // Environment: DENSITY_CONTROLLER_ENV adds variables to the controller's
 // environment (e.g. "GOGC=50"); DENSITY_SMAPS=1 saves the idle controller's
-// /proc/<pid>/smaps to _output/density/smaps-idle.txt. The controller's log
-// is kept as _output/density/virt-controller.log.
+// /proc/<pid>/smaps to _output/density/smaps-idle.txt; DENSITY_PROFILE=1 runs
+// the controller with --profiling (as deployed it runs without, and samples
+// no allocations) and saves its heap profile and MemStats to
+// _output/density/heap.{pprof,txt}. The controller's log is kept as
+// _output/density/virt-controller.log.
 package main
 
 import (
@@ -109,8 +112,13 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	if err != nil {
 		return err
 	}
-	vc, err := start(env.Dir, "virt-controller", strings.Fields(os.Getenv("DENSITY_CONTROLLER_ENV")), controller, "--kubeconfig="+env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
-		"--use-emulation", "--leader-elect=false", "--metrics-address="+httpAddr, "--profiling")
+	args := []string{"--kubeconfig=" + env.KubeconfigPath, "--launcher-image=vmkit/virt-launcher:density",
+		"--use-emulation", "--leader-elect=false", "--metrics-address=" + httpAddr}
+	profile := os.Getenv("DENSITY_PROFILE") != ""
+	if profile {
+		args = append(args, "--profiling")
+	}
+	vc, err := start(env.Dir, "virt-controller", strings.Fields(os.Getenv("DENSITY_CONTROLLER_ENV")), controller, args...)
 	if err != nil {
 		return err
 	}
@@ -155,10 +163,13 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	}
 	cpuAfter, _ := cpuSeconds(vc.cmd.Process.Pid)
 	rss, _ := procStatusKiB(vc.cmd.Process.Pid, "VmHWM")
-	heapProfile := filepath.Join(root, "_output", "density", "heap.pprof")
-	if err := saveHeapProfile(ctx, httpAddr, heapProfile); err != nil {
-		fmt.Fprintf(os.Stderr, "density: no heap profile: %v\n", err)
-		heapProfile = ""
+	var heapProfile string
+	if profile {
+		heapProfile = filepath.Join(root, "_output", "density", "heap.pprof")
+		if err := saveHeapProfile(ctx, httpAddr, heapProfile); err != nil {
+			fmt.Fprintf(os.Stderr, "density: no heap profile: %v\n", err)
+			heapProfile = ""
+		}
 	}
 
 	w := writes(before, after)
