@@ -250,10 +250,10 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	defer func() { m.leading.Store(false); m.metrics.leader.Set(0) }()
 
 	// Cached objects drop managedFields, which the controllers never read and
-	// which are a large part of each object. The informers stop with ctx;
-	// the run waits for them before it returns.
+	// which are a large part of each object. The informers stop with ctx,
+	// which the run cancels, and waits for, before it returns.
 	var informers sync.WaitGroup
-	defer informers.Wait()
+	defer func() { stop(nil); informers.Wait() }()
 	resync := m.opts.ResyncPeriod
 	vms := newInformer(m.client.VirtualMachines(""), &v1.VirtualMachine{}, resync, slimVM, nil)
 	vmis := newInformer(m.client.VirtualMachineInstances(""), &v1.VirtualMachineInstance{}, resync, stripManagedFields, nil)
