@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/net/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
@@ -65,6 +66,13 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	vmi, err := a.lister.VirtualMachineInstances(ns).Get(name)
+	if err != nil || vmi.Status.NodeName != a.cfg.NodeName || vmi.Status.Phase != v1.Running {
+		// The cache lags the API server, the agent's own writes included: a
+		// client that just saw the VMI Running must not be refused because
+		// this agent's informer has not caught up. Ask the API server before
+		// saying no.
+		vmi, err = a.cfg.Client.KubevirtV1().VirtualMachineInstances(ns).Get(r.Context(), name, metav1.GetOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err) || (err == nil && vmi.Status.NodeName != a.cfg.NodeName):
 		writeError(w, http.StatusNotFound, "VirtualMachineInstance "+ns+"/"+name+" does not run on node "+a.cfg.NodeName)
