@@ -1,8 +1,10 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine and
-// VirtualMachineInstance controllers of virt-controller) together: one shared
-// informer factory, worker counts per controller, client rate limits, leader
+// VirtualMachineInstance controllers of virt-controller) together: one set of
+// shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
-// and /healthz and /readyz.
+// and /healthz and /readyz. It reaches the API server through the typed
+// kubevirt.io client and vmcontrol/kubeclient only, so a binary built on it
+// does not link every Kubernetes API group.
 //
 // Each controller (vmcontrol/vm, vmcontrol/vmi) is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
