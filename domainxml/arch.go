@@ -1,6 +1,10 @@
 package domainxml
 
-import "fmt"
+import (
+	"fmt"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
 
 // archInfo is what differs between guest architectures.
 type archInfo struct {
@@ -40,4 +44,20 @@ func lookupArch(name string) (archInfo, error) {
 		}, nil
 	}
 	return archInfo{}, fmt.Errorf("architecture %q is not supported (supported: amd64, arm64)", name)
+}
+
+// LibvirtArch returns libvirt's name ("x86_64", "aarch64") of the guest
+// architecture Convert uses for vmi: spec.architecture, else
+// opts.Architecture, else amd64. Callers use it to ask libvirt's domain
+// capabilities about that architecture before choosing Options.Emulation.
+func LibvirtArch(vmi *v1.VirtualMachineInstance, opts *Options) (string, error) {
+	a, field := vmi.Spec.Architecture, "spec.architecture"
+	if a == "" {
+		a, field = opts.Architecture, "Options.Architecture"
+	}
+	info, err := lookupArch(a)
+	if err != nil {
+		return "", fieldErrorf(field, "%v", err)
+	}
+	return info.libvirt, nil
 }

@@ -223,6 +223,21 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		t.Errorf("GET filesystemlist: %d %s", code, body)
 	}
 
+	// The agent's cache lags its own write of AgentConnected (a client
+	// that saw the condition through the API server asks at once): the
+	// REST API reads the VMI again instead of answering 409.
+	stale := got.DeepCopy()
+	stale.Status.Conditions = nil
+	if err := a.informer.GetIndexer().Update(stale); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("guestosinfo"); code != http.StatusOK {
+		t.Errorf("GET guestosinfo while the cache lags AgentConnected: %d %s, want 200", code, body)
+	}
+	if err := a.informer.GetIndexer().Update(got); err != nil {
+		t.Fatal(err)
+	}
+
 	// Nothing changes: syncs and polls write nothing.
 	time.Sleep(150 * time.Millisecond)
 	sync()

@@ -65,6 +65,7 @@ func runLauncher(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *
 		EphemeralDiskDir: filepath.Join(dir, vmi.Name, "eph"), ContainerDiskDir: filepath.Join(dir, vmi.Name, "cd"),
 		PrivateDir: filepath.Join(dir, vmi.Name, "priv"),
 		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
+		Emulation: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,14 +63,18 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 
 // vmiOf returns the running VMI the request names and its launcher client,
 // or writes the error.
-func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
+//
+// ready, when not nil, is a further condition the request needs (the guest
+// agent connected); a cached VMI that fails it is read again from the API
+// server, as one that is not Running is.
+func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.VirtualMachineInstance) bool) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	vmi, err := a.lister.VirtualMachineInstances(ns).Get(name)
-	if err != nil || vmi.Status.NodeName != a.cfg.NodeName || vmi.Status.Phase != v1.Running {
+	if err != nil || vmi.Status.NodeName != a.cfg.NodeName || vmi.Status.Phase != v1.Running || (ready != nil && !ready(vmi)) {
 		// The cache lags the API server, the agent's own writes included: a
-		// client that just saw the VMI Running must not be refused because
-		// this agent's informer has not caught up. Ask the API server before
-		// saying no.
+		// client that just saw the VMI Running (or its AgentConnected
+		// condition) must not be refused because this agent's informer has
+		// not caught up. Ask the API server before saying no.
 		vmi, err = a.cfg.Client.KubevirtV1().VirtualMachineInstances(ns).Get(r.Context(), name, metav1.GetOptions{})
 	}
 	switch {
@@ -89,7 +93,7 @@ func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request) (*v1.VirtualMachin
 
 func (a *Agent) serveLifecycle(op string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		vmi, c, ok := a.vmiOf(w, r)
+		vmi, c, ok := a.vmiOf(w, r, nil)
 		if !ok {
 			return
 		}
@@ -128,7 +132,7 @@ const errNoGuestAgent = "VMI does not have a guest agent connected"
 // filesystemlist.
 func (a *Agent) serveGuestAgent(query string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		vmi, c, ok := a.vmiOf(w, r)
+		vmi, c, ok := a.vmiOf(w, r, agentConnected)
 		if !ok {
 			return
 		}
@@ -172,7 +176,7 @@ func (a *Agent) serveGuestAgent(query string) http.HandlerFunc {
 }
 
 func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {
-	_, c, ok := a.vmiOf(w, r)
+	_, c, ok := a.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}
@@ -186,7 +190,7 @@ func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) serveVNC(w http.ResponseWriter, r *http.Request) {
-	_, c, ok := a.vmiOf(w, r)
+	_, c, ok := a.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}

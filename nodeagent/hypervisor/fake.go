@@ -30,6 +30,7 @@ type Fake struct {
 	failNext       map[string]error
 	ignoreShutdown bool
 	agents         map[string]GuestAgentFunc
+	kvm            bool
 }
 
 // GuestAgentFunc plays a QEMU guest agent for the Fake: it gets a command's
@@ -47,6 +48,24 @@ type fakeDomain struct {
 }
 
 var _ Hypervisor = (*Fake)(nil)
+
+// SetKVM sets what KVMSupported answers for every architecture; a new Fake
+// has no KVM.
+func (f *Fake) SetKVM(supported bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kvm = supported
+}
+
+// KVMSupported implements Hypervisor: what SetKVM set.
+func (f *Fake) KVMSupported(ctx context.Context, arch string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "KVMSupported", arch); err != nil {
+		return false, err
+	}
+	return f.kvm, nil
+}
 
 // NewFake returns a Fake with no domains.
 func NewFake() *Fake {

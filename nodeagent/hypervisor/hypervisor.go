@@ -64,6 +64,13 @@ type Hypervisor interface {
 	// context's deadline) and with ErrInvalidState when the domain is not
 	// running.
 	GuestAgentCommand(ctx context.Context, name, command string) (string, error)
+	// KVMSupported reports whether guests of the given architecture
+	// (libvirt's name, such as "x86_64") can run with hardware acceleration
+	// (domain type "kvm"), as the hypervisor's domain capabilities say: false
+	// on a node without a usable /dev/kvm or with a QEMU that cannot use it.
+	// Callers fall back to emulation (domain type "qemu") only where the
+	// cluster allows it.
+	KVMSupported(ctx context.Context, arch string) (bool, error)
 	// List returns the domains created from the VMI with the given UID, or
 	// every domain created from a VMI when vmiUID is empty. Domains without
 	// vmkit metadata are left out.

@@ -25,7 +25,6 @@ import (
 func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) (domainxml.Options, []string, error) {
 	eph, priv := l.cfg.EphemeralDiskDir, l.cfg.PrivateDir
 	opts := domainxml.Options{
-		Emulation:        l.cfg.Emulation,
 		EphemeralDiskDir: eph,
 		PrivateDir:       priv,
 		Disks:            map[string]domainxml.DiskSource{},

@@ -31,6 +31,7 @@ func Example() {
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
 		ShareDir: dir, EphemeralDiskDir: dir + "/eph", PrivateDir: dir + "/priv",
 		Hypervisor: hypervisor.NewFake(), PollInterval: 10 * time.Millisecond,
+		Emulation: true, // the fake hypervisor has no KVM
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -65,7 +65,11 @@ type Config struct {
 	// SyncTimeout ends the launcher with an error when no VMI was synced in
 	// this time (--qemu-timeout); no limit when zero.
 	SyncTimeout time.Duration
-	// Emulation runs the guest under TCG (--use-emulation).
+	// Emulation allows running the guest under QEMU's TCG emulator when the
+	// hypervisor reports no usable KVM for the guest's architecture
+	// (--use-emulation, the KubeVirt CR's useEmulation). Where KVM works the
+	// guest uses it either way; without KVM and without Emulation the VMI
+	// fails with an error that names both.
 	Emulation bool
 	// Hypervisor runs the domain.
 	Hypervisor hypervisor.Hypervisor
@@ -435,6 +439,9 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		if err != nil {
 			return l.statusLocked(), fmt.Errorf("preparing VMI %s: %w", l.key(), err)
 		}
+		if err := l.chooseAcceleration(ctx, vmi, &opts); err != nil {
+			return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
+		}
 		dom, err := domainxml.Convert(vmi, opts)
 		if err != nil {
 			return l.statusLocked(), fmt.Errorf("converting VMI %s: %w", l.key(), err)
@@ -574,4 +581,28 @@ func removeDirs(log klog.Logger, dirs []string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// chooseAcceleration sets opts.Emulation from the hypervisor's domain
+// capabilities: KVM where it reports KVM usable for the guest's
+// architecture, else TCG when Config.Emulation allows it.
+func (l *Launcher) chooseAcceleration(ctx context.Context, vmi *v1.VirtualMachineInstance, opts *domainxml.Options) error {
+	arch, err := domainxml.LibvirtArch(vmi, opts)
+	if err != nil {
+		return err
+	}
+	kvm, err := l.h.KVMSupported(ctx, arch)
+	if err != nil {
+		return fmt.Errorf("asking the hypervisor whether KVM runs %s guests: %w", arch, err)
+	}
+	switch {
+	case kvm:
+		opts.Emulation = false
+	case l.cfg.Emulation:
+		opts.Emulation = true
+	default:
+		return fmt.Errorf("this node cannot run %s guests with KVM (the hypervisor's domain capabilities offer no domain type kvm: no usable /dev/kvm) "+
+			"and software emulation is off (KubeVirt CR spec.configuration.developerConfiguration.useEmulation, virt-launcher --use-emulation)", arch)
+	}
+	return nil
 }

@@ -75,7 +75,7 @@ func start(t *testing.T) *fixture {
 		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
 		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
 		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
-		GracePeriod: 200 * time.Millisecond,
+		GracePeriod: 200 * time.Millisecond, Emulation: true,
 	}
 	f.l, err = New(f.cfg)
 	if err != nil {

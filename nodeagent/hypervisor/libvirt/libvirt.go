@@ -322,6 +322,30 @@ func (h *Hypervisor) GuestAgentCommand(ctx context.Context, name, command string
 	return out, err
 }
 
+// KVMSupported implements hypervisor.Hypervisor with libvirt's domain
+// capabilities for virt type "kvm": libvirt answers them only when /dev/kvm
+// is usable and the architecture's QEMU can use it, and refuses (an
+// unsupported configuration or an architecture without an emulator)
+// otherwise.
+func (h *Hypervisor) KVMSupported(ctx context.Context, arch string) (bool, error) {
+	supported := false
+	err := h.call(ctx, "domain capabilities of", "kvm/"+arch, func(c *golibvirt.Connect) error {
+		_, err := c.GetDomainCapabilities("", arch, "", "kvm", 0)
+		var lerr golibvirt.Error
+		switch {
+		case err == nil:
+			supported = true
+		case errors.As(err, &lerr) && (lerr.Code == golibvirt.ERR_CONFIG_UNSUPPORTED || lerr.Code == golibvirt.ERR_INVALID_ARG ||
+			lerr.Code == golibvirt.ERR_NO_SUPPORT || lerr.Code == golibvirt.ERR_OPERATION_UNSUPPORTED):
+			return nil
+		default:
+			return err
+		}
+		return nil
+	})
+	return supported, err
+}
+
 // Undefine implements hypervisor.Hypervisor.
 func (h *Hypervisor) Undefine(ctx context.Context, name string) error {
 	return h.onDomain(ctx, "undefine", name, func(d *golibvirt.Domain) error {

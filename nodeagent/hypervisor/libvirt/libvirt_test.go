@@ -13,6 +13,7 @@ import (
 	"time"
 
 	golibvirt "libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
@@ -104,13 +105,21 @@ func rename(t *testing.T, xml, name, domainType string) (out, uid string) {
 
 // TestGoldenDomainsDefine defines every golden domain in libvirt's test
 // driver and in the real QEMU driver (which checks devices against what
-// QEMU supports), finds it again by its VMI UID and undefines it.
+// QEMU supports), finds it again by its VMI UID and undefines it. In the
+// QEMU driver the domain type is what the launcher would choose: kvm where
+// the domain capabilities offer it, qemu (TCG) on a node without KVM.
 func TestGoldenDomainsDefine(t *testing.T) {
 	goldens := goldenDomains(t)
 	qemuURI := testenv.RequireLibvirt(t)
+	qemuType := "qemu"
+	if kvm, err := newTestHypervisor(t, qemuURI).KVMSupported(context.Background(), "x86_64"); err != nil {
+		t.Fatal(err)
+	} else if kvm {
+		qemuType = "kvm"
+	}
 	for _, tc := range []struct{ uri, domainType string }{
 		{testURI, "test"}, // the test driver only knows its own domain type
-		{qemuURI, ""},
+		{qemuURI, qemuType},
 	} {
 		h := newTestHypervisor(t, tc.uri)
 		for golden, xml := range goldens {
@@ -363,5 +372,50 @@ func TestListIgnoresForeignDomains(t *testing.T) {
 		if d.Name == "test" {
 			t.Errorf("List returned the test driver's own domain %+v", d)
 		}
+	}
+}
+
+// TestKVMSupported: the domain capabilities' answer agrees with the host
+// capabilities' list of domain types for the architecture, an architecture
+// without an emulator has no KVM, and the test driver has none.
+func TestKVMSupported(t *testing.T) {
+	qemuURI := testenv.RequireLibvirt(t)
+	ctx := context.Background()
+	h := newTestHypervisor(t, qemuURI)
+	got, err := h.KVMSupported(ctx, "x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := golibvirt.NewConnect(qemuURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	capsXML, err := conn.GetCapabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(capsXML); err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, g := range caps.Guests {
+		if g.Arch.Name != "x86_64" {
+			continue
+		}
+		for _, d := range g.Arch.Domains {
+			listed = listed || d.Type == "kvm"
+		}
+	}
+	if got != listed {
+		t.Errorf("KVMSupported(x86_64) = %v, but the host capabilities list domain type kvm: %v", got, listed)
+	}
+	t.Logf("KVM usable on this host: %v", got)
+	if kvm, err := h.KVMSupported(ctx, "s390x"); err != nil || kvm {
+		t.Errorf("KVMSupported(s390x) = %v, %v; want false (no emulator)", kvm, err)
+	}
+	if kvm, err := newTestHypervisor(t, testURI).KVMSupported(ctx, "x86_64"); err != nil || kvm {
+		t.Errorf("test driver: KVMSupported = %v, %v; want false", kvm, err)
 	}
 }
