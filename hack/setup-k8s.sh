@@ -11,7 +11,7 @@ K8S_VERSION=${K8S_VERSION:-1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-3.6.4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${DEST:-$ROOT/_output/k8s-bin}
-CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet"}
+CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"}
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {

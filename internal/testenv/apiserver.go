@@ -295,7 +295,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		names = append(names, "kube-scheduler")
 	}
 	if opts.Node != nil {
-		names = append(names, "kubelet")
+		names = append(names, "kubelet", "kube-proxy")
 	}
 	bins, err := findBinaries(binDir, names)
 	if err != nil {
@@ -395,7 +395,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	if opts.Node != nil {
 		nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout)
 		defer cancel()
-		return e.startNode(nodeCtx, p, opts.Node, bins["kubelet"])
+		return e.startNode(nodeCtx, p, opts.Node, bins)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,9 +49,26 @@ const rootSharedMarker = ".vmkit-root-shared"
 // removed when the node stops, if they did not exist before.
 var hostDirs = []string{"/var/run/kubevirt", "/var/run/kubevirt-private"}
 
+// Pod network of the node: the CNI bridge plugin with host-local IPAM on a
+// node-local bridge. The range is private to the machine: the host has no
+// route out for it and does not forward, so no pod traffic leaves the
+// machine. kube-proxy (nftables mode) routes ClusterIP Services.
+const (
+	PodCIDR        = "10.244.0.0/24"
+	PodGateway     = "10.244.0.1"
+	PodBridge      = "vmkit-cni0"
+	podNetworkName = "vmkit-pods"
+	// hostLocalDir is where host-local IPAM keeps the node's allocations.
+	hostLocalDir      = "/var/lib/cni/networks/" + podNetworkName
+	kubeProxyHealthz  = "127.0.0.1:10256"
+	kubeProxyMetrics  = "127.0.0.1:10249"
+	kubeProxyUser     = "system:kube-proxy" // bound to system:node-proxier by default
+	kubeProxyNFTTable = "kube-proxy"
+)
+
 // NodeOptions makes Start also run a node: containerd and runc from the
-// host's packages and a kubelet, registering Node [NodeName]. Pods on it
-// must use the host network: its CNI configuration only sets up loopback.
+// host's packages, a kubelet registering Node [NodeName], a pod network
+// ([PodCIDR] on bridge [PodBridge]) and kube-proxy for Services.
 type NodeOptions struct {
 	// Images are image tarballs (docker save or OCI layout) imported into
 	// containerd's k8s.io namespace before the kubelet starts. A pause
@@ -69,6 +88,7 @@ type Node struct {
 	lock       *os.File
 	containerd *process
 	kubelet    *process
+	kubeProxy  *process
 	created    []string // host directories the node created
 	rootShared bool     // the node made / shared
 }
@@ -77,13 +97,13 @@ type Node struct {
 const pauseImage = "registry.k8s.io/pause:3.10"
 
 func nodeInstallHint(what string) string {
-	return fmt.Sprintf("%s is missing: install it with `apt-get install -y containerd runc` (hack/setup-node.sh, run by `make test-deps`)", what)
+	return fmt.Sprintf("%s is missing: install it with `apt-get install -y containerd runc containernetworking-plugins nftables` (hack/setup-node.sh, run by `make test-deps`)", what)
 }
 
 // startNode starts containerd and the kubelet against the running control
 // plane and waits until the Node is Ready.
-func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, kubeletBin string) error {
-	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map[string]string) error {
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nft"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return errors.New(nodeInstallHint(bin))
 		}
@@ -117,7 +137,7 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, kubeletB
 	if err := n.ImportImages(ctx, opts.Images...); err != nil {
 		return err
 	}
-	if n.kubelet, err = e.startProcess("kubelet", kubeletBin,
+	if n.kubelet, err = e.startProcess("kubelet", bins["kubelet"],
 		"--config="+filepath.Join(n.dir, "kubelet-config.yaml"),
 		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
 		"--hostname-override="+n.Name,
@@ -125,7 +145,7 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, kubeletB
 	); err != nil {
 		return err
 	}
-	return poll(ctx, n.kubelet, "Node "+n.Name+" Ready", func(ctx context.Context) (bool, string) {
+	if err := poll(ctx, n.kubelet, "Node "+n.Name+" Ready", func(ctx context.Context) (bool, string) {
 		node, err := e.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -136,6 +156,26 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, kubeletB
 			}
 		}
 		return false, "no Ready condition yet"
+	}); err != nil {
+		return err
+	}
+	// kube-proxy reads its Node's addresses at start: after the kubelet
+	// registered it.
+	if n.kubeProxy, err = e.startProcess("kube-proxy", bins["kube-proxy"], "--config="+filepath.Join(n.dir, "kube-proxy.yaml")); err != nil {
+		return err
+	}
+	return poll(ctx, n.kubeProxy, "kube-proxy healthy", func(ctx context.Context) (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+kubeProxyHealthz+"/healthz", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status + ": " + string(body)
 	})
 }
 
@@ -249,8 +289,10 @@ func makeRootPrivate() error {
 // certificate.
 func (n *Node) writeConfig(p *pki, server string) error {
 	cniBin := "/usr/lib/cni"
-	if _, err := os.Stat(filepath.Join(cniBin, "loopback")); err != nil {
-		return errors.New(nodeInstallHint("the loopback CNI plugin (" + cniBin + "/loopback, package containernetworking-plugins)"))
+	for _, plugin := range []string{"loopback", "bridge", "host-local"} {
+		if _, err := os.Stat(filepath.Join(cniBin, plugin)); err != nil {
+			return errors.New(nodeInstallHint("the " + plugin + " CNI plugin (" + cniBin + "/" + plugin + ", package containernetworking-plugins)"))
+		}
 	}
 	containerd := fmt.Sprintf(`version = 2
 root = %q
@@ -286,11 +328,33 @@ resolvConf: /etc/resolv.conf
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 serializeImagePulls: false
+# kube-proxy owns the node's packet filter; the kubelet's iptables chains
+# (KUBE-FIREWALL, canaries) would outlive the node.
+makeIPTablesUtilChains: false
 `, p.caCertFile, n.ContainerdSocket)
+	// containerd sets up each sandbox's loopback itself and uses the first
+	// network configuration in conf_dir.
+	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{
+  "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
+}]}
+`, podNetworkName, PodBridge, PodCIDR, PodGateway)
+	kubeProxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: %q}
+hostnameOverride: %q
+mode: nftables
+clusterCIDR: %q
+healthzBindAddress: %q
+metricsBindAddress: %q
+# Leave the host's conntrack limits alone (these machines cannot raise them).
+conntrack: {maxPerCore: 0, min: 0}
+`, filepath.Join(n.dir, "kube-proxy.kubeconfig"), n.Name, PodCIDR, kubeProxyHealthz, kubeProxyMetrics)
 	files := map[string]string{
-		"containerd.toml":          containerd,
-		"kubelet-config.yaml":      kubelet,
-		"cni/99-loopback.conflist": `{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}` + "\n",
+		"containerd.toml":            containerd,
+		"kubelet-config.yaml":        kubelet,
+		"kube-proxy.yaml":            kubeProxy,
+		"cni/10-vmkit-pods.conflist": podNetwork,
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(n.dir, name), []byte(data), 0o644); err != nil {
@@ -303,7 +367,14 @@ serializeImagePulls: false
 	if err != nil {
 		return fmt.Errorf("kubelet certificate: %w", err)
 	}
-	return writeKubeconfig(filepath.Join(n.dir, "kubelet.kubeconfig"), server, p.caCertPEM, user, cert, key)
+	if err := writeKubeconfig(filepath.Join(n.dir, "kubelet.kubeconfig"), server, p.caCertPEM, user, cert, key); err != nil {
+		return err
+	}
+	cert, key, err = p.clientCert(pkix.Name{CommonName: kubeProxyUser})
+	if err != nil {
+		return fmt.Errorf("kube-proxy certificate: %w", err)
+	}
+	return writeKubeconfig(filepath.Join(n.dir, "kube-proxy.kubeconfig"), server, p.caCertPEM, kubeProxyUser, cert, key)
 }
 
 // nodeAPIServerArgs are kube-apiserver's flags for reaching the kubelet
@@ -331,10 +402,13 @@ func nodeAPIServerArgs(p *pki, dir string) ([]string, error) {
 // stop ends the kubelet, every pod's processes, the containerd shims and
 // containerd, then removes the node's mounts and directories.
 func (n *Node) stop() error {
+	if n.kubeProxy != nil {
+		n.kubeProxy.stop(stopGrace)
+	}
 	if n.kubelet != nil {
 		n.kubelet.stop(stopGrace)
 	}
-	err := errors.Join(killCgroup(kubepodsCgroup), killShims(n.ContainerdSocket))
+	err := errors.Join(killCgroup(kubepodsCgroup), killShims(n.ContainerdSocket), removePodNetwork())
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
@@ -363,7 +437,7 @@ func (n *Node) stop() error {
 // must only be called while holding the node lock (a running node would be
 // destroyed); startNode calls it.
 func CleanupNode() error {
-	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""))
+	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""), removePodNetwork())
 	// containerd's sandboxes and root file systems of the dead node's run
 	// directory (its control plane's files are left to the OS's temp cleanup).
 	deadNodes := map[string]bool{}
@@ -561,6 +635,30 @@ func removeContents(dir string) error {
 	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removePodNetwork removes what the pod network and kube-proxy leave on the
+// host once every pod is gone: the bridge, host-local's allocations and
+// kube-proxy's nftables tables (kube-proxy does not remove them on exit).
+func removePodNetwork() error {
+	var errs []error
+	if _, err := os.Stat("/sys/class/net/" + PodBridge); err == nil {
+		if out, err := exec.Command("ip", "link", "delete", PodBridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", PodBridge, err, out))
+		}
+	}
+	if err := os.RemoveAll(hostLocalDir); err != nil {
+		errs = append(errs, err)
+	}
+	for _, family := range []string{"ip", "ip6"} {
+		if exec.Command("nft", "list", "table", family, kubeProxyNFTTable).Run() != nil {
+			continue // absent (or no nft: then kube-proxy never ran either)
+		}
+		if out, err := exec.Command("nft", "delete", "table", family, kubeProxyNFTTable).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("deleting nftables table %s %s: %v: %s", family, kubeProxyNFTTable, err, out))
 		}
 	}
 	return errors.Join(errs...)

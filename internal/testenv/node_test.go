@@ -1,13 +1,22 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestNode runs a real kubelet and containerd, runs a pod on them and checks
@@ -29,9 +38,11 @@ func TestNode(t *testing.T) {
 	}
 	env := Start(t, Options{WithControllerManager: true, WithScheduler: true, Node: &NodeOptions{Images: []string{pause}}})
 	ctx := t.Context()
-	// Only host-network pods run: the node's CNI configuration gives pods
-	// loopback only, and a sandbox without an address does not start.
-	for _, hostNetwork := range []bool{true} {
+	if err := waitServiceAccount(t, env); err != nil {
+		t.Fatal(err)
+	}
+	// A pod on the host network and one on the pod network.
+	for _, hostNetwork := range []bool{true, false} {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "pause-", Namespace: "default"},
 			Spec: corev1.PodSpec{
@@ -42,31 +53,50 @@ func TestNode(t *testing.T) {
 				}},
 			},
 		}
-		if err := waitServiceAccount(t, env); err != nil {
-			t.Fatal(err)
-		}
 		created, err := env.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(60 * time.Second)
+		var got *corev1.Pod
 		for {
-			got, err := env.Kube.CoreV1().Pods("default").Get(ctx, created.Name, metav1.GetOptions{})
+			got, err = env.Kube.CoreV1().Pods("default").Get(ctx, created.Name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Status.Phase == corev1.PodRunning {
+			if got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "" {
 				t.Logf("hostNetwork=%v: pod %s Running on %s (pod IP %q)", hostNetwork, got.Name, got.Spec.NodeName, got.Status.PodIP)
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("hostNetwork=%v: pod %s not Running after 60s: %+v", hostNetwork, got.Name, got.Status)
+				t.Fatalf("hostNetwork=%v: pod %s not Running with an IP after 60s: %+v", hostNetwork, got.Name, got.Status)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		if hostNetwork {
+			continue
+		}
+		_, podNet, _ := net.ParseCIDR(PodCIDR)
+		if ip := net.ParseIP(got.Status.PodIP); ip == nil || !podNet.Contains(ip) || ip.String() == PodGateway {
+			t.Errorf("pod IP %s is not a pod address in %s", got.Status.PodIP, PodCIDR)
+		}
+		// The pod's network namespace answers from its address: a port
+		// nothing listens on is refused at once (a missing route would
+		// time out).
+		_, err = net.DialTimeout("tcp", net.JoinHostPort(got.Status.PodIP, "1"), 5*time.Second)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dialing the pod at %s:1: %v, want connection refused from the pod", got.Status.PodIP, err)
+		}
 	}
+	t.Run("ClusterIPService", func(t *testing.T) { testClusterIP(t, env) })
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat("/sys/class/net/" + PodBridge); err == nil {
+		t.Errorf("the pod network's bridge %s is left", PodBridge)
+	}
+	if out, err := exec.Command("nft", "list", "tables").CombinedOutput(); err != nil || strings.Contains(string(out), kubeProxyNFTTable) || strings.Contains(string(out), "KUBE-") {
+		t.Errorf("nftables tables left by kube-proxy or the kubelet: %v\n%s", err, out)
 	}
 	if left := mountPoints(KubeletRootDir); len(left) > 0 {
 		t.Errorf("mounts left under %s: %v", KubeletRootDir, left)
@@ -93,5 +123,57 @@ func waitServiceAccount(t *testing.T, env *Env) error {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// testClusterIP checks kube-proxy: a ClusterIP Service whose endpoint is a
+// server of the test's on the node's pod-network gateway address answers on
+// the Service's address.
+func testClusterIP(t *testing.T, env *Env) {
+	ctx := t.Context()
+	l, err := net.Listen("tcp", net.JoinHostPort(PodGateway, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "through kube-proxy") }),
+		ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	port := int32(l.Addr().(*net.TCPAddr).Port)
+
+	svc, err := env.Kube.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "testenv-proxy"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 8080, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, name, proto := true, "http", corev1.ProtocolTCP
+	if _, err := env.Kube.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "testenv-proxy-1", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{PodGateway}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "8080") + "/"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) == "through kube-proxy" {
+				t.Logf("Service %s at %s answered", svc.Name, url)
+				return
+			}
+			err = fmt.Errorf("%s: %q", resp.Status, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s (ClusterIP Service to %s:%d) after 30s: %v", url, PodGateway, port, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
