@@ -12,6 +12,9 @@
 #                           virtio_net), starts qemu-ga on the virtio-serial
 #                           port org.qemu.guest_agent.0 and asks for an
 #                           address on eth0 by DHCP when there is one
+#                           (taking the host name DHCP gives) and serves
+#                           HTTP on port 80: GET / answers
+#                           "vmkit guest <hostname>"
 # Boot with: console=ttyS0 panic=-1 quiet, machine pc, <acpi/>.
 #
 # usage: hack/make-guest.sh [outdir]   (default: _output/guest in the repo)
@@ -22,6 +25,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz)
+# Bump when the guest changes: a guest built by an older script is rebuilt.
+GUEST_VERSION=2
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
@@ -34,6 +39,7 @@ OUT=$(cd "$OUT" && pwd)
 
 complete=true
 for f in "${OUTPUTS[@]}"; do [ -s "$OUT/$f" ] || complete=false; done
+[ "$(cat "$OUT/guest.version" 2>/dev/null)" = "$GUEST_VERSION" ] || complete=false
 if $complete; then
   log "guest already built in $OUT"
   exit 0
@@ -198,7 +204,14 @@ EOF
 case $1 in bound|renew)
   ip addr flush dev "$interface"
   ip addr add "$ip/${mask:-24}" dev "$interface"
-  [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface" ;;
+  [ -n "$mtu" ] && ip link set dev "$interface" mtu "$mtu"
+  [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface"
+  [ -n "$hostname" ] && hostname "$hostname"
+  : >/etc/resolv.conf
+  for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+  [ -n "$search" ] && echo "search $search" >>/etc/resolv.conf
+  echo "vmkit guest $(hostname)" >/www/index.html
+  echo "GUEST-DHCP-BOUND ip=$ip router=$router hostname=$(hostname)" >/dev/console ;;
 esac
 EOF
   cat >"$root/bin/start-agent" <<EOF
@@ -229,6 +242,9 @@ else
   echo "GUEST-AGENT-STARTED"
 fi
 ip link set lo up
+mkdir -p /www
+echo "vmkit guest \$(hostname)" >/www/index.html
+httpd -p 80 -h /www
 if ip link set eth0 up 2>/dev/null; then
   udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
 fi
@@ -240,5 +256,6 @@ make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /b
 # Move complete files into place last, so an interrupted run never leaves a
 # set of outputs that looks finished.
 for f in "${OUTPUTS[@]}"; do mv -f "$f" "$OUT/$f"; done
+echo "$GUEST_VERSION" >"$OUT/guest.version"
 log "built from $kpkg in $OUT:"
 ls -l "${OUTPUTS[@]/#/$OUT/}"

@@ -4,7 +4,7 @@
 # started here: internal/testenv starts containerd and the kubelet per run.
 # Idempotent; a warm run takes well under a second. Needs root.
 set -euo pipefail
-PACKAGES=(containerd runc containernetworking-plugins nftables)
+PACKAGES=(containerd runc containernetworking-plugins nftables busybox)
 die() { echo "setup-node: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 missing=()

@@ -95,9 +95,6 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	if c.property(PropertyUseEmulation) == "true" {
 		ctlArgs = append(ctlArgs, "--use-emulation")
 	}
-	if c.HostNetwork != "" {
-		ctlArgs = append(ctlArgs, "--launcher-host-network")
-	}
 	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
 	ctl.Resources = requests(10, 275<<20)
@@ -283,6 +280,10 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		corev1.VolumeMount{Name: "ca-bundle", MountPath: handlerCADir, ReadOnly: true})
 	spec := podSpec(c, HandlerServiceAccount, placement, ctr)
 	spec.Volumes = volumes
+	// The agent wires each VM's interfaces in its launcher pod's network
+	// namespace, which it finds as /proc/<launcher PID>/ns/net: it must see
+	// the node's processes (as KubeVirt's virt-handler does).
+	spec.HostPID = true
 	maxUnavailable := intstr.FromInt32(1)
 	return &appsv1.DaemonSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "DaemonSet"},

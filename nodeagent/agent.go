@@ -52,6 +52,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -129,6 +130,8 @@ type Agent struct {
 	clients map[types.UID]*launcher.Client
 	// agentPolls is the guest agent poll state per VMI UID.
 	agentPolls map[types.UID]*agentPoll
+	// networks is what wireNetwork did per VMI UID.
+	networks map[types.UID][]network.Result
 }
 
 // New checks cfg and wires the agent's informer.
@@ -166,6 +169,7 @@ func New(cfg Config) (*Agent, error) {
 		stopping:   map[types.UID]time.Time{},
 		clients:    map[types.UID]*launcher.Client{},
 		agentPolls: map[types.UID]*agentPoll{},
+		networks:   map[types.UID][]network.Result{},
 	}
 	if cfg.Registerer != nil {
 		if err := a.metrics.register(cfg.Registerer); err != nil {

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -36,6 +38,11 @@ type observation struct {
 	// agent is what the last poll of the QEMU guest agent found; nil when
 	// none ended yet, which changes nothing.
 	agent *guestAgentInfo
+	// network is what the agent wired on the pod network; nil when it
+	// wired nothing (the stored interfaces are kept).
+	network []network.Result
+	// networkErr: the interfaces cannot be wired; the VMI fails.
+	networkErr error
 }
 
 // calculateStatus is the VMI's status given what the launcher and the guest
@@ -59,6 +66,12 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	}
 	st := obs.launcher
 	switch {
+	case obs.networkErr != nil:
+		enter(v1.Failed, ReasonNetworkSetupFailed)
+		setCondition(&s, v1.VirtualMachineInstanceCondition{
+			Type: v1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
+			Reason: ReasonNetworkSetupFailed, Message: obs.networkErr.Error(),
+		}, now)
 	case obs.launcherGone:
 		enter(v1.Failed, ReasonLauncherExited)
 	case st == nil:
@@ -82,6 +95,13 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	}
 	if ga := obs.agent; ga != nil && s.Phase == v1.Running {
 		applyGuestAgent(&s, ga, now)
+	}
+	if obs.network != nil && s.Phase == v1.Running {
+		if ga := obs.agent; ga != nil && ga.connected && ga.interfaces != nil {
+			s.Interfaces = networkInterfaces(obs.network, ga.interfaces)
+		} else if !hasWired(s.Interfaces) {
+			s.Interfaces = networkInterfaces(obs.network, s.Interfaces)
+		}
 	}
 	if s.Phase == v1.Succeeded || s.Phase == v1.Failed {
 		removeCondition(&s, v1.VirtualMachineInstancePaused)
@@ -175,4 +195,15 @@ func removeCondition(s *v1.VirtualMachineInstanceStatus, t v1.VirtualMachineInst
 			return
 		}
 	}
+}
+
+// hasWired reports whether a status already lists the wired interfaces
+// (joined with the guest agent's report or not).
+func hasWired(ifaces []v1.VirtualMachineInstanceNetworkInterface) bool {
+	for _, i := range ifaces {
+		if strings.HasPrefix(i.InfoSource, InfoSourceDomain) {
+			return true
+		}
+	}
+	return false
 }

@@ -79,6 +79,16 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 0, fmt.Errorf("VMI %s: %w", key, err)
 	default:
 		if !st.Started && !st.Final && !st.StopRequested {
+			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
+				if !isNetworkError(err) {
+					a.metrics.launcherErrors.WithLabelValues("network").Inc()
+					return 0, fmt.Errorf("wiring the network of VMI %s: %w", key, err)
+				}
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonNetworkSetupFailed, "The network could not be set up: %v", err)
+				obs.networkErr = err
+				status := calculateStatus(vmi, obs)
+				return a.cfg.PollInterval, a.writeStatus(ctx, key, vmi, status)
+			}
 			synced, err := c.Sync(ctx, vmi)
 			if err != nil {
 				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
@@ -100,6 +110,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			obs.agent = a.guestAgent(ctx, key, vmi, c, poll)
 		}
 	}
+	obs.network = a.networkOf(vmi.UID)
 	status := calculateStatus(vmi, obs)
 	if err := a.writeStatus(ctx, key, vmi, status); err != nil {
 		return 0, err
@@ -164,6 +175,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, gra
 	case launcher.IsGone(err):
 		a.forgetClient(uid)
 		a.forgetGuestAgent(uid)
+		a.forgetNetwork(uid)
 		a.metrics.forget(key)
 		a.mu.Lock()
 		delete(a.stopping, uid)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -198,6 +200,13 @@ func (c *Client) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Stat
 	return c.do(ctx, http.MethodPut, "/v1/sync", vmi)
 }
 
+// ConfigureNetwork sends how the node agent wired the VMI's interfaces:
+// the launcher uses the MACs and serves DHCP (see
+// Launcher.ConfigureNetwork). Send it before Sync.
+func (c *Client) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterface) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/network", ifaces)
+}
+
 // Shutdown asks for a graceful stop (the launcher destroys the domain after
 // its grace period); it returns at once.
 func (c *Client) Shutdown(ctx context.Context) (Status, error) {
@@ -307,3 +316,35 @@ type streamConn struct {
 func (s *streamConn) Read(p []byte) (int, error) { return s.r.Read(p) }
 
 var noDeadline = time.Time{}
+
+// PID returns the process ID of the launcher serving the socket, as the
+// kernel reports the peer of a UNIX socket connection (SO_PEERCRED), in the
+// caller's PID namespace: 0 when the launcher runs in a PID namespace the
+// caller cannot see. The node agent finds the launcher pod's network
+// namespace through it (/proc/<pid>/ns/net).
+func (c *Client) PID(ctx context.Context) (int, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, fmt.Errorf("launcher socket %s: not a UNIX connection", c.socket)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var (
+		cred *unix.Ucred
+		cerr error
+	)
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, fmt.Errorf("launcher socket %s: SO_PEERCRED: %w", c.socket, cerr)
+	}
+	return int(cred.Pid), nil
+}

@@ -85,6 +85,9 @@ type Config struct {
 	// GuestAgentTimeout bounds one guest agent command;
 	// DefaultGuestAgentTimeout when zero.
 	GuestAgentTimeout time.Duration
+	// ResolvConf is the resolver configuration whose name servers and
+	// search domains the guest gets by DHCP; DefaultResolvConf when empty.
+	ResolvConf string
 }
 
 // Launcher runs the domain of one VMI. Create it with New, then call Run.
@@ -103,7 +106,11 @@ type Launcher struct {
 	final     *Status
 	done      chan struct{} // closed when the domain ended
 	console   *consoleHub
-	createdAt []string // directories this launcher created, removed at the end
+	createdAt []string          // directories this launcher created, removed at the end
+	macs      map[string]string // interface name → MAC the node agent chose
+	dhcp      map[string]bool   // devices a DHCP server answers on
+	runCtx    context.Context   // ends when Run returns; DHCP servers live as long
+	stopRun   context.CancelFunc
 }
 
 // Status is what the launcher reports about its domain.
@@ -219,12 +226,20 @@ func New(cfg Config) (*Launcher, error) {
 	if cfg.ConsoleHistory <= 0 {
 		cfg.ConsoleHistory = 64 << 10
 	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = DefaultResolvConf
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
 	return &Launcher{
 		cfg:     cfg,
 		h:       cfg.Hypervisor,
 		synced:  make(chan struct{}),
 		done:    make(chan struct{}),
 		console: newConsoleHub(cfg.ConsoleHistory),
+		macs:    map[string]string{},
+		dhcp:    map[string]bool{},
+		runCtx:  runCtx,
+		stopRun: stopRun,
 	}, nil
 }
 
@@ -235,6 +250,7 @@ func (l *Launcher) key() string { return l.cfg.Namespace + "/" + l.cfg.Name }
 // first. It returns an error when the socket cannot be served or no VMI
 // was synced within Config.SyncTimeout.
 func (l *Launcher) Run(ctx context.Context) (Status, error) {
+	defer l.stopRun()
 	log := klog.FromContext(ctx).WithValues("vmi", l.key(), "uid", l.cfg.UID)
 	dir := SocketDir(l.cfg.ShareDir, l.cfg.UID)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -434,6 +450,7 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		return l.statusLocked(), nil
 	}
 	if l.domain == "" {
+		vmi := l.withNetworkMACs(vmi)
 		opts, created, err := l.prepare(ctx, vmi)
 		l.createdAt = append(l.createdAt, created...)
 		if err != nil {

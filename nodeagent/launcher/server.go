@@ -17,6 +17,7 @@ import (
 //
 //	GET /v1/ping                 {"uid": ...}
 //	GET /v1/state                Status
+//	PUT /v1/network              body: []NetworkInterface (before sync); Status
 //	PUT /v1/sync                 body: the VMI; Status
 //	PUT /v1/{shutdown,kill,pause,unpause}   Status
 //	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
@@ -55,6 +56,15 @@ func (l *Launcher) Handler() http.Handler {
 			return
 		}
 		st, err := l.Sync(r.Context(), &vmi)
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/network", func(w http.ResponseWriter, r *http.Request) {
+		var ifaces []NetworkInterface
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ifaces); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the network configuration: " + err.Error(), Status: l.Status()})
+			return
+		}
+		st, err := l.ConfigureNetwork(r.Context(), ifaces)
 		reply(w, st, err)
 	})
 	mux.HandleFunc("PUT /v1/shutdown", func(w http.ResponseWriter, r *http.Request) {

@@ -107,11 +107,18 @@ func componentLogs(c *cluster.Cluster) string {
 // tinyVM reads examples/vm-tiny.yaml with the given name and run strategy.
 func tinyVM(t *testing.T, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	t.Helper()
+	return exampleVM(t, "vm-tiny.yaml", name, strategy)
+}
+
+// exampleVM reads a VirtualMachine from examples/ with the given name and
+// run strategy.
+func exampleVM(t *testing.T, file, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+	t.Helper()
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "examples", "vm-tiny.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "examples", file))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,107 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// DefaultResolvConf is the pod's resolver configuration, whose name servers
+// and search domains the guest gets by DHCP.
+const DefaultResolvConf = "/etc/resolv.conf"
+
+// NetworkInterface is how the node agent wired one of the VMI's interfaces
+// in the launcher pod's network namespace, and what the launcher does with
+// it: use MAC for the guest's NIC and answer the guest's DHCP with DHCP.
+type NetworkInterface struct {
+	// Name is the interface's name in spec.domain.devices.interfaces.
+	Name string `json:"name"`
+	// MAC is the guest NIC's address when the spec gives none and the
+	// binding needs a known one (bridge: the pod's own); empty otherwise.
+	MAC string `json:"mac,omitempty"`
+	// DHCP is what the launcher's DHCP server hands the guest on this
+	// interface; the launcher adds the pod's name servers and search
+	// domains when it names none.
+	DHCP *dhcp.Lease `json:"dhcp,omitempty"`
+}
+
+// ConfigureNetwork records the interfaces the node agent wired and starts
+// a DHCP server for each that has a lease. It is idempotent: a server
+// already answering on an interface is kept, so an agent that restarted
+// may send the same configuration again. Call it before Sync.
+func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterface) (Status, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.final != nil {
+		return *l.final, errFinal
+	}
+	for _, ni := range ifaces {
+		if ni.MAC != "" {
+			if _, err := net.ParseMAC(ni.MAC); err != nil {
+				return l.statusLocked(), fmt.Errorf("network configuration of VMI %s: interface %s: %w", l.key(), ni.Name, err)
+			}
+		}
+	}
+	for _, ni := range ifaces {
+		if ni.MAC != "" {
+			l.macs[ni.Name] = ni.MAC
+		}
+		if ni.DHCP == nil || l.dhcp[ni.DHCP.ServerInterface] {
+			continue
+		}
+		lease := *ni.DHCP
+		if len(lease.DNS) == 0 && len(lease.SearchDomains) == 0 {
+			dns, search, err := dhcp.ReadResolvConf(l.cfg.ResolvConf)
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "the guest gets no name servers by DHCP", "vmi", l.key())
+			}
+			for _, ip := range dns {
+				if ip.To4() != nil {
+					lease.DNS = append(lease.DNS, ip)
+				}
+			}
+			lease.SearchDomains = search
+		}
+		if err := lease.Validate(); err != nil {
+			return l.statusLocked(), fmt.Errorf("network configuration of VMI %s: interface %s: %w", l.key(), ni.Name, err)
+		}
+		l.dhcp[lease.ServerInterface] = true
+		go l.serveDHCP(ni.Name, lease)
+	}
+	return l.statusLocked(), nil
+}
+
+// serveDHCP answers DHCP for one interface until the launcher ends.
+func (l *Launcher) serveDHCP(name string, lease dhcp.Lease) {
+	log := klog.Background().WithValues("vmi", l.key(), "interface", name, "device", lease.ServerInterface)
+	log.Info("serving DHCP", "address", lease.IP.String(), "router", lease.Router, "dns", lease.DNS)
+	if err := dhcp.Serve(l.runCtx, lease); err != nil {
+		log.Error(err, "DHCP server stopped: the guest gets no address on this interface")
+		l.mu.Lock()
+		delete(l.dhcp, lease.ServerInterface)
+		l.mu.Unlock()
+	}
+}
+
+// withNetworkMACs returns vmi with the MACs the node agent chose for
+// interfaces the spec gives none (a copy when it changes anything).
+func (l *Launcher) withNetworkMACs(vmi *v1.VirtualMachineInstance) *v1.VirtualMachineInstance {
+	changed := false
+	for i, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		mac, ok := l.macs[iface.Name]
+		if !ok || iface.MacAddress != "" {
+			continue
+		}
+		if !changed {
+			vmi, changed = vmi.DeepCopy(), true
+		}
+		vmi.Spec.Domain.Devices.Interfaces[i].MacAddress = strings.ToLower(mac)
+	}
+	return vmi
+}

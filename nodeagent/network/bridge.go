@@ -1,0 +1,226 @@
+package network
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
+)
+
+// bridgeServerIP is the DHCP server's link-local address on k6t-eth0 in the
+// bridge binding.
+var bridgeServerIP = net.IPNet{IP: net.IPv4(169, 254, 75, 10).To4(), Mask: net.CIDRMask(32, 32)}
+
+// bridge wires KubeVirt's bridge binding: the pod interface's IPv4 address
+// moves to the guest, which sits on bridge k6t-eth0 together with eth0, and
+// the guest takes eth0's MAC unless the spec gives one.
+func (w *wirer) bridge(iface Interface) (Result, error) {
+	pod, err := w.podLink(iface.PodInterface)
+	if err != nil {
+		return Result{}, err
+	}
+	mtu, err := mtu16(pod)
+	if err != nil {
+		return Result{}, err
+	}
+	br, rec, err := w.recordedBridge(iface, pod)
+	if err != nil {
+		return Result{}, err
+	}
+	guestMAC := iface.MAC
+	if guestMAC == nil {
+		guestMAC = rec.MAC
+	}
+	res := bridgeResult(iface, rec, guestMAC, mtu)
+	if err := res.Lease.Validate(); err != nil {
+		return Result{}, fmt.Errorf("%s's address and routes: %w", iface.PodInterface, err)
+	}
+	steps := []func() error{
+		func() error { return w.freeMAC(pod, guestMAC) },
+		func() error { return w.clearIPv4(pod) },
+		func() error { return w.ensureAddr(br, bridgeServerIP) },
+		func() error { return w.setMaster(pod, br) },
+		func() error { return w.ensureTap(iface.Tap, int(mtu), br) },
+		func() error { return w.setUp(br) },
+		func() error { return w.setUp(pod) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return Result{}, err
+		}
+		if pod, err = w.podLink(iface.PodInterface); err != nil {
+			return Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// recordedBridge returns bridge k6t-eth0 and what the pod interface had
+// before Setup took it: from the bridge's alias when an earlier Setup made
+// it, else read from the pod interface and recorded on a new bridge.
+func (w *wirer) recordedBridge(iface Interface, pod netlink.Link) (netlink.Link, podRecord, error) {
+	br, err := w.link(iface.Bridge)
+	if err != nil {
+		return nil, podRecord{}, err
+	}
+	if br != nil {
+		if rec, err := parseRecord(br.Attrs().Alias); err == nil {
+			if br.Type() != "bridge" {
+				return nil, podRecord{}, fmt.Errorf("%s exists and is a %s device, not a bridge", iface.Bridge, br.Type())
+			}
+			return br, rec, nil
+		}
+	}
+	rec, err := w.readPod(pod)
+	if err != nil {
+		return nil, podRecord{}, err
+	}
+	alias := rec.String()
+	if len(alias) > maxAlias {
+		return nil, podRecord{}, fmt.Errorf("recording %s's addresses and routes on %s: %d bytes, more than an alias holds (%d): too many routes", pod.Attrs().Name, iface.Bridge, len(alias), maxAlias)
+	}
+	if br, err = w.ensureBridge(iface.Bridge, pod.Attrs().MTU, alias); err != nil {
+		return nil, podRecord{}, err
+	}
+	if br.Attrs().Alias != alias {
+		if err := w.h.LinkSetAlias(br, alias); err != nil {
+			return nil, podRecord{}, fmt.Errorf("recording %s's addresses on %s: %w", pod.Attrs().Name, iface.Bridge, err)
+		}
+	}
+	return br, rec, nil
+}
+
+// readPod reads what the bridge binding hands to the guest: the pod
+// interface's first global IPv4 address, its MAC, default gateway and
+// other routes.
+func (w *wirer) readPod(pod netlink.Link) (podRecord, error) {
+	name := pod.Attrs().Name
+	addrs, err := w.globalAddrs(pod)
+	if err != nil {
+		return podRecord{}, err
+	}
+	if len(addrs) == 0 || addrs[0].IP.To4() == nil {
+		return podRecord{}, fmt.Errorf("%s has no IPv4 address to give the guest", name)
+	}
+	rec := podRecord{
+		IP:  net.IPNet{IP: addrs[0].IP.To4(), Mask: addrs[0].Mask},
+		MAC: append(net.HardwareAddr(nil), pod.Attrs().HardwareAddr...),
+	}
+	if len(rec.MAC) != 6 {
+		return podRecord{}, fmt.Errorf("%s has MAC %q, not a 48-bit one", name, rec.MAC)
+	}
+	routes, err := w.h.RouteList(pod, netlink.FAMILY_V4)
+	if err != nil {
+		return podRecord{}, fmt.Errorf("reading routes of %s: %w", name, err)
+	}
+	rec.Gateway, rec.Routes = splitRoutes(routes, rec.IP)
+	return rec, nil
+}
+
+// splitRoutes returns the default route's gateway and the other routes of
+// the pod interface, leaving out the route to its own subnet, which the
+// guest derives from its address.
+func splitRoutes(routes []netlink.Route, addr net.IPNet) (net.IP, []dhcp.Route) {
+	var gw net.IP
+	var out []dhcp.Route
+	subnet := net.IPNet{IP: addr.IP.Mask(addr.Mask), Mask: addr.Mask}
+	for _, r := range routes {
+		isDefault := r.Dst == nil || (r.Dst.IP.IsUnspecified() && maskOnes(r.Dst.Mask) == 0)
+		switch {
+		case r.Type != 0 && r.Type != unix.RTN_UNICAST:
+		case isDefault && gw == nil && r.Gw != nil:
+			gw = r.Gw.To4()
+		case isDefault:
+		case r.Gw == nil && r.Dst.String() == subnet.String():
+		default:
+			route := dhcp.Route{Dest: net.IPNet{IP: r.Dst.IP.To4(), Mask: r.Dst.Mask}}
+			if r.Gw != nil {
+				route.Gateway = r.Gw.To4()
+			}
+			out = append(out, route)
+		}
+	}
+	return gw, out
+}
+
+func maskOnes(m net.IPMask) int {
+	ones, _ := m.Size()
+	return ones
+}
+
+// freeMAC gives the pod interface a random locally administered MAC when it
+// has the guest's, which must be the guest's alone on the pod network.
+func (w *wirer) freeMAC(pod netlink.Link, guest net.HardwareAddr) error {
+	if !bytes.Equal(pod.Attrs().HardwareAddr, guest) {
+		return nil
+	}
+	mac, err := randomMAC()
+	if err != nil {
+		return err
+	}
+	name := pod.Attrs().Name
+	if err := w.h.LinkSetDown(pod); err != nil {
+		return fmt.Errorf("bringing %s down: %w", name, err)
+	}
+	if err := w.h.LinkSetHardwareAddr(pod, mac); err != nil {
+		return fmt.Errorf("setting MAC %s on %s: %w", mac, name, err)
+	}
+	return nil
+}
+
+// randomMAC is a random unicast, locally administered MAC.
+func randomMAC() (net.HardwareAddr, error) {
+	mac := make(net.HardwareAddr, 6)
+	if _, err := rand.Read(mac); err != nil {
+		return nil, fmt.Errorf("making a random MAC: %w", err)
+	}
+	mac[0] = mac[0]&^0x01 | 0x02
+	return mac, nil
+}
+
+// clearIPv4 removes the pod interface's IPv4 addresses and routes: they
+// belong to the guest now.
+func (w *wirer) clearIPv4(pod netlink.Link) error {
+	name := pod.Attrs().Name
+	addrs, err := w.h.AddrList(pod, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("reading addresses of %s: %w", name, err)
+	}
+	for i := range addrs {
+		if err := w.h.AddrDel(pod, &addrs[i]); err != nil {
+			return fmt.Errorf("removing %s from %s: %w", addrs[i].IPNet, name, err)
+		}
+	}
+	routes, err := w.h.RouteList(pod, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("reading routes of %s: %w", name, err)
+	}
+	for i := range routes {
+		if err := w.h.RouteDel(&routes[i]); err != nil {
+			return fmt.Errorf("removing route %s from %s: %w", routes[i], name, err)
+		}
+	}
+	return nil
+}
+
+func bridgeResult(iface Interface, rec podRecord, guestMAC net.HardwareAddr, mtu uint16) Result {
+	return Result{
+		Interface: iface.Name,
+		Lease: dhcp.Lease{
+			ServerInterface: iface.Bridge,
+			ServerIP:        bridgeServerIP.IP,
+			ClientMAC:       guestMAC,
+			IP:              rec.IP,
+			Router:          rec.Gateway,
+			MTU:             mtu,
+			Routes:          rec.Routes,
+		},
+		MAC:    guestMAC.String(),
+		PodIPs: []string{rec.IP.IP.String()},
+	}
+}

@@ -1,0 +1,245 @@
+package network
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Bindings the agent wires on the pod network.
+const (
+	BindingMasquerade = "masquerade"
+	BindingBridge     = "bridge"
+)
+
+// KubeVirt's device names in the launcher pod for the pod network.
+const (
+	podInterface = "eth0"
+	podTap       = "tap0"
+	podBridge    = "k6t-eth0"
+)
+
+// Interface is one VMI interface on the pod network, as the agent wires it.
+type Interface struct {
+	Name         string           // spec.domain.devices.interfaces[i].name
+	Index        int              // i
+	Binding      string           // BindingMasquerade or BindingBridge
+	PodInterface string           // "eth0" (the pod network's device in the pod)
+	Tap          string           // "tap0" (what domainxml attaches the NIC to: <interface type="ethernet"><target dev="tap0" managed="no"/>)
+	Bridge       string           // "k6t-eth0"
+	MAC          net.HardwareAddr // spec macAddress; nil when not given
+	Ports        []v1.Port        // masquerade: forward only these (empty: everything); Protocol is always "TCP" or "UDP"
+}
+
+// FieldError is a VMI spec that Plan refuses: retrying will not help.
+type FieldError struct {
+	// Field is the path of the offending field, for example
+	// "spec.domain.devices.interfaces[0].ports[1].protocol".
+	Field string
+	// Message says what is wrong with it.
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+func fieldErrorf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Plan returns the interfaces of vmi on the pod network (spec.networks[j].pod
+// != nil) that the agent must wire. Interfaces on Multus networks are not its
+// business and are skipped. An interface with no binding gets the bridge
+// binding, as in KubeVirt. Errors are *FieldError naming the offending field.
+func Plan(vmi *v1.VirtualMachineInstance) ([]Interface, error) {
+	if vmi == nil {
+		return nil, fieldErrorf("vmi", "is nil")
+	}
+	if err := checkPodNetworks(vmi.Spec.Networks); err != nil {
+		return nil, err
+	}
+	var plan []Interface
+	podUser := -1
+	for i := range vmi.Spec.Domain.Devices.Interfaces {
+		iface := &vmi.Spec.Domain.Devices.Interfaces[i]
+		j, err := podNetwork(vmi.Spec.Networks, iface, i)
+		if err != nil {
+			return nil, err
+		}
+		if j < 0 {
+			continue
+		}
+		if podUser >= 0 {
+			return nil, fieldErrorf(ifaceField(i, ""), "only one interface may use the pod network (%s %q already does)",
+				ifaceField(podUser, ""), vmi.Spec.Domain.Devices.Interfaces[podUser].Name)
+		}
+		podUser = i
+		p, err := planInterface(iface, i)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkGuestCIDR(p, vmi.Spec.Networks[j].Pod, j); err != nil {
+			return nil, err
+		}
+		plan = append(plan, p)
+	}
+	return plan, nil
+}
+
+// checkPodNetworks refuses networks that are neither or both pod and Multus,
+// and more than one pod network.
+func checkPodNetworks(nets []v1.Network) error {
+	pods := 0
+	for j := range nets {
+		n := &nets[j]
+		switch {
+		case n.Pod != nil && n.Multus != nil:
+			return fieldErrorf(netField(j), "may set only one of pod and multus")
+		case n.Pod == nil && n.Multus == nil:
+			return fieldErrorf(netField(j), "must set pod or multus")
+		case n.Pod != nil:
+			pods++
+			if pods > 1 {
+				return fieldErrorf(netField(j)+".pod", "only one network may be the pod network")
+			}
+		}
+	}
+	return nil
+}
+
+// podNetwork returns the index in nets of iface's network when it is the
+// pod network, else -1. It refuses an interface without a network and
+// masquerade off the pod network.
+func podNetwork(nets []v1.Network, iface *v1.Interface, i int) (int, error) {
+	for j := range nets {
+		if nets[j].Name != iface.Name {
+			continue
+		}
+		if nets[j].Pod != nil {
+			return j, nil
+		}
+		if iface.Masquerade != nil {
+			return -1, fieldErrorf(ifaceField(i, "masquerade"), "only supported on the pod network (network %q is a Multus network)", iface.Name)
+		}
+		return -1, nil
+	}
+	return -1, fieldErrorf(ifaceField(i, "name"), "no network named %q in spec.networks", iface.Name)
+}
+
+// checkGuestCIDR refuses a masquerade guest network other than KubeVirt's
+// default 10.0.2.0/24, which is the only one Setup wires.
+func checkGuestCIDR(p Interface, pod *v1.PodNetwork, j int) error {
+	if p.Binding != BindingMasquerade || pod.VMNetworkCIDR == "" || pod.VMNetworkCIDR == masqNet.String() {
+		return nil
+	}
+	return fieldErrorf(netField(j)+".pod.vmNetworkCIDR", "%q: vmkit supports only the default %s", pod.VMNetworkCIDR, masqNet.String())
+}
+
+// planInterface turns a pod-network interface into what the agent wires.
+func planInterface(iface *v1.Interface, i int) (Interface, error) {
+	binding, err := podBinding(&iface.InterfaceBindingMethod, i)
+	if err != nil {
+		return Interface{}, err
+	}
+	p := Interface{
+		Name:         iface.Name,
+		Index:        i,
+		Binding:      binding,
+		PodInterface: podInterface,
+		Tap:          podTap,
+		Bridge:       podBridge,
+	}
+	if p.MAC, err = parseMAC(iface.MacAddress, ifaceField(i, "macAddress")); err != nil {
+		return Interface{}, err
+	}
+	ports, err := normalizePorts(iface.Ports, i)
+	if err != nil {
+		return Interface{}, err
+	}
+	if binding == BindingMasquerade {
+		p.Ports = ports
+	}
+	return p, nil
+}
+
+// podBinding returns the binding of a pod-network interface: masquerade,
+// bridge, or bridge when none is set.
+func podBinding(b *v1.InterfaceBindingMethod, i int) (string, error) {
+	var set []string
+	for _, c := range [...]struct {
+		on   bool
+		name string
+	}{
+		{b.Bridge != nil, BindingBridge},
+		{b.Masquerade != nil, BindingMasquerade},
+		{b.Slirp != nil, "slirp"},
+		{b.SRIOV != nil, "sriov"},
+		{b.Macvtap != nil, "macvtap"},
+		{b.Passt != nil, "passt"},
+		{b.Binding != nil, "plugin"},
+	} {
+		if c.on {
+			set = append(set, c.name)
+		}
+	}
+	switch {
+	case len(set) == 0:
+		return BindingBridge, nil
+	case len(set) > 1:
+		return "", fieldErrorf(ifaceField(i, ""), "may set only one binding (has %v)", set)
+	case set[0] == BindingBridge, set[0] == BindingMasquerade:
+		return set[0], nil
+	case set[0] == "plugin":
+		return "", fieldErrorf(ifaceField(i, ""), "binding plugin %q is not supported by vmkit; use masquerade or bridge", b.Binding.Name)
+	}
+	return "", fieldErrorf(ifaceField(i, ""), "binding %s is not supported by vmkit; use masquerade or bridge", set[0])
+}
+
+// parseMAC parses a spec MAC address; "" is nil.
+func parseMAC(s, field string) (net.HardwareAddr, error) {
+	if s == "" {
+		return nil, nil
+	}
+	mac, err := net.ParseMAC(s)
+	if err != nil || len(mac) != 6 {
+		return nil, fieldErrorf(field, "%q is not a 48-bit MAC address", s)
+	}
+	if mac[0]&1 != 0 {
+		return nil, fieldErrorf(field, "%q is a multicast address", s)
+	}
+	return mac, nil
+}
+
+// normalizePorts checks the ports and fills in the default protocol, TCP.
+func normalizePorts(ports []v1.Port, i int) ([]v1.Port, error) {
+	if len(ports) == 0 {
+		return nil, nil
+	}
+	out := make([]v1.Port, len(ports))
+	for k, p := range ports {
+		field := ifaceField(i, "ports["+strconv.Itoa(k)+"]")
+		if p.Port < 1 || p.Port > 65535 {
+			return nil, fieldErrorf(field+".port", "%d is not in 1..65535", p.Port)
+		}
+		switch p.Protocol {
+		case "":
+			p.Protocol = "TCP"
+		case "TCP", "UDP":
+		default:
+			return nil, fieldErrorf(field+".protocol", "%q is not TCP or UDP", p.Protocol)
+		}
+		out[k] = p
+	}
+	return out, nil
+}
+
+func ifaceField(i int, sub string) string {
+	f := "spec.domain.devices.interfaces[" + strconv.Itoa(i) + "]"
+	if sub != "" {
+		f += "." + sub
+	}
+	return f
+}
+
+func netField(j int) string { return "spec.networks[" + strconv.Itoa(j) + "]" }

@@ -1,0 +1,115 @@
+package network
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
+)
+
+// podRecord is what the bridge binding takes away from the pod interface
+// and hands to the guest. Setup keeps it as the bridge's alias (ifalias),
+// so that a second Setup returns the same lease after eth0 lost it.
+type podRecord struct {
+	IP      net.IPNet        // the pod's IPv4 address and prefix
+	MAC     net.HardwareAddr // the pod interface's original MAC
+	Gateway net.IP           // the default route's gateway; nil: none
+	Routes  []dhcp.Route     // the pod interface's other routes
+}
+
+// recordPrefix marks a bridge alias written by Setup.
+const recordPrefix = "vmkit-pod:"
+
+// maxAlias is the longest alias the kernel keeps (IFALIASZ - 1).
+const maxAlias = 255
+
+// String encodes r, e.g. "vmkit-pod: ip=10.244.7.5/24 mac=0a:58:0a:f4:07:05
+// gw=10.244.7.1 routes=169.254.1.1/32,10.96.0.0/12>10.244.7.254".
+func (r podRecord) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s ip=%s mac=%s", recordPrefix, r.IP.String(), r.MAC)
+	if r.Gateway != nil {
+		fmt.Fprintf(&b, " gw=%s", r.Gateway)
+	}
+	if len(r.Routes) > 0 {
+		routes := make([]string, len(r.Routes))
+		for i, rt := range r.Routes {
+			routes[i] = rt.Dest.String()
+			if rt.Gateway != nil {
+				routes[i] += ">" + rt.Gateway.String()
+			}
+		}
+		fmt.Fprintf(&b, " routes=%s", strings.Join(routes, ","))
+	}
+	return b.String()
+}
+
+// parseRecord decodes what podRecord.String wrote.
+func parseRecord(s string) (podRecord, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 || fields[0] != recordPrefix {
+		return podRecord{}, fmt.Errorf("alias %q was not written by vmkit", s)
+	}
+	var r podRecord
+	for _, f := range fields[1:] {
+		key, value, _ := strings.Cut(f, "=")
+		if err := r.set(key, value); err != nil {
+			return podRecord{}, fmt.Errorf("alias %q: %s: %w", s, key, err)
+		}
+	}
+	if r.IP.IP == nil || r.MAC == nil {
+		return podRecord{}, fmt.Errorf("alias %q: needs ip and mac", s)
+	}
+	return r, nil
+}
+
+func (r *podRecord) set(key, value string) error {
+	var err error
+	switch key {
+	case "ip":
+		var ip net.IP
+		var n *net.IPNet
+		if ip, n, err = net.ParseCIDR(value); err == nil && ip.To4() != nil {
+			r.IP = net.IPNet{IP: ip.To4(), Mask: n.Mask}
+		} else if err == nil {
+			err = fmt.Errorf("%q is not IPv4", value)
+		}
+	case "mac":
+		r.MAC, err = net.ParseMAC(value)
+	case "gw":
+		r.Gateway, err = parseIPv4(value)
+	case "routes":
+		r.Routes, err = parseRoutes(value)
+	default:
+		err = fmt.Errorf("unknown key")
+	}
+	return err
+}
+
+func parseRoutes(s string) ([]dhcp.Route, error) {
+	var routes []dhcp.Route
+	for _, rt := range strings.Split(s, ",") {
+		dest, gw, via := strings.Cut(rt, ">")
+		_, n, err := net.ParseCIDR(dest)
+		if err != nil || n.IP.To4() == nil {
+			return nil, fmt.Errorf("%q is not an IPv4 network", dest)
+		}
+		route := dhcp.Route{Dest: net.IPNet{IP: n.IP.To4(), Mask: n.Mask}}
+		if via {
+			if route.Gateway, err = parseIPv4(gw); err != nil {
+				return nil, err
+			}
+		}
+		routes = append(routes, route)
+	}
+	return routes, nil
+}
+
+func parseIPv4(s string) (net.IP, error) {
+	ip := net.ParseIP(s).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("%q is not an IPv4 address", s)
+	}
+	return ip, nil
+}
