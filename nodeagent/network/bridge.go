@@ -14,7 +14,9 @@ import (
 
 // bridgeServerIP is the DHCP server's link-local address on k6t-eth0 in the
 // bridge binding.
-var bridgeServerIP = net.IPNet{IP: net.IPv4(169, 254, 75, 10).To4(), Mask: net.CIDRMask(32, 32)}
+func bridgeServerIP() net.IPNet {
+	return net.IPNet{IP: net.IPv4(169, 254, 75, 10).To4(), Mask: net.CIDRMask(32, 32)}
+}
 
 // bridge wires KubeVirt's bridge binding: the pod interface's IPv4 address
 // moves to the guest, which sits on bridge k6t-eth0 together with eth0, and
@@ -43,7 +45,7 @@ func (w *wirer) bridge(iface Interface) (Result, error) {
 	steps := []func() error{
 		func() error { return w.freeMAC(pod, guestMAC) },
 		func() error { return w.clearIPv4(pod) },
-		func() error { return w.ensureAddr(br, bridgeServerIP) },
+		func() error { return w.ensureAddr(br, bridgeServerIP()) },
 		func() error { return w.setMaster(pod, br) },
 		func() error { return w.ensureTap(iface.Tap, int(mtu), br) },
 		func() error { return w.setUp(br) },
@@ -213,7 +215,7 @@ func bridgeResult(iface Interface, rec podRecord, guestMAC net.HardwareAddr, mtu
 		Interface: iface.Name,
 		Lease: dhcp.Lease{
 			ServerInterface: iface.Bridge,
-			ServerIP:        bridgeServerIP.IP,
+			ServerIP:        bridgeServerIP().IP,
 			ClientMAC:       guestMAC,
 			IP:              rec.IP,
 			Router:          rec.Gateway,

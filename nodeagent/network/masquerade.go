@@ -30,7 +30,7 @@ func (w *wirer) masquerade(iface Interface) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if err := w.ensureAddr(br, net.IPNet{IP: masqGatewayIP, Mask: masqNet.Mask}); err != nil {
+	if err := w.ensureAddr(br, net.IPNet{IP: masqGatewayIP(), Mask: masqMask()}); err != nil {
 		return Result{}, err
 	}
 	if err := w.ensureTap(iface.Tap, int(mtu), br); err != nil {
@@ -62,10 +62,10 @@ func masqueradeResult(iface Interface, mtu uint16, podIPs []string) Result {
 		Interface: iface.Name,
 		Lease: dhcp.Lease{
 			ServerInterface: iface.Bridge,
-			ServerIP:        masqGatewayIP,
+			ServerIP:        masqGatewayIP(),
 			ClientMAC:       iface.MAC,
-			IP:              net.IPNet{IP: masqGuestIP, Mask: masqNet.Mask},
-			Router:          masqGatewayIP,
+			IP:              net.IPNet{IP: masqGuestIP(), Mask: masqMask()},
+			Router:          masqGatewayIP(),
 			MTU:             mtu,
 		},
 		PodIPs: podIPs,

@@ -130,10 +130,10 @@ func podNetwork(nets []v1.Network, iface *v1.Interface, i int) (int, error) {
 // checkGuestCIDR refuses a masquerade guest network other than KubeVirt's
 // default 10.0.2.0/24, which is the only one Setup wires.
 func checkGuestCIDR(p Interface, pod *v1.PodNetwork, j int) error {
-	if p.Binding != BindingMasquerade || pod.VMNetworkCIDR == "" || pod.VMNetworkCIDR == masqNet.String() {
+	if p.Binding != BindingMasquerade || pod.VMNetworkCIDR == "" || pod.VMNetworkCIDR == masqCIDR {
 		return nil
 	}
-	return fieldErrorf(netField(j)+".pod.vmNetworkCIDR", "%q: vmkit supports only the default %s", pod.VMNetworkCIDR, masqNet.String())
+	return fieldErrorf(netField(j)+".pod.vmNetworkCIDR", "%q: vmkit supports only the default %s", pod.VMNetworkCIDR, masqCIDR)
 }
 
 // planInterface turns a pod-network interface into what the agent wires.

@@ -12,13 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The masquerade binding's addresses on the bridge (KubeVirt's defaults).
-var (
-	masqGatewayIP = net.IPv4(10, 0, 2, 1).To4()
-	masqGuestIP   = net.IPv4(10, 0, 2, 2).To4()
-	masqNet       = net.IPNet{IP: net.IPv4(10, 0, 2, 0).To4(), Mask: net.CIDRMask(24, 32)}
-	loopbackIP    = net.IPv4(127, 0, 0, 1).To4()
-)
+// The masquerade binding's addresses (KubeVirt's defaults), as functions:
+// every caller gets its own copy.
+const masqCIDR = "10.0.2.0/24"
+
+func masqGatewayIP() net.IP { return net.IPv4(10, 0, 2, 1).To4() }
+func masqGuestIP() net.IP   { return net.IPv4(10, 0, 2, 2).To4() }
+func masqMask() net.IPMask  { return net.CIDRMask(24, 32) }
+func loopbackIP() net.IP    { return net.IPv4(127, 0, 0, 1).To4() }
 
 // KubeVirt's names in table ip nat.
 const (
@@ -86,18 +87,18 @@ func masqueradeRuleset(iface Interface) natRuleset {
 	}
 	add := func(r natRule) { rs.Rules = append(rs.Rules, r) }
 	add(natRule{Chain: "prerouting", IIfName: iface.PodInterface, Jump: chainPreInbound})
-	add(natRule{Chain: "postrouting", SAddr: masqGuestIP, Masq: true})
+	add(natRule{Chain: "postrouting", SAddr: masqGuestIP(), Masq: true})
 	add(natRule{Chain: "postrouting", OIfName: iface.Bridge, Jump: chainPostInbnd})
 	if len(iface.Ports) == 0 {
-		add(natRule{Chain: "output", DAddr: loopbackIP, DNAT: masqGuestIP})
-		add(natRule{Chain: chainPreInbound, DNAT: masqGuestIP})
+		add(natRule{Chain: "output", DAddr: loopbackIP(), DNAT: masqGuestIP()})
+		add(natRule{Chain: chainPreInbound, DNAT: masqGuestIP()})
 	}
 	for _, p := range iface.Ports {
 		proto, port := strings.ToLower(p.Protocol), uint16(p.Port)
-		add(natRule{Chain: "output", DAddr: loopbackIP, Proto: proto, DPort: port, DNAT: masqGuestIP})
-		add(natRule{Chain: chainPreInbound, Proto: proto, DPort: port, DNAT: masqGuestIP})
+		add(natRule{Chain: "output", DAddr: loopbackIP(), Proto: proto, DPort: port, DNAT: masqGuestIP()})
+		add(natRule{Chain: chainPreInbound, Proto: proto, DPort: port, DNAT: masqGuestIP()})
 	}
-	add(natRule{Chain: chainPostInbnd, SAddr: loopbackIP, SNAT: masqGatewayIP})
+	add(natRule{Chain: chainPostInbnd, SAddr: loopbackIP(), SNAT: masqGatewayIP()})
 	return rs
 }
 
