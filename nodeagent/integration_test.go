@@ -135,6 +135,10 @@ func startNode(t *testing.T) *testNode {
 	n.local, err = localnode.Start(ctx, localnode.Options{
 		Kube: n.kube, NodeName: nodeName, Namespace: n.ns, LauncherBinary: bin, LibvirtURI: uri,
 		GuestDir: guestDir, BaseDir: dir, Domains: hv,
+		// Local launchers share the host's libvirt, which may offer a
+		// /dev/kvm that does not run guests (these machines): TCG always.
+		// Launcher pods choose from the domain capabilities (test/e2e).
+		ForceEmulation: true,
 	})
 	if err != nil {
 		t.Fatal(err)

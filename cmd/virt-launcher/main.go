@@ -58,7 +58,8 @@ func run() error {
 	fs.StringVar(&cfg.PrivateDir, "private-dir", domainxml.DefaultPrivateDir, "directory for PVC mounts, secrets and the console and VNC sockets")
 	fs.DurationVar(&qemuTimeout, "qemu-timeout", 240*time.Second, "exit when no domain was synced within this time")
 	fs.IntVar(&grace, "grace-period-seconds", 30, "how long a graceful stop waits before destroying the guest")
-	fs.BoolVar(&cfg.Emulation, "use-emulation", false, "run the guest under TCG instead of KVM")
+	fs.BoolVar(&cfg.Emulation, "use-emulation", false, "allow running the guest under TCG when libvirt offers no KVM")
+	fs.BoolVar(&cfg.ForceEmulation, "force-emulation", false, "run the guest under TCG even where libvirt offers KVM (a /dev/kvm that does not run guests)")
 	fs.StringVar(&uri, "libvirt-uri", "", "libvirt daemon to use; empty starts virtlogd and libvirtd in this container")
 	fs.DurationVar(&libvirtWait, "libvirt-wait", 60*time.Second, "how long to wait for libvirt to answer")
 	// Accepted for compatibility with the pod podtemplate renders; unused.

@@ -254,6 +254,8 @@ func (d *demo) start(ctx context.Context) error {
 		local, err := localnode.Start(ctx, localnode.Options{
 			Kube: d.env.Kube, NodeName: o.NodeName, Namespace: o.Namespace, LauncherBinary: o.Launcher,
 			LibvirtURI: o.LibvirtURI, GuestDir: o.GuestDir, Domains: d.hv,
+			// The host's /dev/kvm may not run guests (see localnode.Options).
+			ForceEmulation: true,
 		})
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ func TestChooseAcceleration(t *testing.T) {
 		name           string
 		arch           string
 		kvm, allowed   bool
+		force          bool
 		wantEmulation  bool
 		wantErr        string
 		wantCapsForArc string
@@ -27,11 +28,12 @@ func TestChooseAcceleration(t *testing.T) {
 		{name: "arm64 guest", arch: "arm64", allowed: true, wantEmulation: true, wantCapsForArc: "aarch64"},
 		{name: "no kvm, emulation off", wantErr: "useEmulation", wantCapsForArc: "x86_64"},
 		{name: "unknown architecture", arch: "riscv64", allowed: true, wantErr: "spec.architecture"},
+		{name: "forced emulation does not ask", kvm: true, force: true, wantEmulation: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := hypervisor.NewFake()
 			h.SetKVM(tc.kvm)
-			l := &Launcher{cfg: Config{Name: "vm1", Namespace: "ns", Emulation: tc.allowed}, h: h}
+			l := &Launcher{cfg: Config{Name: "vm1", Namespace: "ns", Emulation: tc.allowed, ForceEmulation: tc.force}, h: h}
 			vmi := testVMI()
 			vmi.Spec.Architecture = tc.arch
 			opts := domainxml.Options{Emulation: !tc.wantEmulation} // must be overwritten
@@ -45,6 +47,9 @@ func TestChooseAcceleration(t *testing.T) {
 				t.Fatal(err)
 			case opts.Emulation != tc.wantEmulation:
 				t.Errorf("Emulation = %v, want %v", opts.Emulation, tc.wantEmulation)
+			}
+			if tc.force && len(h.Calls()) != 0 {
+				t.Errorf("forced emulation asked the hypervisor: %v", h.Calls())
 			}
 			if tc.wantCapsForArc != "" {
 				if calls := h.Calls(); len(calls) != 1 || calls[0] != "KVMSupported "+tc.wantCapsForArc {

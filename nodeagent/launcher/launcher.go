@@ -71,6 +71,10 @@ type Config struct {
 	// guest uses it either way; without KVM and without Emulation the VMI
 	// fails with an error that names both.
 	Emulation bool
+	// ForceEmulation runs the guest under TCG without asking the
+	// hypervisor (--force-emulation): for nodes whose /dev/kvm is advertised
+	// but does not run guests.
+	ForceEmulation bool
 	// Hypervisor runs the domain.
 	Hypervisor hypervisor.Hypervisor
 	// QEMUImg is the qemu-img binary; looked up in PATH when empty; "none"
@@ -607,6 +611,10 @@ func (l *Launcher) chooseAcceleration(ctx context.Context, vmi *v1.VirtualMachin
 	arch, err := domainxml.LibvirtArch(vmi, opts)
 	if err != nil {
 		return err
+	}
+	if l.cfg.ForceEmulation {
+		opts.Emulation = true
+		return nil
 	}
 	kvm, err := l.h.KVMSupported(ctx, arch)
 	if err != nil {

@@ -90,6 +90,12 @@ type Options struct {
 	// LibvirtURI is passed to every launcher as --libvirt-uri
 	// (default qemu:///system).
 	LibvirtURI string
+	// ForceEmulation passes --force-emulation to every launcher: guests run
+	// under TCG even where the node's libvirt offers KVM. Launcher pods see
+	// /dev/kvm only when they request it, but local launchers share the
+	// node's libvirt, and some machines advertise a /dev/kvm that does not
+	// run guests (a nested or paravirtual shim).
+	ForceEmulation bool
 	// GuestDir holds the tiny guest's vmlinux and initramfs-idle.cpio.gz
 	// (required) and initramfs-agent.cpio.gz (when present), linked into
 	// each launcher's container-disk directory (see Kernel, IdleInitramfs,
@@ -412,6 +418,9 @@ func (n *Node) startLauncher(pod *corev1.Pod) (*Launcher, error) {
 		}
 	}
 	args = append(args, "--private-dir", filepath.Join(podDir, "priv"), "--libvirt-uri", n.opts.LibvirtURI)
+	if n.opts.ForceEmulation {
+		args = append(args, "--force-emulation")
+	}
 	kb := filepath.Join(podDir, "cd", string(vmiUID), "kernel-boot")
 	if err := os.MkdirAll(kb, 0o755); err != nil {
 		return nil, err
