@@ -99,8 +99,11 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
 			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
 			Devices: v1.Devices{Interfaces: []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56",
-				InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}},
-		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}},
+				InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}}}},
+			// A Multus network: the agent wires nothing for it (the launcher
+			// runs in the test's own network namespace, where wiring a pod
+			// network interface is refused).
+		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "net1"}}}}},
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
 	h := hypervisor.NewFake()

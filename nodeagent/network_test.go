@@ -1,14 +1,23 @@
 package nodeagent
 
 import (
+	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
@@ -82,5 +91,65 @@ func TestCalculateStatusNetwork(t *testing.T) {
 	got = calculateStatus(running, observation{now: now, launcher: live, network: wired})
 	if diff := cmp.Diff(joined, got.Interfaces); diff != "" {
 		t.Errorf("a sync without guest agent news changed the joined interfaces (-want +got):\n%s", diff)
+	}
+}
+
+// TestHostNetworkLauncherFails: a launcher in the agent's own network
+// namespace (a host-network pod; here the test's process) gets no pod
+// network interface wired: the VMI fails with NetworkSetupFailed and an
+// event, naming the interface, instead of sitting Scheduled.
+func TestHostNetworkLauncherFails(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ngn") // short: the launcher's socket path must fit sun_path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	share := filepath.Join(dir, "share")
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm1", UID: "0d4a0f4e-2222-4222-8333-944455556666",
+			Labels: map[string]string{v1.NodeNameLabel: "node01"}},
+		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+			Devices: v1.Devices{Interfaces: []v1.Interface{{Name: "default",
+				InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}},
+		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}},
+		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
+	}
+	h := hypervisor.NewFake()
+	runLauncher(t, dir, share, h, vmi)
+	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	events := record.NewFakeRecorder(10)
+	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: events, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.informer.GetIndexer().Add(vmi); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waitFor(t, func() bool { _, err := a.client(vmi.UID).Ping(ctx); return err == nil })
+	if _, err := a.sync(ctx, "ns/vm1"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := got.VMICondition(v1.VirtualMachineInstanceSynchronized)
+	if got.Status.Phase != v1.Failed || got.Status.Reason != ReasonNetworkSetupFailed || cond == nil ||
+		!strings.Contains(cond.Message, "spec.domain.devices.interfaces[0] (default)") || !strings.Contains(cond.Message, "hostNetwork") {
+		t.Errorf("status %+v, want Failed/NetworkSetupFailed with a condition naming interfaces[0] and the host network", got.Status)
+	}
+	if _, defined := h.XML("ns_vm1"); defined {
+		t.Error("the domain was defined although its network could not be wired")
+	}
+	select {
+	case e := <-events.Events:
+		if !strings.Contains(e, ReasonNetworkSetupFailed) || !strings.Contains(e, "interfaces[0]") {
+			t.Errorf("event %q, want NetworkSetupFailed naming the interface", e)
+		}
+	default:
+		t.Error("no event")
 	}
 }
