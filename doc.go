@@ -19,6 +19,9 @@
 //   - vmcontrol/...: the controllers of virt-controller and virt-operator.
 //   - nodeagent/...: the node agent, the launcher and the hypervisor
 //     interface; nodeagent/hypervisor/libvirt is the only package using cgo.
+//     nodeagent/network wires a VMI's pod network interfaces (masquerade,
+//     bridge) in its launcher pod's network namespace; nodeagent/network/dhcp
+//     is the DHCP server the launcher runs for the guest.
 //   - cmd/...: the binaries, flags and wiring only.
 //
 // Importing vmapi, vmcontrol, podtemplate, domainxml or installstrategy never
