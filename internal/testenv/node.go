@@ -64,6 +64,8 @@ const (
 	kubeProxyMetrics  = "127.0.0.1:10249"
 	kubeProxyUser     = "system:kube-proxy" // bound to system:node-proxier by default
 	kubeProxyNFTTable = "kube-proxy"
+	// sandboxNetnsDir is where containerd pins pod sandboxes' namespaces.
+	sandboxNetnsDir = "/run/netns"
 )
 
 // NodeOptions makes Start also run a node: containerd and runc from the
@@ -652,6 +654,32 @@ func removePodNetwork() error {
 	}
 	if err := os.RemoveAll(hostLocalDir); err != nil {
 		errs = append(errs, err)
+	}
+	// containerd pins each sandbox's network namespace at /run/netns/cni-*
+	// and removes it only when it tears the sandbox down, which a stopped
+	// node never does.
+	pinned, _ := filepath.Glob(filepath.Join(sandboxNetnsDir, "cni-*"))
+	if len(pinned) > 0 {
+		// `ip netns add` (the network tests) bind-mounts /run/netns on
+		// itself, hiding pins containerd made before: drop that bind mount
+		// (ip makes it again when it needs it) to reach them.
+		for range 4 {
+			if syscall.Unmount(sandboxNetnsDir, syscall.MNT_DETACH) != nil {
+				break
+			}
+		}
+	}
+	for _, ns := range pinned {
+		// Pinned once by containerd, and again by every copy the shared
+		// root's propagation made: unmount until nothing is left.
+		for range 16 {
+			if syscall.Unmount(ns, syscall.MNT_DETACH) != nil {
+				break
+			}
+		}
+		if err := os.Remove(ns); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	for _, family := range []string{"ip", "ip6"} {
 		if exec.Command("nft", "list", "table", family, kubeProxyNFTTable).Run() != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,6 +98,9 @@ func TestNode(t *testing.T) {
 	}
 	if out, err := exec.Command("nft", "list", "tables").CombinedOutput(); err != nil || strings.Contains(string(out), kubeProxyNFTTable) || strings.Contains(string(out), "KUBE-") {
 		t.Errorf("nftables tables left by kube-proxy or the kubelet: %v\n%s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(sandboxNetnsDir, "cni-*")); len(left) > 0 {
+		t.Errorf("pod sandbox network namespaces left: %v", left)
 	}
 	if left := mountPoints(KubeletRootDir); len(left) > 0 {
 		t.Errorf("mounts left under %s: %v", KubeletRootDir, left)
