@@ -13,8 +13,11 @@
 #                           port org.qemu.guest_agent.0 and asks for an
 #                           address on eth0 by DHCP when there is one
 #                           (taking the host name DHCP gives) and serves
-#                           HTTP on port 80: GET / answers
-#                           "vmkit guest <hostname>"
+#                           HTTP on ports 80 and 8080: GET / answers
+#                           "vmkit guest <hostname>", /cgi-bin/client
+#                           "client <the caller's address>" and
+#                           /cgi-bin/fetch?<url> the body of <url>
+#                           fetched from the guest (egress tests)
 # Boot with: console=ttyS0 panic=-1 quiet, machine pc, <acpi/>.
 #
 # usage: hack/make-guest.sh [outdir]   (default: _output/guest in the repo)
@@ -26,7 +29,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=2
+GUEST_VERSION=4
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
@@ -242,14 +245,27 @@ else
   echo "GUEST-AGENT-STARTED"
 fi
 ip link set lo up
-mkdir -p /www
 echo "vmkit guest \$(hostname)" >/www/index.html
 httpd -p 80 -h /www
+httpd -p 8080 -h /www
 if ip link set eth0 up 2>/dev/null; then
   udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
 fi
 EOF
-  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event"
+  mkdir -p "$root/www/cgi-bin"
+  cat >"$root/www/cgi-bin/client" <<'EOF'
+#!/bin/busybox sh
+# httpd reports IPv4 callers as [::ffff:a.b.c.d]
+a=${REMOTE_ADDR#\[}; a=${a%\]}; a=${a#::ffff:}
+printf 'Content-Type: text/plain\r\n\r\nclient %s\n' "$a"
+EOF
+  cat >"$root/www/cgi-bin/fetch" <<'EOF'
+#!/bin/busybox sh
+printf 'Content-Type: text/plain\r\n\r\n'
+# (not wget -T: Debian's static busybox 1.35 wget crashes with it)
+/bin/busybox timeout 10 /bin/busybox wget -q -O - "$QUERY_STRING" 2>&1 || echo "fetch $QUERY_STRING failed"
+EOF
+  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch"
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 

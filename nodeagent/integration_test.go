@@ -272,7 +272,8 @@ func tinyVMI(ns, name string) *v1.VirtualMachineInstance {
 	}
 }
 
-// tinyVM is a VM of the test guest (kernel boot, idle initramfs).
+// tinyVM is a VM of the test guest (kernel boot, idle initramfs), without
+// a network.
 func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	grace := int64(2)
 	return &v1.VirtualMachine{
@@ -295,7 +296,10 @@ func tinyVM(ns, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualM
 						Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceMemory: resource.MustParse("128Mi"),
 						}},
-						Devices: v1.Devices{AutoattachMemBalloon: v1.BoolPtr(false)},
+						// No pod interface: local launchers share the
+						// host's network namespace, where the agent
+						// refuses to wire one (TestHostNetworkLauncherFails).
+						Devices: v1.Devices{AutoattachMemBalloon: v1.BoolPtr(false), AutoattachPodInterface: v1.BoolPtr(false)},
 					},
 				},
 			},
@@ -594,7 +598,13 @@ func TestNodeLifecycle(t *testing.T) {
 		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
 		for _, d := range []string{"eph", "priv"} {
 			if left := listFiles(filepath.Join(p.PodDir, d)); len(left) > 0 {
-				t.Errorf("the launcher left files in its %s directory: %v", d, left)
+				var st []string
+				for _, f := range left {
+					if fi, err := os.Lstat(f); err == nil {
+						st = append(st, fmt.Sprintf("%s mode %v mtime %s", f, fi.Mode(), fi.ModTime().Format("15:04:05.000")))
+					}
+				}
+				t.Errorf("the launcher left files in its %s directory: %v (now %s)\n%s\n%s", d, left, time.Now().Format("15:04:05.000"), strings.Join(st, "\n"), n.launcherLogs())
 			}
 		}
 	})

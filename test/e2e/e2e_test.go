@@ -131,6 +131,9 @@ func exampleVM(t *testing.T, file, name string, strategy v1.VirtualMachineRunStr
 	}
 	vm.Name, vm.Namespace = name, "default"
 	vm.Spec.RunStrategy = &strategy
+	if _, ok := vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"]; ok {
+		vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"] = name
+	}
 	return vm
 }
 
@@ -424,43 +427,105 @@ func TestGuestAgentAndConfigDisk(t *testing.T) {
 	}
 }
 
-// TestMasqueradeNetwork boots examples/vm-net.yaml (masquerade on the pod
-// network): the VMI reports the pod's IP in status.interfaces, and the
-// guest's HTTP server answers on the pod IP and through a ClusterIP Service
-// selecting the launcher pod, as `virtctl expose` would create.
-func TestMasqueradeNetwork(t *testing.T) {
+// TestPodNetwork boots three guests of examples/vm-net.yaml on the pod
+// network at once: vm-net as the example is (masquerade), vm-net-ports with
+// masquerade forwarding only port 80, and vm-net-bridge with the bridge
+// binding. Each VMI reports its pod's IP in status.interfaces and its guest
+// answers HTTP on that IP; a ClusterIP Service selecting a launcher pod (what
+// `virtctl expose` creates) reaches the guest; only the listed ports are
+// forwarded; a masquerade guest reaches a server in another pod (egress
+// through NAT, seen there as coming from its pod's IP) and sees inbound
+// connections from their real source, except the pod's own localhost, which
+// it sees as the gateway 10.0.2.1, as on KubeVirt.
+func TestPodNetwork(t *testing.T) {
 	c := need(t)
-	vm := exampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
+	masq := exampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
+	ports := exampleVM(t, "vm-net.yaml", "vm-net-ports", v1.RunStrategyAlways)
+	ports.Spec.Template.Spec.Domain.Devices.Interfaces[0].Ports = []v1.Port{{Port: 80}}
+	bridge := exampleVM(t, "vm-net.yaml", "vm-net-bridge", v1.RunStrategyAlways)
+	bridge.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
+
 	began := time.Now()
-	createVM(t, c, vm)
-	waitVMI(t, c, vm.Name, "Running", running)
-	toRunning := time.Since(began)
-	vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
-		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	vms := []*v1.VirtualMachine{masq, ports, bridge}
+	for _, vm := range vms {
+		createVM(t, c, vm)
+	}
+	podIP := map[string]string{}
+	for _, vm := range vms {
+		waitVMI(t, c, vm.Name, "Running", running)
+		toRunning := time.Since(began)
+		vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+		})
+		iface := vmi.Status.Interfaces[0]
+		pod := launcherPod(t, c, vmi)
+		if pod.Spec.HostNetwork {
+			t.Fatalf("launcher pod %s is on the host network", pod.Name)
+		}
+		if iface.Name != "default" || iface.IP != pod.Status.PodIP || !strings.HasPrefix(iface.InfoSource, "domain") {
+			t.Errorf("VMI %s: status.interfaces[0] = %+v, want interface default with the launcher pod's IP %s from the domain", vm.Name, iface, pod.Status.PodIP)
+		}
+		_, podNet, _ := net.ParseCIDR(testenv.PodCIDR)
+		if !podNet.Contains(net.ParseIP(pod.Status.PodIP)) {
+			t.Errorf("launcher pod IP %s is not on the pod network %s", pod.Status.PodIP, testenv.PodCIDR)
+		}
+		podIP[vm.Name] = pod.Status.PodIP
+		body := httpGetUntil(t, guestURL(podIP[vm.Name], 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		t.Logf("%s: create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name, toRunning.Round(time.Millisecond),
+			time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
+	}
+
+	t.Run("Service", func(t *testing.T) {
+		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
+			ip := expose(t, c, vm.Name, 8000, 80)
+			httpGetUntil(t, guestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
+		}
 	})
-	iface := vmi.Status.Interfaces[0]
-	pod := launcherPod(t, c, vmi)
-	if pod.Spec.HostNetwork {
-		t.Fatalf("launcher pod %s is on the host network", pod.Name)
-	}
-	if iface.Name != "default" || iface.IP != pod.Status.PodIP || !strings.HasPrefix(iface.InfoSource, "domain") {
-		t.Errorf("status.interfaces[0] = %+v, want interface default with the launcher pod's IP %s from the domain", iface, pod.Status.PodIP)
-	}
-	_, podNet, _ := net.ParseCIDR(testenv.PodCIDR)
-	if !podNet.Contains(net.ParseIP(pod.Status.PodIP)) {
-		t.Errorf("launcher pod IP %s is not on the pod network %s", pod.Status.PodIP, testenv.PodCIDR)
-	}
+	t.Run("Ports", func(t *testing.T) {
+		httpGetUntil(t, guestURL(podIP[masq.Name], 8080, "/"), "vmkit guest "+masq.Name, 30*time.Second)
+		// The guest listens on 8080 (as vm-net's does), but only 80 is forwarded.
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(podIP[ports.Name], "8080"), 3*time.Second)
+		if err == nil {
+			conn.Close()
+			t.Errorf("%s: port 8080 reached with ports: [{port: 80}]", ports.Name)
+		}
+	})
+	t.Run("InboundSource", func(t *testing.T) {
+		// Both bindings show the guest the real client (here the host, on
+		// the pod bridge); masquerade NATs only what comes from the pod's
+		// own localhost to the gateway 10.0.2.1, as KubeVirt does.
+		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
+			httpGetUntil(t, guestURL(podIP[vm.Name], 80, "/cgi-bin/client"), "client "+testenv.PodGateway+"\n", 30*time.Second)
+		}
+		netns := fmt.Sprintf("--net=/proc/%d/ns/net", qemuPID(t, "default", masq.Name))
+		out, err := exec.CommandContext(t.Context(), "nsenter", netns, "busybox", "wget", "-q", "-O", "-", "http://127.0.0.1/cgi-bin/client").CombinedOutput()
+		if err != nil || string(out) != "client 10.0.2.1\n" {
+			t.Errorf("GET http://127.0.0.1/cgi-bin/client in the launcher pod of %s: %v: %q, want the guest to see 10.0.2.1", masq.Name, err, out)
+		}
+	})
+	t.Run("Egress", func(t *testing.T) {
+		// The masquerade guest fetches from the bridge guest, in another
+		// pod: it leaves through NAT with its pod's IP.
+		target := guestURL(podIP[bridge.Name], 80, "/cgi-bin/client")
+		httpGetUntil(t, guestURL(podIP[masq.Name], 80, "/cgi-bin/fetch?"+target), "client "+podIP[masq.Name]+"\n", 60*time.Second)
+		// And the other way, from the bridge guest to the masquerade guest.
+		httpGetUntil(t, guestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+guestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
+	})
+}
 
-	want := "vmkit guest " + vm.Name
-	body := httpGetUntil(t, "http://"+net.JoinHostPort(pod.Status.PodIP, "80")+"/", want, 90*time.Second)
-	t.Logf("VM create → Running %v → guest answers HTTP on the pod IP %v: %q", toRunning.Round(time.Millisecond),
-		time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
+func guestURL(ip string, port int, path string) string {
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
+}
 
+// expose creates a ClusterIP Service selecting the launcher pod of VM name
+// (port to targetPort), deleted when the test ends, and returns its IP.
+func expose(t *testing.T, c *cluster.Cluster, name string, port, targetPort int32) string {
+	t.Helper()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: vm.Name + "-http", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-http", Namespace: "default"},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"kubevirt.io/vm": vm.Name},
-			Ports:    []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}},
+			Selector: map[string]string{"kubevirt.io/vm": name},
+			Ports:    []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(targetPort), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 	created, err := c.Kube.CoreV1().Services("default").Create(t.Context(), svc, metav1.CreateOptions{})
@@ -470,7 +535,7 @@ func TestMasqueradeNetwork(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.Kube.CoreV1().Services("default").Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
 	})
-	httpGetUntil(t, "http://"+net.JoinHostPort(created.Spec.ClusterIP, "8080")+"/", want, 60*time.Second)
+	return created.Spec.ClusterIP
 }
 
 // httpGetUntil GETs url until the body contains want, and returns it.

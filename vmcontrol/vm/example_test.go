@@ -29,9 +29,14 @@ func ExampleNewVMI() {
 	fmt.Println(vmi.Labels)
 	fmt.Println(vmi.Annotations[vm.GenerationAnnotation], vmi.Finalizers)
 	fmt.Println(vmi.Spec.Domain.Firmware.UUID)
+	// The spec defaults are filled in: a template with neither interfaces
+	// nor networks gets the default pod interface.
+	iface := vmi.Spec.Domain.Devices.Interfaces[0]
+	fmt.Println(iface.Name, iface.Bridge != nil, vmi.Spec.Networks[0].Pod != nil)
 	// Output:
 	// default/testvm VirtualMachine testvm
 	// map[kubevirt.io/size:small vm.kubevirt.io/name:testvm]
 	// 3 [kubevirt.io/virtualMachineControllerFinalize]
 	// 5a9fc181-957e-5c32-9e5a-2de5e9673531
+	// default true true
 }

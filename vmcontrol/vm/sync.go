@@ -347,6 +347,7 @@ func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 		},
 		Spec: tmpl.Spec,
 	}
+	v1.SetDefaults_VirtualMachineInstance(vmi)
 	if vmi.Spec.Domain.Firmware == nil {
 		vmi.Spec.Domain.Firmware = &v1.Firmware{}
 	}

@@ -146,6 +146,10 @@ func TestSyncCreatesVMIFromTemplate(t *testing.T) {
 	if vmi.Annotations[GenerationAnnotation] != "2" || vmi.Finalizers[0] != v1.VirtualMachineControllerFinalizer {
 		t.Errorf("annotations %v finalizers %v", vmi.Annotations, vmi.Finalizers)
 	}
+	if ifs, nets := vmi.Spec.Domain.Devices.Interfaces, vmi.Spec.Networks; len(ifs) != 1 || ifs[0].Bridge == nil || ifs[0].Model != v1.DefaultInterfaceModel ||
+		len(nets) != 1 || nets[0].Pod == nil || nets[0].Name != ifs[0].Name {
+		t.Errorf("interfaces %+v networks %+v; want the default pod interface (bridge) stored in the VMI", ifs, nets)
+	}
 	again, _ := NewVMI(newVM(v1.RunStrategyAlways))
 	if vmi.Spec.Domain.Firmware.UUID == "" || vmi.Spec.Domain.Firmware.UUID != again.Spec.Domain.Firmware.UUID {
 		t.Errorf("firmware UUID %q is not stable (%q)", vmi.Spec.Domain.Firmware.UUID, again.Spec.Domain.Firmware.UUID)

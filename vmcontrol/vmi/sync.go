@@ -80,11 +80,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.writeStatus(ctx, key, vmi, obs)
 	}
 
-	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
-		vmi.Finalizers = append(vmi.Finalizers, v1.VirtualMachineControllerFinalizer)
+	defaulted := vmi.Status.Phase == v1.VmPhaseUnset && setDefaults(vmi)
+	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) || defaulted {
+		if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
+			vmi.Finalizers = append(vmi.Finalizers, v1.VirtualMachineControllerFinalizer)
+		}
 		updated, err := c.client.VirtualMachineInstances(ns).Update(ctx, vmi, metav1.UpdateOptions{})
 		if err != nil {
-			return fmt.Errorf("adding finalizer to VirtualMachineInstance %s: %w", key, err)
+			return fmt.Errorf("adding finalizer and defaults to VirtualMachineInstance %s: %w", key, err)
 		}
 		c.stale.Wrote(key, vmi.ResourceVersion)
 		vmi = updated
@@ -106,6 +109,18 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return obs.syncErr.err // transient: retry with back-off
 	}
 	return nil
+}
+
+// setDefaults fills in the spec defaults of a new VMI (v1.SetDefaults_
+// VirtualMachineInstance: the default pod interface, buses, grace period,
+// requests) and reports whether anything changed. KubeVirt's admission
+// webhook does this at creation; here the controller's first write of the
+// VMI does it, before the launcher pod is rendered, so the stored VMI shows
+// what the guest gets. A VMI the VM controller created has them already.
+func setDefaults(vmi *v1.VirtualMachineInstance) bool {
+	before := vmi.Spec.DeepCopy()
+	v1.SetDefaults_VirtualMachineInstance(vmi)
+	return !equality.Semantic.DeepEqual(before, &vmi.Spec)
 }
 
 // writeStatus computes the status and, once the VMI is scheduled, the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
@@ -46,11 +47,14 @@ func (r fakeRenderer) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.P
 	}, nil
 }
 
+// newVMI is a VMI as the VM controller creates it: finalizer and defaults set.
 func newVMI(phase v1.VirtualMachineInstancePhase) *v1.VirtualMachineInstance {
-	return &v1.VirtualMachineInstance{
+	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: "vmi", Namespace: "ns", UID: "vmi-uid", Finalizers: []string{v1.VirtualMachineControllerFinalizer}},
 		Status:     v1.VirtualMachineInstanceStatus{Phase: phase},
 	}
+	v1.SetDefaults_VirtualMachineInstance(vmi)
+	return vmi
 }
 
 func launcherPod(vmi *v1.VirtualMachineInstance, phase corev1.PodPhase, ready bool, node string) *corev1.Pod {
@@ -256,14 +260,70 @@ func TestFinalVMIPodsDeleted(t *testing.T) {
 	}
 }
 
-func TestFinalizerAddedToDirectVMI(t *testing.T) {
-	vmi := newVMI("")
-	vmi.Finalizers = nil
-	h := newHarness(t, fakeRenderer{}, vmi)
-	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
-		t.Fatal(err)
+// TestDirectVMIGetsFinalizerAndDefaults: a VMI created directly (no VM, no
+// webhook) gets the finalizer and the spec defaults, among them the default
+// pod interface, in the controller's first write, before its pod is
+// rendered; a new VMI that opted out of the pod interface gets none, and one
+// that is already defaulted is not written for it.
+func TestDirectVMIGetsFinalizerAndDefaults(t *testing.T) {
+	bare := func(finalizer bool, autoattach *bool) *v1.VirtualMachineInstance {
+		vmi := &v1.VirtualMachineInstance{
+			ObjectMeta: metav1.ObjectMeta{Name: "vmi", Namespace: "ns", UID: "vmi-uid"},
+		}
+		if finalizer {
+			vmi.Finalizers = []string{v1.VirtualMachineControllerFinalizer}
+		}
+		vmi.Spec.Domain.Devices.AutoattachPodInterface = autoattach
+		return vmi
 	}
-	if got := h.vmi(t).Finalizers; len(got) != 1 || got[0] != v1.VirtualMachineControllerFinalizer {
-		t.Fatalf("finalizers = %v", got)
+	cases := []struct {
+		name       string
+		vmi        *v1.VirtualMachineInstance
+		wantIfaces []v1.Interface
+		wantWrites []string
+	}{
+		{"no finalizer, no interfaces", bare(false, nil),
+			[]v1.Interface{{Name: "default", Model: "virtio", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}}},
+			[]string{"create pods", "update virtualmachineinstances", "update virtualmachineinstances"}},
+		{"finalizer but no defaults", bare(true, nil),
+			[]v1.Interface{{Name: "default", Model: "virtio", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}}},
+			[]string{"create pods", "update virtualmachineinstances", "update virtualmachineinstances"}},
+		{"autoattachPodInterface false", bare(false, v1.BoolPtr(false)), nil,
+			[]string{"create pods", "update virtualmachineinstances", "update virtualmachineinstances"}},
+		{"already defaulted", newVMI(""),
+			[]v1.Interface{{Name: "default", Model: "virtio", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}}},
+			[]string{"create pods", "update virtualmachineinstances"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var rendered *v1.VirtualMachineInstance
+			h := newHarness(t, renderFunc(func(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) {
+				rendered = vmi.DeepCopy()
+				return fakeRenderer{}.RenderLaunchPod(vmi)
+			}), tc.vmi)
+			if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantWrites, fakewrites.List(h.kube.Actions(), h.client.Actions())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			got := h.vmi(t)
+			if len(got.Finalizers) != 1 || got.Finalizers[0] != v1.VirtualMachineControllerFinalizer {
+				t.Errorf("finalizers = %v", got.Finalizers)
+			}
+			if diff := cmp.Diff(tc.wantIfaces, got.Spec.Domain.Devices.Interfaces); diff != "" {
+				t.Errorf("stored interfaces (-want +got):\n%s", diff)
+			}
+			if tc.wantIfaces != nil && (len(got.Spec.Networks) != 1 || got.Spec.Networks[0].Pod == nil) {
+				t.Errorf("stored networks %+v, want the default pod network", got.Spec.Networks)
+			}
+			if rendered == nil || !equality.Semantic.DeepEqual(rendered.Spec, got.Spec) {
+				t.Errorf("the pod was rendered from a spec other than the stored one")
+			}
+		})
 	}
 }
+
+type renderFunc func(*v1.VirtualMachineInstance) (*corev1.Pod, error)
+
+func (f renderFunc) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) { return f(vmi) }
