@@ -326,4 +326,6 @@ func TestDirectVMIGetsFinalizerAndDefaults(t *testing.T) {
 
 type renderFunc func(*v1.VirtualMachineInstance) (*corev1.Pod, error)
 
-func (f renderFunc) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) { return f(vmi) }
+func (f renderFunc) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) {
+	return f(vmi)
+}
