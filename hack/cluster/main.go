@@ -5,8 +5,12 @@
 //	cluster up   starts the cluster in the background (if it is not running),
 //	             installs the operator, which installs vmkit, applies
 //	             examples/vm-tiny.yaml with kubectl, waits with `kubectl wait`
-//	             for the VM to be Ready, prints the guest's console lines, and
+//	             for the VM to be Ready, prints the guest's console lines,
+//	             then applies examples/vm-net.yaml (masquerade on the pod
+//	             network) and GETs its guest's web page at the VMI's IP, and
 //	             leaves everything running with a KUBECONFIG to reach it.
+//	             With -host-network, vmkit's components run in host-network
+//	             mode instead of on the pod network.
 //	cluster down stops the cluster and everything it started.
 //	cluster serve (internal) runs the cluster until SIGTERM.
 //
@@ -21,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vmkit/vmkit/internal/cluster"
@@ -53,7 +60,9 @@ func main() {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	state := fs.String("state", filepath.Join(root, "_output", "cluster"), "state directory")
 	manifest := fs.String("manifest", filepath.Join(root, "examples", "vm-tiny.yaml"), "VirtualMachine manifest `up` applies")
+	netManifest := fs.String("net-manifest", filepath.Join(root, "examples", "vm-net.yaml"), "VirtualMachine vm-net on the pod network `up` applies next")
 	kubectl := fs.String("kubectl", filepath.Join(root, "_output", "k8s-bin", "kubectl"), "kubectl binary")
+	hostNetwork := fs.Bool("host-network", false, "install vmkit's components in host-network mode instead of on the pod network")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: cluster up|down|serve [flags]")
 		os.Exit(2)
@@ -63,7 +72,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(*state, *manifest, *kubectl)
+		err = up(*state, *manifest, *netManifest, *kubectl, cluster.Options{HostNetwork: *hostNetwork})
 	case "down":
 		err = down(*state)
 	case "serve":
@@ -194,6 +203,34 @@ func (d *demo) step(name string, f func(ctx context.Context) error) error {
 	return nil
 }
 
+// guestHTTP GETs vm-net's page at its VMI's IP until the guest answers.
+func (d *demo) guestHTTP(ctx context.Context) error {
+	client := &http.Client{Timeout: 3 * time.Second}
+	last := "no IP in status.interfaces yet"
+	for {
+		vmi, err := d.c.Client.KubevirtV1().VirtualMachineInstances("default").Get(ctx, "vm-net", metav1.GetOptions{})
+		if err == nil && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != "" {
+			url := "http://" + net.JoinHostPort(vmi.Status.Interfaces[0].IP, "80") + "/"
+			if resp, err := client.Get(url); err != nil {
+				last = err.Error()
+			} else {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				last = fmt.Sprintf("GET %s: %s %q", url, resp.Status, body)
+				if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "vmkit guest vm-net") {
+					fmt.Printf("    | %s", body)
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %s)", ctx.Err(), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // diagnose prints the last log lines of vmkit's pods and of the node's and
 // control plane's processes.
 func (d *demo) diagnose() {
@@ -211,7 +248,7 @@ func (d *demo) diagnose() {
 	}
 }
 
-func up(state, manifest, kubectl string) error {
+func up(state, manifest, netManifest, kubectl string, opts cluster.Options) error {
 	d := &demo{state: state, kubectl: kubectl, began: time.Now()}
 	if pid := running(state); pid != 0 {
 		fmt.Printf("==> cluster already running (pid %d); reusing it\n", pid)
@@ -225,7 +262,7 @@ func up(state, manifest, kubectl string) error {
 	if err != nil {
 		return err
 	}
-	if d.c, err = cluster.Connect(cfg, cluster.Options{}); err != nil {
+	if d.c, err = cluster.Connect(cfg, opts); err != nil {
 		return err
 	}
 	steps := []struct {
@@ -250,6 +287,16 @@ func up(state, manifest, kubectl string) error {
 			}
 			return err
 		}},
+		{"kubectl apply -f " + netManifest + " (masquerade on the pod network)", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "apply", "-f", netManifest)
+		}},
+		{"kubectl wait vm/vm-net --for=condition=Ready", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "wait", "vm/vm-net", "--for=condition=Ready", "--timeout=4m")
+		}},
+		{"kubectl get vmi vm-net (its IP is the launcher pod's)", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "get", "vmi", "vm-net", "-o", "wide")
+		}},
+		{"GET http://<vm-net's IP>/: the guest answers on the pod network", d.guestHTTP},
 	}
 	for _, s := range steps {
 		if err := d.step(s.name, s.f); err != nil {

@@ -5,12 +5,13 @@
 // operator installs everything else. The end-to-end tests and `make demo`
 // use it.
 //
-// The node has no pod network (its CNI sets up loopback only), so the
-// operator is installed in host-network mode (installstrategy.EnvHostNetwork
-// = 127.0.0.1): every component and launcher pod runs on the host network,
-// servers listen on 127.0.0.1, and the pods reach kube-apiserver at
-// 127.0.0.1 instead of the kubernetes Service (nothing routes Service
-// addresses without kube-proxy). vmkit ships no virt-api yet, so the
+// vmkit's components run as ordinary pods on the node's pod network, as in
+// KubeVirt: they reach kube-apiserver through the kubernetes Service, which
+// kube-proxy routes, and virt-handler keeps the host privileges it needs
+// (privileged, hostPID, the kubelet's directories). [Options.HostNetwork]
+// installs them in host-network mode instead (installstrategy.
+// EnvHostNetwork): on the node's network, listening on kube-apiserver's
+// address and reaching it directly. vmkit ships no virt-api yet, so the
 // operator installs none (installstrategy.EnvWithoutVirtAPI).
 package cluster
 
@@ -52,8 +53,6 @@ const (
 	Namespace = installstrategy.DefaultNamespace
 	// KubeVirtName is the KubeVirt CR's name.
 	KubeVirtName = "kubevirt"
-	// HostAddress is where the components listen and reach the API server.
-	HostAddress = "127.0.0.1"
 	// DefaultTag is the tag hack/build-images.sh gives the images.
 	DefaultTag = "devel"
 	// Registry is the images' registry part (they are imported, never pulled).
@@ -74,6 +73,9 @@ type Options struct {
 	ImagesDir string
 	// Tag of vmkit's images (default "devel").
 	Tag string
+	// HostNetwork installs the components in host-network mode (see the
+	// package doc) instead of on the pod network.
+	HostNetwork bool
 }
 
 // Cluster is a running single-node cluster with vmkit installed.
@@ -88,6 +90,8 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 	// Tag is the image tag installed.
 	Tag string
+	// HostNetwork: the components run in host-network mode.
+	HostNetwork bool
 }
 
 func (o *Options) defaults() error {
@@ -157,7 +161,7 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, Tag: o.Tag}
+	c := &Cluster{Config: cfg, Tag: o.Tag, HostNetwork: o.HostNetwork}
 	var err error
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -171,24 +175,36 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-// OperatorConfig is the operator's installation on this cluster.
+// OperatorConfig is the operator's installation on this cluster: one
+// replica, no virt-api and, in host-network mode, the components on the
+// node's network, listening on kube-apiserver's address and reaching it
+// there.
 func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
-	u, _ := url.Parse(c.Config.Host)
-	port := u.Port()
-	return installstrategy.OperatorConfig{
+	cfg := installstrategy.OperatorConfig{
 		Image:           Registry + "/" + v1.VirtOperatorValue + ":" + c.Tag,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		HostNetwork:     HostAddress,
+		Replicas:        1,
 		WithoutVirtAPI:  true,
-		Env: map[string]string{
+	}
+	if c.HostNetwork {
+		host, port := c.apiServerAddress()
+		cfg.HostNetwork = host
+		cfg.Env = map[string]string{
 			// The operator's own client, and through the passthrough
 			// prefix every component's, reach the API server directly.
-			"KUBERNETES_SERVICE_HOST": HostAddress,
+			"KUBERNETES_SERVICE_HOST": host,
 			"KUBERNETES_SERVICE_PORT": port,
-			installstrategy.EnvPassthroughPrefix + "KUBERNETES_SERVICE_HOST": HostAddress,
+			installstrategy.EnvPassthroughPrefix + "KUBERNETES_SERVICE_HOST": host,
 			installstrategy.EnvPassthroughPrefix + "KUBERNETES_SERVICE_PORT": port,
-		},
+		}
 	}
+	return cfg
+}
+
+// apiServerAddress is kube-apiserver's host and port.
+func (c *Cluster) apiServerAddress() (host, port string) {
+	u, _ := url.Parse(c.Config.Host)
+	return u.Hostname(), u.Port()
 }
 
 // resources maps the kinds of the operator's installation to their resources.
@@ -279,9 +295,24 @@ func (c *Cluster) WaitAvailable(ctx context.Context) error {
 	return nil
 }
 
-// HandlerAddress is where the node agent's REST API listens.
-func HandlerAddress() string {
-	return net.JoinHostPort(HostAddress, fmt.Sprint(installstrategy.HandlerConsolePort))
+// HandlerAddress is where the node agent's REST API listens: its pod's
+// address, or kube-apiserver's in host-network mode.
+func (c *Cluster) HandlerAddress(ctx context.Context) (string, error) {
+	port := fmt.Sprint(installstrategy.HandlerConsolePort)
+	if c.HostNetwork {
+		host, _ := c.apiServerAddress()
+		return net.JoinHostPort(host, port), nil
+	}
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			return net.JoinHostPort(p.Status.PodIP, port), nil
+		}
+	}
+	return "", fmt.Errorf("no running virt-handler pod in namespace %s", Namespace)
 }
 
 // Console reads the serial console of a VMI through the node agent's
@@ -292,7 +323,11 @@ func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) (
 	if err != nil {
 		return nil, err
 	}
-	u := fmt.Sprintf("wss://%s/v1/namespaces/%s/virtualmachineinstances/%s/console?history=true", HandlerAddress(), namespace, name)
+	addr, err := c.HandlerAddress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u := fmt.Sprintf("wss://%s/v1/namespaces/%s/virtualmachineinstances/%s/console?history=true", addr, namespace, name)
 	cfg, err := websocket.NewConfig(u, "https://localhost/")
 	if err != nil {
 		return nil, err
@@ -331,7 +366,11 @@ func (c *Cluster) HandlerGet(ctx context.Context, namespace, name, subresource s
 	if err != nil {
 		return 0, nil, err
 	}
-	u := fmt.Sprintf("https://%s/v1/namespaces/%s/virtualmachineinstances/%s/%s", HandlerAddress(), namespace, name, subresource)
+	addr, err := c.HandlerAddress(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	u := fmt.Sprintf("https://%s/v1/namespaces/%s/virtualmachineinstances/%s/%s", addr, namespace, name, subresource)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, nil, err

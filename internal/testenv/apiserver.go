@@ -209,6 +209,7 @@ func (e *Env) stop() error {
 		nodeErr = e.Node.stop()
 	}
 	if e.nodeLock != nil { // the node never started
+		nodeErr = removePodNetwork() // the bridge made for kube-apiserver
 		e.nodeLock.Close()
 	}
 	// Reverse start order: clients of kube-apiserver first, etcd last.
@@ -305,11 +306,23 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	if e.Dir, err = os.MkdirTemp("", "vmkit-testenv-"); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
+	// The address kube-apiserver listens on: 127.0.0.1, or with a node the
+	// pod network's gateway, so that pods reach it (through the kubernetes
+	// Service) as in any cluster.
+	apiHost := "127.0.0.1"
 	if opts.Node != nil {
 		// First, as it may wait for another test's node.
 		if e.nodeLock, err = lockNode(e.Dir); err != nil {
 			return err
 		}
+		// A node of an earlier run killed before it could clean up.
+		if err := CleanupNode(); err != nil {
+			return fmt.Errorf("cleaning up an earlier node: %w", err)
+		}
+		if err := createPodBridge(); err != nil {
+			return err
+		}
+		apiHost = PodGateway
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -323,7 +336,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	apiPort, kcmPort, schedulerPort := ports[2], ports[3], ports[4]
 	e.componentURLs = map[string]string{
 		"etcd":                    e.etcdClientURL,
-		"kube-apiserver":          "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		"kube-apiserver":          "https://" + net.JoinHostPort(apiHost, strconv.Itoa(apiPort)),
 		"kube-controller-manager": "https://127.0.0.1:" + strconv.Itoa(kcmPort),
 		"kube-scheduler":          "https://127.0.0.1:" + strconv.Itoa(schedulerPort),
 	}
@@ -334,7 +347,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	// Generate keys while etcd boots.
-	p, err := newPKI(filepath.Join(e.Dir, "pki"))
+	p, err := newPKI(filepath.Join(e.Dir, "pki"), apiHost)
 	if err != nil {
 		return err
 	}
@@ -353,7 +366,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		}
 		apiserverExtra = append(nodeArgs, apiserverExtra...)
 	}
-	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiPort, apiserverExtra)...)
+	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiHost, apiPort, apiserverExtra)...)
 	if err != nil {
 		return err
 	}
@@ -419,11 +432,18 @@ func (e *Env) startEtcd(bin string) (*process, error) {
 	return e.startProcess("etcd", bin, args...)
 }
 
-func (e *Env) apiserverArgs(p *pki, port int, extra []string) []string {
+// apiserverArgs are kube-apiserver's flags. Listening on 127.0.0.1, it
+// publishes no endpoints for the kubernetes Service (none would be
+// reachable from a pod); on a node's pod gateway it does, as every cluster.
+func (e *Env) apiserverArgs(p *pki, host string, port int, extra []string) []string {
+	reconciler := "lease"
+	if host == "127.0.0.1" {
+		reconciler = "none"
+	}
 	args := []string{
 		"--etcd-servers=" + e.etcdClientURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + host,
+		"--advertise-address=" + host,
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + filepath.Join(e.Dir, "kube-apiserver-certs"),
 		"--tls-cert-file=" + p.servingCertFile,
@@ -434,7 +454,7 @@ func (e *Env) apiserverArgs(p *pki, port int, extra []string) []string {
 		"--service-account-key-file=" + p.saPublicKeyFile,
 		"--service-account-signing-key-file=" + p.saPrivateKeyFile,
 		"--service-cluster-ip-range=" + serviceClusterIPRange,
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type=" + reconciler,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 	}
@@ -891,7 +911,7 @@ type pki struct {
 	adminToken                                  string
 }
 
-func newPKI(dir string) (*pki, error) {
+func newPKI(dir, apiHost string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
 	}
@@ -925,7 +945,7 @@ func newPKI(dir string) (*pki, error) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceClusterIP)},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(apiHost), net.ParseIP(serviceClusterIP)},
 	}, ca, caKey)
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)

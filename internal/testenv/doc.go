@@ -1,6 +1,7 @@
 // Package testenv runs a real Kubernetes control plane for integration tests:
 // etcd and kube-apiserver, plus kube-controller-manager and kube-scheduler on
-// request, all listening on 127.0.0.1 only.
+// request, all listening on 127.0.0.1 only (kube-apiserver on the pod
+// network's gateway when a node runs, below).
 //
 // The binaries come from the directory named by $KUBEBUILDER_ASSETS, else from
 // <module root>/_output/k8s-bin, which `make test-deps` (hack/setup-k8s.sh)
@@ -30,5 +31,9 @@
 // [NodeName], with image tarballs imported into containerd. It needs root,
 // owns /var/lib/kubelet while it runs, and only one runs per machine
 // (test binaries wait for each other's); stopping it leaves no process or
-// mount behind. See docs/cluster.md.
+// mount behind. The node has a pod network (CNI bridge [PodBridge], pods in
+// [PodCIDR]) and kube-proxy; kube-apiserver then listens on the bridge's
+// address [PodGateway], a private network the environment creates, and
+// publishes it as the endpoint of the kubernetes Service, so pods reach it
+// as in any cluster. See docs/cluster.md.
 package testenv

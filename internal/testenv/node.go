@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,10 +118,6 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map
 	e.Node, e.nodeLock = n, nil
 	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
 	var err error
-	// A node of an earlier run killed before it could clean up.
-	if err := CleanupNode(); err != nil {
-		return fmt.Errorf("cleaning up an earlier node: %w", err)
-	}
 	if err := n.prepareHost(); err != nil {
 		return err
 	}
@@ -166,7 +163,7 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map
 	if n.kubeProxy, err = e.startProcess("kube-proxy", bins["kube-proxy"], "--config="+filepath.Join(n.dir, "kube-proxy.yaml")); err != nil {
 		return err
 	}
-	return poll(ctx, n.kubeProxy, "kube-proxy healthy", func(ctx context.Context) (bool, string) {
+	if err := poll(ctx, n.kubeProxy, "kube-proxy healthy", func(ctx context.Context) (bool, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+kubeProxyHealthz+"/healthz", nil)
 		if err != nil {
 			return false, err.Error()
@@ -178,6 +175,19 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status + ": " + string(body)
+	}); err != nil {
+		return err
+	}
+	// Pods reach kube-apiserver through the kubernetes Service: wait until
+	// kube-proxy routes it, so that no pod starts before it can.
+	kubernetesService := net.JoinHostPort(serviceClusterIP, "443")
+	return poll(ctx, n.kubeProxy, "the kubernetes Service "+kubernetesService+" routed", func(ctx context.Context) (bool, string) {
+		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", kubernetesService)
+		if err != nil {
+			return false, err.Error()
+		}
+		conn.Close()
+		return true, ""
 	})
 }
 
@@ -640,6 +650,23 @@ func removeContents(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// createPodBridge creates the pod network's bridge with the gateway
+// address before kube-apiserver starts, so that it can listen there; the
+// CNI bridge plugin finds the bridge and its address and keeps both.
+func createPodBridge() error {
+	for _, args := range [][]string{
+		{"link", "add", PodBridge, "type", "bridge"},
+		{"addr", "add", PodGateway + "/" + strings.Split(PodCIDR, "/")[1], "dev", PodBridge},
+		{"link", "set", PodBridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			_ = removePodNetwork()
+			return fmt.Errorf("creating the pod network's bridge: ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // removePodNetwork removes what the pod network and kube-proxy leave on the

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +90,7 @@ func TestMain(m *testing.M) {
 }
 
 // need returns the cluster, or fails the test with why there is none.
-func need(t *testing.T) *cluster.Cluster {
+func need(t testing.TB) *cluster.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: starts a cluster")
@@ -108,14 +109,14 @@ func componentLogs(c *cluster.Cluster) string {
 }
 
 // tinyVM reads examples/vm-tiny.yaml with the given name and run strategy.
-func tinyVM(t *testing.T, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+func tinyVM(t testing.TB, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	t.Helper()
 	return exampleVM(t, "vm-tiny.yaml", name, strategy)
 }
 
 // exampleVM reads a VirtualMachine from examples/ with the given name and
 // run strategy.
-func exampleVM(t *testing.T, file, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
+func exampleVM(t testing.TB, file, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	t.Helper()
 	root, err := testenv.ModuleRoot()
 	if err != nil {
@@ -139,7 +140,7 @@ func exampleVM(t *testing.T, file, name string, strategy v1.VirtualMachineRunStr
 
 // createVM creates vm and deletes it (and waits for its pods to go) when
 // the test ends.
-func createVM(t *testing.T, c *cluster.Cluster, vm *v1.VirtualMachine) {
+func createVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
 	t.Helper()
 	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func createVM(t *testing.T, c *cluster.Cluster, vm *v1.VirtualMachine) {
 }
 
 // waitFor polls f every 250ms until it returns true or timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, f func() (bool, string)) {
+func waitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -184,7 +185,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, f func() (bool, s
 }
 
 // waitVMI waits until the VMI of name satisfies cond and returns it.
-func waitVMI(t *testing.T, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+func waitVMI(t testing.TB, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
 	t.Helper()
 	var out *v1.VirtualMachineInstance
 	waitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
@@ -201,7 +202,7 @@ func waitVMI(t *testing.T, c *cluster.Cluster, name, what string, cond func(*v1.
 func running(vmi *v1.VirtualMachineInstance) bool { return vmi.Status.Phase == v1.Running }
 
 // waitNoVMI waits until the VMI of name is gone.
-func waitNoVMI(t *testing.T, c *cluster.Cluster, name string) {
+func waitNoVMI(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
 	waitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
@@ -216,7 +217,7 @@ func waitNoVMI(t *testing.T, c *cluster.Cluster, name string) {
 }
 
 // console reads the VMI's console until the guest's marker.
-func console(t *testing.T, c *cluster.Cluster, name string) {
+func console(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -227,7 +228,7 @@ func console(t *testing.T, c *cluster.Cluster, name string) {
 }
 
 // launcherPod returns the one launcher pod of a VMI.
-func launcherPod(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstance) corev1.Pod {
+func launcherPod(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance) corev1.Pod {
 	t.Helper()
 	pods, err := c.Kube.CoreV1().Pods(vmi.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(vmi.UID)})
 	if err != nil || len(pods.Items) != 1 {
@@ -236,7 +237,7 @@ func launcherPod(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstanc
 	return pods.Items[0]
 }
 
-func setRunStrategy(t *testing.T, c *cluster.Cluster, name string, s v1.VirtualMachineRunStrategy) {
+func setRunStrategy(t testing.TB, c *cluster.Cluster, name string, s v1.VirtualMachineRunStrategy) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"runStrategy":%q}}`, s)
 	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -332,7 +333,7 @@ func TestRerunOnFailure(t *testing.T) {
 }
 
 // qemuPID finds the QEMU process of a VMI's domain (<namespace>_<name>).
-func qemuPID(t *testing.T, namespace, name string) int {
+func qemuPID(t testing.TB, namespace, name string) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -345,7 +346,9 @@ func qemuPID(t *testing.T, namespace, name string) int {
 			continue
 		}
 		for _, a := range args {
-			if strings.Contains(a, "guest="+namespace+"_"+name) {
+			// -name guest=<namespace>_<name>,debug-threads=on: the whole
+			// name, not a prefix (vm-net is a prefix of vm-net-bridge).
+			if opt, _, _ := strings.Cut(a, ","); opt == "guest="+namespace+"_"+name {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 				return pid
 			}
@@ -424,6 +427,41 @@ func TestGuestAgentAndConfigDisk(t *testing.T) {
 	var info v1.VirtualMachineInstanceGuestAgentInfo
 	if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.OS.ID != "vmkit-test-guest" || info.GAVersion == "" {
 		t.Errorf("GET guestosinfo: %d %s", code, body)
+	}
+}
+
+// TestComponentsOnPodNetwork: vmkit's components run as ordinary pods on
+// the pod network and reach kube-apiserver through the kubernetes Service;
+// virt-handler keeps the host's PID namespace.
+func TestComponentsOnPodNetwork(t *testing.T) {
+	c := need(t)
+	_, podNet, _ := net.ParseCIDR(testenv.PodCIDR)
+	pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pods.Items {
+		app := p.Labels[v1.AppLabel]
+		seen[app] = true
+		if p.Spec.HostNetwork || !podNet.Contains(net.ParseIP(p.Status.PodIP)) {
+			t.Errorf("pod %s (%s): hostNetwork %v, IP %q; want a pod on the pod network %s", p.Name, app, p.Spec.HostNetwork, p.Status.PodIP, testenv.PodCIDR)
+		}
+		for _, ctr := range p.Spec.Containers {
+			for _, env := range ctr.Env {
+				if env.Name == "KUBERNETES_SERVICE_HOST" {
+					t.Errorf("pod %s container %s overrides KUBERNETES_SERVICE_HOST=%s", p.Name, ctr.Name, env.Value)
+				}
+			}
+		}
+		if app == v1.VirtHandlerValue && !p.Spec.HostPID {
+			t.Errorf("virt-handler pod %s without hostPID", p.Name)
+		}
+	}
+	for _, app := range []string{v1.VirtOperatorValue, v1.VirtControllerValue, v1.VirtHandlerValue} {
+		if !seen[app] {
+			t.Errorf("no %s pod in namespace %s", app, cluster.Namespace)
+		}
 	}
 }
 
@@ -519,7 +557,7 @@ func guestURL(ip string, port int, path string) string {
 
 // expose creates a ClusterIP Service selecting the launcher pod of VM name
 // (port to targetPort), deleted when the test ends, and returns its IP.
-func expose(t *testing.T, c *cluster.Cluster, name string, port, targetPort int32) string {
+func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int32) string {
 	t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-http", Namespace: "default"},
@@ -539,7 +577,7 @@ func expose(t *testing.T, c *cluster.Cluster, name string, port, targetPort int3
 }
 
 // httpGetUntil GETs url until the body contains want, and returns it.
-func httpGetUntil(t *testing.T, url, want string, timeout time.Duration) string {
+func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
 	t.Helper()
 	client := &http.Client{Timeout: 3 * time.Second}
 	var body string
@@ -679,7 +717,7 @@ func TestUninstall(t *testing.T) {
 
 // logTimeline logs when each step of a VM's start happened, relative to
 // the VM's creation: the VMI's phases, the pod's conditions and containers.
-func logTimeline(t *testing.T, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
+func logTimeline(t testing.TB, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
 	t.Helper()
 	created, err := shared.Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
 	if err != nil {
@@ -710,7 +748,7 @@ func logTimeline(t *testing.T, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInst
 // (usage minus inactive file pages), beside the guest's memory. (The
 // kubelet's summary API is not reachable through kube-apiserver's node
 // proxy here: it refuses loopback node addresses.)
-func logMemory(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstance, launcher *corev1.Pod) {
+func logMemory(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance, launcher *corev1.Pod) {
 	t.Helper()
 	var b strings.Builder
 	for _, st := range launcher.Status.ContainerStatuses {
@@ -735,4 +773,70 @@ func logMemory(t *testing.T, c *cluster.Cluster, vmi *v1.VirtualMachineInstance,
 	}
 	t.Logf("launcher pod %s working sets (guest memory %s, pod request %s):%s", launcher.Name,
 		vmi.Spec.Domain.Resources.Requests.Memory(), launcher.Spec.Containers[0].Resources.Requests.Memory(), b.String())
+}
+
+// BenchmarkPodNetworkStart measures, per iteration, a VM of
+// examples/vm-net.yaml (masquerade on the pod network) from create to
+// Running and to its guest answering HTTP on the pod IP, and the same VM
+// without an interface (autoattachPodInterface: false) to Running: the
+// difference is what wiring the network adds. It reports p50 and p95 in
+// seconds (docs/performance.md):
+//
+//	go test -run '^$' -bench PodNetworkStart -benchtime 10x ./test/e2e/
+func BenchmarkPodNetworkStart(b *testing.B) {
+	c := need(b)
+	var toRunning, toHTTP, bareToRunning []time.Duration
+	for i := 0; b.Loop(); i++ {
+		vm := exampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-net-%d", i), v1.RunStrategyAlways)
+		began := time.Now()
+		startAndWait(b, c, vm)
+		toRunning = append(toRunning, time.Since(began))
+		vmi := waitVMI(b, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+		})
+		httpGetUntil(b, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		toHTTP = append(toHTTP, time.Since(began))
+		deleteAndWait(b, c, vm.Name)
+
+		bare := exampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-bare-%d", i), v1.RunStrategyAlways)
+		bare.Spec.Template.Spec.Domain.Devices.Interfaces, bare.Spec.Template.Spec.Networks = nil, nil
+		bare.Spec.Template.Spec.Domain.Devices.AutoattachPodInterface = v1.BoolPtr(false)
+		began = time.Now()
+		startAndWait(b, c, bare)
+		bareToRunning = append(bareToRunning, time.Since(began))
+		deleteAndWait(b, c, bare.Name)
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"net-running", toRunning}, {"net-http", toHTTP}, {"bare-running", bareToRunning}} {
+		slices.Sort(m.d)
+		p50, p95 := m.d[(len(m.d)-1)*50/100], m.d[(len(m.d)-1)*95/100]
+		b.ReportMetric(p50.Seconds(), m.name+"-p50-s")
+		b.ReportMetric(p95.Seconds(), m.name+"-p95-s")
+		b.Logf("%s over %d runs: p50 %v p95 %v (all: %v)", m.name, len(m.d), p50.Round(time.Millisecond), p95.Round(time.Millisecond), m.d)
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// startAndWait creates vm and waits until its VMI is Running.
+func startAndWait(b *testing.B, c *cluster.Cluster, vm *v1.VirtualMachine) {
+	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(b.Context(), vm, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitVMI(b, c, vm.Name, "Running", running)
+}
+
+// deleteAndWait deletes the VM and waits until its launcher pods are gone.
+func deleteAndWait(b *testing.B, c *cluster.Cluster, name string) {
+	if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(b.Context(), name, metav1.DeleteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "launcher pods of "+name+" gone", 2*time.Minute, func() (bool, string) {
+		pods, err := c.Kube.CoreV1().Pods("default").List(b.Context(), metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
+	})
 }
