@@ -1,6 +1,7 @@
 package domainxml
 
 import (
+	"path"
 	"strconv"
 
 	"libvirt.org/go/libvirtxml"
@@ -287,10 +288,17 @@ func (c *converter) volumeSource(vol *v1.Volume) (DiskSource, volumeKind, error)
 	case s.PersistentVolumeClaim != nil, s.DataVolume != nil:
 		def = priv + "/vmi-disks/" + vol.Name + "/disk.img"
 	case s.HostDisk != nil:
-		def = s.HostDisk.Path
-		if !isAbs(def) {
-			return DiskSource{}, 0, fieldErrorf(c.volumeField(vol, "hostDisk.path"), "%q is not an absolute path", def)
+		// The launcher pod mounts the image's directory of the node at
+		// <PrivateDir>/vmi-disks/<volume>.
+		p := s.HostDisk.Path
+		if !isAbs(p) {
+			return DiskSource{}, 0, fieldErrorf(c.volumeField(vol, "hostDisk.path"), "%q is not an absolute path", p)
 		}
+		base := path.Base(p)
+		if base == "." || base == ".." || base == "/" {
+			return DiskSource{}, 0, fieldErrorf(c.volumeField(vol, "hostDisk.path"), "%q does not end in a file name", p)
+		}
+		def = priv + "/vmi-disks/" + vol.Name + "/" + base
 	case s.CloudInitNoCloud != nil, s.CloudInitConfigDrive != nil:
 		kind = kindISO
 		if p, ok := c.opts.CloudInitISOs[vol.Name]; ok {

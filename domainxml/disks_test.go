@@ -117,7 +117,7 @@ func TestConvertDisks(t *testing.T) {
 		}, {
 			Device: "disk", Model: "virtio-non-transitional",
 			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw", Cache: "none", ErrorPolicy: "stop", IO: "native", Discard: "unmap"},
-			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: "/data/fast.img"}},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: DefaultPrivateDir + "/vmi-disks/fast/fast.img"}},
 			Target: &libvirtxml.DomainDiskTarget{Dev: "vdb", Bus: "virtio"},
 			Alias:  &libvirtxml.DomainAlias{Name: "ua-fast"},
 		}, {
@@ -216,6 +216,21 @@ func TestConvertDisks(t *testing.T) {
 			withDisk(v1.Disk{Name: "b", BootOrder: ptr(uint(1))}, pvc),
 		),
 		wantErr: "spec.domain.devices.disks[1].bootOrder: boot order 1 is already used by spec.domain.devices.disks[0].bootOrder",
+	}, {
+		name: "a hostDisk where the pod mounts its directory, under PrivateDir",
+		vmi:  newVMI(withDisk(v1.Disk{Name: "h"}, v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/lib/images/data.img", Type: v1.HostDiskExistsOrCreateEmpty}})),
+		opts: Options{PrivateDir: "/p"},
+		want: []libvirtxml.DomainDisk{{
+			Device: "disk", Model: "virtio-non-transitional",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw", ErrorPolicy: "stop", Discard: "unmap"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: "/p/vmi-disks/h/data.img"}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+			Alias:  &libvirtxml.DomainAlias{Name: "ua-h"},
+		}},
+	}, {
+		name:    "a hostDisk path without a file name",
+		vmi:     newVMI(withDisk(v1.Disk{Name: "h"}, v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/data/.."}})),
+		wantErr: `spec.volumes[0].hostDisk.path: "/data/.." does not end in a file name`,
 	}, {
 		name:    "a relative hostDisk path",
 		vmi:     newVMI(withDisk(v1.Disk{Name: "h"}, v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "data.img"}})),

@@ -380,7 +380,7 @@ func randomDevices(r *rand.Rand, vmi *v1.VirtualMachineInstance, opts *Options) 
 		func(n string) v1.VolumeSource { return v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: n}} },
 		func(string) v1.VolumeSource { return v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{}} },
 		func(string) v1.VolumeSource {
-			return v1.VolumeSource{HostDisk: &v1.HostDisk{Path: choose(r, []string{"/data/disk.img"}, "relative.img"), Type: v1.HostDiskExists}}
+			return v1.VolumeSource{HostDisk: &v1.HostDisk{Path: choose(r, []string{"/data/disk.img", "/var/lib/images/vm.qcow2"}, "relative.img", "/data/.."), Type: v1.HostDiskExists}}
 		},
 		func(string) v1.VolumeSource {
 			return v1.VolumeSource{CloudInitNoCloud: &v1.CloudInitNoCloudSource{UserData: "#cloud-config"}}

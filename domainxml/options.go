@@ -71,16 +71,17 @@ type Options struct {
 	// and cloud-init ISOs. DefaultEphemeralDiskDir when empty.
 	EphemeralDiskDir string
 
-	// PrivateDir is where the launcher mounts filesystem PVCs
-	// (<dir>/vmi-disks/<volume>/disk.img), writes config-map, secret,
-	// downward-API and service-account ISOs, and, under <dir>/<VMI UID>/,
-	// the serial console and VNC sockets. DefaultPrivateDir when empty.
+	// PrivateDir is where the launcher pod mounts filesystem PVCs
+	// (<dir>/vmi-disks/<volume>/disk.img) and the node directories of host
+	// disks (<dir>/vmi-disks/<volume>/<base name of hostDisk.path>), where
+	// the launcher writes config-map, secret, downward-API and
+	// service-account ISOs, and, under <dir>/<VMI UID>/, the serial console
+	// and VNC sockets. DefaultPrivateDir when empty.
 	PrivateDir string
 
 	// Disks overrides, per volume name, where the launcher put a volume's
 	// disk image or block device. A volume not listed here is found at its
-	// default path (see EphemeralDiskDir and PrivateDir); a hostDisk at its
-	// spec.volumes[].hostDisk.path.
+	// default path (see EphemeralDiskDir and PrivateDir).
 	Disks map[string]DiskSource
 
 	// CloudInitISOs overrides, per volume name, the path of the ISO the

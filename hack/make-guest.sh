@@ -29,7 +29,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=4
+GUEST_VERSION=5
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
@@ -219,7 +219,7 @@ esac
 EOF
   cat >"$root/bin/start-agent" <<EOF
 #!/bin/busybox sh
-# Started by /init after GUEST-BOOTED: virtio modules, /dev, the agent, eth0.
+# Started by /init after GUEST-BOOTED: virtio modules, /dev, eth0, the agent.
 /bin/busybox --install -s /bin
 export PATH=/bin:/usr/sbin
 mount -t sysfs sysfs /sys
@@ -227,7 +227,15 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 hostname vmkit-guest
-${insmods}port=
+${insmods}# The network first (it answers sooner), then the agent's port.
+ip link set lo up
+echo "vmkit guest \$(hostname)" >/www/index.html
+httpd -p 80 -h /www
+httpd -p 8080 -h /www
+if ip link set eth0 up 2>/dev/null; then
+  udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
+fi
+port=
 for i in 1 2 3 4 5 6 7 8 9 10; do
   for f in /sys/class/virtio-ports/*/name; do
     [ "\$(cat "\$f" 2>/dev/null)" = org.qemu.guest_agent.0 ] && port=\$(basename "\$(dirname "\$f")")
@@ -243,13 +251,6 @@ else
   ln -sf "../\$port" /dev/virtio-ports/org.qemu.guest_agent.0
   qemu-ga -m virtio-serial -p /dev/virtio-ports/org.qemu.guest_agent.0 -t /run -f /run/qemu-ga.pid &
   echo "GUEST-AGENT-STARTED"
-fi
-ip link set lo up
-echo "vmkit guest \$(hostname)" >/www/index.html
-httpd -p 80 -h /www
-httpd -p 8080 -h /www
-if ip link set eth0 up 2>/dev/null; then
-  udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
 fi
 EOF
   mkdir -p "$root/www/cgi-bin"

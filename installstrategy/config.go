@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,6 +50,11 @@ const (
 const (
 	// PropertyUseEmulation is "true" when guests may run under QEMU TCG.
 	PropertyUseEmulation = "UseEmulation"
+	// PropertyFeatureGates is the comma-separated, sorted list of the
+	// KubeVirt feature gates turned on (the CR's
+	// spec.configuration.developerConfiguration.featureGates), passed to
+	// virt-controller as --feature-gates.
+	PropertyFeatureGates = "FeatureGates"
 	// PropertyImagePullSecrets is a comma-separated list of secret names.
 	PropertyImagePullSecrets = "ImagePullSecrets"
 	// PropertyInfraReplicas is the replica count of virt-api and virt-controller.
@@ -289,6 +295,25 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (*DeploymentCon
 	return c.SetID(), nil
 }
 
+// featureGates joins gate names with commas, sorted and each once; blank
+// names are dropped. A name with a comma or white space in it cannot be
+// passed on and is an error.
+func featureGates(gates []string) (string, error) {
+	var names []string
+	for _, g := range gates {
+		g = strings.TrimSpace(g)
+		if g == "" {
+			continue
+		}
+		if strings.ContainsAny(g, ", \t\n") {
+			return "", fmt.Errorf("%q is not a feature gate name", g)
+		}
+		names = append(names, g)
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ","), nil
+}
+
 type imageRef struct{ registry, prefix, tag, digest string }
 
 // parseImage splits registry/path/<prefix>virt-operator(:tag|@digest).
@@ -341,8 +366,15 @@ func ConfigForKubeVirt(operator *DeploymentConfig, kv *v1.KubeVirt) (*Deployment
 			props[key] = value
 		}
 	}
-	if dc := spec.Configuration.DeveloperConfiguration; dc != nil && dc.UseEmulation {
-		set(PropertyUseEmulation, "true")
+	if dc := spec.Configuration.DeveloperConfiguration; dc != nil {
+		if dc.UseEmulation {
+			set(PropertyUseEmulation, "true")
+		}
+		gates, err := featureGates(dc.FeatureGates)
+		if err != nil {
+			return nil, fmt.Errorf("KubeVirt %s/%s: spec.configuration.developerConfiguration.featureGates: %w", kv.Namespace, kv.Name, err)
+		}
+		set(PropertyFeatureGates, gates)
 	}
 	var secrets []string
 	for _, s := range spec.ImagePullSecrets {

@@ -88,7 +88,8 @@ func TestConfigForKubeVirt(t *testing.T) {
 		{
 			name: "settings become properties",
 			spec: v1.KubeVirtSpec{
-				Configuration:     v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{UseEmulation: true}},
+				Configuration: v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{
+					UseEmulation: true, FeatureGates: []string{"Snapshot", " HostDisk", "", "Snapshot"}}},
 				ImagePullSecrets:  []corev1.LocalObjectReference{{Name: "a"}, {Name: "b"}},
 				Infra:             &v1.ComponentConfig{Replicas: &replicas, NodePlacement: &v1.NodePlacement{NodeSelector: map[string]string{"infra": "true"}}},
 				UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads,
@@ -96,7 +97,7 @@ func TestConfigForKubeVirt(t *testing.T) {
 			},
 			want: &DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", APIDigest: "sha256:1",
 				AdditionalProperties: map[string]string{
-					PropertyUseEmulation: "true", PropertyImagePullSecrets: "a,b", PropertyInfraReplicas: "1",
+					PropertyUseEmulation: "true", PropertyFeatureGates: "HostDisk,Snapshot", PropertyImagePullSecrets: "a,b", PropertyInfraReplicas: "1",
 					PropertyInfraPlacement: `{"nodeSelector":{"infra":"true"}}`, PropertyUninstallStrategy: "RemoveWorkloads", PropertyProductName: "acme",
 				}},
 		},
@@ -113,6 +114,18 @@ func TestConfigForKubeVirt(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestConfigForKubeVirtRejectsBadFeatureGate(t *testing.T) {
+	operator := (&DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0"}).SetID()
+	kv := &v1.KubeVirt{}
+	kv.Namespace, kv.Name = "kubevirt", "kv"
+	kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{FeatureGates: []string{"HostDisk,Snapshot"}}
+	_, err := ConfigForKubeVirt(operator, kv)
+	const want = `KubeVirt kubevirt/kv: spec.configuration.developerConfiguration.featureGates: "HostDisk,Snapshot" is not a feature gate name`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
 	}
 }
 

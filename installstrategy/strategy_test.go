@@ -39,6 +39,7 @@ func customConfig() *DeploymentConfig {
 		ImagePullPolicy: corev1.PullAlways,
 		AdditionalProperties: map[string]string{
 			PropertyUseEmulation:       "true",
+			PropertyFeatureGates:       "HostDisk,Snapshot",
 			PropertyImagePullSecrets:   "regcred,mirror",
 			PropertyInfraReplicas:      "3",
 			PropertyInfraPlacement:     `{"nodeSelector":{"node-role.kubernetes.io/control-plane":""},"tolerations":[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists","effect":"NoSchedule"}]}`,
@@ -193,7 +194,7 @@ func TestGenerateImagesAndFlags(t *testing.T) {
 				"virt-controller": "registry.example.com:5000/vmkit/ci-virt-controller:v1.5.0-rc.1",
 				"virt-handler":    "registry.example.com:5000/vmkit/ci-virt-handler@sha256:4b9a3c1f2d6e8a7b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b",
 			},
-			controller: []string{"--launcher-image=registry.example.com:5000/vmkit/ci-virt-launcher:v1.5.0-rc.1", "--image-pull-policy=Always", "--use-emulation", "--leader-elect-namespace=vmkit-system"},
+			controller: []string{"--launcher-image=registry.example.com:5000/vmkit/ci-virt-launcher:v1.5.0-rc.1", "--image-pull-policy=Always", "--use-emulation", "--feature-gates=HostDisk,Snapshot", "--leader-elect-namespace=vmkit-system"},
 			pull:       corev1.PullAlways,
 			replicas:   3,
 		},
@@ -233,6 +234,55 @@ func TestGenerateImagesAndFlags(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.images, got); diff != "" {
 				t.Errorf("images (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The KubeVirt CR's feature gates reach virt-controller as --feature-gates,
+// so that it renders hostDisk volumes only when HostDisk is among them.
+func TestFeatureGatesFlag(t *testing.T) {
+	operator := testConfig()
+	tests := []struct {
+		name string
+		dev  *v1.DeveloperConfiguration
+		want []string // virt-controller's --feature-gates flags
+	}{
+		{"no developer configuration", nil, nil},
+		{"no feature gates", &v1.DeveloperConfiguration{UseEmulation: true}, nil},
+		{"HostDisk", &v1.DeveloperConfiguration{FeatureGates: []string{"HostDisk"}}, []string{"--feature-gates=HostDisk"}},
+		{"sorted, each once", &v1.DeveloperConfiguration{FeatureGates: []string{"Snapshot", "HostDisk", "Snapshot"}}, []string{"--feature-gates=HostDisk,Snapshot"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv := &v1.KubeVirt{}
+			kv.Spec.Configuration.DeveloperConfiguration = tt.dev
+			cfg, err := ConfigForKubeVirt(operator, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Generate(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			found := false
+			for _, d := range s.Deployments {
+				if d.Name != v1.VirtControllerValue {
+					continue
+				}
+				found = true
+				for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+					if strings.HasPrefix(arg, "--feature-gates") {
+						got = append(got, arg)
+					}
+				}
+			}
+			if !found {
+				t.Fatal("no virt-controller Deployment")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("virt-controller flags (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -95,6 +95,9 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	if c.property(PropertyUseEmulation) == "true" {
 		ctlArgs = append(ctlArgs, "--use-emulation")
 	}
+	if gates := c.property(PropertyFeatureGates); gates != "" {
+		ctlArgs = append(ctlArgs, "--feature-gates="+gates)
+	}
 	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
 	ctl.Resources = requests(10, 275<<20)

@@ -132,6 +132,10 @@ type Agent struct {
 	agentPolls map[types.UID]*agentPoll
 	// networks is what wireNetwork did per VMI UID.
 	networks map[types.UID][]network.Result
+	// launcherPods are, per VMI UID, the UIDs of the launcher pods on this
+	// node its status.activePods ever listed: the only pods whose volumes
+	// the agent looks in for the VMI's launcher (see podsOf).
+	launcherPods map[types.UID]map[types.UID]bool
 }
 
 // New checks cfg and wires the agent's informer.
@@ -161,15 +165,16 @@ func New(cfg Config) (*Agent, error) {
 		cfg.OrphanSweepInterval = DefaultOrphanSweepInterval
 	}
 	a := &Agent{
-		cfg:        cfg,
-		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
-		metrics:    newMetrics(),
-		now:        time.Now,
-		deleted:    map[string]goneVMI{},
-		stopping:   map[types.UID]time.Time{},
-		clients:    map[types.UID]*launcher.Client{},
-		agentPolls: map[types.UID]*agentPoll{},
-		networks:   map[types.UID][]network.Result{},
+		cfg:          cfg,
+		queue:        workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
+		metrics:      newMetrics(),
+		now:          time.Now,
+		deleted:      map[string]goneVMI{},
+		stopping:     map[types.UID]time.Time{},
+		clients:      map[types.UID]*launcher.Client{},
+		agentPolls:   map[types.UID]*agentPoll{},
+		networks:     map[types.UID][]network.Result{},
+		launcherPods: map[types.UID]map[types.UID]bool{},
 	}
 	if cfg.Registerer != nil {
 		if err := a.metrics.register(cfg.Registerer); err != nil {
@@ -237,7 +242,7 @@ func (a *Agent) client(uid types.UID) *launcher.Client {
 		name := launcher.SocketPath(a.cfg.ShareDir, string(uid)) + " or " +
 			filepath.Join(kubeletSocketDirPattern(a.cfg.KubeletPodsDir, string(uid)), launcher.SocketFile)
 		c = launcher.NewResolvingClient(name, func() []string {
-			return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid))
+			return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid))
 		})
 		a.clients[uid] = c
 	}
@@ -258,22 +263,73 @@ func kubeletSocketDirPattern(podsDir, uid string) string {
 	return filepath.Join(podsDir, "*", "volumes", "kubernetes.io~empty-dir", socketsVolume, uid)
 }
 
+// notePods records the launcher pods on this node that vmi's
+// status.activePods lists (virt-controller writes it; users cannot), from
+// then on the only pods podsOf returns for it.
+func (a *Agent) notePods(vmi *v1.VirtualMachineInstance) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pods := a.launcherPods[vmi.UID]
+	if pods == nil {
+		pods = map[types.UID]bool{}
+		a.launcherPods[vmi.UID] = pods
+	}
+	for pod, node := range vmi.Status.ActivePods {
+		if node == a.cfg.NodeName {
+			pods[pod] = true
+		}
+	}
+}
+
+// podsOf returns the pods in whose volumes the launcher of the VMI with the
+// given UID may be: those its status.activePods listed (an empty, non-nil
+// slice while it lists none), or nil, meaning any pod, for a VMI the agent
+// never synced (an orphan of a VMI deleted while the agent was away, which
+// the agent only asks for its state and stops). A pod that merely names
+// the VMI's UID in its own volume never gets the VMI's spec.
+func (a *Agent) podsOf(uid types.UID) []types.UID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pods, known := a.launcherPods[uid]
+	if !known {
+		return nil
+	}
+	out := make([]types.UID, 0, len(pods))
+	for p := range pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (a *Agent) forgetPods(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.launcherPods, uid)
+}
+
 // launcherDirs returns the existing socket directories of the launcher of
 // the VMI with the given UID, in order of preference: the one under
-// shareDir, then those in launcher pods' volumes under podsDir, most
-// recently changed first (a newer pod's before a stale one's).
-func launcherDirs(shareDir, podsDir, uid string) []string {
+// shareDir, then those in the volumes of the launcher pods under podsDir
+// (only those of pods when it is not nil; see Agent.podsOf), most recently
+// changed first (a newer pod's before a stale one's).
+func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []string {
 	var dirs []string
 	if local := launcher.SocketDir(shareDir, uid); isDir(local) {
 		dirs = append(dirs, local)
 	}
-	pods, _ := filepath.Glob(kubeletSocketDirPattern(podsDir, uid)) // only a bad pattern errs
+	var candidates []string
+	if pods == nil {
+		candidates, _ = filepath.Glob(kubeletSocketDirPattern(podsDir, uid)) // only a bad pattern errs
+	}
+	for _, pod := range pods {
+		candidates = append(candidates, filepath.Join(podsDir, string(pod), "volumes", "kubernetes.io~empty-dir", socketsVolume, uid))
+	}
 	type dir struct {
 		path string
 		mod  time.Time
 	}
-	found := make([]dir, 0, len(pods))
-	for _, p := range pods {
+	found := make([]dir, 0, len(candidates))
+	for _, p := range candidates {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			found = append(found, dir{p, fi.ModTime()})
 		}
@@ -288,9 +344,9 @@ func launcherDirs(shareDir, podsDir, uid string) []string {
 // launcherSockets returns the command sockets of the launcher of the VMI
 // with the given UID that exist, in launcherDirs' order; the client uses
 // the first that accepts a connection.
-func launcherSockets(shareDir, podsDir, uid string) []string {
+func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []string {
 	var socks []string
-	for _, d := range launcherDirs(shareDir, podsDir, uid) {
+	for _, d := range launcherDirs(shareDir, podsDir, uid, pods) {
 		p := filepath.Join(d, launcher.SocketFile)
 		if _, err := os.Lstat(p); err == nil {
 			socks = append(socks, p)
@@ -308,7 +364,7 @@ func isDir(path string) bool {
 // UID left, from the first of its directories that holds one; an error
 // wrapping os.ErrNotExist when none does.
 func (a *Agent) readFinal(uid types.UID) (launcher.Status, error) {
-	for _, d := range launcherDirs(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid)) {
+	for _, d := range launcherDirs(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid)) {
 		st, err := launcher.ReadFinalDir(d)
 		if !errors.Is(err, os.ErrNotExist) {
 			return st, err

@@ -61,7 +61,7 @@ func launcherCandidates(shareDir, podsDir string) map[types.UID][]string {
 		found[types.UID(uid)] = nil
 	}
 	for uid := range found {
-		found[uid] = launcherDirs(shareDir, podsDir, string(uid))
+		found[uid] = launcherDirs(shareDir, podsDir, string(uid), nil)
 	}
 	return found
 }
@@ -172,7 +172,7 @@ func (a *Agent) sweepOrphans(ctx context.Context) error {
 		case live:
 			a.metrics.orphanLaunchers.Inc()
 			log.Info("orphan launcher: its VMI is gone, final or on another node; stopping it",
-				"uid", uid, "vmi", vmiKey, "domain", st.Domain, "sockets", launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid)))
+				"uid", uid, "vmi", vmiKey, "domain", st.Domain, "sockets", launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid)))
 		case own:
 			log.V(2).Info("removing the socket directory of a launcher that is gone", "uid", uid, "dir", dirs[0])
 		default:

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -84,6 +85,8 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
 	uid := string(vmi.UID)
+	stalePod, livePod := "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+	vmi.Status.ActivePods = map[types.UID]string{types.UID(stalePod): "node01", types.UID(livePod): "node01"}
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
 		Recorder: record.NewFakeRecorder(10)})
@@ -115,7 +118,6 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	// Now: an earlier launcher pod whose launcher was killed (its socket
 	// is left, changed last so it is tried first), the launcher pod of
 	// this VMI, another VMI's launcher pod, and a pod without volumes.
-	stalePod, livePod := "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 	stale := filepath.Join(podSocketDir(pods, stalePod, uid), launcher.SocketFile)
 	live := filepath.Join(podSocketDir(pods, livePod, uid), launcher.SocketFile)
 	running := launcher.Status{UID: uid, Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
@@ -127,11 +129,20 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(pods, "44444444-dddd-4ddd-8ddd-dddddddddddd", "containers"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// An impostor: a pod the VMI's status.activePods does not list, whose
+	// volume holds a socket in the VMI's UID's name, answering for it.
+	impostor := running
+	impostor.Domain = "ns_impostor"
+	impostorSock := filepath.Join(podSocketDir(pods, "55555555-eeee-4eee-8eee-eeeeeeeeeeee", uid), launcher.SocketFile)
+	fakeLauncher(t, listenUnix(t, impostorSock), impostor)
 	later := time.Now().Add(time.Minute)
-	if err := os.Chtimes(filepath.Dir(stale), later, later); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{filepath.Dir(impostorSock), filepath.Dir(stale)} {
+		if err := os.Chtimes(d, later, later); err != nil {
+			t.Fatal(err)
+		}
+		later = later.Add(-time.Second)
 	}
-	if diff := cmp.Diff([]string{stale, live}, launcherSockets(share, pods, uid)); diff != "" {
+	if diff := cmp.Diff([]string{stale, live}, launcherSockets(share, pods, uid, a.podsOf(vmi.UID))); diff != "" {
 		t.Errorf("launcher sockets (-want +got):\n%s", diff)
 	}
 	if got, err := a.client(vmi.UID).Ping(ctx); err != nil || got != uid {
@@ -189,7 +200,7 @@ func TestLauncherDirsPreferShareDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff([]string{local, pod}, launcherDirs(share, pods, uid)); diff != "" {
+	if diff := cmp.Diff([]string{local, pod}, launcherDirs(share, pods, uid, nil)); diff != "" {
 		t.Errorf("launcher directories (-want +got):\n%s", diff)
 	}
 	a := &Agent{cfg: Config{ShareDir: share, KubeletPodsDir: pods}}

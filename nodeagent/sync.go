@@ -51,6 +51,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	if vmi.Status.NodeName != a.cfg.NodeName {
 		return 0, nil // labelled for this node but not (yet) placed here
 	}
+	a.notePods(vmi)
 	if vmi.DeletionTimestamp != nil || vmi.IsFinal() {
 		return a.stopAndClean(ctx, key, vmi.UID, gracePeriod(vmi))
 	}
@@ -76,12 +77,14 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 	case err != nil:
 		a.metrics.launcherErrors.WithLabelValues("state").Inc()
+		a.reportTimeout(vmi, err)
 		return 0, fmt.Errorf("VMI %s: %w", key, err)
 	default:
 		if !st.Started && !st.Final && !st.StopRequested {
 			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
 				if !isNetworkError(err) {
 					a.metrics.launcherErrors.WithLabelValues("network").Inc()
+					a.reportTimeout(vmi, err)
 					return 0, fmt.Errorf("wiring the network of VMI %s: %w", key, err)
 				}
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonNetworkSetupFailed, "The network could not be set up: %v", err)
@@ -124,6 +127,20 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 	}
 	return a.cfg.PollInterval, nil
+}
+
+// ReasonLauncherUnresponsive is the reason of the event recorded when the
+// launcher of a VMI did not answer a call within its deadline
+// (launcher.CallTimeout, launcher.SyncTimeout).
+const ReasonLauncherUnresponsive = "LauncherUnresponsive"
+
+// reportTimeout records a LauncherUnresponsive event on the VMI when err is
+// a call to its launcher that ran out of time. The sync fails and is
+// retried with back-off, so the worker is free for other VMIs.
+func (a *Agent) reportTimeout(vmi *v1.VirtualMachineInstance, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonLauncherUnresponsive, "The launcher did not answer in time: %v", err)
+	}
 }
 
 // writeStatus writes status if it differs from the VMI's, with Update: the
@@ -176,6 +193,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, gra
 		a.forgetClient(uid)
 		a.forgetGuestAgent(uid)
 		a.forgetNetwork(uid)
+		a.forgetPods(uid)
 		a.metrics.forget(key)
 		a.mu.Lock()
 		delete(a.stopping, uid)

@@ -30,6 +30,11 @@ const (
 	DefaultLessPVCSpaceToleration        = 10
 )
 
+// HostDiskGate is the KubeVirt feature gate that allows hostDisk volumes: a
+// VMI with one renders only when Config.FeatureGates lists it, because its
+// pod mounts a directory of the node read-write.
+const HostDiskGate = "HostDisk"
+
 // Config is what a Renderer needs besides the VMI. Only LauncherImage is
 // required; every other zero value means the default named on the field.
 type Config struct {
@@ -87,6 +92,12 @@ type Config struct {
 	// VMI's annotations but cannot replace kubevirt.io/domain.
 	ExtraAnnotations map[string]string
 
+	// FeatureGates are the KubeVirt feature gates turned on, as listed in
+	// the KubeVirt CR's spec.configuration.developerConfiguration.featureGates.
+	// The renderer consults HostDiskGate; it ignores the others. None by
+	// default.
+	FeatureGates []string
+
 	// HostNetwork puts launcher pods on the node's network namespace: for
 	// clusters without a pod network (a single node whose CNI sets up
 	// loopback only). Guests then cannot use pod-network interfaces.
@@ -141,10 +152,16 @@ func (c Config) withDefaults() Config {
 		c.Overhead.Ratio = 1
 	}
 	c.ImagePullSecrets = slices.Clone(c.ImagePullSecrets)
+	c.FeatureGates = slices.Clone(c.FeatureGates)
 	c.ExtraLabels = maps.Clone(c.ExtraLabels)
 	c.ExtraAnnotations = maps.Clone(c.ExtraAnnotations)
 	c.Overhead.Extra = c.Overhead.Extra.DeepCopy()
 	return c
+}
+
+// gateEnabled reports whether the KubeVirt feature gate name is turned on.
+func (c *Config) gateEnabled(name string) bool {
+	return slices.Contains(c.FeatureGates, name)
 }
 
 func setDefault(s *string, def string) {
@@ -172,6 +189,11 @@ func (c *Config) validate() error {
 	for i, s := range c.ImagePullSecrets {
 		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) != 0 {
 			bad(fmt.Sprintf("ImagePullSecrets[%d]", i), "%q: %s", s, strings.Join(msgs, "; "))
+		}
+	}
+	for i, g := range c.FeatureGates {
+		if g == "" || strings.ContainsAny(g, " \t\n,") {
+			bad(fmt.Sprintf("FeatureGates[%d]", i), "%q is not a feature gate name", g)
 		}
 	}
 	for _, d := range []struct{ field, dir string }{

@@ -61,6 +61,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"overhead extra", func(c *Config) { c.Overhead.Extra = resource.MustParse("-1Mi") }, "Config.Overhead.Extra: -1Mi must not be negative"},
 		{"reserved label", func(c *Config) { c.ExtraLabels = map[string]string{"kubevirt.io": "x"} }, `Config.ExtraLabels: "kubevirt.io" is set by the renderer`},
 		{"bad label value", func(c *Config) { c.ExtraLabels = map[string]string{"team": "a b"} }, `Config.ExtraLabels: value of "team"`},
+		{"empty feature gate", func(c *Config) { c.FeatureGates = []string{HostDiskGate, ""} }, `Config.FeatureGates[1]: "" is not a feature gate name`},
+		{"feature gates in one string", func(c *Config) { c.FeatureGates = []string{"HostDisk,Snapshot"} }, `Config.FeatureGates[0]: "HostDisk,Snapshot" is not a feature gate name`},
 		{"reserved annotation", func(c *Config) { c.ExtraAnnotations = map[string]string{"kubevirt.io/domain": "x"} }, `Config.ExtraAnnotations: "kubevirt.io/domain" is set by the renderer`},
 	}
 	for _, tt := range tests {
@@ -90,15 +92,17 @@ func TestNewReportsEveryBadField(t *testing.T) {
 func TestRendererKeepsItsOwnConfig(t *testing.T) {
 	labels := map[string]string{"team": "a"}
 	secrets := []string{"s1"}
-	r, err := New(Config{LauncherImage: "img", ExtraLabels: labels, ImagePullSecrets: secrets})
+	gates := []string{HostDiskGate}
+	r, err := New(Config{LauncherImage: "img", ExtraLabels: labels, ImagePullSecrets: secrets, FeatureGates: gates})
 	if err != nil {
 		t.Fatal(err)
 	}
 	labels["team"] = "changed"
 	secrets[0] = "changed"
+	gates[0] = "changed"
 	got := r.Config()
-	if got.ExtraLabels["team"] != "a" || got.ImagePullSecrets[0] != "s1" {
-		t.Errorf("the caller's later changes reached the renderer: %v %v", got.ExtraLabels, got.ImagePullSecrets)
+	if got.ExtraLabels["team"] != "a" || got.ImagePullSecrets[0] != "s1" || got.FeatureGates[0] != HostDiskGate {
+		t.Errorf("the caller's later changes reached the renderer: %v %v %v", got.ExtraLabels, got.ImagePullSecrets, got.FeatureGates)
 	}
 	got.ExtraLabels["team"] = "changed again"
 	if r.Config().ExtraLabels["team"] != "a" {

@@ -16,8 +16,9 @@
 //     annotation kubevirt.io/domain=<vmi name>;
 //   - the compute container running /usr/bin/virt-launcher, with emptyDir
 //     volumes for its sockets, libvirt's runtime directory, ephemeral disks
-//     and container disks, and a volume for every PVC, DataVolume, host disk,
-//     ConfigMap, Secret and Downward API volume of the VMI;
+//     and container disks, and a volume for every PVC, DataVolume, host disk
+//     (only with the HostDisk feature gate, see [HostDiskGate]), ConfigMap,
+//     Secret and Downward API volume of the VMI;
 //   - for every containerDisk an init container that pulls the image early and
 //     a sidecar that serves the disk to the launcher, both running the
 //     container-disk helper copied out of the launcher image by the

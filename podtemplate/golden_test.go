@@ -26,6 +26,8 @@ type goldenCase struct {
 	vmi string
 	// emulation renders with Config.EmulationAllowed.
 	emulation bool
+	// featureGates renders with these Config.FeatureGates.
+	featureGates []string
 	// migration renders a migration target for testdata/<name>.migration.yaml.
 	migration bool
 	// baseline says whether the pod meets the Pod Security "baseline" level.
@@ -39,7 +41,7 @@ var goldenCases = []goldenCase{
 	{name: "dedicated-cpus", baseline: false}, // SYS_NICE to pin vCPUs
 	{name: "kernel-boot", baseline: true},
 	{name: "migration-target", migration: true, baseline: true},
-	{name: "storage-kinds", baseline: false}, // a hostPath volume for the host disk
+	{name: "storage-kinds", featureGates: []string{HostDiskGate}, baseline: false}, // a hostPath volume for the host disk
 }
 
 func (c goldenCase) vmiFile() string {
@@ -89,10 +91,20 @@ func readObject(t testing.TB, file string, into any) {
 	}
 }
 
+// renderer is the Renderer of a golden case: testConfig with the case's
+// emulation and feature gates.
+func (c goldenCase) renderer(t testing.TB) *Renderer {
+	t.Helper()
+	return newTestRenderer(t, func(cfg *Config) {
+		cfg.EmulationAllowed = c.emulation
+		cfg.FeatureGates = c.featureGates
+	})
+}
+
 // renderGolden renders a golden case's pod.
 func renderGolden(t testing.TB, c goldenCase) *corev1.Pod {
 	t.Helper()
-	r := newTestRenderer(t, func(cfg *Config) { cfg.EmulationAllowed = c.emulation })
+	r := c.renderer(t)
 	vmi := &v1.VirtualMachineInstance{}
 	readObject(t, c.vmiFile(), vmi)
 	var pod *corev1.Pod

@@ -73,6 +73,7 @@ func checkPodProperties(t testing.TB, pod *corev1.Pod) {
 func checkVMIProperties(t testing.TB, r *Renderer, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
 	t.Helper()
 	checkPodProperties(t, pod)
+	checkHostPaths(t, r, vmi, pod)
 	compute := pod.Spec.Containers[0]
 	overhead := r.MemoryOverhead(vmi)
 	guest, err := guestMemory(objectRef{}, &vmi.Spec)
@@ -106,6 +107,28 @@ func checkVMIProperties(t testing.TB, r *Renderer, vmi *v1.VirtualMachineInstanc
 					t.Errorf("dedicated CPUs need Guaranteed QoS, but container %s requests %s of %s with limit %s", c.Name, req.String(), res, lim.String())
 				}
 			}
+		}
+	}
+}
+
+// checkHostPaths checks that the pod mounts a directory of the node only
+// for a hostDisk volume of the VMI, and only when the HostDisk feature gate
+// is on.
+func checkHostPaths(t testing.TB, r *Renderer, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
+	t.Helper()
+	gate := r.cfg.gateEnabled(HostDiskGate)
+	hostDisks := map[string]bool{}
+	for _, vol := range vmi.Spec.Volumes {
+		if vol.HostDisk != nil {
+			if !gate {
+				t.Errorf("hostDisk volume %q rendered without the %s feature gate", vol.Name, HostDiskGate)
+			}
+			hostDisks[vol.Name] = true
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil && !hostDisks[v.Name] {
+			t.Errorf("pod volume %q mounts the node's %s, but the VMI has no hostDisk volume of that name", v.Name, v.HostPath.Path)
 		}
 	}
 }
@@ -322,10 +345,11 @@ func randomVMI(rng *rand.Rand) *v1.VirtualMachineInstance {
 }
 
 // TestRandomVMIProperties renders many random VMIs; every pod must satisfy
-// the properties, and rendering must be deterministic and isolated.
+// the properties, and rendering must be deterministic and isolated. One
+// renderer has the HostDisk feature gate on, the other off.
 func TestRandomVMIProperties(t *testing.T) {
 	r := newTestRenderer(t, nil)
-	emu := newTestRenderer(t, func(c *Config) { c.EmulationAllowed = true })
+	emu := newTestRenderer(t, func(c *Config) { c.EmulationAllowed = true; c.FeatureGates = []string{HostDiskGate} })
 	rng := rand.New(rand.NewPCG(1, 2))
 	rendered := 0
 	for i := range 2000 {
@@ -359,8 +383,8 @@ func TestRandomVMIProperties(t *testing.T) {
 
 // TestGoldenRenderIsolated checks determinism and isolation on the golden VMIs.
 func TestGoldenRenderIsolated(t *testing.T) {
-	r := newTestRenderer(t, nil)
 	for _, c := range goldenCases {
+		r := c.renderer(t)
 		vmi := &v1.VirtualMachineInstance{}
 		readObject(t, c.vmiFile(), vmi)
 		checkRenderIsolated(t, r, vmi)
@@ -389,7 +413,7 @@ func FuzzRenderLaunchPod(f *testing.F) {
 		data, _ := json.Marshal(randomVMI(rng))
 		f.Add(data)
 	}
-	r := newTestRenderer(f, nil)
+	r := newTestRenderer(f, func(c *Config) { c.FeatureGates = []string{HostDiskGate} })
 	f.Fuzz(func(t *testing.T, data []byte) {
 		vmi := &v1.VirtualMachineInstance{}
 		if err := json.Unmarshal(data, vmi); err != nil {

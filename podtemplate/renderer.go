@@ -135,7 +135,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 	vmiVolumes, vmiMounts := storageCounts(spec)
 	volumes, mounts := r.ownVolumes(f, spec, vmiVolumes, vmiMounts)
 	storage := podStorage{volumes: volumes, mounts: mounts}
-	if err := vmiStorage(f, spec, vmi.Namespace, r.cfg.ClaimVolumeMode, &storage); err != nil {
+	if err := vmiStorage(f, spec, vmi.Namespace, &r.cfg, &storage); err != nil {
 		return nil, err
 	}
 	multusNetworks, multusDefault, err := networkAnnotations(f, spec, vmi.Namespace)

@@ -62,7 +62,9 @@ type podStorage struct {
 //     /var/run/kubevirt-private/vmi-disks/<name>, or attached as /dev/<name>
 //     when Config.ClaimVolumeMode says it is a block device; hotpluggable
 //     claims are left to the node agent;
-//   - hostDisk: the image's directory on the node (hostPath), mounted there too;
+//   - hostDisk, only with Config.FeatureGates' HostDiskGate: the image's
+//     directory on the node (hostPath), mounted there too, so that the image
+//     is <dir>/<name>/<base name of hostDisk.path> in the pod;
 //   - configMap, secret, downwardAPI, sysprep: mounted read-only under
 //     /var/run/kubevirt-private/<kind>/<name>, where the launcher builds the
 //     ISO image the guest sees;
@@ -74,9 +76,11 @@ type podStorage struct {
 //   - containerDisk, emptyDisk and inline cloud-init: no volume of their own.
 //
 // Every volume is checked first: its name, exactly one source, and the
-// fields the pod needs. The volumes and mounts are appended to s's (sized by
-// storageCounts, so that they need not grow).
-func vmiStorage(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, namespace string, claimMode func(string, string) (corev1.PersistentVolumeMode, error), s *podStorage) error {
+// fields the pod needs. cfg supplies ClaimVolumeMode and FeatureGates. The
+// volumes and mounts are appended to s's (sized by storageCounts, so that
+// they need not grow).
+func vmiStorage(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, namespace string, cfg *Config, s *podStorage) error {
+	claimMode := cfg.ClaimVolumeMode
 	first := len(s.volumes)
 	vols := spec.Volumes
 	for i := range vols {
@@ -117,6 +121,9 @@ func vmiStorage(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, namespace st
 				return err
 			}
 		case src.HostDisk != nil:
+			if !cfg.gateEnabled(HostDiskGate) {
+				return f.ref.errorf(field.at(".hostDisk"), "the %s feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)", HostDiskGate)
+			}
 			if err := s.addHostDisk(f, vol, field); err != nil {
 				return err
 			}
@@ -313,7 +320,8 @@ func (s *podStorage) addClaim(f *guestFacts, name, claim string, readOnly bool, 
 }
 
 // addHostDisk mounts the directory of a host disk image: Directory for an
-// existing image, DirectoryOrCreate when the launcher may create it.
+// existing image, DirectoryOrCreate when the launcher may create it. The
+// caller checks the HostDisk feature gate.
 func (s *podStorage) addHostDisk(f *guestFacts, vol *v1.Volume, field volField) error {
 	hd := vol.HostDisk
 	if !path.IsAbs(hd.Path) || path.Clean(hd.Path) != hd.Path {

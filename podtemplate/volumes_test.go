@@ -55,7 +55,7 @@ func TestVMIStorage(t *testing.T) {
 			mounts:  []corev1.VolumeMount{{Name: "x", MountPath: "/var/run/kubevirt-private/vmi-disks/x"}},
 		},
 	}, {
-		name: "host disk mounts its directory",
+		name: "host disk mounts its directory (HostDisk gate on)",
 		vol:  v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/data/vms/x.img", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: q("1Gi")}},
 		want: podStorage{
 			volumes: []corev1.Volume{{Name: "x", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/vms", Type: &dirOrCreate}}}},
@@ -112,7 +112,8 @@ func TestVMIStorage(t *testing.T) {
 			f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
 			spec := &v1.VirtualMachineInstanceSpec{Volumes: []v1.Volume{{Name: "x", VolumeSource: tt.vol}}}
 			var got podStorage
-			if err := vmiStorage(f, spec, "ns", blockClaims, &got); err != nil {
+			cfg := &Config{ClaimVolumeMode: blockClaims, FeatureGates: []string{HostDiskGate}}
+			if err := vmiStorage(f, spec, "ns", cfg, &got); err != nil {
 				t.Fatal(err)
 			}
 			if v, m := storageCounts(spec); len(got.volumes) > v || len(got.mounts)+len(got.devices) > m {
@@ -171,7 +172,8 @@ func TestVMIStorageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
-			err := vmiStorage(f, &v1.VirtualMachineInstanceSpec{Volumes: tt.vols}, "ns", nil, &podStorage{})
+			cfg := &Config{FeatureGates: []string{HostDiskGate}} // the host disk cases check the fields
+			err := vmiStorage(f, &v1.VirtualMachineInstanceSpec{Volumes: tt.vols}, "ns", cfg, &podStorage{})
 			var fe *FieldError
 			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), "VirtualMachineInstance ns/vm: "+tt.want) {
 				t.Errorf("error %v\nwant a FieldError starting with %q", err, "VirtualMachineInstance ns/vm: "+tt.want)
@@ -180,15 +182,83 @@ func TestVMIStorageErrors(t *testing.T) {
 	}
 }
 
+// A hostDisk volume mounts a directory of the node read-write: only with
+// the HostDisk feature gate, as in KubeVirt.
+func TestHostDiskGate(t *testing.T) {
+	vols := []v1.Volume{
+		{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "img"}}},
+		{Name: "data", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/data/vms/x.img", Type: v1.HostDiskExists}}},
+	}
+	dir := corev1.HostPathDirectory
+	hostPath := corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data/vms", Type: &dir}}}
+	const gateOff = "VirtualMachineInstance ns/vm: spec.volumes[1].hostDisk: the HostDisk feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"
+	tests := []struct {
+		name    string
+		gates   []string
+		wantErr string
+	}{
+		{"no gates", nil, gateOff},
+		{"other gates", []string{"Snapshot", "hostdisk"}, gateOff},
+		{"HostDisk", []string{"Snapshot", HostDiskGate}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
+			var got podStorage
+			err := vmiStorage(f, &v1.VirtualMachineInstanceSpec{Volumes: vols}, "ns", &Config{FeatureGates: tt.gates}, &got)
+			var fe *FieldError
+			switch {
+			case tt.wantErr != "":
+				if !errors.As(err, &fe) || fe.Field != "spec.volumes[1].hostDisk" || err.Error() != tt.wantErr {
+					t.Errorf("error %v\nwant a FieldError %s", err, tt.wantErr)
+				}
+				for _, v := range got.volumes {
+					if v.HostPath != nil {
+						t.Errorf("hostPath volume %q added though the gate is off", v.Name)
+					}
+				}
+			case err != nil:
+				t.Fatal(err)
+			default:
+				if diff := cmp.Diff([]corev1.Volume{hostPath}, got.volumes); diff != "" {
+					t.Errorf("volumes (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+
+	// Through the Renderer: the golden VMI with a host disk renders no pod
+	// without the gate, and the pod with the hostPath volume with it.
+	vmi := &v1.VirtualMachineInstance{}
+	readObject(t, "storage-kinds.vmi.yaml", vmi)
+	pod, err := newTestRenderer(t, nil).RenderLaunchPod(vmi)
+	if want := "VirtualMachineInstance default/storage: spec.volumes[2].hostDisk: the HostDisk feature gate is not enabled"; err == nil || !strings.HasPrefix(err.Error(), want) || pod != nil {
+		t.Errorf("without the gate: pod %v, error %v; want no pod and an error starting with %q", pod != nil, err, want)
+	}
+	pod, err = newTestRenderer(t, func(c *Config) { c.FeatureGates = []string{HostDiskGate} }).RenderLaunchPod(vmi)
+	if err != nil {
+		t.Fatalf("with the gate: %v", err)
+	}
+	var paths []string
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			paths = append(paths, v.Name+":"+v.HostPath.Path)
+		}
+	}
+	if diff := cmp.Diff([]string{"host:/var/lib/vm-disks"}, paths); diff != "" {
+		t.Errorf("with the gate, hostPath volumes (-want +got):\n%s", diff)
+	}
+}
+
 func TestVMIStorageClaimLookupError(t *testing.T) {
 	notFound := errors.New(`persistentvolumeclaim "c" not found`)
 	f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
 	spec := &v1.VirtualMachineInstanceSpec{Volumes: []v1.Volume{{Name: "a", VolumeSource: v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: "c"}}}}}
 	var asked string
-	err := vmiStorage(f, spec, "ns", func(ns, claim string) (corev1.PersistentVolumeMode, error) {
+	err := vmiStorage(f, spec, "ns", &Config{ClaimVolumeMode: func(ns, claim string) (corev1.PersistentVolumeMode, error) {
 		asked = ns + "/" + claim
 		return "", notFound
-	}, &podStorage{})
+	}}, &podStorage{})
 	if asked != "ns/c" {
 		t.Errorf("looked up %q, want ns/c", asked)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ type options struct {
 	launcherImage string
 	pullPolicy    string
 	emulation     bool
+	featureGates  string
 	hostNetwork   bool
 	qps           float64
 	manager       vmcontrol.Options
@@ -38,6 +40,7 @@ func main() {
 	flag.StringVar(&o.launcherImage, "launcher-image", "", "image of the virt-launcher container (required)")
 	flag.StringVar(&o.pullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of the launcher image")
 	flag.BoolVar(&o.emulation, "use-emulation", false, "run guests under software emulation (QEMU TCG) when nodes have no KVM")
+	flag.StringVar(&o.featureGates, "feature-gates", "", "comma-separated KubeVirt feature gates turned on, e.g. HostDisk (the KubeVirt CR's spec.configuration.developerConfiguration.featureGates)")
 	flag.BoolVar(&o.hostNetwork, "launcher-host-network", false, "put launcher pods on the node's network (clusters without a pod network)")
 	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
@@ -76,6 +79,7 @@ func run(o options) error {
 		LauncherImage:    o.launcherImage,
 		ImagePullPolicy:  corev1.PullPolicy(o.pullPolicy),
 		EmulationAllowed: o.emulation,
+		FeatureGates:     splitList(o.featureGates),
 		HostNetwork:      o.hostNetwork,
 	}
 	mgr, err := vmcontrol.NewManager(o.manager)
@@ -84,8 +88,19 @@ func run(o options) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	klog.InfoS("virt-controller starting", "http", mgr.HTTPAddr(), "leaderElection", o.manager.LeaderElection.Enabled, "emulation", o.emulation)
+	klog.InfoS("virt-controller starting", "http", mgr.HTTPAddr(), "leaderElection", o.manager.LeaderElection.Enabled, "emulation", o.emulation, "featureGates", o.manager.PodTemplate.FeatureGates)
 	return mgr.Run(ctx)
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -22,6 +22,18 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
+// Deadlines of the calls a Client makes (the caller's context may end
+// them sooner): a launcher that accepts a connection and never answers
+// must not hold the caller (the node agent's workers) for longer.
+const (
+	// CallTimeout bounds every call but Sync: they answer from memory or
+	// with one libvirt call.
+	CallTimeout = 5 * time.Second
+	// SyncTimeout bounds Sync, which prepares the disks (qemu-img, ISO
+	// images), defines and starts the domain.
+	SyncTimeout = 60 * time.Second
+)
+
 // Client talks to the launcher of one VMI over its command socket.
 type Client struct {
 	// socket names the socket in errors: its path, or what NewResolvingClient was given.
@@ -140,6 +152,12 @@ func IsGone(err error) bool {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) (Status, error) {
+	timeout := CallTimeout
+	if path == syncPath {
+		timeout = SyncTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -169,8 +187,13 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (Status,
 	return st, nil
 }
 
+// syncPath is Sync's route.
+const syncPath = "/v1/sync"
+
 // Ping checks that the launcher answers and returns its VMI's UID.
 func (c *Client) Ping(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher/v1/ping", nil)
 	if err != nil {
 		return "", err
@@ -197,7 +220,7 @@ func (c *Client) State(ctx context.Context) (Status, error) {
 // Sync sends the VMI: the launcher defines and starts its domain when it
 // does not run yet.
 func (c *Client) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Status, error) {
-	return c.do(ctx, http.MethodPut, "/v1/sync", vmi)
+	return c.do(ctx, http.MethodPut, syncPath, vmi)
 }
 
 // ConfigureNetwork sends how the node agent wired the VMI's interfaces:
@@ -234,6 +257,9 @@ func (c *Client) Unpause(ctx context.Context) (Status, error) {
 // hypervisor.ErrAgentUnavailable (errors.Is).
 func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.RawMessage, error) {
 	path := "/v1/guest-agent/" + url.PathEscape(command)
+	// The launcher gives the guest agent DefaultGuestAgentTimeout.
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout+DefaultGuestAgentTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher"+path, nil)
 	if err != nil {
 		return nil, err
@@ -274,13 +300,18 @@ func (c *Client) VNC(ctx context.Context) (io.ReadWriteCloser, error) {
 }
 
 func (c *Client) stream(ctx context.Context, path string) (io.ReadWriteCloser, error) {
-	conn, err := c.dial(ctx)
+	dialCtx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	conn, err := c.dial(dialCtx)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
+	// The handshake has a deadline; the stream, once up, has none.
+	dl := time.Now().Add(CallTimeout)
+	if ctxDL, ok := ctx.Deadline(); ok && ctxDL.Before(dl) {
+		dl = ctxDL
 	}
+	_ = conn.SetDeadline(dl)
 	req, _ := http.NewRequest(http.MethodGet, "http://launcher"+path, nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", streamProtocol)
@@ -323,6 +354,8 @@ var noDeadline = time.Time{}
 // caller cannot see. The node agent finds the launcher pod's network
 // namespace through it (/proc/<pid>/ns/net).
 func (c *Client) PID(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return 0, err

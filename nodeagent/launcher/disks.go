@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +94,11 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.Disks[vol.Name] = ds
+		case vol.HostDisk != nil:
+			// domainxml finds the image at this default path.
+			if _, err := hostDiskImage(filepath.Join(priv, "vmi-disks"), vol); err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
 		case vol.CloudInitNoCloud != nil:
 			dir := filepath.Join(eph, "cloud-init-data", vmi.Namespace, vmi.Name)
 			if err := mkdir(dir); err != nil {
@@ -290,6 +297,74 @@ func emptyDisk(ctx context.Context, qemuImg, base string, size int64) (domainxml
 		return domainxml.DiskSource{}, err
 	}
 	return domainxml.DiskSource{Path: dst, Format: "raw"}, f.Close()
+}
+
+// hostDiskImage readies the image of a hostDisk volume where the launcher
+// pod mounts the image's directory of the node (podtemplate's hostPath
+// volume): <dir>/<volume>/<base name of hostDisk.path>, the path domainxml
+// gives QEMU. For type Disk the image must exist; for DiskOrCreate a missing
+// image is created as a sparse raw file of hostDisk.capacity bytes, and an
+// existing one is kept as it is. The image is the node's: it is never
+// removed. It returns the image's path.
+func hostDiskImage(dir string, vol *v1.Volume) (string, error) {
+	hd := vol.HostDisk
+	if !isFileName(vol.Name) {
+		return "", fmt.Errorf("volume name %q cannot name a directory", vol.Name)
+	}
+	base := filepath.Base(hd.Path)
+	if !isFileName(base) {
+		return "", fmt.Errorf("hostDisk.path %q does not end in a file name", hd.Path)
+	}
+	mount := filepath.Join(dir, vol.Name)
+	if fi, err := os.Stat(mount); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("the directory of hostDisk.path %q is not mounted at %s: is the launcher pod's hostPath volume missing?", hd.Path, mount)
+	}
+	img := filepath.Join(mount, base)
+	switch hd.Type {
+	case v1.HostDiskExists:
+	case v1.HostDiskExistsOrCreateEmpty:
+		size := hd.Capacity.Value()
+		if size <= 0 {
+			return "", fmt.Errorf("hostDisk.capacity %s: must be positive for type DiskOrCreate", hd.Capacity.String())
+		}
+		// O_EXCL: an image that exists, even one created meanwhile, is
+		// never truncated.
+		f, err := os.OpenFile(img, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o660)
+		if errors.Is(err, fs.ErrExist) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("hostDisk image: %w", err)
+		}
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			os.Remove(img)
+			return "", fmt.Errorf("hostDisk image %s of %d bytes: %w", img, size, err)
+		}
+		if err := f.Close(); err != nil {
+			os.Remove(img)
+			return "", fmt.Errorf("hostDisk image: %w", err)
+		}
+		return img, nil
+	default:
+		return "", fmt.Errorf("hostDisk.type %q is not Disk or DiskOrCreate", hd.Type)
+	}
+	fi, err := os.Stat(img)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("hostDisk image %s (%s on the node) does not exist", img, hd.Path)
+	case err != nil:
+		return "", fmt.Errorf("hostDisk image: %w", err)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("hostDisk image %s (%s on the node) is not a regular file", img, hd.Path)
+	}
+	return img, nil
+}
+
+// isFileName reports whether name is one path element that names neither
+// the directory it is in nor its parent.
+func isFileName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 func run(ctx context.Context, name string, args ...string) error {

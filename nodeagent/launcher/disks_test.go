@@ -1,12 +1,20 @@
 package launcher
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 const diskUID = "0d4a0f4e-1111-4222-8333-944455556666"
@@ -84,5 +92,157 @@ func TestKernelBootFile(t *testing.T) {
 		case want != "" && (err != nil || got != filepath.Join(l.cfg.ContainerDiskDir, want)):
 			t.Errorf("kernelBootFile(%s) = %s, %v; want %s", path, got, err, want)
 		}
+	}
+}
+
+// prepare readies a hostDisk's image in the directory the launcher pod
+// mounts from the node, <PrivateDir>/vmi-disks/<volume>/, at the path
+// domainxml gives QEMU.
+func TestPrepareHostDisk(t *testing.T) {
+	const capacity = 1 << 30
+	for _, tc := range []struct {
+		name     string
+		hd       v1.HostDisk
+		existing string // the image's content before prepare; "" for none
+		noMount  bool   // the pod did not mount the directory
+		wantErr  string // prefix of prepare's error
+		wantSize int64
+		wantData string // the image's content after prepare, when it existed
+	}{{
+		name:     "DiskOrCreate creates a sparse raw image of the capacity",
+		hd:       v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		wantSize: capacity,
+	}, {
+		name:     "DiskOrCreate keeps an existing image as it is",
+		hd:       v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		existing: "the guest's data",
+		wantSize: int64(len("the guest's data")),
+		wantData: "the guest's data",
+	}, {
+		name:     "Disk uses an existing image",
+		hd:       v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExists},
+		existing: "the guest's data",
+		wantSize: int64(len("the guest's data")),
+		wantData: "the guest's data",
+	}, {
+		name:    "Disk without its image",
+		hd:      v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExists},
+		wantErr: "spec.volumes[2] (host): hostDisk image ",
+	}, {
+		name:    "directory not mounted",
+		hd:      v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		noMount: true,
+		wantErr: `spec.volumes[2] (host): the directory of hostDisk.path "/var/lib/vm-disks/data.img" is not mounted at `,
+	}, {
+		name:    "DiskOrCreate without a capacity",
+		hd:      v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExistsOrCreateEmpty},
+		wantErr: "spec.volumes[2] (host): hostDisk.capacity 0: must be positive",
+	}, {
+		name:    "unknown type",
+		hd:      v1.HostDisk{Path: "/var/lib/vm-disks/data.img", Type: "Block"},
+		wantErr: `spec.volumes[2] (host): hostDisk.type "Block" is not Disk or DiskOrCreate`,
+	}, {
+		name:    "a path ending in ..",
+		hd:      v1.HostDisk{Path: "/var/lib/..", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		wantErr: `spec.volumes[2] (host): hostDisk.path "/var/lib/.." does not end in a file name`,
+	}, {
+		name:    "the root",
+		hd:      v1.HostDisk{Path: "/", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		wantErr: `spec.volumes[2] (host): hostDisk.path "/" does not end in a file name`,
+	}, {
+		name:    "no path",
+		hd:      v1.HostDisk{Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Gi")},
+		wantErr: `spec.volumes[2] (host): hostDisk.path "" does not end in a file name`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := diskLauncher(t)
+			l.cfg.EphemeralDiskDir, l.cfg.PrivateDir, l.cfg.QEMUImg = t.TempDir(), t.TempDir(), "none"
+			mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", "host")
+			img := filepath.Join(mount, "data.img")
+			if !tc.noMount {
+				if err := os.MkdirAll(mount, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.existing != "" {
+				if err := os.WriteFile(img, []byte(tc.existing), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vmi := hostDiskVMI(tc.hd)
+			opts, _, err := l.prepare(context.Background(), vmi)
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("prepare = %v, want an error starting with %q", err, tc.wantErr)
+				}
+				// Nothing was created in the mounted directory, or beside it.
+				for _, dir := range []string{mount, filepath.Dir(mount)} {
+					entries, _ := os.ReadDir(dir)
+					for _, e := range entries {
+						if e.Name() != "host" {
+							t.Errorf("prepare left %s in %s", e.Name(), dir)
+						}
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Size() != tc.wantSize {
+				t.Errorf("image of %d bytes, want %d", fi.Size(), tc.wantSize)
+			}
+			if tc.wantData != "" {
+				if got, _ := os.ReadFile(img); string(got) != tc.wantData {
+					t.Errorf("image holds %q, want %q unchanged", got, tc.wantData)
+				}
+			} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 >= 1<<20 {
+				t.Errorf("image of %d bytes uses %d blocks: not sparse", fi.Size(), st.Blocks)
+			}
+			// domainxml gives QEMU this image.
+			dom, err := domainxml.Convert(vmi, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dom.Devices.Disks[0].Source.File.File; got != img {
+				t.Errorf("domain disk source %s, want the prepared image %s", got, img)
+			}
+		})
+	}
+}
+
+// hostDiskVMI is a VMI whose third volume, host, is a host disk; the first
+// two are ConfigMaps shared as file systems, which prepare leaves alone.
+func hostDiskVMI(hd v1.HostDisk) *v1.VirtualMachineInstance {
+	vmi := &v1.VirtualMachineInstance{}
+	vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
+	vmi.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: "host"}}
+	cm := v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}
+	vmi.Spec.Volumes = []v1.Volume{
+		{Name: "cm0", VolumeSource: cm},
+		{Name: "cm1", VolumeSource: cm},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostDisk: &hd}},
+	}
+	return vmi
+}
+
+// A volume name that is not one path element would put the image outside
+// the volume's mount.
+func TestHostDiskImageVolumeName(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"", ".", "..", "a/b"} {
+		vol := &v1.Volume{Name: name, VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{
+			Path: "/var/lib/vm-disks/data.img", Type: v1.HostDiskExistsOrCreateEmpty, Capacity: resource.MustParse("1Mi")}}}
+		if img, err := hostDiskImage(filepath.Join(dir, "vmi-disks"), vol); err == nil || !strings.Contains(err.Error(), "cannot name a directory") {
+			t.Errorf("volume name %q: %s, %v; want an error", name, img, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("files created: %v", entries)
 	}
 }
