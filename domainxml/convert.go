@@ -24,58 +24,28 @@ func Convert(vmi *v1.VirtualMachineInstance, opts Options) (*libvirtxml.Domain, 
 	if err := c.init(vmi, &opts); err != nil {
 		return nil, err
 	}
-	// Called one by one, not through a table of method values, so the
-	// converter stays on the stack.
-	if err := c.convertIdentity(); err != nil {
-		return nil, err
-	}
-	if err := c.convertOS(); err != nil {
-		return nil, err
-	}
-	if err := c.convertCPU(); err != nil {
-		return nil, err
-	}
-	if err := c.convertMemory(); err != nil {
-		return nil, err
-	}
-	if err := c.convertFeatures(); err != nil {
-		return nil, err
-	}
-	if err := c.convertClock(); err != nil {
-		return nil, err
-	}
-	if err := c.convertDisks(); err != nil {
-		return nil, err
-	}
-	if err := c.convertInterfaces(); err != nil {
-		return nil, err
-	}
-	if err := c.convertConsole(); err != nil {
-		return nil, err
-	}
-	if err := c.convertGuestAgent(); err != nil {
-		return nil, err
-	}
-	if err := c.convertGraphics(); err != nil {
-		return nil, err
-	}
-	if err := c.convertInputs(); err != nil {
-		return nil, err
-	}
-	if err := c.convertWatchdog(); err != nil {
-		return nil, err
-	}
-	if err := c.convertRNG(); err != nil {
-		return nil, err
-	}
-	if err := c.convertMemBalloon(); err != nil {
-		return nil, err
-	}
-	if err := c.convertControllers(); err != nil {
-		return nil, err
-	}
-	if err := c.convertSysInfo(); err != nil {
-		return nil, err
+	for _, convert := range []func(*converter) error{
+		(*converter).convertIdentity,
+		(*converter).convertOS,
+		(*converter).convertCPU,
+		(*converter).convertMemory,
+		(*converter).convertFeatures,
+		(*converter).convertClock,
+		(*converter).convertDisks,
+		(*converter).convertInterfaces,
+		(*converter).convertConsole,
+		(*converter).convertGuestAgent,
+		(*converter).convertGraphics,
+		(*converter).convertInputs,
+		(*converter).convertWatchdog,
+		(*converter).convertRNG,
+		(*converter).convertMemBalloon,
+		(*converter).convertControllers,
+		(*converter).convertSysInfo,
+	} {
+		if err := convert(&c); err != nil {
+			return nil, err
+		}
 	}
 	return c.dom, nil
 }
@@ -88,8 +58,6 @@ type converter struct {
 	spec *v1.DomainSpec
 	opts resolved
 	dom  *libvirtxml.Domain
-	// a holds the fixed-size parts of dom, allocated at once.
-	a *arena
 
 	// virtioModel is the model of virtio devices: transitional devices
 	// work with guests that predate virtio 1.0.
@@ -110,66 +78,17 @@ type bootOrderOwner struct {
 	field string
 }
 
-// arena is every fixed-size piece of a domain in one allocation.
-type arena struct {
-	dom         libvirtxml.Domain
-	metadata    libvirtxml.DomainMetadata
-	memory      libvirtxml.DomainMemory
-	vcpu        libvirtxml.DomainVCPU
-	os          libvirtxml.DomainOS
-	osType      libvirtxml.DomainOSType
-	smbios      libvirtxml.DomainSMBios
-	sysinfo     [1]libvirtxml.DomainSysInfo
-	sysSMBIOS   libvirtxml.DomainSysInfoSMBIOS
-	sysSystem   libvirtxml.DomainSysInfoSystem
-	sysEntries  [7]libvirtxml.DomainSysInfoEntry
-	features    libvirtxml.DomainFeatureList
-	acpi        libvirtxml.DomainFeature
-	cpu         libvirtxml.DomainCPU
-	topology    libvirtxml.DomainCPUTopology
-	clock       libvirtxml.DomainClock
-	devices     libvirtxml.DomainDeviceList
-	serial      [1]libvirtxml.DomainSerial
-	console     [1]libvirtxml.DomainConsole
-	serialSrc   libvirtxml.DomainChardevSource
-	serialUNIX  libvirtxml.DomainChardevSourceUNIX
-	consoleSrc  libvirtxml.DomainChardevSource
-	pty         libvirtxml.DomainChardevSourcePty
-	serialTgt   libvirtxml.DomainSerialTarget
-	consoleTgt  libvirtxml.DomainConsoleTarget
-	serialLog   libvirtxml.DomainChardevLog
-	serialPort  uint
-	consolePort uint
-	channel     [1]libvirtxml.DomainChannel
-	agentSrc    libvirtxml.DomainChardevSource
-	agentUNIX   libvirtxml.DomainChardevSourceUNIX
-	agentTgt    libvirtxml.DomainChannelTarget
-	agentVirtIO libvirtxml.DomainChannelTargetVirtIO
-	ctlIndex    [2]uint
-	graphics    [1]libvirtxml.DomainGraphic
-	vnc         libvirtxml.DomainGraphicVNC
-	listeners   [1]libvirtxml.DomainGraphicListener
-	vncSocket   libvirtxml.DomainGraphicListenerSocket
-	video       [1]libvirtxml.DomainVideo
-	balloon     libvirtxml.DomainMemBalloon
-	stats       libvirtxml.DomainMemBalloonStats
-	controller  [2]libvirtxml.DomainController
-}
-
 // init prepares c to convert vmi with opts.
 func (c *converter) init(vmi *v1.VirtualMachineInstance, opts *Options) error {
 	r, err := resolve(opts, vmi.Spec.Architecture, string(vmi.UID))
 	if err != nil {
 		return err
 	}
-	a := &arena{}
-	a.dom.Devices = &a.devices
 	*c = converter{
 		vmi:         vmi,
 		spec:        &vmi.Spec.Domain,
 		opts:        r,
-		dom:         &a.dom,
-		a:           a,
+		dom:         &libvirtxml.Domain{Devices: &libvirtxml.DomainDeviceList{}},
 		virtioModel: "virtio-non-transitional",
 	}
 	if t := c.spec.Devices.UseVirtioTransitional; t != nil && *t {
@@ -206,3 +125,6 @@ func enabled(b *bool, def bool) bool {
 	}
 	return *b
 }
+
+// uintPtr returns a pointer to v, for libvirtxml's optional numbers.
+func uintPtr(v uint) *uint { return &v }

@@ -2,6 +2,7 @@ package domainxml
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"libvirt.org/go/libvirtxml"
@@ -27,8 +28,7 @@ func (c *converter) convertCPU() error {
 		return fieldErrorf("spec.domain.cpu", "%d sockets × %d cores × %d threads = %d vCPUs, more than the supported %d", sockets, cores, threads, vcpus, maxVCPUs)
 	}
 	c.vcpus = uint(vcpus)
-	a := c.a
-	a.vcpu = libvirtxml.DomainVCPU{Placement: "static", Value: uint(vcpus)}
+	vcpu := &libvirtxml.DomainVCPU{Placement: "static", Value: uint(vcpus)}
 	if cpu != nil && cpu.MaxSockets != 0 {
 		if uint64(cpu.MaxSockets) < sockets {
 			return fieldErrorf("spec.domain.cpu.maxSockets", "%d is less than sockets (%d)", cpu.MaxSockets, sockets)
@@ -38,15 +38,15 @@ func (c *converter) convertCPU() error {
 			return fieldErrorf("spec.domain.cpu.maxSockets", "%d sockets make %d vCPUs, more than the supported %d", cpu.MaxSockets, maxVCPU, maxVCPUs)
 		}
 		if maxVCPU != vcpus {
-			a.vcpu.Value, a.vcpu.Current = uint(maxVCPU), uint(vcpus)
+			vcpu.Value, vcpu.Current = uint(maxVCPU), uint(vcpus)
 		}
 		sockets = uint64(cpu.MaxSockets)
 	}
-	c.dom.VCPU = &a.vcpu
+	c.dom.VCPU = vcpu
 
-	a.topology = libvirtxml.DomainCPUTopology{Sockets: int(sockets), Cores: int(cores), Threads: int(threads)}
-	a.cpu.Topology = &a.topology
-	c.dom.CPU = &a.cpu
+	c.dom.CPU = &libvirtxml.DomainCPU{
+		Topology: &libvirtxml.DomainCPUTopology{Sockets: int(sockets), Cores: int(cores), Threads: int(threads)},
+	}
 	if err := c.convertCPUModel(); err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (c *converter) convertCPU() error {
 		return nil
 	}
 	if len(cpu.Features) > 0 {
-		a.cpu.Features = make([]libvirtxml.DomainCPUFeature, len(cpu.Features))
+		features := make([]libvirtxml.DomainCPUFeature, len(cpu.Features))
 		for i, f := range cpu.Features {
 			if !isCPUFeatureName(f.Name) {
 				return fieldErrorf("spec.domain.cpu.features["+strconv.Itoa(i)+"].name", "invalid CPU feature name %q", f.Name)
@@ -67,8 +67,9 @@ func (c *converter) convertCPU() error {
 			default:
 				return fieldErrorf("spec.domain.cpu.features["+strconv.Itoa(i)+"].policy", "unknown policy %q (want force, require, optional, disable or forbid)", f.Policy)
 			}
-			a.cpu.Features[i] = libvirtxml.DomainCPUFeature{Name: f.Name, Policy: policy}
+			features[i] = libvirtxml.DomainCPUFeature{Name: f.Name, Policy: policy}
 		}
+		c.dom.CPU.Features = features
 	}
 	return c.convertCPUPinning()
 }
@@ -84,21 +85,21 @@ func (c *converter) convertCPUModel() error {
 	if model == "" {
 		model, field = c.opts.CPUModel, "Options.CPUModel"
 	}
-	a := c.a
+	dc := c.dom.CPU
 	switch {
 	case c.opts.Emulation && (model == "" || model == "host-model" || model == "host-passthrough"):
-		a.cpu.Mode = "maximum"
+		dc.Mode = "maximum"
 	case model == "":
-		a.cpu.Mode = c.opts.arch.hostCPU
+		dc.Mode = c.opts.arch.hostCPU
 	case model == "host-model" || model == "host-passthrough":
-		a.cpu.Mode = model
+		dc.Mode = model
 	default:
 		if !isCPUModelName(model) {
 			return fieldErrorf(field, "invalid CPU model name %q", model)
 		}
-		a.cpu.Mode = "custom"
-		a.cpu.Match = "exact"
-		a.cpu.Model = &libvirtxml.DomainCPUModel{Value: model}
+		dc.Mode = "custom"
+		dc.Match = "exact"
+		dc.Model = &libvirtxml.DomainCPUModel{Value: model}
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func (c *converter) convertCPUPinning() error {
 	if !cpu.DedicatedCPUPlacement {
 		return nil
 	}
-	n := c.a.vcpu.Value
+	n := c.dom.VCPU.Value
 	need := n
 	if cpu.IsolateEmulatorThread {
 		need++
@@ -179,18 +180,9 @@ func isToken(s string, max int, extra string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		b := s[i]
-		if !isAlnum(b) && !containsByte(extra, b) {
+		if !isAlnum(b) && strings.IndexByte(extra, b) < 0 {
 			return false
 		}
 	}
 	return true
-}
-
-func containsByte(s string, b byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return true
-		}
-	}
-	return false
 }

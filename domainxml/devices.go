@@ -14,27 +14,27 @@ func (c *converter) convertConsole() error {
 	if !enabled(c.spec.Devices.AutoattachSerialConsole, true) {
 		return nil
 	}
-	a := c.a
+	src := &libvirtxml.DomainChardevSource{}
 	if c.opts.SerialPTY {
-		a.serialSrc.Pty = &a.pty
+		src.Pty = &libvirtxml.DomainChardevSourcePty{}
 	} else {
 		if !isAbs(c.opts.SerialSocket) {
 			return fieldErrorf("Options.SerialSocket", "%q is not an absolute path", c.opts.SerialSocket)
 		}
-		a.serialUNIX = libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: c.opts.SerialSocket}
-		a.serialSrc.UNIX = &a.serialUNIX
+		src.UNIX = &libvirtxml.DomainChardevSourceUNIX{Mode: "bind", Path: c.opts.SerialSocket}
 	}
 	if !isAbs(c.opts.SerialLog) {
 		return fieldErrorf("Options.SerialLog", "%q is not an absolute path", c.opts.SerialLog)
 	}
-	a.serialTgt.Port = &a.serialPort
-	a.serialLog = libvirtxml.DomainChardevLog{File: c.opts.SerialLog, Append: "on"}
-	a.serial[0] = libvirtxml.DomainSerial{Source: &a.serialSrc, Target: &a.serialTgt, Log: &a.serialLog}
-	a.consoleSrc.Pty = &a.pty
-	a.consoleTgt = libvirtxml.DomainConsoleTarget{Type: "serial", Port: &a.consolePort}
-	a.console[0] = libvirtxml.DomainConsole{Source: &a.consoleSrc, Target: &a.consoleTgt}
-	c.dom.Devices.Serials = a.serial[:]
-	c.dom.Devices.Consoles = a.console[:]
+	c.dom.Devices.Serials = []libvirtxml.DomainSerial{{
+		Source: src,
+		Target: &libvirtxml.DomainSerialTarget{Port: uintPtr(0)},
+		Log:    &libvirtxml.DomainChardevLog{File: c.opts.SerialLog, Append: "on"},
+	}}
+	c.dom.Devices.Consoles = []libvirtxml.DomainConsole{{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: uintPtr(0)},
+	}}
 	return nil
 }
 
@@ -47,12 +47,10 @@ const GuestAgentChannel = "org.qemu.guest_agent.0"
 // chooses (under its channel directory), so libvirt itself connects to the
 // agent and reports whether it answers.
 func (c *converter) convertGuestAgent() error {
-	a := c.a
-	a.agentSrc.UNIX = &a.agentUNIX
-	a.agentVirtIO.Name = GuestAgentChannel
-	a.agentTgt.VirtIO = &a.agentVirtIO
-	a.channel[0] = libvirtxml.DomainChannel{Source: &a.agentSrc, Target: &a.agentTgt}
-	c.dom.Devices.Channels = a.channel[:]
+	c.dom.Devices.Channels = []libvirtxml.DomainChannel{{
+		Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{}},
+		Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: GuestAgentChannel}},
+	}}
 	return nil
 }
 
@@ -65,17 +63,16 @@ func (c *converter) convertGraphics() error {
 	if !isAbs(c.opts.VNCSocket) {
 		return fieldErrorf("Options.VNCSocket", "%q is not an absolute path", c.opts.VNCSocket)
 	}
-	a := c.a
-	a.vncSocket.Socket = c.opts.VNCSocket
-	a.listeners[0].Socket = &a.vncSocket
-	a.vnc.Listeners = a.listeners[:]
-	a.graphics[0].VNC = &a.vnc
-	c.dom.Devices.Graphics = a.graphics[:]
-	a.video[0].Model = libvirtxml.DomainVideoModel{Type: c.opts.arch.video, Heads: 1}
-	if c.opts.arch.video == "vga" {
-		a.video[0].Model.VRam = 16384
+	c.dom.Devices.Graphics = []libvirtxml.DomainGraphic{{VNC: &libvirtxml.DomainGraphicVNC{
+		Listeners: []libvirtxml.DomainGraphicListener{{
+			Socket: &libvirtxml.DomainGraphicListenerSocket{Socket: c.opts.VNCSocket},
+		}},
+	}}}
+	video := libvirtxml.DomainVideoModel{Type: c.opts.arch.video, Heads: 1}
+	if video.Type == "vga" {
+		video.VRam = 16384
 	}
-	c.dom.Devices.Videos = a.video[:]
+	c.dom.Devices.Videos = []libvirtxml.DomainVideo{{Model: video}}
 	return nil
 }
 
@@ -91,7 +88,6 @@ func (c *converter) convertInputs() error {
 		return nil
 	}
 	out := make([]libvirtxml.DomainInput, len(inputs))
-	aliases := make([]libvirtxml.DomainAlias, len(inputs))
 	for i, in := range inputs {
 		field := "spec.domain.devices.inputs[" + strconv.Itoa(i) + "]"
 		if !isDeviceName(in.Name) {
@@ -109,9 +105,8 @@ func (c *converter) convertInputs() error {
 		default:
 			return fieldErrorf(field+".bus", "unknown bus %q (want usb or virtio)", in.Bus)
 		}
-		aliases[i].Name = userAlias(in.Name)
 		// QEMU's virtio tablet has no (non-)transitional variants.
-		out[i] = libvirtxml.DomainInput{Type: "tablet", Bus: bus, Alias: &aliases[i]}
+		out[i] = libvirtxml.DomainInput{Type: "tablet", Bus: bus, Alias: &libvirtxml.DomainAlias{Name: userAlias(in.Name)}}
 	}
 	c.dom.Devices.Inputs = out
 	return nil
@@ -159,15 +154,14 @@ func (c *converter) convertRNG() error {
 // convertMemBalloon attaches a virtio balloon reporting statistics every
 // 10 s, or none when autoattachMemBalloon is false (libvirt would add one).
 func (c *converter) convertMemBalloon() error {
-	a := c.a
 	if !enabled(c.spec.Devices.AutoattachMemBalloon, true) {
-		a.balloon.Model = "none"
-	} else {
-		a.balloon.Model = c.virtioModel
-		a.stats.Period = 10
-		a.balloon.Stats = &a.stats
+		c.dom.Devices.MemBalloon = &libvirtxml.DomainMemBalloon{Model: "none"}
+		return nil
 	}
-	c.dom.Devices.MemBalloon = &a.balloon
+	c.dom.Devices.MemBalloon = &libvirtxml.DomainMemBalloon{
+		Model: c.virtioModel,
+		Stats: &libvirtxml.DomainMemBalloonStats{Period: 10},
+	}
 	return nil
 }
 
@@ -175,15 +169,13 @@ func (c *converter) convertMemBalloon() error {
 // one (libvirt would otherwise add a default one) and a virtio-scsi
 // controller for SCSI disks.
 func (c *converter) convertControllers() error {
-	a := c.a
-	ctl := a.controller[:0]
-	usb := libvirtxml.DomainController{Type: "usb", Index: &a.ctlIndex[0], Model: "none"}
+	usb := libvirtxml.DomainController{Type: "usb", Index: uintPtr(0), Model: "none"}
 	if c.needUSB {
 		usb.Model = "qemu-xhci"
 	}
-	ctl = append(ctl, usb)
+	ctl := []libvirtxml.DomainController{usb}
 	if c.needSCSI {
-		ctl = append(ctl, libvirtxml.DomainController{Type: "scsi", Index: &a.ctlIndex[1], Model: c.virtioModel})
+		ctl = append(ctl, libvirtxml.DomainController{Type: "scsi", Index: uintPtr(0), Model: c.virtioModel})
 	}
 	c.dom.Devices.Controllers = ctl
 	return nil

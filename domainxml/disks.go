@@ -27,7 +27,6 @@ func (c *converter) convertDisks() error {
 		return nil
 	}
 	out := make([]libvirtxml.DomainDisk, len(disks))
-	parts := make([]diskParts, len(disks))
 	io, err := c.planIOThreads()
 	if err != nil {
 		return err
@@ -35,7 +34,6 @@ func (c *converter) convertDisks() error {
 	var nVD, nSD int
 	for i := range disks {
 		d := &disks[i]
-		p := &parts[i]
 		if !isDeviceName(d.Name) {
 			return fieldErrorf(diskField(i, "name"), "%q must be 1 to 63 letters, digits and _.- (not . or ..)", d.Name)
 		}
@@ -82,25 +80,21 @@ func (c *converter) convertDisks() error {
 		if bus == v1.DiskBusVirtio {
 			out[i].Model = c.virtioModel
 		}
-		p.target = libvirtxml.DomainDiskTarget{Dev: target, Bus: string(bus)}
+		out[i].Target = &libvirtxml.DomainDiskTarget{Dev: target, Bus: string(bus)}
 		if d.CDRom != nil && d.CDRom.Tray == v1.TrayStateOpen {
-			p.target.Tray = "open"
+			out[i].Target.Tray = "open"
 		}
-		out[i].Target = &p.target
 
 		if src.Block {
-			p.block.Dev = src.Path
-			p.source.Block = &p.block
+			out[i].Source = &libvirtxml.DomainDiskSource{Block: &libvirtxml.DomainDiskSourceBlock{Dev: src.Path}}
 		} else {
-			p.file.File = src.Path
-			p.source.File = &p.file
+			out[i].Source = &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: src.Path}}
 		}
-		out[i].Source = &p.source
 
-		if err := c.diskDriver(d, i, bus, dev, readOnly, src.Format, io.threadOf(i), &p.driver); err != nil {
+		out[i].Driver, err = c.diskDriver(d, i, bus, dev, readOnly, src.Format, io.threadOf(i))
+		if err != nil {
 			return err
 		}
-		out[i].Driver = &p.driver
 		if readOnly {
 			out[i].ReadOnly = &libvirtxml.DomainDiskReadOnly{}
 		}
@@ -117,11 +111,9 @@ func (c *converter) convertDisks() error {
 			if err := c.claimBootOrder(*d.BootOrder, diskField(i, "bootOrder")); err != nil {
 				return err
 			}
-			p.boot.Order = *d.BootOrder
-			out[i].Boot = &p.boot
+			out[i].Boot = &libvirtxml.DomainDeviceBoot{Order: *d.BootOrder}
 		}
-		p.alias.Name = userAlias(d.Name)
-		out[i].Alias = &p.alias
+		out[i].Alias = &libvirtxml.DomainAlias{Name: userAlias(d.Name)}
 		if d.Disk != nil && d.Disk.PciAddress != "" {
 			if bus != v1.DiskBusVirtio {
 				return fieldErrorf(diskField(i, "disk.pciAddress"), "only virtio disks sit on PCI, this one is on bus %q", bus)
@@ -138,17 +130,6 @@ func (c *converter) convertDisks() error {
 	}
 	c.dom.Devices.Disks = out
 	return nil
-}
-
-// diskParts holds one disk's sub-elements, allocated with the others.
-type diskParts struct {
-	driver libvirtxml.DomainDiskDriver
-	source libvirtxml.DomainDiskSource
-	file   libvirtxml.DomainDiskSourceFile
-	block  libvirtxml.DomainDiskSourceBlock
-	target libvirtxml.DomainDiskTarget
-	boot   libvirtxml.DomainDeviceBoot
-	alias  libvirtxml.DomainAlias
 }
 
 // diskDevice returns how disk i is exposed ("disk", "lun" or "cdrom"), its
@@ -206,17 +187,17 @@ func diskDevice(d *v1.Disk, i int) (dev string, bus v1.DiskBus, readOnly bool, e
 	}
 }
 
-// diskDriver fills in QEMU's block driver settings for disk i: the image
+// diskDriver returns QEMU's block driver settings for disk i: the image
 // format, cache and I/O modes, error policy, I/O thread and queues.
-func (c *converter) diskDriver(d *v1.Disk, i int, bus v1.DiskBus, dev string, readOnly bool, format string, ioThread uint, drv *libvirtxml.DomainDiskDriver) error {
+func (c *converter) diskDriver(d *v1.Disk, i int, bus v1.DiskBus, dev string, readOnly bool, format string, ioThread uint) (*libvirtxml.DomainDiskDriver, error) {
 	if enabled(d.DedicatedIOThread, false) && bus != v1.DiskBusVirtio {
-		return fieldErrorf(diskField(i, "dedicatedIOThread"), "only virtio disks have I/O threads, this one is on bus %q", bus)
+		return nil, fieldErrorf(diskField(i, "dedicatedIOThread"), "only virtio disks have I/O threads, this one is on bus %q", bus)
 	}
 	cache := string(d.Cache)
 	switch d.Cache {
 	case "", v1.CacheNone, v1.CacheWriteThrough, v1.CacheWriteBack:
 	default:
-		return fieldErrorf(diskField(i, "cache"), "unknown cache mode %q (want none, writethrough or writeback)", d.Cache)
+		return nil, fieldErrorf(diskField(i, "cache"), "unknown cache mode %q (want none, writethrough or writeback)", d.Cache)
 	}
 	switch d.IO {
 	case "", v1.IOThreads:
@@ -227,10 +208,10 @@ func (c *converter) diskDriver(d *v1.Disk, i int, bus v1.DiskBus, dev string, re
 			cache = string(v1.CacheNone)
 		case v1.CacheNone:
 		default:
-			return fieldErrorf(diskField(i, "io"), "native I/O needs cache mode none, not %q", d.Cache)
+			return nil, fieldErrorf(diskField(i, "io"), "native I/O needs cache mode none, not %q", d.Cache)
 		}
 	default:
-		return fieldErrorf(diskField(i, "io"), "unknown I/O mode %q (want native or threads)", d.IO)
+		return nil, fieldErrorf(diskField(i, "io"), "unknown I/O mode %q (want native or threads)", d.IO)
 	}
 	if enabled(d.Shareable, false) {
 		// Guests sharing a disk must not see stale host-cached data.
@@ -239,22 +220,20 @@ func (c *converter) diskDriver(d *v1.Disk, i int, bus v1.DiskBus, dev string, re
 			cache = string(v1.CacheNone)
 		case v1.CacheNone:
 		default:
-			return fieldErrorf(diskField(i, "shareable"), "a shareable disk needs cache mode none, not %q", d.Cache)
+			return nil, fieldErrorf(diskField(i, "shareable"), "a shareable disk needs cache mode none, not %q", d.Cache)
 		}
 	}
-	*drv = libvirtxml.DomainDiskDriver{Name: "qemu", Type: format, Cache: cache, ErrorPolicy: "stop", IO: string(d.IO)}
+	drv := &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format, Cache: cache, ErrorPolicy: "stop", IO: string(d.IO)}
 	if !readOnly && dev == "disk" {
 		drv.Discard = "unmap"
 	}
 	if ioThread != 0 {
-		t := ioThread
-		drv.IOThread = &t
+		drv.IOThread = uintPtr(ioThread)
 	}
 	if bus == v1.DiskBusVirtio && enabled(c.spec.Devices.BlockMultiQueue, false) && c.vcpus > 1 {
-		q := c.vcpus
-		drv.Queues = &q
+		drv.Queues = uintPtr(c.vcpus)
 	}
-	return nil
+	return drv, nil
 }
 
 // findVolume returns the volume backing disk i.
@@ -437,16 +416,6 @@ func isVirtioDisk(d *v1.Disk) bool {
 
 // targetName is the n-th (from 0) device name with prefix: vda … vdz, vdaa …
 func targetName(prefix string, n int) string {
-	const vd = "vdavdbvdcvddvdevdfvdgvdhvdivdjvdkvdlvdmvdnvdovdpvdqvdrvdsvdtvduvdvvdwvdxvdyvdz"
-	const sd = "sdasdbsdcsddsdesdfsdgsdhsdisdjsdksdlsdmsdnsdosdpsdqsdrsdssdtsdusdvsdwsdxsdysdz"
-	if n < 26 {
-		switch prefix {
-		case "vd":
-			return vd[3*n : 3*n+3]
-		case "sd":
-			return sd[3*n : 3*n+3]
-		}
-	}
 	var buf [8]byte
 	i := len(buf)
 	for {

@@ -15,8 +15,7 @@ import (
 // so they are left out.
 func (c *converter) convertFeatures() error {
 	f := c.spec.Features
-	a := c.a
-	fl := &a.features
+	fl := &libvirtxml.DomainFeatureList{}
 	c.dom.Features = fl
 
 	acpiDefault := !c.opts.arch.firmwareNeedsEFI || c.efi
@@ -28,7 +27,7 @@ func (c *converter) convertFeatures() error {
 		return fieldErrorf("spec.domain.features.acpi", "ACPI on %s needs EFI", c.opts.arch.name)
 	}
 	if acpi {
-		fl.ACPI = &a.acpi
+		fl.ACPI = &libvirtxml.DomainFeature{}
 	}
 
 	smm := c.secureBoot
@@ -75,8 +74,7 @@ func (c *converter) convertFeatures() error {
 // convertClock sets the guest clock: UTC (plus an offset) or a time zone,
 // and the timers spec configures.
 func (c *converter) convertClock() error {
-	clk := &c.a.clock
-	clk.Offset = "utc"
+	clk := &libvirtxml.DomainClock{Offset: "utc"}
 	c.dom.Clock = clk
 	spec := c.spec.Clock
 	if spec == nil {

@@ -83,6 +83,7 @@ func TestConvertFeatures(t *testing.T) {
 			c, err := newConverter(tc.vmi, &tc.opts)
 			if err == nil {
 				if fw := tc.vmi.Spec.Domain.Firmware; fw != nil && fw.Bootloader != nil && fw.Bootloader.EFI != nil {
+					c.dom.OS = &libvirtxml.DomainOS{} // made by convertOS, filled in by convertEFI
 					err = c.convertEFI("q35", enabled(fw.Bootloader.EFI.SecureBoot, false))
 				}
 			}

@@ -24,12 +24,10 @@ func (c *converter) convertOS() error {
 	if !isMachineName(machine) {
 		return fieldErrorf("spec.domain.machine.type", "invalid machine type %q", machine)
 	}
-	a := c.a
-	a.osType = libvirtxml.DomainOSType{Arch: c.opts.arch.libvirt, Machine: machine, Type: "hvm"}
-	a.os.Type = &a.osType
-	a.smbios.Mode = "sysinfo"
-	a.os.SMBios = &a.smbios
-	c.dom.OS = &a.os
+	c.dom.OS = &libvirtxml.DomainOS{
+		Type:   &libvirtxml.DomainOSType{Arch: c.opts.arch.libvirt, Machine: machine, Type: "hvm"},
+		SMBios: &libvirtxml.DomainSMBios{Mode: "sysinfo"},
+	}
 
 	fw := c.spec.Firmware
 	if fw == nil {
@@ -47,7 +45,7 @@ func (c *converter) convertOS() error {
 				return fieldErrorf("spec.domain.firmware.bootloader.bios", "not supported on %s", c.opts.arch.name)
 			}
 			if enabled(bl.BIOS.UseSerial, false) {
-				a.os.BIOS = &libvirtxml.DomainBIOS{UseSerial: "yes"}
+				c.dom.OS.BIOS = &libvirtxml.DomainBIOS{UseSerial: "yes"}
 			}
 		}
 		if efi := bl.EFI; efi != nil {
@@ -82,8 +80,8 @@ func (c *converter) convertEFI(machine string, secure bool) error {
 			return fieldErrorf(p.field, "%q is not an absolute path", p.path)
 		}
 	}
-	c.a.os.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Secure: secureAttr, Type: "pflash"}
-	c.a.os.NVRam = &libvirtxml.DomainNVRam{
+	c.dom.OS.Loader = &libvirtxml.DomainLoader{Path: code, Readonly: "yes", Secure: secureAttr, Type: "pflash"}
+	c.dom.OS.NVRam = &libvirtxml.DomainNVRam{
 		NVRam:    fw.NVRAMDir + "/" + c.vmi.DomainName() + "_VARS.fd",
 		Template: vars,
 	}
@@ -129,7 +127,7 @@ func (c *converter) convertKernelBoot() error {
 	if strings.ContainsRune(kb.KernelArgs, 0) {
 		return fieldErrorf("spec.domain.firmware.kernelBoot.kernelArgs", "contains a NUL byte")
 	}
-	c.a.os.Kernel, c.a.os.Initrd, c.a.os.Cmdline = kernel, initrd, kb.KernelArgs
+	c.dom.OS.Kernel, c.dom.OS.Initrd, c.dom.OS.Cmdline = kernel, initrd, kb.KernelArgs
 	return nil
 }
 
@@ -138,9 +136,10 @@ func (c *converter) convertKernelBoot() error {
 // strings.
 func (c *converter) convertSysInfo() error {
 	s := &c.opts.SMBIOS
-	e := c.a.sysEntries[:0]
-	e = append(e, libvirtxml.DomainSysInfoEntry{Name: "manufacturer", Value: s.Manufacturer},
-		libvirtxml.DomainSysInfoEntry{Name: "product", Value: s.Product})
+	e := []libvirtxml.DomainSysInfoEntry{
+		{Name: "manufacturer", Value: s.Manufacturer},
+		{Name: "product", Value: s.Product},
+	}
 	if s.Version != "" {
 		e = append(e, libvirtxml.DomainSysInfoEntry{Name: "version", Value: s.Version})
 	}
@@ -152,11 +151,9 @@ func (c *converter) convertSysInfo() error {
 		e = append(e, libvirtxml.DomainSysInfoEntry{Name: "sku", Value: s.SKU})
 	}
 	e = append(e, libvirtxml.DomainSysInfoEntry{Name: "family", Value: s.Family})
-	a := c.a
-	a.sysSystem.Entry = e
-	a.sysSMBIOS.System = &a.sysSystem
-	a.sysinfo[0].SMBIOS = &a.sysSMBIOS
-	c.dom.SysInfo = a.sysinfo[:]
+	c.dom.SysInfo = []libvirtxml.DomainSysInfo{{
+		SMBIOS: &libvirtxml.DomainSysInfoSMBIOS{System: &libvirtxml.DomainSysInfoSystem{Entry: e}},
+	}}
 	return nil
 }
 

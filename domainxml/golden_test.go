@@ -54,9 +54,6 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Marshal: %v", err)
 			}
-			if want, err := dom.Marshal(); err != nil || got != want {
-				t.Fatalf("Marshal differs from libvirtxml's (-libvirtxml +Marshal):\n%s", cmp.Diff(want, got))
-			}
 			golden := filepath.Join("testdata", tc.name+".xml")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got+"\n"), 0o644); err != nil {

@@ -20,10 +20,8 @@ func (c *converter) convertInterfaces() error {
 		return nil
 	}
 	out := make([]libvirtxml.DomainInterface, len(ifaces))
-	parts := make([]ifaceParts, len(ifaces))
 	for i := range ifaces {
 		iface := &ifaces[i]
-		p := &parts[i]
 		if !isDeviceName(iface.Name) {
 			return fieldErrorf(ifaceField(i, "name"), "%q must be 1 to 63 letters, digits and _.- (not . or ..)", iface.Name)
 		}
@@ -41,17 +39,14 @@ func (c *converter) convertInterfaces() error {
 		} else if !isToken(tap, 15, "_.-") {
 			return fieldErrorf("Options.TapDevices["+strconv.Quote(iface.Name)+"]", "%q is not a network device name", tap)
 		}
-		p.target = libvirtxml.DomainInterfaceTarget{Dev: tap, Managed: "no"}
-		out[i].Target = &p.target
-		p.source.Ethernet = &p.ethernet
-		out[i].Source = &p.source
+		out[i].Target = &libvirtxml.DomainInterfaceTarget{Dev: tap, Managed: "no"}
+		out[i].Source = &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}}
 
 		model, virtio, err := c.nicModel(iface.Model, i)
 		if err != nil {
 			return err
 		}
-		p.model.Type = model
-		out[i].Model = &p.model
+		out[i].Model = &libvirtxml.DomainInterfaceModel{Type: model}
 		if virtio && enabled(c.spec.Devices.NetworkInterfaceMultiQueue, false) && c.vcpus > 1 {
 			out[i].Driver = &libvirtxml.DomainInterfaceDriver{Queues: c.vcpus}
 		}
@@ -64,22 +59,18 @@ func (c *converter) convertInterfaces() error {
 			if mac[0]&1 != 0 {
 				return fieldErrorf(ifaceField(i, "macAddress"), "%q is a multicast address", iface.MacAddress)
 			}
-			p.mac.Address = mac.String()
-			out[i].MAC = &p.mac
+			out[i].MAC = &libvirtxml.DomainInterfaceMAC{Address: mac.String()}
 		}
 		if iface.BootOrder != nil {
 			if err := c.claimBootOrder(*iface.BootOrder, ifaceField(i, "bootOrder")); err != nil {
 				return err
 			}
-			p.boot.Order = *iface.BootOrder
-			out[i].Boot = &p.boot
+			out[i].Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
 		} else {
 			// No network boot: skip loading the NIC's iPXE option ROM.
-			p.rom.Enabled = "no"
-			out[i].ROM = &p.rom
+			out[i].ROM = &libvirtxml.DomainROM{Enabled: "no"}
 		}
-		p.alias.Name = userAlias(iface.Name)
-		out[i].Alias = &p.alias
+		out[i].Alias = &libvirtxml.DomainAlias{Name: userAlias(iface.Name)}
 		if iface.PciAddress != "" {
 			addr, err := parsePCIAddress(iface.PciAddress)
 			if err != nil {
@@ -90,18 +81,6 @@ func (c *converter) convertInterfaces() error {
 	}
 	c.dom.Devices.Interfaces = out
 	return nil
-}
-
-// ifaceParts holds one interface's sub-elements, allocated with the others.
-type ifaceParts struct {
-	source   libvirtxml.DomainInterfaceSource
-	ethernet libvirtxml.DomainInterfaceSourceEthernet
-	target   libvirtxml.DomainInterfaceTarget
-	model    libvirtxml.DomainInterfaceModel
-	mac      libvirtxml.DomainInterfaceMAC
-	boot     libvirtxml.DomainDeviceBoot
-	rom      libvirtxml.DomainROM
-	alias    libvirtxml.DomainAlias
 }
 
 // networkOrdinal finds the network of interface i: ordinal 0 for the pod

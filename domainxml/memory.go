@@ -35,8 +35,7 @@ func (c *converter) convertMemory() error {
 	if mem != nil && mem.MaxGuest != nil {
 		return fieldErrorf("spec.domain.memory.maxGuest", "memory hotplug is not supported")
 	}
-	c.a.memory = libvirtxml.DomainMemory{Value: uint((bytes + 1023) / 1024), Unit: "KiB"}
-	c.dom.Memory = &c.a.memory
+	c.dom.Memory = &libvirtxml.DomainMemory{Value: uint((bytes + 1023) / 1024), Unit: "KiB"}
 
 	if mem == nil || mem.Hugepages == nil {
 		return nil

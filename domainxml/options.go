@@ -178,7 +178,8 @@ type resolved struct {
 	arch archInfo
 }
 
-// resolve fills in opts' defaults for vmi. uidDir is <PrivateDir>/<uid>.
+// resolve fills in opts' defaults for a VMI of architecture vmiArch and
+// UID uid.
 func resolve(opts *Options, vmiArch string, uid string) (resolved, error) {
 	r := resolved{Options: *opts}
 	a := vmiArch
@@ -200,26 +201,20 @@ func resolve(opts *Options, vmiArch string, uid string) (resolved, error) {
 	if r.PrivateDir == "" {
 		r.PrivateDir = DefaultPrivateDir
 	}
-	if r.SerialSocket == "" || r.SerialLog == "" || r.VNCSocket == "" {
-		// One string holds all three default paths: <dir>/virt-serial0-log
-		// then <dir>/virt-vnc, the socket being the log path minus "-log".
-		all := r.PrivateDir + "/" + uid + "/virt-serial0-log" + r.PrivateDir + "/" + uid + "/virt-vnc"
-		n := len(r.PrivateDir) + 1 + len(uid) + len("/virt-serial0-log")
-		logPath, vnc := all[:n], all[n:]
-		defaultSocket := r.SerialSocket == "" && !r.SerialPTY
-		if defaultSocket {
-			r.SerialSocket = logPath[:len(logPath)-len("-log")]
+	uidDir := r.PrivateDir + "/" + uid
+	defaultSocket := r.SerialSocket == "" && !r.SerialPTY
+	if defaultSocket {
+		r.SerialSocket = uidDir + "/virt-serial0"
+	}
+	if r.SerialLog == "" {
+		if r.SerialPTY || defaultSocket {
+			r.SerialLog = uidDir + "/virt-serial0-log"
+		} else {
+			r.SerialLog = r.SerialSocket + "-log"
 		}
-		if r.SerialLog == "" {
-			if r.SerialPTY || defaultSocket {
-				r.SerialLog = logPath
-			} else {
-				r.SerialLog = r.SerialSocket + "-log"
-			}
-		}
-		if r.VNCSocket == "" {
-			r.VNCSocket = vnc
-		}
+	}
+	if r.VNCSocket == "" {
+		r.VNCSocket = uidDir + "/virt-vnc"
 	}
 	fw := &r.Firmware
 	if fw.Code == "" {
@@ -259,9 +254,5 @@ func (r *resolved) kernelBootPath(p string) string {
 // defaultTap is the launcher's tap device for the pod network (ordinal 0)
 // or the ordinal-th Multus network.
 func defaultTap(ordinal int) string {
-	if ordinal < 10 {
-		const taps = "tap0tap1tap2tap3tap4tap5tap6tap7tap8tap9"
-		return taps[4*ordinal : 4*ordinal+4]
-	}
 	return "tap" + strconv.Itoa(ordinal)
 }
