@@ -1,12 +1,14 @@
-// Package vmcontrol runs vmkit's controllers (the VirtualMachine and
-// VirtualMachineInstance controllers of virt-controller) together: one set of
+// Package vmcontrol runs vmkit's controllers (the VirtualMachine,
+// VirtualMachineInstance and VirtualMachineInstanceReplicaSet controllers
+// of virt-controller) together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
 // and /healthz and /readyz. It reaches the API server through the typed
 // kubevirt.io client and vmcontrol/kubeclient only, so a binary built on it
 // does not link every Kubernetes API group.
 //
-// Each controller (vmcontrol/vm, vmcontrol/vmi) is also usable alone: it has
+// Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset) is
+// also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
 package vmcontrol
@@ -42,6 +44,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -64,8 +67,9 @@ type Options struct {
 	// informer: claims are then mounted as filesystems unless the renderer
 	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
-	// VMWorkers (default 3) and VMIWorkers (default 10), as KubeVirt.
-	VMWorkers, VMIWorkers int
+	// VMWorkers (default 3), VMIWorkers (default 10) and
+	// ReplicaSetWorkers (default 3), as KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers int
 	// ResyncPeriod of the informers (default 12h; 0 keeps the default).
 	ResyncPeriod time.Duration
 	// LeaderElection, when enabled, runs the controllers only while this
@@ -259,12 +263,13 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	resync := m.opts.ResyncPeriod
 	vms := newInformer(m.client.VirtualMachines(""), &v1.VirtualMachine{}, resync, slimVM, nil)
 	vmis := newInformer(m.client.VirtualMachineInstances(""), &v1.VirtualMachineInstance{}, resync, stripManagedFields, nil)
+	replicaSets := newInformer(m.client.VirtualMachineInstanceReplicaSets(""), &v1.VirtualMachineInstanceReplicaSet{}, resync, stripManagedFields, nil)
 	pods := newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, slimPod, func(o *metav1.ListOptions) {
 		o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
 	})
 	// Claims are not launcher pods: their informer is unfiltered.
 	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
-	started := []cache.SharedIndexInformer{vms, vmis, pods, claims}
+	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
@@ -311,6 +316,13 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rsController, err := replicaset.New(replicaset.Config{
+		Client: m.client, ReplicaSets: replicaSets, VMIs: vmis,
+		Recorder: recorder, Workers: m.opts.ReplicaSetWorkers, Observe: m.metrics.observer("virtualmachineinstancereplicaset"),
+	})
+	if err != nil {
+		return err
+	}
 	synced := make([]cache.InformerSynced, 0, len(started))
 	for _, inf := range started {
 		informers.Add(1)
@@ -328,10 +340,16 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if m.opts.DiscoveryInterval > 0 {
 		go m.watchServedAPIs(ctx, cdi, stop)
 	}
-	errs := make(chan error, 2)
-	go func() { errs <- vmController.Start(ctx) }()
-	go func() { errs <- vmiController.Start(ctx) }()
-	err = errors.Join(<-errs, <-errs)
+	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController}
+	errs := make(chan error, len(controllers))
+	for _, c := range controllers {
+		go func() { errs <- c.Start(ctx) }()
+	}
+	var all []error
+	for range controllers {
+		all = append(all, <-errs)
+	}
+	err = errors.Join(all...)
 	if cause := context.Cause(ctx); errors.Is(cause, errAPIsChanged) {
 		return cause
 	}

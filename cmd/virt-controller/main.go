@@ -44,6 +44,7 @@ func main() {
 	flag.BoolVar(&o.hostNetwork, "launcher-host-network", false, "put launcher pods on the node's network (clusters without a pod network)")
 	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
+	flag.IntVar(&o.manager.ReplicaSetWorkers, "replicaset-workers", 3, "concurrent VirtualMachineInstanceReplicaSet syncs")
 	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
 	flag.IntVar(&o.manager.Burst, "burst", 400, "API client burst")
 	flag.BoolVar(&o.manager.LeaderElection.Enabled, "leader-elect", true, "run the controllers only while holding the leader Lease")

@@ -1,8 +1,8 @@
 // Command embed shows vmkit's controllers running inside a platform team's
 // own controller-runtime manager: the manager provides leader election,
-// metrics and health checks; vmkit's VirtualMachine and
-// VirtualMachineInstance controllers are added to it as Runnables, on
-// vmkit's generated shared informers.
+// metrics and health checks; vmkit's VirtualMachine,
+// VirtualMachineInstance and VirtualMachineInstanceReplicaSet controllers
+// are added to it as Runnables, on vmkit's generated shared informers.
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -66,8 +67,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	sets, err := replicaset.New(replicaset.Config{Client: client.KubevirtV1(),
+		ReplicaSets: vmInformers.VirtualMachineInstanceReplicaSets().Informer(), VMIs: vmInformers.VirtualMachineInstances().Informer()})
+	if err != nil {
+		return err
+	}
 	// Informers first, then each controller: Start(ctx) error is all
-	// controller-runtime asks of a Runnable. Both run only on the leader.
+	// controller-runtime asks of a Runnable. They run only on the leader.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
@@ -78,7 +84,7 @@ func run() error {
 	})); err != nil {
 		return err
 	}
-	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start)} {
+	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start)} {
 		if err := mgr.Add(c); err != nil {
 			return err
 		}

@@ -224,12 +224,12 @@ func sysctl(t *testing.T, ns, key string) string {
 }
 
 // checkTap checks tap0 as Setup makes it.
-func checkTap(t *testing.T, tap ipLink) {
+func checkTap(t *testing.T, tap ipLink, multiQueue bool) {
 	t.Helper()
 	d := tap.LinkInfo.InfoData
 	if tap.LinkInfo.InfoKind != "tun" || d["type"] != "tap" || d["pi"] != false || d["vnet_hdr"] != true ||
-		d["multi_queue"] != false || d["persist"] != true {
-		t.Errorf("tap0 is %s %v, want a persistent tap, no pi, vnet_hdr, single queue", tap.LinkInfo.InfoKind, d)
+		d["multi_queue"] != multiQueue || d["persist"] != true {
+		t.Errorf("tap0 is %s %v, want a persistent tap, no pi, vnet_hdr, multi_queue %v", tap.LinkInfo.InfoKind, d, multiQueue)
 	}
 	if fmt.Sprint(d["user"]) != fmt.Sprint(testOpts.TapOwner) || fmt.Sprint(d["group"]) != fmt.Sprint(testOpts.TapGroup) {
 		t.Errorf("tap0 owned by %v:%v, want %d:%d", d["user"], d["group"], testOpts.TapOwner, testOpts.TapGroup)
@@ -260,13 +260,18 @@ func setupTwice(t *testing.T, n *testNet, plan []Interface, between func()) []Re
 
 func TestSetupMasquerade(t *testing.T) {
 	tests := []struct {
-		name  string
-		ports []v1.Port
-		mac   net.HardwareAddr
-		rules map[string]int // rules per chain
+		name       string
+		ports      []v1.Port
+		mac        net.HardwareAddr
+		multiQueue bool
+		rules      map[string]int // rules per chain
 	}{{
 		name:  "every port",
 		rules: map[string]int{"prerouting": 1, "postrouting": 2, "output": 1, chainPreInbound: 1, chainPostInbnd: 1},
+	}, {
+		name:       "every port, multi-queue tap",
+		multiQueue: true,
+		rules:      map[string]int{"prerouting": 1, "postrouting": 2, "output": 1, chainPreInbound: 1, chainPostInbnd: 1},
 	}, {
 		name:  "TCP 8080 and UDP 5353, spec MAC",
 		ports: []v1.Port{{Port: 8080, Protocol: "TCP"}, {Port: 5353, Protocol: "UDP"}},
@@ -277,7 +282,7 @@ func TestSetupMasquerade(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newTestNet(t)
 			iface := podIface("default", 0, BindingMasquerade)
-			iface.Ports, iface.MAC = tt.ports, tt.mac
+			iface.Ports, iface.MAC, iface.MultiQueue = tt.ports, tt.mac, tt.multiQueue
 			var handles map[string][]int
 			got := setupTwice(t, n, []Interface{iface}, func() { handles = nftRules(t, n.pod) })
 
@@ -302,7 +307,7 @@ func TestSetupMasquerade(t *testing.T) {
 				t.Errorf("k6t-eth0: %s, MTU %d, flags %v, addresses %v; want an UP bridge, MTU %d, 10.0.2.1/24",
 					br.LinkInfo.InfoKind, br.MTU, br.Flags, br.ipv4(), testMTU)
 			}
-			checkTap(t, l["tap0"])
+			checkTap(t, l["tap0"], tt.multiQueue)
 			if eth0 := l["eth0"]; eth0.Master != "" || !cmp.Equal(eth0.ipv4(), []string{testPodIP + "/24"}) {
 				t.Errorf("eth0: master %q, addresses %v; want none, %s/24 (masquerade leaves it alone)", eth0.Master, eth0.ipv4(), testPodIP)
 			}
@@ -419,7 +424,7 @@ func TestSetupBridge(t *testing.T) {
 			if !strings.HasPrefix(br.IfAlias, recordPrefix) {
 				t.Errorf("k6t-eth0 alias = %q, want the pod's record", br.IfAlias)
 			}
-			checkTap(t, l["tap0"])
+			checkTap(t, l["tap0"], false)
 			if rules := nftRules(t, n.pod); len(rules) != 0 {
 				t.Errorf("bridge binding installed NAT rules: %v", rules)
 			}

@@ -73,15 +73,15 @@ func (w *wirer) ensureAddr(l netlink.Link, a net.IPNet) error {
 }
 
 // ensureTap makes the persistent tap name, owned by the launcher's user,
-// with mtu, a port of bridge and up.
-func (w *wirer) ensureTap(name string, mtu int, bridge netlink.Link) error {
+// multi-queue or not, with mtu, a port of bridge and up.
+func (w *wirer) ensureTap(name string, multiQueue bool, mtu int, bridge netlink.Link) error {
 	l, err := w.link(name)
 	if err != nil {
 		return err
 	}
 	if l == nil {
 		uid, gid := w.opts.TapOwner, w.opts.TapGroup
-		if err := inNamespace(w.ns, func() error { return createTap(name, uid, gid) }); err != nil {
+		if err := inNamespace(w.ns, func() error { return createTap(name, multiQueue, uid, gid) }); err != nil {
 			return fmt.Errorf("creating %s: %w", name, err)
 		}
 		if l, err = w.link(name); err == nil && l == nil {
@@ -91,7 +91,7 @@ func (w *wirer) ensureTap(name string, mtu int, bridge netlink.Link) error {
 			return err
 		}
 	}
-	if err := w.checkTap(l); err != nil {
+	if err := w.checkTap(l, multiQueue); err != nil {
 		return err
 	}
 	if l.Attrs().MTU != mtu {
@@ -106,11 +106,14 @@ func (w *wirer) ensureTap(name string, mtu int, bridge netlink.Link) error {
 }
 
 // checkTap refuses a device that is not the tap Setup makes.
-func (w *wirer) checkTap(l netlink.Link) error {
+func (w *wirer) checkTap(l netlink.Link, multiQueue bool) error {
 	name := l.Attrs().Name
 	tap, ok := l.(*netlink.Tuntap)
 	if !ok || tap.Mode != netlink.TUNTAP_MODE_TAP {
 		return fmt.Errorf("%s exists and is not a tap device", name)
+	}
+	if got := tap.Flags&netlink.TUNTAP_MULTI_QUEUE != 0; got != multiQueue {
+		return fmt.Errorf("%s exists with multi-queue %v, want %v", name, got, multiQueue)
 	}
 	if tap.NonPersist {
 		return fmt.Errorf("%s exists and is not persistent", name)

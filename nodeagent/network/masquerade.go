@@ -33,7 +33,7 @@ func (w *wirer) masquerade(iface Interface) (Result, error) {
 	if err := w.ensureAddr(br, net.IPNet{IP: masqGatewayIP(), Mask: masqMask()}); err != nil {
 		return Result{}, err
 	}
-	if err := w.ensureTap(iface.Tap, int(mtu), br); err != nil {
+	if err := w.ensureTap(iface.Tap, iface.MultiQueue, int(mtu), br); err != nil {
 		return Result{}, err
 	}
 	if err := w.setUp(br); err != nil {

@@ -67,12 +67,12 @@ func inNamespace(ns netns.NsHandle, f func() error) error {
 }
 
 // tapFlags are KubeVirt's: a tap without packet information, with virtio-net
-// headers, single queue.
+// headers (createTap adds IFF_MULTI_QUEUE on request).
 const tapFlags = unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR
 
 // createTap makes a persistent tap named name, owned by uid:gid, in the
 // calling thread's network namespace.
-func createTap(name string, uid, gid int) error {
+func createTap(name string, multiQueue bool, uid, gid int) error {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening /dev/net/tun: %w", err)
@@ -82,7 +82,11 @@ func createTap(name string, uid, gid int) error {
 	if err != nil {
 		return err
 	}
-	ifr.SetUint16(tapFlags)
+	flags := uint16(tapFlags)
+	if multiQueue {
+		flags |= unix.IFF_MULTI_QUEUE
+	}
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		return fmt.Errorf("TUNSETIFF: %w", err)
 	}

@@ -31,6 +31,10 @@ type Interface struct {
 	Bridge       string           // "k6t-eth0"
 	MAC          net.HardwareAddr // spec macAddress; nil when not given
 	Ports        []v1.Port        // masquerade: forward only these (empty: everything); Protocol is always "TCP" or "UDP"
+	// MultiQueue makes the tap multi-queue (IFF_MULTI_QUEUE), for a virtio
+	// NIC when spec.domain.devices.networkInterfaceMultiqueue is true:
+	// libvirt then opens it once per vCPU (domainxml's <driver queues>).
+	MultiQueue bool
 }
 
 // FieldError is a VMI spec that Plan refuses: retrying will not help.
@@ -78,6 +82,9 @@ func Plan(vmi *v1.VirtualMachineInstance) ([]Interface, error) {
 		p, err := planInterface(iface, i)
 		if err != nil {
 			return nil, err
+		}
+		if mq := vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue; mq != nil && *mq && (iface.Model == "" || iface.Model == v1.DefaultInterfaceModel) {
+			p.MultiQueue = true
 		}
 		if err := checkGuestCIDR(p, vmi.Spec.Networks[j].Pod, j); err != nil {
 			return nil, err

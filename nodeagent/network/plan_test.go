@@ -87,6 +87,22 @@ func TestPlan(t *testing.T) {
 			Pod: &v1.PodNetwork{VMNetworkCIDR: "10.0.2.0/24"}}}}),
 		want: []Interface{podIface("default", 0, BindingMasquerade)},
 	}, {
+		name: "networkInterfaceMultiqueue: a multi-queue tap for virtio",
+		vmi: func() *v1.VirtualMachineInstance {
+			vmi := vmiWith([]v1.Interface{masq("default")}, []v1.Network{podNet("default")})
+			vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue = v1.BoolPtr(true)
+			return vmi
+		}(),
+		want: []Interface{withPlanned(podIface("default", 0, BindingMasquerade), func(i *Interface) { i.MultiQueue = true })},
+	}, {
+		name: "networkInterfaceMultiqueue: not for e1000",
+		vmi: func() *v1.VirtualMachineInstance {
+			vmi := vmiWith([]v1.Interface{withSpec(masq("default"), func(i *v1.Interface) { i.Model = "e1000" })}, []v1.Network{podNet("default")})
+			vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue = v1.BoolPtr(true)
+			return vmi
+		}(),
+		want: []Interface{podIface("default", 0, BindingMasquerade)},
+	}, {
 		name: "no interfaces",
 		vmi:  vmiWith(nil, []v1.Network{podNet("default")}),
 		want: nil,

@@ -467,8 +467,8 @@ func TestComponentsOnPodNetwork(t *testing.T) {
 
 // TestPodNetwork boots three guests of examples/vm-net.yaml on the pod
 // network at once: vm-net as the example is (masquerade), vm-net-ports with
-// masquerade forwarding only port 80, and vm-net-bridge with the bridge
-// binding. Each VMI reports its pod's IP in status.interfaces and its guest
+// masquerade forwarding only port 80 (and two vCPUs with a multi-queue NIC),
+// and vm-net-bridge with the bridge binding. Each VMI reports its pod's IP in status.interfaces and its guest
 // answers HTTP on that IP; a ClusterIP Service selecting a launcher pod (what
 // `virtctl expose` creates) reaches the guest; only the listed ports are
 // forwarded; a masquerade guest reaches a server in another pod (egress
@@ -480,6 +480,9 @@ func TestPodNetwork(t *testing.T) {
 	masq := exampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
 	ports := exampleVM(t, "vm-net.yaml", "vm-net-ports", v1.RunStrategyAlways)
 	ports.Spec.Template.Spec.Domain.Devices.Interfaces[0].Ports = []v1.Port{{Port: 80}}
+	// Two vCPUs and a multi-queue virtio NIC: libvirt opens the tap twice.
+	ports.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: 2}
+	ports.Spec.Template.Spec.Domain.Devices.NetworkInterfaceMultiQueue = v1.BoolPtr(true)
 	bridge := exampleVM(t, "vm-net.yaml", "vm-net-bridge", v1.RunStrategyAlways)
 	bridge.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 
