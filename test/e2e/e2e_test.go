@@ -579,10 +579,14 @@ func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int3
 	return created.Spec.ClusterIP
 }
 
-// httpGetUntil GETs url until the body contains want, and returns it.
+// httpGetUntil GETs url until the body contains want, and returns it. Each
+// attempt is a new connection given 500 ms (the pod network is local): a
+// SYN sent before the guest had its address is not left to TCP's 1 s
+// retransmission, so the first answer is seen within 750 ms of the guest
+// being able to give it.
 func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
 	t.Helper()
-	client := &http.Client{Timeout: 3 * time.Second}
+	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
 	var body string
 	waitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
 		resp, err := client.Get(url)
