@@ -601,6 +601,97 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 	return body
 }
 
+// TestReplicaSet: examples/vmirs-tiny.yaml's replica set, started with one
+// replica and scaled to two and back to one through the scale subresource
+// (what `kubectl scale` sends), keeps the older Running VMI; deleting the
+// replica set deletes its VMIs and their launcher pods.
+func TestReplicaSet(t *testing.T) {
+	c := need(t)
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "examples", "vmirs-tiny.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &v1.VirtualMachineInstanceReplicaSet{}
+	if err := yaml.UnmarshalStrict(data, rs); err != nil {
+		t.Fatal(err)
+	}
+	rs.Namespace = "default"
+	one := int32(1)
+	rs.Spec.Replicas = &one
+	sets := c.Client.KubevirtV1().VirtualMachineInstanceReplicaSets("default")
+	if _, err := sets.Create(t.Context(), rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := sets.Delete(ctx, rs.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting %s: %v", rs.Name, err)
+		}
+		waitFor(t, "VMIs and launcher pods of "+rs.Name+" gone", 2*time.Minute, func() (bool, string) {
+			vmis, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + rs.Name})
+			if err != nil {
+				return false, err.Error()
+			}
+			pods, err := c.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + rs.Name})
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(vmis.Items)+len(pods.Items) == 0, fmt.Sprintf("%d VMIs, %d pods", len(vmis.Items), len(pods.Items))
+		})
+	})
+	runningVMIs := func(n int) []v1.VirtualMachineInstance {
+		t.Helper()
+		var got []v1.VirtualMachineInstance
+		waitFor(t, fmt.Sprintf("%d Running VMIs of %s", n, rs.Name), 3*time.Minute, func() (bool, string) {
+			list, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + rs.Name})
+			if err != nil {
+				return false, err.Error()
+			}
+			got = got[:0]
+			phases := ""
+			for _, v := range list.Items {
+				phases += " " + v.Name + "=" + string(v.Status.Phase)
+				if v.DeletionTimestamp == nil && v.Status.Phase == v1.Running {
+					got = append(got, v)
+				}
+			}
+			return len(got) == n && len(list.Items) == n, phases
+		})
+		return got
+	}
+	scale := func(n int32) {
+		t.Helper()
+		s, err := sets.GetScale(t.Context(), rs.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Replicas = n
+		if _, err := sets.UpdateScale(t.Context(), rs.Name, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := runningVMIs(1)[0]
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have whole seconds: the next VMI is younger
+	scale(2)
+	runningVMIs(2)
+	waitFor(t, rs.Name+" status: 2 ready replicas", time.Minute, func() (bool, string) {
+		got, err := sets.Get(t.Context(), rs.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Replicas == 2 && got.Status.ReadyReplicas == 2, fmt.Sprintf("%+v", got.Status)
+	})
+	scale(1)
+	if left := runningVMIs(1); left[0].UID != first.UID {
+		t.Errorf("scaled 2 → 1: %s is left, want the older Running VMI %s", left[0].Name, first.Name)
+	}
+}
+
 // TestUpgrade: a new image tag on the KubeVirt CR rolls virt-controller and
 // virt-handler; the running guest is untouched (same VMI, same QEMU) and
 // its console still answers through the new node agent.
