@@ -3,9 +3,9 @@ package installstrategy
 import (
 	"context"
 	"errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,11 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -116,6 +119,10 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 				t.Errorf("%s: generation %d, annotation %q", d.Name, live.Generation, live.Annotations[GenerationAnnotation])
 			}
 		}
+	})
+
+	t.Run("VMI spec and status belong to the components", func(t *testing.T) {
+		testVMIUpdatePolicy(t, ctx, c.env.Config, s.Config.Namespace)
 	})
 
 	t.Run("second apply writes nothing", func(t *testing.T) {
@@ -291,3 +298,77 @@ func TestDeleteRefusesWhileVMsExist(t *testing.T) {
 func toU(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// testVMIUpdatePolicy: with the strategy applied, the API server refuses a
+// user's change to a VMI's spec or status (the ValidatingAdmissionPolicy
+// VMIUpdatePolicyName) and lets the user change its labels, while the
+// controller's service account may change its spec.
+func testVMIUpdatePolicy(t *testing.T, ctx context.Context, admin *rest.Config, namespace string) {
+	user, err := versioned.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asController := rest.CopyConfig(admin)
+	asController.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + ControllerServiceAccount}
+	controller, err := versioned.NewForConfig(asController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmis := user.KubevirtV1().VirtualMachineInstances("default")
+	created, err := vmis.Create(ctx, &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy"},
+		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vmis.Delete(context.Background(), "policy", metav1.DeleteOptions{}) })
+	grace := int64(7)
+	// The API server loads a new policy within a second or so: retry until it refuses.
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		vmi, err := vmis.Get(ctx, "policy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vmi.Spec.TerminationGracePeriodSeconds = &grace
+		_, last = vmis.Update(ctx, vmi, metav1.UpdateOptions{})
+		if last != nil || time.Now().After(deadline) {
+			break
+		}
+		// Allowed before the policy was loaded: put it back and retry.
+		vmi, _ = vmis.Get(ctx, "policy", metav1.GetOptions{})
+		vmi.Spec = created.Spec
+		if _, err := controller.KubevirtV1().VirtualMachineInstances("default").Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), "spec of a VirtualMachineInstance cannot be changed") {
+		t.Fatalf("a user's spec change: %v, want Forbidden naming the spec", last)
+	}
+	vmi, err := vmis.Get(ctx, "policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi.Status.Phase = v1.Running
+	if _, err := vmis.Update(ctx, vmi, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "status of a VirtualMachineInstance") {
+		t.Errorf("a user's status change: %v, want Forbidden naming the status", err)
+	}
+	vmi.Status.Phase = ""
+	vmi.Labels = map[string]string{"team": "blue"}
+	if _, err := vmis.Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("a user's label change: %v, want it allowed", err)
+	}
+	vmi, err = vmis.Get(ctx, "policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi.Spec.TerminationGracePeriodSeconds = &grace
+	vmi.Status.Phase = v1.Pending
+	if _, err := controller.KubevirtV1().VirtualMachineInstances("default").Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the controller's spec and status change: %v, want it allowed", err)
+	}
+}

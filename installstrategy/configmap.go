@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -144,6 +145,10 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.DaemonSets)
 	case apiregv1.SchemeGroupVersion.WithKind("APIService"):
 		return decodeInto(doc, &s.APIServices)
+	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"):
+		return decodeInto(doc, &s.AdmissionPolicies)
+	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding"):
+		return decodeInto(doc, &s.AdmissionPolicyBindings)
 	}
 	return fmt.Errorf("unknown kind %s %s", tm.APIVersion, tm.Kind)
 }

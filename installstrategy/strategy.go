@@ -2,6 +2,7 @@ package installstrategy
 
 import (
 	"fmt"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,10 @@ type Strategy struct {
 	Deployments         []*appsv1.Deployment
 	DaemonSets          []*appsv1.DaemonSet
 	APIServices         []*apiregv1.APIService
+	// AdmissionPolicies and their bindings are enforced by the API server
+	// itself (see VMIUpdatePolicyName).
+	AdmissionPolicies       []*admissionregistrationv1.ValidatingAdmissionPolicy
+	AdmissionPolicyBindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 // Objects returns every object in the order Apply writes them: CRDs first,
@@ -59,6 +64,8 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.Deployments)
 	out = appendAll(out, s.DaemonSets)
 	out = appendAll(out, s.APIServices)
+	out = appendAll(out, s.AdmissionPolicies)
+	out = appendAll(out, s.AdmissionPolicyBindings)
 	return out
 }
 
@@ -122,6 +129,7 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 		Description: "Priority of vmkit's components (virt-api, virt-controller, virt-handler).",
 	})
 	s.addRBAC(&c)
+	s.addAdmissionPolicies(&c)
 	s.addServices(&c)
 	if err := s.addWorkloads(&c); err != nil {
 		return nil, fmt.Errorf("installstrategy: %w", err)

@@ -140,6 +140,8 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"Deployment kubevirt/virt-controller",
 		"DaemonSet kubevirt/virt-handler",
 		"APIService v1.subresources.kubevirt.io",
+		"ValidatingAdmissionPolicy kubevirt-vmi-update",
+		"ValidatingAdmissionPolicyBinding kubevirt-vmi-update",
 	}
 	slices.Sort(got[:4])
 	slices.Sort(want[:4])
