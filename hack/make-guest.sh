@@ -18,6 +18,9 @@
 #                           "client <the caller's address>" and
 #                           /cgi-bin/fetch?<url> the body of <url>
 #                           fetched from the guest (egress tests)
+#   disk-bios.img           a BIOS-bootable raw disk (FAT, SYSLINUX) with
+#                           vmlinuz and the agent initramfs, for
+#                           containerDisk VMs without kernelBoot
 # Boot with: console=ttyS0 panic=-1 quiet, machine pc, <acpi/>.
 #
 # usage: hack/make-guest.sh [outdir]   (default: _output/guest in the repo)
@@ -27,9 +30,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
-OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz)
+OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk-bios.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=5
+GUEST_VERSION=8
+# The bootloader and the tools that make its FAT disk without mounting it.
+DISK_PKGS=(syslinux syslinux-common mtools dosfstools)
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
@@ -67,8 +72,8 @@ fi
 kpkg=$(apt-cache depends "$KERNEL_META" |
   awk '!found && $1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; found = 1 }')
 [ -n "$kpkg" ] || die "cannot resolve the kernel package behind $KERNEL_META"
-log "downloading $kpkg, busybox-static and the guest agent"
-apt-get "${apt_opts[@]}" download "$kpkg" busybox-static "${AGENT_PKGS[@]}" >/dev/null
+log "downloading $kpkg, busybox-static, the guest agent and SYSLINUX"
+apt-get "${apt_opts[@]}" download "$kpkg" busybox-static "${AGENT_PKGS[@]}" "${DISK_PKGS[@]}" >/dev/null
 
 # --- kernel -------------------------------------------------------------------
 dpkg-deb --fsys-tarfile "${kpkg}"_*.deb | tar -x ./boot/ ./lib/modules/
@@ -269,6 +274,30 @@ EOF
   chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch"
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
+
+# --- BIOS disk ------------------------------------------------------------------
+# A FAT file system on the whole disk (no partition table) with SYSLINUX in
+# its boot sector: SeaBIOS boots it as a hard disk. mtools writes into the
+# image file, so nothing is mounted.
+for deb in "${DISK_PKGS[@]}"; do dpkg-deb -x "${deb}"_*.deb disk-pkg; done
+PATH=$work/disk-pkg/usr/bin:$work/disk-pkg/sbin:$PATH
+export MTOOLS_SKIP_CHECK=1
+truncate -s 16M disk-bios.img
+mkfs.fat -n VMKIT disk-bios.img >/dev/null
+cat >syslinux.cfg <<'EOF'
+SERIAL 0 115200
+DEFAULT vmkit
+PROMPT 0
+TIMEOUT 0
+LABEL vmkit
+  KERNEL vmlinuz
+  INITRD initrd.gz
+  APPEND console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check
+EOF
+mcopy -i disk-bios.img vmlinuz ::vmlinuz
+mcopy -i disk-bios.img initramfs-agent.cpio.gz ::initrd.gz
+mcopy -i disk-bios.img syslinux.cfg ::syslinux.cfg
+syslinux --install disk-bios.img
 
 # Move complete files into place last, so an interrupted run never leaves a
 # set of outputs that looks finished.

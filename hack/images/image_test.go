@@ -41,7 +41,8 @@ func testBuilder(t *testing.T, kernel, initramfs string, fileTime time.Time, epo
 			t.Fatal(err)
 		}
 	}
-	for name, content := range map[string]string{"vmlinux": kernel, "initramfs-idle.cpio.gz": initramfs, "initramfs-agent.cpio.gz": initramfs + "agent"} {
+	for name, content := range map[string]string{"vmlinux": kernel, "initramfs-idle.cpio.gz": initramfs, "initramfs-agent.cpio.gz": initramfs + "agent",
+		"disk-bios.img": kernel + initramfs} {
 		p := filepath.Join(o.guest, name)
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@
 //	vmkit/virt-handler:TAG
 //	vmkit/virt-launcher:TAG      virt-launcher, container-disk, and libvirt
 //	                             + QEMU from Debian packages
-//	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga)
+//	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its BIOS disk
 //
 // Each image is written to <out>/<name>.tar, an archive holding both an OCI
 // image layout and Docker's manifest.json (what `docker save` writes since
@@ -382,19 +382,22 @@ func checkStatic(path string) error {
 	return nil
 }
 
-// guestLayer holds the test guest's kernel and initramfs under /boot.
+// guestLayer holds the test guest's kernel and initramfs under /boot, and
+// its BIOS-bootable disk under /disk, as KubeVirt's container disks lay
+// their image out.
 func (b *builder) guestLayer() (*layer, error) {
 	t := newTree()
 	for _, f := range []struct{ src, dest string }{
 		{"vmlinux", "boot/vmlinux"},
 		{"initramfs-idle.cpio.gz", "boot/initramfs-idle.cpio.gz"},
 		{"initramfs-agent.cpio.gz", "boot/initramfs-agent.cpio.gz"},
+		{"disk-bios.img", "disk/tiny-bios.img"},
 	} {
 		if err := t.CopyFile(f.dest, 0o644, filepath.Join(b.opts.guest, f.src)); err != nil {
 			return nil, fmt.Errorf("%w (make the guest with hack/make-guest.sh %s)", err, b.opts.guest)
 		}
 	}
-	return b.write("tiny-guest", "vmkit hack/images: /boot/vmlinux, /boot/initramfs-idle.cpio.gz, /boot/initramfs-agent.cpio.gz from hack/make-guest.sh", t)
+	return b.write("tiny-guest", "vmkit hack/images: /boot/vmlinux, /boot/initramfs-idle.cpio.gz, /boot/initramfs-agent.cpio.gz, /disk/tiny-bios.img from hack/make-guest.sh", t)
 }
 
 // launcherLayers are, bottom up: the Debian packages (large, changing only

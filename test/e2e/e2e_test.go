@@ -601,6 +601,37 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 	return body
 }
 
+// TestContainerDiskBoot boots examples/vm-disk.yaml: no kernelBoot, a
+// containerDisk whose image holds a BIOS-bootable disk under /disk. SeaBIOS
+// boots it, SYSLINUX (on the serial console) loads the kernel, and the
+// guest answers HTTP on its pod IP.
+func TestContainerDiskBoot(t *testing.T) {
+	c := need(t)
+	vm := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
+	if vm.Spec.Template.Spec.Domain.Firmware != nil && vm.Spec.Template.Spec.Domain.Firmware.KernelBoot != nil {
+		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
+	}
+	began := time.Now()
+	createVM(t, c, vm)
+	waitVMI(t, c, vm.Name, "Running", running)
+	toRunning := time.Since(began)
+	vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	body := httpGetUntil(t, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 2*time.Minute)
+	t.Logf("create → Running %v → the disk-booted guest answers HTTP %v: %q", toRunning.Round(time.Millisecond),
+		time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lines, err := c.Console(ctx, "default", vm.Name, guestMarker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "SYSLINUX") }) {
+		t.Errorf("the console shows no SYSLINUX line (not booted from the disk?): %q", lines)
+	}
+}
+
 // TestReplicaSet: examples/vmirs-tiny.yaml's replica set, started with one
 // replica and scaled to two and back to one through the scale subresource
 // (what `kubectl scale` sends), keeps the older Running VMI; deleting the
