@@ -83,7 +83,9 @@ func Rules() []ComponentRules {
 				// A VM's dataVolumeTemplates become CDI DataVolumes (owner references clean them up).
 				rule("cdi.kubevirt.io", []string{"datavolumes"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),
-				rule("", []string{"persistentvolumeclaims", "nodes"}, read...),
+				rule("", []string{"persistentvolumeclaims"}, read...),
+				// The node controller marks nodes whose agent stopped unschedulable.
+				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
 				rule("", []string{"events"}, "create", "patch"),
 			},
 			Namespace: []rbacv1.PolicyRule{

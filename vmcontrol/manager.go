@@ -1,14 +1,14 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
-// VirtualMachineInstance and VirtualMachineInstanceReplicaSet controllers
-// of virt-controller) together: one set of
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet and node
+// controllers of virt-controller) together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
 // and /healthz and /readyz. It reaches the API server through the typed
 // kubevirt.io client and vmcontrol/kubeclient only, so a binary built on it
 // does not link every Kubernetes API group.
 //
-// Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset) is
-// also usable alone: it has
+// Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset,
+// vmcontrol/node) is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
 package vmcontrol
@@ -44,6 +44,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
@@ -67,9 +68,13 @@ type Options struct {
 	// informer: claims are then mounted as filesystems unless the renderer
 	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
-	// VMWorkers (default 3), VMIWorkers (default 10) and
-	// ReplicaSetWorkers (default 3), as KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers int
+	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
+	// (default 3) and NodeWorkers (default 3), as KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers int
+	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
+	// before the node controller marks its node unschedulable and fails the
+	// VMIs stranded there (default 5m, as KubeVirt).
+	NodeHeartbeatTimeout time.Duration
 	// ResyncPeriod of the informers (default 12h; 0 keeps the default).
 	ResyncPeriod time.Duration
 	// LeaderElection, when enabled, runs the controllers only while this
@@ -269,7 +274,8 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	})
 	// Claims are not launcher pods: their informer is unfiltered.
 	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
-	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims}
+	nodes := newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil)
+	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
@@ -323,6 +329,14 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	nodeController, err := node.New(node.Config{
+		Client: m.client, Kube: m.kube.Nodes(), Nodes: nodes, VMIs: vmis, Pods: pods,
+		HeartbeatTimeout: m.opts.NodeHeartbeatTimeout, Recorder: recorder,
+		Workers: m.opts.NodeWorkers, Observe: m.metrics.observer("node"), OnPhaseChange: m.metrics.phaseChanged,
+	})
+	if err != nil {
+		return err
+	}
 	synced := make([]cache.InformerSynced, 0, len(started))
 	for _, inf := range started {
 		informers.Add(1)
@@ -340,7 +354,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if m.opts.DiscoveryInterval > 0 {
 		go m.watchServedAPIs(ctx, cdi, stop)
 	}
-	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController}
+	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
 	errs := make(chan error, len(controllers))
 	for _, c := range controllers {
 		go func() { errs <- c.Start(ctx) }()

@@ -43,7 +43,8 @@ func slimVM(obj any) (any, error) {
 // reads a launcher pod's identity (name, namespace, UID, the controlling
 // VMI and the kubevirt.io/created-by label it is indexed by), whether it is
 // being deleted, its node, phase and QoS class, the readiness of its compute
-// container, and its Ready and PodScheduled conditions. The rest of the
+// container, and its Ready and PodScheduled conditions (the node controller
+// reads a subset: the label, node and phase). The rest of the
 // spec and status, its other labels and its annotations are dropped: they
 // are most of a launcher pod's size. Controllers needing more of the pod
 // must read it from the API server.
@@ -93,4 +94,26 @@ func slimClaim(obj any) (any, error) {
 		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
 	}, nil
+}
+
+// slimNode is the node informer's transform: the node controller reads a
+// node's name, the node agent's schedulable label and heartbeat annotation,
+// and the resourceVersion it patches the label at. The rest (the status with
+// its image list, the other labels and annotations, the spec) is dropped.
+func slimNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion,
+		CreationTimestamp: node.CreationTimestamp, DeletionTimestamp: node.DeletionTimestamp,
+	}}
+	if v, ok := node.Labels[v1.NodeSchedulable]; ok {
+		slim.Labels = map[string]string{v1.NodeSchedulable: v}
+	}
+	if v, ok := node.Annotations[v1.VirtHandlerHeartbeat]; ok {
+		slim.Annotations = map[string]string{v1.VirtHandlerHeartbeat: v}
+	}
+	return slim, nil
 }

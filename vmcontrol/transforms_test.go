@@ -80,3 +80,36 @@ func TestSlimVMDropsKubectlsCopyAndManagedFields(t *testing.T) {
 		t.Errorf("slimVM (-want +got):\n%s", diff)
 	}
 }
+
+func TestSlimNodeKeepsWhatTheNodeControllerReads(t *testing.T) {
+	now := metav1.Now()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "node01", UID: "node-uid", ResourceVersion: "9", CreationTimestamp: now,
+			Labels:        map[string]string{v1.NodeSchedulable: "true", "kubernetes.io/hostname": "node01"},
+			Annotations:   map[string]string{v1.VirtHandlerHeartbeat: "2026-11-24T10:00:00Z", "node.alpha.kubernetes.io/ttl": "0"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
+		Spec:   corev1.NodeSpec{PodCIDR: "10.244.0.0/24"},
+		Status: corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"quay.io/kubevirt/virt-launcher"}}}},
+	}
+	got, err := slimNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "node01", UID: "node-uid", ResourceVersion: "9", CreationTimestamp: now,
+		Labels:      map[string]string{v1.NodeSchedulable: "true"},
+		Annotations: map[string]string{v1.VirtHandlerHeartbeat: "2026-11-24T10:00:00Z"},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slimNode (-want +got):\n%s", diff)
+	}
+	bare, err := slimNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node02", Labels: map[string]string{"a": "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node02"}}, bare); diff != "" {
+		t.Errorf("slimNode of a node without an agent (-want +got):\n%s", diff)
+	}
+}

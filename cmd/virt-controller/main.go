@@ -1,6 +1,7 @@
-// Command virt-controller runs vmkit's VirtualMachine and
-// VirtualMachineInstance controllers (vmcontrol.Manager): flags in, wiring,
-// Run. Everything else lives in the packages it imports.
+// Command virt-controller runs vmkit's VirtualMachine,
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet and node
+// controllers (vmcontrol.Manager): flags in, wiring, Run. Everything else
+// lives in the packages it imports.
 package main
 
 import (
@@ -45,6 +46,8 @@ func main() {
 	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
 	flag.IntVar(&o.manager.ReplicaSetWorkers, "replicaset-workers", 3, "concurrent VirtualMachineInstanceReplicaSet syncs")
+	flag.IntVar(&o.manager.NodeWorkers, "node-workers", 3, "concurrent node syncs (the node controller)")
+	flag.DurationVar(&o.manager.NodeHeartbeatTimeout, "node-heartbeat-timeout", 5*time.Minute, "age of a node agent's heartbeat after which its node is marked unschedulable and the VMIs stranded there fail")
 	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
 	flag.IntVar(&o.manager.Burst, "burst", 400, "API client burst")
 	flag.BoolVar(&o.manager.LeaderElection.Enabled, "leader-elect", true, "run the controllers only while holding the leader Lease")

@@ -1,8 +1,9 @@
 // Command embed shows vmkit's controllers running inside a platform team's
 // own controller-runtime manager: the manager provides leader election,
 // metrics and health checks; vmkit's VirtualMachine,
-// VirtualMachineInstance and VirtualMachineInstanceReplicaSet controllers
-// are added to it as Runnables, on vmkit's generated shared informers.
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet and node
+// controllers are added to it as Runnables, on vmkit's generated shared
+// informers and client-go's.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
@@ -72,6 +74,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The clientset's nodes satisfy kubeclient.NodeInterface as they are.
+	nodes, err := node.New(node.Config{Client: client.KubevirtV1(), Kube: kube.CoreV1().Nodes(),
+		Nodes: kubeFactory.Core().V1().Nodes().Informer(), VMIs: vmInformers.VirtualMachineInstances().Informer(),
+		Pods: kubeFactory.Core().V1().Pods().Informer()})
+	if err != nil {
+		return err
+	}
 	// Informers first, then each controller: Start(ctx) error is all
 	// controller-runtime asks of a Runnable. They run only on the leader.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -84,7 +93,7 @@ func run() error {
 	})); err != nil {
 		return err
 	}
-	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start)} {
+	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start), manager.RunnableFunc(nodes.Start)} {
 		if err := mgr.Add(c); err != nil {
 			return err
 		}

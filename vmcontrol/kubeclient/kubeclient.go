@@ -1,6 +1,6 @@
 // Package kubeclient is a small typed client for the Kubernetes resources
-// vmkit's controllers read and write: pods, persistent volume claims and
-// events (core/v1) and leases (coordination.k8s.io/v1), plus the one
+// vmkit's controllers read and write: pods, persistent volume claims, nodes
+// and events (core/v1) and leases (coordination.k8s.io/v1), plus the one
 // discovery question the Manager asks (is a resource served?).
 //
 // client-go's clientset does all of this too, but importing any of its typed
@@ -66,6 +66,15 @@ type PersistentVolumeClaimInterface interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
+// NodeInterface reads, watches and patches the cluster's nodes. A client-go
+// clientset's CoreV1().Nodes() satisfies it.
+type NodeInterface interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
+
 // EventInterface writes the events of a namespace.
 type EventInterface interface {
 	Create(ctx context.Context, event *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
@@ -80,7 +89,7 @@ type LeaseInterface interface {
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
 
-// Client reaches the API server for pods, claims, events and leases.
+// Client reaches the API server for pods, claims, nodes, events and leases.
 type Client struct {
 	core, coordination rest.Interface
 	params             runtime.ParameterCodec
@@ -154,6 +163,13 @@ func (c *Client) PersistentVolumeClaims(namespace string) PersistentVolumeClaimI
 		func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} },
 		func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} },
 		gentype.PrefersProtobuf[*corev1.PersistentVolumeClaim]())
+}
+
+// Nodes returns the cluster's nodes (they have no namespace).
+func (c *Client) Nodes() NodeInterface {
+	return gentype.NewClientWithList("nodes", c.core, c.params, "",
+		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
+		gentype.PrefersProtobuf[*corev1.Node]())
 }
 
 // Events returns the events of a namespace.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -38,8 +39,8 @@ func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestAgainstAPIServer drives every call the controllers make through a
-// real kube-apiserver: pods (protobuf on the wire), claims, events through
-// the recorder's sink, leases and discovery.
+// real kube-apiserver: pods (protobuf on the wire), claims, nodes, events
+// through the recorder's sink, leases and discovery.
 func TestAgainstAPIServer(t *testing.T) {
 	env := testenv.Start(t, testenv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -116,6 +117,54 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		if _, err := c.PersistentVolumeClaims("default").Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("Get of a missing claim = %v, want NotFound", err)
+		}
+	})
+
+	t.Run("nodes", func(t *testing.T) {
+		nodes := c.Nodes()
+		w, err := nodes.Watch(ctx, metav1.ListOptions{LabelSelector: "kubeclient-test=yes"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		// kubeclient does not create nodes (the kubelet does): the test's clientset does.
+		if _, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: "kubeclient-node", Labels: map[string]string{"kubeclient-test": "yes"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := nodes.Get(ctx, "kubeclient-node", metav1.GetOptions{})
+		if err != nil || got.Labels["kubeclient-test"] != "yes" {
+			t.Fatalf("Get = %+v, %v; want the created node", got, err)
+		}
+		list, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: "kubeclient-test=yes"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].UID != got.UID {
+			t.Fatalf("List = %v, %v; want the one node", list, err)
+		}
+		patch := `{"metadata":{"resourceVersion":"` + got.ResourceVersion + `","labels":{"kubevirt.io/schedulable":"false"}}}`
+		patched, err := nodes.Patch(ctx, "kubeclient-node", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err != nil || patched.Labels["kubevirt.io/schedulable"] != "false" || patched.Labels["kubeclient-test"] != "yes" {
+			t.Fatalf("Patch = %+v, %v; want the label added", patched, err)
+		}
+		if _, err := nodes.Patch(ctx, "kubeclient-node", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsConflict(err) {
+			t.Fatalf("a patch with a stale resourceVersion = %v, want a conflict", err)
+		}
+		var events []watch.EventType
+		for len(events) < 2 {
+			select {
+			case e := <-w.ResultChan():
+				events = append(events, e.Type)
+			case <-ctx.Done():
+				t.Fatalf("watch saw %v, want ADDED, MODIFIED", events)
+			}
+		}
+		if events[0] != watch.Added || events[1] != watch.Modified {
+			t.Errorf("watch saw %v, want ADDED, MODIFIED", events)
+		}
+		rec.mu.Lock()
+		ct := rec.seen["GET /api/v1/nodes/kubeclient-node"]
+		rec.mu.Unlock()
+		if !strings.HasPrefix(ct, "application/vnd.kubernetes.protobuf") {
+			t.Errorf("GET node answered with %q, want protobuf", ct)
 		}
 	})
 
