@@ -8,6 +8,7 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,8 @@ import (
 // API server: a VirtualMachineInstanceReplicaSet gets its VMIs, reports
 // them ready, follows the scale subresource (what `kubectl scale` and a
 // HorizontalPodAutoscaler write) up and down, and scaling down removes the
-// least progressed VMIs first, the oldest ready one last.
+// least progressed VMIs first, the oldest ready one last; a
+// HorizontalPodAutoscaler scales it too.
 func TestReplicaSet(t *testing.T) {
 	c := startCluster(t)
 	c.fakeKubelet(t)
@@ -138,6 +140,26 @@ func TestReplicaSet(t *testing.T) {
 	waitFor(t, 30*time.Second, "status: 1 replica", func(ctx context.Context) (bool, error) {
 		got, err := sets.Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && got.Status.Replicas == 1 && got.Status.ReadyReplicas == 1, nil
+	})
+
+	// A HorizontalPodAutoscaler drives the replica set through the same
+	// subresource: kube-controller-manager's HPA controller raises the
+	// replicas to minReplicas (before it needs any metric).
+	three := int32(3)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: v1.SchemeGroupVersion.String(), Kind: "VirtualMachineInstanceReplicaSet", Name: "web"},
+			MinReplicas:    &three,
+			MaxReplicas:    5,
+		},
+	}
+	if _, err := c.kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the HPA to scale the replica set to 3", func(ctx context.Context) (bool, error) {
+		got, err := sets.Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && got.Spec.Replicas != nil && *got.Spec.Replicas == 3 && got.Status.Replicas == 3, nil
 	})
 }
 
