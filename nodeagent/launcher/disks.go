@@ -179,7 +179,7 @@ func (l *Launcher) servedImage(name, uid, path string) (string, error) {
 		}
 		if fi.IsDir() {
 			if path != "" {
-				p := filepath.Join(c, path)
+				p := inDir(c, path)
 				if _, err := os.Stat(p); err == nil {
 					return p, nil
 				}
@@ -227,13 +227,20 @@ func (l *Launcher) kernelBootFile(uid, path string) (string, error) {
 		return "", fmt.Errorf("no container disk directory configured (--container-disk-dir)")
 	}
 	for _, dir := range []string{filepath.Join(l.cfg.ContainerDiskDir, uid, "kernel-boot"), filepath.Join(l.cfg.ContainerDiskDir, "kernel-boot")} {
-		for _, p := range []string{filepath.Join(dir, path), filepath.Join(dir, filepath.Base(path))} {
+		for _, p := range []string{inDir(dir, path), inDir(dir, filepath.Base(path))} {
 			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 				return p, nil
 			}
 		}
 	}
 	return "", fmt.Errorf("%s not found under %s/<uid>/kernel-boot", path, l.cfg.ContainerDiskDir)
+}
+
+// inDir is path, a path inside an image however it is written (absolute,
+// relative, with ".." elements), under dir: the result never leaves dir,
+// as "/.." is "/" (symbolic links are the image's and are followed).
+func inDir(dir, path string) string {
+	return filepath.Join(dir, filepath.Clean("/"+path))
 }
 
 // imageFormat sniffs a disk image's format: qcow2 by its magic, else raw.

@@ -1,0 +1,91 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// FuzzGuestAgentReplies: what the guest's agent answers is the guest's to
+// write. No reply makes the agent's parsers panic, and interfaces are only
+// ever matched to the VMI's own.
+func FuzzGuestAgentReplies(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"debian","name":"Debian GNU/Linux","kernel-release":"6.1.0","machine":"x86_64"}`,
+		`[{"name":"eth0","hardware-address":"52:54:00:12:34:56","ip-addresses":[{"ip-address-type":"ipv4","ip-address":"10.0.2.2","prefix":24}]}]`,
+		`[{"user":"root","login-time":1700000000.5}]`, `[{"name":"vda1","mountpoint":"/","type":"ext4","total-bytes":1,"used-bytes":2}]`,
+		`null`, `[]`, `{}`, `[null]`, `[{"ip-addresses":[null]}]`, `[{"hardware-address":"zz"}]`, `"x"`, `1e999`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	spec := []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56"}}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		msg := json.RawMessage(raw)
+		_, _ = guestOSInfo(msg)
+		_, _ = guestUsers(msg)
+		_, _ = guestFileSystems(msg)
+		ifaces, err := guestInterfaces(msg, spec)
+		if err != nil {
+			return
+		}
+		for _, i := range ifaces {
+			if i.Name != "" && i.Name != "default" {
+				t.Errorf("guestInterfaces(%q) reports interface %q, which the VMI does not have", raw, i.Name)
+			}
+		}
+	})
+}
+
+// FuzzRESTRoutes: any method and path sent to the node agent's REST API
+// gets an answer below 500 and never a panic: unknown routes 404 or 405,
+// unknown or foreign VMIs 404, VMIs that do not run 409.
+func FuzzRESTRoutes(f *testing.F) {
+	for _, s := range []struct{ method, path string }{
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/running/guestosinfo"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/stopped/console"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/pause"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/missing/vnc"},
+		{"DELETE", "/v1/namespaces/ns/virtualmachineinstances/running/pause"},
+		{"GET", "/v1/namespaces/../virtualmachineinstances/x/userlist"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/%2e%2e/filesystemlist"},
+		{"GET", "/v1/namespaces//virtualmachineinstances//guestosinfo"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/" + strings.Repeat("a", 300) + "/unpause"},
+		{"GET", "/"},
+	} {
+		f.Add(s.method, s.path)
+	}
+	vmi := func(name string, phase v1.VirtualMachineInstancePhase) *v1.VirtualMachineInstance {
+		return &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+			Status: v1.VirtualMachineInstanceStatus{Phase: phase, NodeName: "node01"}}
+	}
+	dir := f.TempDir()
+	a, err := New(Config{NodeName: "node01", Client: vmfake.NewSimpleClientset(vmi("running", v1.Running), vmi("stopped", v1.Succeeded)),
+		Kube: fake.NewClientset(), ShareDir: dir, KubeletPodsDir: dir, Recorder: record.NewFakeRecorder(100)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := a.Handler()
+	f.Fuzz(func(t *testing.T, method, path string) {
+		req, err := http.NewRequest(method, "http://node/", nil)
+		if err != nil {
+			return // not a method net/http would hand the server
+		}
+		req.URL.Path, req.URL.RawPath = path, ""
+		req.RequestURI = path
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code >= 500 {
+			t.Errorf("%s %q = %d %q", method, path, w.Code, w.Body)
+		}
+	})
+}
