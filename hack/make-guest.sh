@@ -18,8 +18,11 @@
 #                           "client <the caller's address>" and
 #                           /cgi-bin/fetch?<url> the body of <url>
 #                           fetched from the guest (egress tests)
-#   disk-bios.img           a BIOS-bootable raw disk (FAT, SYSLINUX) with
-#                           vmlinuz and the agent initramfs, for
+#   disk.img                a raw disk (one FAT file system, no partition
+#                           table) with vmlinuz and the agent initramfs that
+#                           boots with BIOS (SYSLINUX in its boot sector) and
+#                           with UEFI, secure boot on or off (Debian's signed
+#                           shim and GRUB at \EFI\BOOT\BOOTX64.EFI), for
 #                           containerDisk VMs without kernelBoot
 # Boot with: console=ttyS0 panic=-1 quiet, machine pc, <acpi/>.
 #
@@ -30,11 +33,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
-OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk-bios.img)
+OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=8
-# The bootloader and the tools that make its FAT disk without mounting it.
-DISK_PKGS=(syslinux syslinux-common mtools dosfstools)
+GUEST_VERSION=9
+# The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
+# the tools that make the FAT disk without mounting it.
+DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
@@ -275,16 +279,19 @@ EOF
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 
-# --- BIOS disk ------------------------------------------------------------------
-# A FAT file system on the whole disk (no partition table) with SYSLINUX in
-# its boot sector: SeaBIOS boots it as a hard disk. mtools writes into the
-# image file, so nothing is mounted.
+# --- disk -----------------------------------------------------------------------
+# One FAT file system on the whole disk (no partition table): SYSLINUX in its
+# boot sector for SeaBIOS, and \EFI\BOOT\BOOTX64.EFI (shim, signed by
+# Microsoft's UEFI CA, which loads Debian's signed GRUB next to it, which
+# loads Debian's signed kernel) for OVMF, with or without secure boot. mtools
+# writes into the image file, so nothing is mounted.
 for deb in "${DISK_PKGS[@]}"; do dpkg-deb -x "${deb}"_*.deb disk-pkg; done
 PATH=$work/disk-pkg/usr/bin:$work/disk-pkg/sbin:$PATH
 export MTOOLS_SKIP_CHECK=1
-truncate -s 16M disk-bios.img
-mkfs.fat -n VMKIT disk-bios.img >/dev/null
-cat >syslinux.cfg <<'EOF'
+cmdline="console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check"
+truncate -s 24M disk.img
+mkfs.fat -n VMKIT disk.img >/dev/null
+cat >syslinux.cfg <<EOF
 SERIAL 0 115200
 DEFAULT vmkit
 PROMPT 0
@@ -292,12 +299,27 @@ TIMEOUT 0
 LABEL vmkit
   KERNEL vmlinuz
   INITRD initrd.gz
-  APPEND console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check
+  APPEND $cmdline
 EOF
-mcopy -i disk-bios.img vmlinuz ::vmlinuz
-mcopy -i disk-bios.img initramfs-agent.cpio.gz ::initrd.gz
-mcopy -i disk-bios.img syslinux.cfg ::syslinux.cfg
-syslinux --install disk-bios.img
+cat >grub.cfg <<EOF
+set timeout=0
+serial --unit=0 --speed=115200
+terminal_input serial console
+terminal_output serial console
+menuentry vmkit {
+  linux /vmlinuz $cmdline
+  initrd /initrd.gz
+}
+EOF
+mcopy -i disk.img vmlinuz ::vmlinuz
+mcopy -i disk.img initramfs-agent.cpio.gz ::initrd.gz
+mcopy -i disk.img syslinux.cfg ::syslinux.cfg
+syslinux --install disk.img
+mmd -i disk.img ::EFI ::EFI/BOOT ::EFI/debian
+mcopy -i disk.img disk-pkg/usr/lib/shim/shimx64.efi.signed ::EFI/BOOT/BOOTX64.EFI
+mcopy -i disk.img disk-pkg/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed ::EFI/BOOT/grubx64.efi
+# Debian's signed GRUB reads \EFI\debian\grub.cfg.
+mcopy -i disk.img grub.cfg ::EFI/debian/grub.cfg
 
 # Move complete files into place last, so an interrupted run never leaves a
 # set of outputs that looks finished.

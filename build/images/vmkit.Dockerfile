@@ -81,7 +81,7 @@ FROM ${DEBIAN_IMAGE} AS virt-launcher
 # libvirt-daemon-system is deliberately absent: it pulls in systemd.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash \
+      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash ovmf \
  && rm -rf /var/lib/apt/lists/* \
  && rm -f /usr/bin/qemu-system-i386 /usr/bin/qemu-system-x86_64-microvm
 # (libvirtd probes every qemu-system-<arch> at start: one binary, one probe.)
@@ -131,8 +131,9 @@ ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 USER 0
 ENTRYPOINT ["/usr/bin/virt-launcher"]
 
-# --- the test guest for kernel boot (hack/make-guest.sh _output/guest) ------------------
+# --- the test guest for kernel boot and as a container disk (hack/make-guest.sh _output/guest)
 FROM scratch AS tiny-guest
 COPY --from=base /rootfs/ /
 COPY --chmod=644 _output/guest/vmlinux _output/guest/initramfs-idle.cpio.gz _output/guest/initramfs-agent.cpio.gz /boot/
+COPY --chmod=644 _output/guest/disk.img /disk/tiny.img
 ENV PATH=/usr/bin:/bin

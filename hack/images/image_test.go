@@ -42,7 +42,7 @@ func testBuilder(t *testing.T, kernel, initramfs string, fileTime time.Time, epo
 		}
 	}
 	for name, content := range map[string]string{"vmlinux": kernel, "initramfs-idle.cpio.gz": initramfs, "initramfs-agent.cpio.gz": initramfs + "agent",
-		"disk-bios.img": kernel + initramfs} {
+		"disk.img": kernel + initramfs} {
 		p := filepath.Join(o.guest, name)
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)

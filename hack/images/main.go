@@ -8,7 +8,7 @@
 //	vmkit/virt-handler:TAG
 //	vmkit/virt-launcher:TAG      virt-launcher, container-disk, and libvirt
 //	                             + QEMU from Debian packages
-//	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its BIOS disk
+//	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its disk
 //
 // Each image is written to <out>/<name>.tar, an archive holding both an OCI
 // image layout and Docker's manifest.json (what `docker save` writes since
@@ -46,10 +46,10 @@ import (
 // launcherPackages are the Debian packages of the launcher image; their
 // Depends and PreDepends come along. dash provides /bin/sh, which
 // qemu-system-x86's /usr/bin/qemu-system-i386 wrapper needs (libvirtd
-// probes it at start).
+// probes it at start). ovmf is the UEFI firmware (firmware.bootloader.efi).
 var launcherPackages = []string{
 	"libvirt-daemon", "libvirt-daemon-driver-qemu", "qemu-system-x86", "qemu-utils",
-	"coreutils", "libc-bin", "dash",
+	"coreutils", "libc-bin", "dash", "ovmf",
 }
 
 // The PATH of the images: the launcher needs /usr/sbin, where virt-launcher
@@ -383,7 +383,7 @@ func checkStatic(path string) error {
 }
 
 // guestLayer holds the test guest's kernel and initramfs under /boot, and
-// its BIOS-bootable disk under /disk, as KubeVirt's container disks lay
+// its disk (BIOS and UEFI) under /disk, as KubeVirt's container disks lay
 // their image out.
 func (b *builder) guestLayer() (*layer, error) {
 	t := newTree()
@@ -391,13 +391,13 @@ func (b *builder) guestLayer() (*layer, error) {
 		{"vmlinux", "boot/vmlinux"},
 		{"initramfs-idle.cpio.gz", "boot/initramfs-idle.cpio.gz"},
 		{"initramfs-agent.cpio.gz", "boot/initramfs-agent.cpio.gz"},
-		{"disk-bios.img", "disk/tiny-bios.img"},
+		{"disk.img", "disk/tiny.img"},
 	} {
 		if err := t.CopyFile(f.dest, 0o644, filepath.Join(b.opts.guest, f.src)); err != nil {
 			return nil, fmt.Errorf("%w (make the guest with hack/make-guest.sh %s)", err, b.opts.guest)
 		}
 	}
-	return b.write("tiny-guest", "vmkit hack/images: /boot/vmlinux, /boot/initramfs-idle.cpio.gz, /boot/initramfs-agent.cpio.gz, /disk/tiny-bios.img from hack/make-guest.sh", t)
+	return b.write("tiny-guest", "vmkit hack/images: /boot/vmlinux, /boot/initramfs-idle.cpio.gz, /boot/initramfs-agent.cpio.gz, /disk/tiny.img from hack/make-guest.sh", t)
 }
 
 // launcherLayers are, bottom up: the Debian packages (large, changing only

@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -601,34 +602,55 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 	return body
 }
 
-// TestContainerDiskBoot boots examples/vm-disk.yaml: no kernelBoot, a
-// containerDisk whose image holds a BIOS-bootable disk under /disk. SeaBIOS
-// boots it, SYSLINUX (on the serial console) loads the kernel, and the
-// guest answers HTTP on its pod IP.
+// TestContainerDiskBoot boots examples/vm-disk.yaml (no kernelBoot, a
+// containerDisk whose image holds the test guest's disk under /disk) three
+// times at once: with BIOS as the example is (SeaBIOS, then SYSLINUX on the
+// serial console), and with firmware.bootloader.efi, secure boot off and on
+// (OVMF, Debian's signed shim and GRUB, which greets on the serial
+// console). Each guest answers HTTP on its pod IP.
 func TestContainerDiskBoot(t *testing.T) {
 	c := need(t)
-	vm := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
-	if vm.Spec.Template.Spec.Domain.Firmware != nil && vm.Spec.Template.Spec.Domain.Firmware.KernelBoot != nil {
+	bios := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
+	if fw := bios.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
 		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
 	}
-	began := time.Now()
-	createVM(t, c, vm)
-	waitVMI(t, c, vm.Name, "Running", running)
-	toRunning := time.Since(began)
-	vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
-		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
-	})
-	body := httpGetUntil(t, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 2*time.Minute)
-	t.Logf("create → Running %v → the disk-booted guest answers HTTP %v: %q", toRunning.Round(time.Millisecond),
-		time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	lines, err := c.Console(ctx, "default", vm.Name, guestMarker)
-	if err != nil {
-		t.Fatal(err)
+	efi := func(name string, secure bool) *v1.VirtualMachine {
+		vm := exampleVM(t, "vm-disk.yaml", name, v1.RunStrategyAlways)
+		spec := &vm.Spec.Template.Spec
+		spec.Domain.Machine = &v1.Machine{Type: "q35"}
+		spec.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{SecureBoot: v1.BoolPtr(secure)}}}
+		if secure {
+			spec.Domain.Features = &v1.Features{SMM: &v1.FeatureState{Enabled: v1.BoolPtr(true)}}
+		}
+		// Debian's GRUB cannot place the kernel in less.
+		spec.Domain.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
+		return vm
 	}
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "SYSLINUX") }) {
-		t.Errorf("the console shows no SYSLINUX line (not booted from the disk?): %q", lines)
+	vms := []struct {
+		vm     *v1.VirtualMachine
+		banner string // what the boot loader prints on the serial console
+	}{{bios, "SYSLINUX"}, {efi("vm-disk-efi", false), "Welcome to GRUB"}, {efi("vm-disk-secure", true), "Welcome to GRUB"}}
+	began := time.Now()
+	for _, v := range vms {
+		createVM(t, c, v.vm)
+	}
+	for _, v := range vms {
+		name := v.vm.Name
+		waitVMI(t, c, name, "Running", running)
+		vmi := waitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+		})
+		body := httpGetUntil(t, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
+		t.Logf("%s: the disk-booted guest answers HTTP %v after create: %q", name, time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		lines, err := c.Console(ctx, "default", name, guestMarker)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, v.banner) }) {
+			t.Errorf("%s: the console shows no %q line (not booted by its disk's boot loader?): %q", name, v.banner, lines)
+		}
 	}
 }
 
