@@ -58,6 +58,7 @@ import (
 
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
@@ -114,12 +115,8 @@ type Controller struct {
 	onPhaseChange func(*v1.VirtualMachineInstance, v1.VirtualMachineInstancePhase)
 }
 
-// Index names, distinct from those other controllers add to the same
-// shared informers.
-const (
-	vmisByNodeIndex = "vmkit.io/node-controller-status.nodeName"
-	podsByVMIIndex  = "vmkit.io/node-controller-created-by"
-)
+// vmisByNodeIndex indexes VMIs by status.nodeName.
+const vmisByNodeIndex = "vmkit.io/node-controller-status.nodeName"
 
 // New wires the controller to its informers. Call Start to run it.
 func New(cfg Config) (*Controller, error) {
@@ -153,8 +150,9 @@ func New(cfg Config) (*Controller, error) {
 	if err := cfg.VMIs.AddIndexers(cache.Indexers{vmisByNodeIndex: indexByNode}); err != nil {
 		return nil, fmt.Errorf("node controller: indexing VMIs: %w", err)
 	}
-	if err := cfg.Pods.AddIndexers(cache.Indexers{podsByVMIIndex: indexByCreator}); err != nil {
-		return nil, fmt.Errorf("node controller: indexing pods: %w", err)
+	// The VMI controller's index on the same informer, when both run.
+	if err := podindex.Add(cfg.Pods); err != nil {
+		return nil, fmt.Errorf("node controller: %w", err)
 	}
 	c.loop = &reconcile.Loop{
 		Name:    "node",
@@ -163,11 +161,7 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.Nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.loop.Enqueue,
-		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
-		DeleteFunc: c.loop.Enqueue,
-	}); err != nil {
+	if _, err := cfg.Nodes.AddEventHandler(c.loop.Handler()); err != nil {
 		return nil, fmt.Errorf("node controller: %w", err)
 	}
 	// A VMI that lands on (or is still on) a node brings the node back:
@@ -229,17 +223,4 @@ func indexByNode(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{vmi.Status.NodeName}, nil
-}
-
-// indexByCreator indexes launcher pods by their kubevirt.io/created-by
-// label, the UID of their VMI.
-func indexByCreator(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if uid := pod.Labels[v1.CreatedByLabel]; uid != "" {
-		return []string{uid}, nil
-	}
-	return nil, nil
 }

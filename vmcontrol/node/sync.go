@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
 
@@ -143,12 +144,12 @@ func (c *Controller) failStranded(ctx context.Context, nodeName string, deleted 
 // launcherRuns reports whether a launcher pod of the VMI, on any node, is
 // in phase Running: its guest may be running.
 func (c *Controller) launcherRuns(vmi *v1.VirtualMachineInstance) (bool, error) {
-	objs, err := c.podIndexer.ByIndex(podsByVMIIndex, string(vmi.UID))
+	pods, err := podindex.Of(c.podIndexer, vmi)
 	if err != nil {
 		return false, err
 	}
-	for _, o := range objs {
-		if pod, ok := o.(*corev1.Pod); ok && pod.Namespace == vmi.Namespace && pod.Status.Phase == corev1.PodRunning {
+	for _, pod := range pods {
+		if pod.Status.Phase == corev1.PodRunning {
 			return true, nil
 		}
 	}

@@ -99,11 +99,7 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.ReplicaSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.loop.Enqueue,
-		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
-		DeleteFunc: c.loop.Enqueue,
-	}); err != nil {
+	if _, err := cfg.ReplicaSets.AddEventHandler(c.loop.Handler()); err != nil {
 		return nil, fmt.Errorf("replicaset controller: %w", err)
 	}
 	if _, err := cfg.VMIs.AddEventHandler(cache.ResourceEventHandlerFuncs{

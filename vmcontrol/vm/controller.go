@@ -101,11 +101,7 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.VMs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.loop.Enqueue,
-		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
-		DeleteFunc: c.loop.Enqueue,
-	}); err != nil {
+	if _, err := cfg.VMs.AddEventHandler(c.loop.Handler()); err != nil {
 		return nil, fmt.Errorf("vm controller: %w", err)
 	}
 	if _, err := cfg.VMIs.AddEventHandler(cache.ResourceEventHandlerFuncs{

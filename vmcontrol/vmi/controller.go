@@ -42,6 +42,7 @@ import (
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
+	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
@@ -134,8 +135,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	// A sync looks its VMI's pods up by UID: listing the namespace and
 	// matching labels costs O(pods in the namespace) per sync.
-	if err := cfg.Pods.AddIndexers(cache.Indexers{podsByVMIIndex: indexByCreator}); err != nil {
-		return nil, fmt.Errorf("vmi controller: indexing pods: %w", err)
+	if err := podindex.Add(cfg.Pods); err != nil {
+		return nil, fmt.Errorf("vmi controller: %w", err)
 	}
 	c.loop = &reconcile.Loop{
 		Name:    "virtualmachineinstance",
@@ -144,11 +145,7 @@ func New(cfg Config) (*Controller, error) {
 		Sync:    c.sync,
 		Observe: cfg.Observe,
 	}
-	if _, err := cfg.VMIs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.loop.Enqueue,
-		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
-		DeleteFunc: c.loop.Enqueue,
-	}); err != nil {
+	if _, err := cfg.VMIs.AddEventHandler(c.loop.Handler()); err != nil {
 		return nil, fmt.Errorf("vmi controller: %w", err)
 	}
 	if cfg.DataVolumes != nil && cfg.Claims == nil {
@@ -214,21 +211,6 @@ func (c *Controller) watchClaims(cfg Config) error {
 	c.synced = append(c.synced, cfg.DataVolumes.HasSynced)
 	_, err := cfg.DataVolumes.AddEventHandler(handler)
 	return err
-}
-
-// podsByVMIIndex indexes launcher pods by their kubevirt.io/created-by label,
-// the UID of their VMI.
-const podsByVMIIndex = "vmkit.io/created-by"
-
-func indexByCreator(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if uid := pod.Labels[v1.CreatedByLabel]; uid != "" {
-		return []string{uid}, nil
-	}
-	return nil, nil
 }
 
 // vmiKeyOf returns the key of the VMI controlling a launcher pod.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 )
 
 // Reasons the controller reports on VMIs.
@@ -157,16 +158,12 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 
 // launcherPods returns the pods the VMI controls, oldest first.
 func (c *Controller) launcherPods(vmi *v1.VirtualMachineInstance) ([]*corev1.Pod, error) {
-	objs, err := c.podIndexer.ByIndex(podsByVMIIndex, string(vmi.UID))
+	labelled, err := podindex.Of(c.podIndexer, vmi)
 	if err != nil {
 		return nil, err
 	}
 	var pods []*corev1.Pod
-	for _, o := range objs {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.Namespace != vmi.Namespace {
-			continue
-		}
+	for _, p := range labelled {
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == vmi.UID {
 			pods = append(pods, p)
 		}

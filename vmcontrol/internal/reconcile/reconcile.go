@@ -62,6 +62,16 @@ func (l *Loop) Enqueue(obj any) {
 	}
 }
 
+// Handler enqueues the key of every object the informer adds, updates or
+// deletes: the handler of a controller's own kind.
+func (l *Loop) Handler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    l.Enqueue,
+		UpdateFunc: func(_, obj any) { l.Enqueue(obj) },
+		DeleteFunc: l.Enqueue,
+	}
+}
+
 // Run processes keys until ctx is done, then shuts the queue down and waits
 // for the workers to finish their current key.
 func (l *Loop) Run(ctx context.Context) {
