@@ -73,7 +73,7 @@ func NewFake() *Fake {
 }
 
 // FailNext makes the next call of the named method ("Define", "Start",
-// "Shutdown", "Destroy", "Pause", "Resume", "State", "Console",
+// "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "State", "Console",
 // "GuestAgentCommand", "Undefine" or "List") return err without doing
 // anything.
 func (f *Fake) FailNext(method string, err error) {
@@ -295,6 +295,47 @@ func (f *Fake) Pause(ctx context.Context, name string) error {
 // Resume implements Hypervisor.
 func (f *Fake) Resume(ctx context.Context, name string) error {
 	return f.transition(ctx, "Resume", name, StatePaused, DomainState{StateRunning, ReasonUnpaused})
+}
+
+// rebootCommand is what Reboot with RebootGuestAgent sends the guest agent,
+// as libvirt does.
+const rebootCommand = `{"execute":"guest-shutdown","arguments":{"mode":"reboot"}}`
+
+// Reboot implements Hypervisor. The domain keeps running, as after a real
+// reboot; Calls records "Reboot name". With RebootGuestAgent the domain's
+// agent (SetGuestAgent) gets guest-shutdown with mode reboot, and its error,
+// if any, is Reboot's; without an agent Reboot fails with
+// ErrAgentUnavailable.
+func (f *Fake) Reboot(ctx context.Context, name string, method RebootMethod) error {
+	f.mu.Lock()
+	if err := f.begin(ctx, "Reboot", name); err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	d, err := f.lookup("reboot", name)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if d.state.State != StateRunning {
+		f.mu.Unlock()
+		return fmt.Errorf("reboot %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	agent := f.agents[name]
+	f.mu.Unlock()
+	switch method {
+	case RebootACPI:
+		return nil
+	case RebootGuestAgent:
+		if agent == nil {
+			return fmt.Errorf("reboot %s: %w", name, ErrAgentUnavailable)
+		}
+		if _, err := agent(rebootCommand); err != nil {
+			return fmt.Errorf("reboot %s: %w", name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("reboot %s: unknown method %q", name, method)
 }
 
 func (f *Fake) transition(ctx context.Context, method, name string, from State, to DomainState) error {

@@ -41,7 +41,9 @@ func TestFakeStateMachine(t *testing.T) {
 		{"start again", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StatePaused, ReasonStartingUp}, ErrInvalidState},
 		{"resume", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
 		{"resume a running domain", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, ErrInvalidState},
+		{"reboot", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StateRunning, ReasonUnpaused}, nil},
 		{"pause", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
+		{"reboot a paused domain", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
 		{"undefine a paused domain", func() error { return f.Undefine(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
 		{"destroy", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
 		{"destroy a shut-off domain", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
@@ -253,5 +255,38 @@ func TestFakeGuestAgent(t *testing.T) {
 	f.SetGuestAgent("ns_vm", nil)
 	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrAgentUnavailable) {
 		t.Errorf("agent command after the agent was removed: %v, want ErrAgentUnavailable", err)
+	}
+}
+
+// Reboot through the guest agent sends the agent libvirt's guest-shutdown;
+// without an agent it fails as libvirt does.
+func TestFakeReboot(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reboot(ctx, "ns_vm", RebootGuestAgent); !errors.Is(err, ErrAgentUnavailable) {
+		t.Errorf("Reboot through a missing agent: %v, want ErrAgentUnavailable", err)
+	}
+	var got []string
+	f.SetGuestAgent("ns_vm", func(cmd string) (string, error) { got = append(got, cmd); return `{"return":{}}`, nil })
+	if err := f.Reboot(ctx, "ns_vm", RebootGuestAgent); err != nil {
+		t.Errorf("Reboot through the agent: %v", err)
+	}
+	if err := f.Reboot(ctx, "ns_vm", RebootACPI); err != nil {
+		t.Errorf("Reboot with ACPI: %v", err)
+	}
+	if want := []string{`{"execute":"guest-shutdown","arguments":{"mode":"reboot"}}`}; !cmp.Equal(got, want) {
+		t.Errorf("the agent got %q, want %q", got, want)
+	}
+	if err := f.Reboot(ctx, "ns_vm", "Magic"); err == nil {
+		t.Error("Reboot with an unknown method: no error")
+	}
+	if st, _ := f.State(ctx, "ns_vm"); st.State != StateRunning {
+		t.Errorf("after the reboots: %v, want Running", st)
+	}
+	if calls := strings.Count(strings.Join(f.Calls(), ","), "Reboot ns_vm"); calls != 4 {
+		t.Errorf("Calls records %d reboots, want 4: %v", calls, f.Calls())
 	}
 }

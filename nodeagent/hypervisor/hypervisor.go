@@ -1,7 +1,7 @@
 // Package hypervisor is the small interface the node agent and the launcher
 // need from a hypervisor: define a domain from its XML, start it (optionally
-// paused), shut it down gracefully or destroy it, pause and resume it, read
-// its state with the reason, attach to its serial console, talk to the QEMU
+// paused), shut it down gracefully or destroy it, pause and resume it, ask
+// the guest to reboot, read its state with the reason, attach to its serial console, talk to the QEMU
 // guest agent in it, undefine it, and find the domains of a VMI.
 //
 // Domains are named by their libvirt name (<namespace>_<name>, see
@@ -46,6 +46,12 @@ type Hypervisor interface {
 	Pause(ctx context.Context, name string) error
 	// Resume restarts the vCPUs of a paused domain.
 	Resume(ctx context.Context, name string) error
+	// Reboot asks the guest of a running domain to restart, the way method
+	// says, and returns without waiting; the guest may ignore an ACPI
+	// request. Rebooting a domain that is not running (paused, shut off)
+	// fails with ErrInvalidState; through the guest agent, an agent that
+	// does not answer fails it with ErrAgentUnavailable.
+	Reboot(ctx context.Context, name string, method RebootMethod) error
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
 	// Console attaches to the domain's serial console: reads return what the
@@ -83,6 +89,20 @@ type StartOptions struct {
 	// the console before the guest prints its first line.
 	Paused bool
 }
+
+// RebootMethod says how Reboot asks a guest to restart (KubeVirt's soft
+// reboot: the guest agent when it is connected, else ACPI).
+type RebootMethod string
+
+// Reboot methods.
+const (
+	// RebootGuestAgent asks the QEMU guest agent in the guest
+	// (guest-shutdown with mode reboot), which restarts the guest's OS.
+	RebootGuestAgent RebootMethod = "GuestAgent"
+	// RebootACPI presses the ACPI power button; when the guest then powers
+	// off, the hypervisor boots it again instead of ending the domain.
+	RebootACPI RebootMethod = "ACPI"
+)
 
 // Domain is a defined domain.
 type Domain struct {

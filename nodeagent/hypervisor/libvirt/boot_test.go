@@ -3,7 +3,9 @@ package libvirt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -198,6 +200,82 @@ func TestBootTinyGuest(t *testing.T) {
 	}
 }
 
+// TestRebootACPI soft-reboots the test guest that powers itself off right
+// after it booted (initramfs.cpio.gz) with the ACPI power button: libvirt
+// turns the power-off that follows into a restart, so the guest boots a
+// second time before its second power-off ends the domain. Without the
+// reboot the domain would end after one boot.
+func TestRebootACPI(t *testing.T) {
+	uri := requireQEMU(t)
+	guest := testenv.RequireGuest(t)
+	h := newTestHypervisor(t, uri)
+
+	dir := t.TempDir()
+	xml, name := tinyGuestXML(t, tinyGuestVMI("reboot-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, guest.Initramfs, dir)
+	ctx := context.Background()
+	if _, err := h.Define(ctx, xml); err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := h.Reboot(ctx, name, hypervisor.RebootACPI); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("Reboot of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := h.Start(ctx, name, hypervisor.StartOptions{Paused: true}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := h.Reboot(ctx, name, hypervisor.RebootACPI); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("Reboot of a paused domain: %v, want ErrInvalidState", err)
+	}
+	console, err := h.Console(ctx, name)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	defer console.Close()
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	// The guest takes seconds to boot under emulation: the request is in
+	// before it powers off.
+	if err := h.Reboot(ctx, name, hypervisor.RebootACPI); err != nil {
+		t.Fatalf("Reboot: %v", err)
+	}
+	first, out, err := readUntil(console, guestMarker, bootTimeout)
+	if err != nil {
+		t.Fatalf("first boot: %v; console:\n%s", err, out)
+	}
+	rest := bytes.SplitN(out, []byte(first), 2)[1]
+	second, more, err := readUntil(io.MultiReader(bytes.NewReader(rest), console), guestMarker, bootTimeout)
+	if err != nil {
+		t.Fatalf("no second boot after the ACPI reboot: %v; console after the first boot:\n%s", err, more)
+	}
+	t.Logf("%q, then after the ACPI reboot %q", first, second)
+	deadline := time.Now().Add(bootTimeout)
+	for {
+		st, err := h.State(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == hypervisor.StateShutoff {
+			if st.Reason != hypervisor.ReasonShutdown {
+				t.Errorf("after the second power-off: %v, want shut off by the guest", st)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest did not power off after its second boot: %v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // readUntil reads r until a line containing marker is complete and returns
 // that line and everything read; it gives up after timeout, closing r if it
 // is an io.Closer so the reading goroutine ends.
@@ -304,5 +382,76 @@ func TestGuestAgent(t *testing.T) {
 	}
 	if _, err := h.GuestAgentCommand(ctx, name, `{"execute":"guest-no-such-command"}`); err == nil || errors.Is(err, hypervisor.ErrAgentUnavailable) {
 		t.Errorf("an unknown command: %v, want the agent's error", err)
+	}
+
+	// A soft reboot through the agent: qemu-ga runs the guest's
+	// /sbin/shutdown -r, which the busybox guest lacks; the test gives it
+	// one, as a distribution has, and the guest boots again.
+	agentExec(t, h, name, "/bin/busybox mkdir -p /sbin && "+
+		`printf '#!/bin/busybox sh\ncase " $* " in *" -r "*) exec /bin/busybox reboot -f ;; esac\nexec /bin/busybox poweroff -f\n' >/sbin/shutdown && `+
+		"/bin/busybox chmod 755 /sbin/shutdown")
+	console, err := h.Console(ctx, name)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	defer console.Close()
+	rebooted := time.Now()
+	if err := h.Reboot(ctx, name, hypervisor.RebootGuestAgent); err != nil {
+		t.Fatalf("Reboot through the guest agent: %v", err)
+	}
+	line, out, err := readUntil(console, guestMarker, bootTimeout)
+	if err != nil {
+		t.Fatalf("no boot after the reboot through the guest agent: %v; console:\n%s", err, out)
+	}
+	t.Logf("Reboot through the guest agent to %q: %v", line, time.Since(rebooted).Round(time.Millisecond))
+	if st, err := h.State(ctx, name); err != nil || st.State != hypervisor.StateRunning {
+		t.Errorf("after the reboot: %v, %v; want the domain running", st, err)
+	}
+}
+
+// agentExec runs script with the guest's shell through the guest agent
+// (guest-exec) and waits for it to succeed.
+func agentExec(t *testing.T, h *Hypervisor, name, script string) {
+	t.Helper()
+	ctx := context.Background()
+	cmd, _ := json.Marshal(map[string]any{"execute": "guest-exec", "arguments": map[string]any{
+		"path": "/bin/busybox", "arg": []string{"sh", "-c", script}, "capture-output": true}})
+	reply, err := h.GuestAgentCommand(ctx, name, string(cmd))
+	if err != nil {
+		t.Fatalf("guest-exec: %v", err)
+	}
+	var started struct {
+		Return struct {
+			PID int `json:"pid"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal([]byte(reply), &started); err != nil {
+		t.Fatalf("guest-exec: %v: %s", err, reply)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		reply, err := h.GuestAgentCommand(ctx, name, fmt.Sprintf(`{"execute":"guest-exec-status","arguments":{"pid":%d}}`, started.Return.PID))
+		if err != nil {
+			t.Fatalf("guest-exec-status: %v", err)
+		}
+		var st struct {
+			Return struct {
+				Exited   bool   `json:"exited"`
+				ExitCode int    `json:"exitcode"`
+				Stderr   []byte `json:"err-data"`
+			} `json:"return"`
+		}
+		if err := json.Unmarshal([]byte(reply), &st); err != nil {
+			t.Fatalf("guest-exec-status: %v: %s", err, reply)
+		}
+		if st.Return.Exited {
+			if st.Return.ExitCode != 0 {
+				t.Fatalf("%s in the guest: exit code %d: %s", script, st.Return.ExitCode, st.Return.Stderr)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in the guest: still running after 10s", script)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

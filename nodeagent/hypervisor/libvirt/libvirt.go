@@ -267,6 +267,31 @@ func (h *Hypervisor) Resume(ctx context.Context, name string) error {
 	})
 }
 
+// Reboot implements hypervisor.Hypervisor with virDomainReboot:
+// DOMAIN_REBOOT_GUEST_AGENT sends the guest agent guest-shutdown with mode
+// reboot; DOMAIN_REBOOT_ACPI_POWER_BTN makes QEMU press the power button
+// and libvirt restart the guest (a reset, the same QEMU process) when it
+// powers off. A guest that ignores the button keeps running, and libvirt
+// keeps the restart pending: its next power-off reboots it too (a graceful
+// stop through Shutdown clears it).
+func (h *Hypervisor) Reboot(ctx context.Context, name string, method hypervisor.RebootMethod) error {
+	var flags golibvirt.DomainRebootFlagValues
+	switch method {
+	case hypervisor.RebootGuestAgent:
+		flags = golibvirt.DOMAIN_REBOOT_GUEST_AGENT
+	case hypervisor.RebootACPI:
+		flags = golibvirt.DOMAIN_REBOOT_ACPI_POWER_BTN
+	default:
+		return fmt.Errorf("reboot %s: unknown method %q", name, method)
+	}
+	return h.onDomain(ctx, "reboot", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "reboot", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED); err != nil {
+			return err
+		}
+		return d.Reboot(flags)
+	})
+}
+
 // State implements hypervisor.Hypervisor.
 func (h *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
 	var out hypervisor.DomainState

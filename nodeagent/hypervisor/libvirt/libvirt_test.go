@@ -193,6 +193,9 @@ func TestLifecycleTestDriver(t *testing.T) {
 		t.Fatalf("Pause: %v", err)
 	}
 	want("Pause", hypervisor.StatePaused, hypervisor.ReasonUser)
+	if err := h.Reboot(ctx, "vmkit-lifecycle", hypervisor.RebootACPI); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("Reboot of a paused domain: %v, want ErrInvalidState", err)
+	}
 	if err := h.Start(ctx, "vmkit-lifecycle", hypervisor.StartOptions{}); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("Start of a started domain: %v, want ErrInvalidState", err)
 	}
