@@ -1,0 +1,327 @@
+package virtapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/websocket"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// StreamProtocol is the WebSocket subprotocol of console, VNC and
+// port-forward streams: raw bytes in binary messages, as KubeVirt's.
+const StreamProtocol = "plain.kubevirt.io"
+
+// handlerPrefix is the node agent's path of a VMI's subresources.
+func handlerPath(vmi *v1.VirtualMachineInstance, sub string) string {
+	return "/v1/namespaces/" + url.PathEscape(vmi.Namespace) + "/virtualmachineinstances/" + url.PathEscape(vmi.Name) + "/" + sub
+}
+
+// runningVMI reads the VMI and runs check on it.
+func (s *Server) runningVMI(ctx context.Context, ns, name string, check func(*v1.VirtualMachineInstance) error) (*v1.VirtualMachineInstance, error) {
+	vmi, err := s.cfg.Kubevirt.KubevirtV1().VirtualMachineInstances(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(vmi); err != nil {
+			return nil, err
+		}
+	}
+	if vmi.Status.NodeName == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Unable to connect to VirtualMachineInstance because phase is %s instead of %s", vmi.Status.Phase, v1.Running))
+	}
+	return vmi, nil
+}
+
+func isRunning(msg string) func(*v1.VirtualMachineInstance) error {
+	return func(vmi *v1.VirtualMachineInstance) error {
+		if vmi.Status.Phase != v1.Running {
+			return conflict(vmiResource, vmi.Name, "%s", msg)
+		}
+		return nil
+	}
+}
+
+func hasCondition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceConditionType) bool {
+	c := vmi.VMICondition(t)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// forward sends method sub to the node agent of the VMI's node and relays
+// its answer: the body on success, a metav1.Status with the agent's code
+// and message on failure.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, vmi *v1.VirtualMachineInstance, method, sub string, body []byte) {
+	base, tlsConfig, err := s.cfg.Handlers.Handler(r.Context(), vmi.Status.NodeName)
+	if err != nil {
+		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, base+handlerPath(vmi, sub), bytes.NewReader(body))
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(err))
+		return
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("node agent on %s: %w", vmi.Status.NodeName, err)))
+		return
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		writeStatus(w, apierrors.NewInternalError(fmt.Errorf("node agent on %s: %w", vmi.Status.NodeName, err)))
+		return
+	}
+	if resp.StatusCode >= 300 {
+		writeStatus(w, agentError(resp.StatusCode, out))
+		return
+	}
+	if len(out) == 0 {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// agentError turns the node agent's {code, message} answer into a status
+// error with the same code and message.
+func agentError(code int, body []byte) error {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Message == "" {
+		e.Message = strings.TrimSpace(string(body))
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    int32(code),
+		Reason:  apierrors.FromObject(&metav1.Status{Code: int32(code)}).(apierrors.APIStatus).Status().Reason,
+		Message: e.Message,
+	}}
+}
+
+func dryRunAll(dryRun []string) bool { return len(dryRun) > 0 && dryRun[0] == metav1.DryRunAll }
+
+func (s *Server) pauseVMI(w http.ResponseWriter, r *http.Request) {
+	var opts v1.PauseOptions
+	if !decodeBody(w, r, &opts) {
+		return
+	}
+	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
+		switch {
+		case vmi.Status.Phase != v1.Running:
+			return conflict(vmiResource, vmi.Name, msgVMNotRunning)
+		case hasCondition(vmi, v1.VirtualMachineInstancePaused):
+			return conflict(vmiResource, vmi.Name, msgAlreadyPaused)
+		case vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed:
+			return conflict(vmiResource, vmi.Name, "Cannot pause VM '%s' because it is currently being migrated", vmi.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	if dryRunAll(opts.DryRun) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	s.forward(w, r, vmi, http.MethodPut, "pause", nil)
+}
+
+func (s *Server) unpauseVMI(w http.ResponseWriter, r *http.Request) {
+	var opts v1.UnpauseOptions
+	if !decodeBody(w, r, &opts) {
+		return
+	}
+	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
+		switch {
+		case vmi.Status.Phase != v1.Running:
+			return conflict(vmiResource, vmi.Name, msgVMINotRunning)
+		case !hasCondition(vmi, v1.VirtualMachineInstancePaused):
+			return conflict(vmiResource, vmi.Name, msgVMINotPaused)
+		}
+		return nil
+	})
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	if dryRunAll(opts.DryRun) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	s.forward(w, r, vmi, http.MethodPut, "unpause", nil)
+}
+
+func (s *Server) softRebootVMI(w http.ResponseWriter, r *http.Request) {
+	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
+		switch {
+		case vmi.Status.Phase != v1.Running:
+			return conflict(vmiResource, vmi.Name, msgVMNotRunning)
+		case hasCondition(vmi, v1.VirtualMachineInstancePaused):
+			return conflict(vmiResource, vmi.Name, "VMI is paused")
+		}
+		return nil
+	})
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	s.forward(w, r, vmi, http.MethodPut, "softreboot", nil)
+}
+
+func (s *Server) freezeVMI(op string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if op == "freeze" {
+			var opts v1.FreezeUnfreezeTimeout
+			if !decodeBody(w, r, &opts) {
+				return
+			}
+			if opts.UnfreezeTimeout != nil && opts.UnfreezeTimeout.Duration < 0 {
+				writeStatus(w, apierrors.NewBadRequest("unfreezeTimeout must not be negative"))
+				return
+			}
+			body, _ = json.Marshal(opts)
+		}
+		msg := msgVMNotRunning
+		if op == "unfreeze" {
+			msg = msgVMINotRunning
+		}
+		vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), isRunning(msg))
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		s.forward(w, r, vmi, http.MethodPut, op, body)
+	}
+}
+
+func (s *Server) guestInfo(query string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
+			switch {
+			case vmi.Status.Phase != v1.Running:
+				return conflict(vmiResource, vmi.Name, msgVMINotRunning)
+			case !hasCondition(vmi, v1.VirtualMachineInstanceAgentConnected):
+				return conflict(vmiResource, vmi.Name, "VMI does not have guest agent connected")
+			}
+			return nil
+		})
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		s.forward(w, r, vmi, http.MethodGet, query, nil)
+	}
+}
+
+// stream proxies a console, VNC or port-forward WebSocket to the node
+// agent: it connects to the agent first, so a refusal reaches the client as
+// an HTTP error, then upgrades the client's connection and copies bytes
+// both ways until either side closes.
+func (s *Server) stream(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
+			if vmi.Status.Phase != v1.Running {
+				return apierrors.NewBadRequest(fmt.Sprintf("Unable to connect to VirtualMachineInstance because phase is %s instead of %s", vmi.Status.Phase, v1.Running))
+			}
+			return nil
+		})
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		sub := kind
+		if kind == "portforward" {
+			if err := checkPort(r.PathValue("port"), r.PathValue("protocol")); err != nil {
+				writeStatus(w, err)
+				return
+			}
+			sub += "/" + url.PathEscape(r.PathValue("port"))
+			if p := r.PathValue("protocol"); p != "" {
+				sub += "/" + url.PathEscape(p)
+			}
+		}
+		if r.URL.RawQuery != "" {
+			sub += "?" + r.URL.RawQuery
+		}
+		agent, err := s.dialAgent(r.Context(), vmi, sub)
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		defer agent.Close()
+		websocket.Server{
+			Handshake: func(c *websocket.Config, _ *http.Request) error {
+				// Answer with KubeVirt's subprotocol when the client asks
+				// for it; a client that asks for none gets none.
+				for _, p := range c.Protocol {
+					if p == StreamProtocol {
+						c.Protocol = []string{StreamProtocol}
+						return nil
+					}
+				}
+				c.Protocol = nil
+				return nil
+			},
+			Handler: func(client *websocket.Conn) {
+				client.PayloadType = websocket.BinaryFrame
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(agent, client); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(client, agent); done <- struct{}{} }()
+				<-done
+				_ = client.Close()
+				_ = agent.Close()
+			},
+		}.ServeHTTP(w, r)
+	}
+}
+
+// dialAgent opens the node agent's WebSocket for sub.
+func (s *Server) dialAgent(ctx context.Context, vmi *v1.VirtualMachineInstance, sub string) (*websocket.Conn, error) {
+	base, tlsConfig, err := s.cfg.Handlers.Handler(ctx, vmi.Status.NodeName)
+	if err != nil {
+		return nil, apierrors.NewServiceUnavailable(err.Error())
+	}
+	u := "wss://" + strings.TrimPrefix(base, "https://") + handlerPath(vmi, sub)
+	cfg, err := websocket.NewConfig(u, "https://virt-api/")
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	cfg.TlsConfig = tlsConfig
+	ws, err := cfg.DialContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("opening %s of VirtualMachineInstance %s/%s on the node agent of %s: %w", sub, vmi.Namespace, vmi.Name, vmi.Status.NodeName, err))
+	}
+	ws.PayloadType = websocket.BinaryFrame
+	return ws, nil
+}
+
+// checkPort validates a port-forward's port and protocol.
+func checkPort(port, protocol string) error {
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return apierrors.NewBadRequest(fmt.Sprintf("portforward: port %q is not a number from 1 to 65535", port))
+	}
+	if protocol != "" && protocol != "tcp" && protocol != "udp" {
+		return apierrors.NewBadRequest(fmt.Sprintf("portforward: protocol %q is not tcp or udp", protocol))
+	}
+	return nil
+}
