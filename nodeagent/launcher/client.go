@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -152,11 +153,7 @@ func IsGone(err error) bool {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body any) (Status, error) {
-	timeout := CallTimeout
-	if path == syncPath {
-		timeout = SyncTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, callTimeout(path))
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -187,8 +184,28 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (Status,
 	return st, nil
 }
 
-// syncPath is Sync's route.
-const syncPath = "/v1/sync"
+// Routes whose calls take longer than CallTimeout.
+const (
+	syncPath       = "/v1/sync"
+	softRebootPath = "/v1/softreboot"
+	freezePath     = "/v1/freeze"
+	unfreezePath   = "/v1/unfreeze"
+)
+
+// callTimeout bounds a call of the route path: CallTimeout, plus what the
+// launcher gives the guest agent on the routes that wait for it.
+func callTimeout(path string) time.Duration {
+	switch path {
+	case syncPath:
+		return SyncTimeout
+	case softRebootPath, unfreezePath:
+		// The launcher waits DefaultGuestAgentTimeout for each agent command.
+		return CallTimeout + 2*DefaultGuestAgentTimeout
+	case freezePath:
+		return CallTimeout + FreezeTimeout
+	}
+	return CallTimeout
+}
 
 // Ping checks that the launcher answers and returns its VMI's UID.
 func (c *Client) Ping(ctx context.Context) (string, error) {
@@ -249,6 +266,30 @@ func (c *Client) Pause(ctx context.Context) (Status, error) {
 // Unpause resumes the guest's vCPUs.
 func (c *Client) Unpause(ctx context.Context) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/unpause", nil)
+}
+
+// SoftReboot asks the guest to restart, the way method says, and returns
+// without waiting for it (see Launcher.SoftReboot). Through a guest agent
+// that does not answer, the error matches hypervisor.ErrAgentUnavailable
+// (errors.Is); a domain that is not running, or ACPI disabled in the VMI,
+// is a 409.
+func (c *Client) SoftReboot(ctx context.Context, method hypervisor.RebootMethod) (Status, error) {
+	return c.do(ctx, http.MethodPut, softRebootPath, SoftRebootRequest{Method: method})
+}
+
+// Freeze freezes the guest's file systems through the guest agent; with
+// unfreezeTimeout > 0 the launcher thaws them after that long unless
+// Unfreeze came first (see Launcher.Freeze). Without an agent, the error
+// matches hypervisor.ErrAgentUnavailable (errors.Is).
+func (c *Client) Freeze(ctx context.Context, unfreezeTimeout time.Duration) (Status, error) {
+	return c.do(ctx, http.MethodPut, freezePath, v1.FreezeUnfreezeTimeout{UnfreezeTimeout: &metav1.Duration{Duration: unfreezeTimeout}})
+}
+
+// Unfreeze thaws the guest's file systems and cancels a pending automatic
+// thaw. Without an agent, the error matches hypervisor.ErrAgentUnavailable
+// (errors.Is).
+func (c *Client) Unfreeze(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, unfreezePath, nil)
 }
 
 // GuestAgentCommand runs a QEMU guest agent command that the launcher

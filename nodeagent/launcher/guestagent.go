@@ -23,7 +23,7 @@ func IsGuestAgentCommand(command string) bool {
 	switch command {
 	case "guest-ping", "guest-info", "guest-get-osinfo", "guest-get-host-name",
 		"guest-get-timezone", "guest-get-users", "guest-get-fsinfo",
-		"guest-network-get-interfaces":
+		"guest-network-get-interfaces", "guest-fsfreeze-status":
 		return true
 	}
 	return false
@@ -43,31 +43,58 @@ func (l *Launcher) GuestAgentCommand(ctx context.Context, command string) (json.
 	if !IsGuestAgentCommand(command) {
 		return nil, fmt.Errorf("%w: %q", errNotAllowed, command)
 	}
-	l.mu.Lock()
-	domain, started, final := l.domain, l.started, l.final != nil
-	l.mu.Unlock()
-	switch {
-	case final:
-		return nil, errFinal
-	case !started:
-		return nil, fmt.Errorf("%s on VMI %s: the domain has not started: %w", command, l.key(), hypervisor.ErrInvalidState)
+	return l.agentCommand(ctx, command, l.agentTimeout())
+}
+
+// agentTimeout is Config.GuestAgentTimeout or its default.
+func (l *Launcher) agentTimeout() time.Duration {
+	if l.cfg.GuestAgentTimeout > 0 {
+		return l.cfg.GuestAgentTimeout
+	}
+	return DefaultGuestAgentTimeout
+}
+
+// agentCommand runs a guest agent command without arguments, whatever it
+// is, waiting at most timeout for the agent; see GuestAgentCommand.
+func (l *Launcher) agentCommand(ctx context.Context, command string, timeout time.Duration) (json.RawMessage, error) {
+	domain, err := l.startedDomain(command)
+	if err != nil {
+		return nil, err
 	}
 	// Not under l.mu: the agent may take its time, and the state poll and
 	// lifecycle commands must not wait for it.
-	timeout := l.cfg.GuestAgentTimeout
-	if timeout <= 0 {
-		timeout = DefaultGuestAgentTimeout
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out, err := l.h.GuestAgentCommand(ctx, domain, `{"execute":"`+command+`"}`)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, hypervisor.ErrAgentUnavailable) {
-			err = fmt.Errorf("%w: no answer in %v", hypervisor.ErrAgentUnavailable, timeout)
-		}
-		return nil, fmt.Errorf("%s on VMI %s: %w", command, l.key(), err)
+		return nil, fmt.Errorf("%s on VMI %s: %w", command, l.key(), agentTimedOut(err, timeout))
 	}
 	return parseAgentReply(command, out)
+}
+
+// startedDomain returns the name of the started domain, or the error for
+// op on a domain that has not started (hypervisor.ErrInvalidState) or has
+// ended (errFinal).
+func (l *Launcher) startedDomain(op string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.final != nil:
+		return "", errFinal
+	case !l.started:
+		return "", fmt.Errorf("%s on VMI %s: the domain has not started: %w", op, l.key(), hypervisor.ErrInvalidState)
+	}
+	return l.domain, nil
+}
+
+// agentTimedOut makes a guest agent call that ran out of time an
+// hypervisor.ErrAgentUnavailable: an agent that does not answer in time is
+// not connected.
+func agentTimedOut(err error, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, hypervisor.ErrAgentUnavailable) {
+		return fmt.Errorf("%w: no answer in %v", hypervisor.ErrAgentUnavailable, timeout)
+	}
+	return err
 }
 
 // parseAgentReply returns the "return" member of a QMP reply, or the

@@ -6,8 +6,8 @@
 // console attached (with a short history, so a late client still sees the
 // boot), and serves a command socket at
 // <ShareDir>/sockets/<VMI UID>/launcher.sock for the node agent: sync,
-// shutdown, kill, pause, unpause, state, ping, console, VNC and read-only
-// QEMU guest agent queries.
+// shutdown, kill, pause, unpause, soft reboot, state, ping, console, VNC,
+// file system freeze and thaw, and read-only QEMU guest agent queries.
 //
 // When the domain ends (the guest powered off, crashed, or was stopped on
 // request) the launcher writes the final state next to the socket
@@ -115,6 +115,8 @@ type Launcher struct {
 	dhcp      map[string]bool   // devices a DHCP server answers on
 	runCtx    context.Context   // ends when Run returns; DHCP servers live as long
 	stopRun   context.CancelFunc
+	thawTimer *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
+	thawGen   uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
 }
 
 // Status is what the launcher reports about its domain.
@@ -389,6 +391,7 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 	l.mu.Unlock()
 
 	log := klog.FromContext(ctx).WithValues("vmi", l.key())
+	l.cancelThaw()
 	l.console.close()
 	if defined {
 		if err := l.h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
@@ -540,6 +543,53 @@ func (l *Launcher) Shutdown(ctx context.Context) Status {
 func (l *Launcher) Kill(ctx context.Context) Status {
 	l.stop(ctx, false)
 	return l.Status()
+}
+
+// SoftReboot asks the guest to restart, through the QEMU guest agent or by
+// an ACPI power button press (see hypervisor.RebootMethod), and returns
+// without waiting for it. ACPI is refused (hypervisor.ErrInvalidState) when
+// the VMI disables it (spec.domain.features.acpi.enabled=false), and so is
+// a domain that is not running (paused, not started); through an agent that
+// does not answer within Config.GuestAgentTimeout it fails with
+// hypervisor.ErrAgentUnavailable.
+func (l *Launcher) SoftReboot(ctx context.Context, method hypervisor.RebootMethod) (Status, error) {
+	l.mu.Lock()
+	acpi := l.vmi == nil || acpiEnabled(l.vmi)
+	l.mu.Unlock()
+	domain, err := l.startedDomain("soft reboot")
+	if err != nil {
+		return l.Status(), err
+	}
+	switch method {
+	case hypervisor.RebootGuestAgent:
+	case hypervisor.RebootACPI:
+		if !acpi {
+			return l.Status(), fmt.Errorf("soft reboot of VMI %s: ACPI is disabled (spec.domain.features.acpi.enabled): %w", l.key(), hypervisor.ErrInvalidState)
+		}
+	default:
+		return l.Status(), fmt.Errorf("soft reboot of VMI %s: %w %q", l.key(), errUnknownRebootMethod, method)
+	}
+	// Not under l.mu: the guest agent may take its time.
+	timeout := l.agentTimeout()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := l.h.Reboot(ctx, domain, method); err != nil {
+		if method == hypervisor.RebootGuestAgent {
+			err = agentTimedOut(err, timeout)
+		}
+		return l.Status(), fmt.Errorf("soft reboot of VMI %s: %w", l.key(), err)
+	}
+	return l.Status(), nil
+}
+
+// errUnknownRebootMethod: a reboot method that is not a hypervisor.RebootMethod.
+var errUnknownRebootMethod = errors.New("unknown reboot method")
+
+// acpiEnabled reports whether the VMI's guest has ACPI: unless
+// spec.domain.features.acpi.enabled is false.
+func acpiEnabled(vmi *v1.VirtualMachineInstance) bool {
+	f := vmi.Spec.Domain.Features
+	return f == nil || f.ACPI.Enabled == nil || *f.ACPI.Enabled
 }
 
 // Pause stops the guest's vCPUs.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -20,12 +21,18 @@ import (
 //	PUT /v1/network              body: []NetworkInterface (before sync); Status
 //	PUT /v1/sync                 body: the VMI; Status
 //	PUT /v1/{shutdown,kill,pause,unpause}   Status
+//	PUT /v1/softreboot           body: SoftRebootRequest; Status
+//	PUT /v1/freeze               body: v1.FreezeUnfreezeTimeout (optional); Status
+//	PUT /v1/unfreeze             Status
 //	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
-//	    (see IsGuestAgentCommand); 409 with reason AgentUnavailable when
-//	    no agent answers
+//	    (see IsGuestAgentCommand)
 //	GET /v1/console[?history=true], GET /v1/vnc
 //	    with "Connection: Upgrade" and "Upgrade: vmkit-stream": 101, then
 //	    the raw byte stream both ways.
+//
+// The calls that wait for the QEMU guest agent (softreboot through it,
+// freeze, unfreeze, guest-agent) answer 409 with reason AgentUnavailable
+// when no agent answers.
 //
 // Errors are {"error": "...", "status": Status} with 400 (bad request),
 // 409 (not in a state that allows it, or the domain ended) or 500.
@@ -81,16 +88,56 @@ func (l *Launcher) Handler() http.Handler {
 		st, err := l.Unpause(r.Context())
 		reply(w, st, err)
 	})
+	mux.HandleFunc("PUT /v1/softreboot", func(w http.ResponseWriter, r *http.Request) {
+		var req SoftRebootRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the soft reboot request: " + err.Error(), Status: l.Status()})
+			return
+		}
+		st, err := l.SoftReboot(r.Context(), req.Method)
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/freeze", func(w http.ResponseWriter, r *http.Request) {
+		var req v1.FreezeUnfreezeTimeout
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the freeze request: " + err.Error(), Status: l.Status()})
+			return
+		}
+		var timeout time.Duration
+		if req.UnfreezeTimeout != nil {
+			timeout = req.UnfreezeTimeout.Duration
+		}
+		if timeout < 0 {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "unfreezeTimeout must not be negative", Status: l.Status()})
+			return
+		}
+		st, err := l.Freeze(r.Context(), timeout)
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/unfreeze", func(w http.ResponseWriter, r *http.Request) {
+		st, err := l.Unfreeze(r.Context())
+		reply(w, st, err)
+	})
 	mux.HandleFunc("GET /v1/guest-agent/{command}", l.serveGuestAgent)
 	mux.HandleFunc("GET /v1/console", l.serveConsole)
 	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
 	return mux
 }
 
+// SoftRebootRequest is the body of PUT /v1/softreboot.
+type SoftRebootRequest struct {
+	// Method is how the guest is asked to restart.
+	Method hypervisor.RebootMethod `json:"method"`
+}
+
 func reply(w http.ResponseWriter, st Status, err error) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, st)
+	case errors.Is(err, errUnknownRebootMethod):
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: st})
+	case errors.Is(err, hypervisor.ErrAgentUnavailable):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Reason: reasonAgentUnavailable, Status: st})
 	case errors.Is(err, errFinal) || errors.Is(err, hypervisor.ErrInvalidState):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
 	default:
@@ -108,8 +155,6 @@ func (l *Launcher) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(out)
 	case errors.Is(err, errNotAllowed):
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: l.Status()})
-	case errors.Is(err, hypervisor.ErrAgentUnavailable):
-		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Reason: reasonAgentUnavailable, Status: l.Status()})
 	default:
 		reply(w, l.Status(), err)
 	}
