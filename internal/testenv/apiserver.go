@@ -60,6 +60,9 @@ const (
 	serviceClusterIP      = "10.0.0.1" // first address of serviceClusterIPRange: the kubernetes Service
 	adminUser             = "admin"
 	mastersGroup          = "system:masters"
+	// frontProxyClientName is the common name of the certificate
+	// kube-apiserver presents to aggregated API servers.
+	frontProxyClientName = "front-proxy-client"
 )
 
 // Options selects what Start runs besides etcd and kube-apiserver.
@@ -457,6 +460,20 @@ func (e *Env) apiserverArgs(p *pki, host string, port int, extra []string) []str
 		"--endpoint-reconciler-type=" + reconciler,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
+		// API aggregation: kube-apiserver proxies requests for an
+		// APIService to its server with the front proxy's client
+		// certificate and the user in these headers; the aggregated server
+		// trusts them by the CA and name it reads from the ConfigMap
+		// kube-system/extension-apiserver-authentication. Requests go to the
+		// Service's endpoints, as no kube-proxy makes ClusterIPs reachable.
+		"--requestheader-client-ca-file=" + p.frontProxyCAFile,
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-username-headers=X-Remote-User",
+		"--proxy-client-cert-file=" + p.proxyClientCertFile,
+		"--proxy-client-key-file=" + p.proxyClientKeyFile,
+		"--enable-aggregator-routing=true",
 	}
 	return append(args, extra...)
 }
@@ -894,12 +911,18 @@ func (l *launcher) close() {
 
 // pki holds the files kube-apiserver and its clients need: a CA, a serving
 // certificate for 127.0.0.1/localhost, an admin client certificate and token,
-// and the service account signing key.
+// the service account signing key, and for API aggregation a front proxy CA
+// and the proxy client certificate it signed.
 type pki struct {
 	caCertFile, caKeyFile             string
 	servingCertFile, servingKeyFile   string
 	saPrivateKeyFile, saPublicKeyFile string
 	tokenFile                         string
+	// frontProxyCAFile verifies proxyClientCertFile, the certificate
+	// kube-apiserver presents to aggregated API servers (a CA of its own,
+	// so that no client certificate of caCertFile can pass for the proxy).
+	frontProxyCAFile                        string
+	proxyClientCertFile, proxyClientKeyFile string
 
 	caCertPEM                 []byte
 	ca                        *x509.Certificate
@@ -924,6 +947,10 @@ func newPKI(dir, apiHost string) (*pki, error) {
 		saPrivateKeyFile: filepath.Join(dir, "sa.key"),
 		saPublicKeyFile:  filepath.Join(dir, "sa.pub"),
 		tokenFile:        filepath.Join(dir, "tokens.csv"),
+
+		frontProxyCAFile:    filepath.Join(dir, "front-proxy-ca.crt"),
+		proxyClientCertFile: filepath.Join(dir, "front-proxy-client.crt"),
+		proxyClientKeyFile:  filepath.Join(dir, "front-proxy-client.key"),
 	}
 
 	ca, caKey, err := newCert(&x509.Certificate{
@@ -954,6 +981,27 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	if p.adminCertPEM, p.adminKeyPEM, err = p.clientCert(pkix.Name{CommonName: adminUser, Organization: []string{mastersGroup}}); err != nil {
 		return nil, fmt.Errorf("admin certificate: %w", err)
 	}
+	frontProxyCA, frontProxyKey, err := newCert(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: "vmkit-testenv-front-proxy-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("front proxy CA: %w", err)
+	}
+	proxyClient, proxyClientKey, err := newCert(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: frontProxyClientName},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, frontProxyCA, frontProxyKey)
+	if err != nil {
+		return nil, fmt.Errorf("front proxy client certificate: %w", err)
+	}
 	// Service account tokens are RS256-signed, as in most clusters.
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -978,6 +1026,10 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
+	proxyClientKeyPEM, err := ecKeyPEM(proxyClientKey)
+	if err != nil {
+		return nil, err
+	}
 	files := []struct {
 		path string
 		data []byte
@@ -992,6 +1044,9 @@ func newPKI(dir, apiHost string) (*pki, error) {
 		{p.saPublicKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})},
 		// token,user,uid,groups
 		{p.tokenFile, []byte(fmt.Sprintf("%s,%s,%s,%s\n", p.adminToken, adminUser, adminUser, mastersGroup))},
+		{p.frontProxyCAFile, certPEM(frontProxyCA)},
+		{p.proxyClientCertFile, certPEM(proxyClient)},
+		{p.proxyClientKeyFile, proxyClientKeyPEM},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {

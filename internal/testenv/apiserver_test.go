@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -174,6 +177,55 @@ func TestStart(t *testing.T) {
 			if !slices.Contains(names, want) {
 				t.Errorf("namespaces = %v, want %q among them", names, want)
 			}
+		}
+	})
+
+	// kube-apiserver publishes what an aggregated API server needs to
+	// trust the requests it proxies: the front proxy's CA, its name and
+	// the headers carrying the user.
+	t.Run("AggregationConfigured", func(t *testing.T) {
+		var data map[string]string
+		eventually(t, 30*time.Second, func() (bool, string) {
+			cm, err := env.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			data = cm.Data
+			return data["requestheader-client-ca-file"] != "", fmt.Sprintf("data keys %v", slices.Sorted(maps.Keys(cm.Data)))
+		})
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM([]byte(data["requestheader-client-ca-file"])) {
+			t.Fatalf("requestheader-client-ca-file holds no certificate: %q", data["requestheader-client-ca-file"])
+		}
+		// The proxy client certificate kube-apiserver presents verifies
+		// against it, for the allowed name.
+		pemData, err := os.ReadFile(filepath.Join(env.Dir, "pki", "front-proxy-client.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(pemData)
+		if block == nil {
+			t.Fatal("front-proxy-client.crt holds no PEM block")
+		}
+		proxy, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := proxy.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("the proxy client certificate does not verify against requestheader-client-ca-file: %v", err)
+		}
+		for key, want := range map[string]string{
+			"requestheader-allowed-names":        `["` + proxy.Subject.CommonName + `"]`,
+			"requestheader-username-headers":     `["X-Remote-User"]`,
+			"requestheader-group-headers":        `["X-Remote-Group"]`,
+			"requestheader-extra-headers-prefix": `["X-Remote-Extra-"]`,
+		} {
+			if data[key] != want {
+				t.Errorf("%s = %q, want %q", key, data[key], want)
+			}
+		}
+		if proxy.Subject.CommonName != "front-proxy-client" {
+			t.Errorf("proxy client certificate for %q, want front-proxy-client", proxy.Subject.CommonName)
 		}
 	})
 
