@@ -84,6 +84,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 
+	if vm.DeletionTimestamp == nil && st.strategyErr == nil && st.strategy == v1.RunStrategyHalted && vmi == nil && pendingStart(st.requests) {
+		// A paused start of a halted VM (virt-api records it as a request):
+		// the VM runs from now on, as in KubeVirt. The update's event
+		// brings us back to start it.
+		return c.setAlways(ctx, vm)
+	}
 	var requeue time.Duration
 	if vm.DeletionTimestamp == nil && c.exp.Satisfied(key) && st.strategyErr == nil && !foreign {
 		act, remaining := decide(vmi, st)
@@ -97,7 +103,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 				requeue = wait
 				break
 			}
-			vmi, st.actErr = c.startVMI(ctx, key, vm)
+			vmi, st.actErr = c.startVMI(ctx, key, vm, startsPaused(st.requests))
 			st.actReason = ReasonFailedCreate
 			st.requests = clearSatisfied(st.requests, vmi)
 		case actStop:
@@ -301,10 +307,14 @@ func everRan(vmi *v1.VirtualMachineInstance) bool {
 }
 
 // startVMI creates the VM's instance from its template under expectations.
-func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
+func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine, paused bool) (*v1.VirtualMachineInstance, error) {
 	vmi, err := NewVMI(vm)
 	if err != nil {
 		return nil, err
+	}
+	if paused {
+		s := v1.StartStrategyPaused
+		vmi.Spec.StartStrategy = &s
 	}
 	c.exp.ExpectCreations(key, 1)
 	created, err := c.client.VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
@@ -373,5 +383,34 @@ func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMach
 		return fmt.Errorf("deleting VirtualMachineInstance %s: %w", key, err)
 	}
 	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulDelete", "Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
+	return nil
+}
+
+// pendingStart reports whether the first pending request is a Start.
+func pendingStart(reqs []v1.VirtualMachineStateChangeRequest) bool {
+	return len(reqs) > 0 && reqs[0].Action == v1.StartRequest
+}
+
+// startsPaused reports whether the Start request being served asks for a
+// paused start (virt-api's start with paused: true).
+func startsPaused(reqs []v1.VirtualMachineStateChangeRequest) bool {
+	for _, r := range reqs {
+		if r.Action == v1.StartRequest {
+			return r.Data[v1.StartRequestDataPausedKey] == v1.StartRequestDataPausedTrue
+		}
+	}
+	return false
+}
+
+// setAlways changes a halted VM's run strategy to Always (spec.running to
+// true when the VM uses that field).
+func (c *Controller) setAlways(ctx context.Context, vm *v1.VirtualMachine) error {
+	patch := []byte(`{"spec":{"runStrategy":"Always"}}`)
+	if vm.Spec.RunStrategy == nil && vm.Spec.Running != nil {
+		patch = []byte(`{"spec":{"running":true}}`)
+	}
+	if _, err := c.client.VirtualMachines(vm.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("setting the run strategy of VirtualMachine %s/%s to Always for its start request: %w", vm.Namespace, vm.Name, err)
+	}
 	return nil
 }

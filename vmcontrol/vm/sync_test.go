@@ -345,3 +345,34 @@ func TestOrphanVMIIsAdopted(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A paused start of a halted VM (virt-api's start --paused): the controller
+// first makes the VM run (Always), then starts the instance paused.
+func TestSyncPausedStart(t *testing.T) {
+	paused := []v1.VirtualMachineStateChangeRequest{{Action: v1.StartRequest, Data: map[string]string{v1.StartRequestDataPausedKey: v1.StartRequestDataPausedTrue}}}
+	vm := newVM(v1.RunStrategyHalted)
+	vm.Status.StateChangeRequests = paused
+	h := newHarness(t, vm)
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"patch virtualmachines"}, h.writes()); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
+	}
+	got, _ := h.client.KubevirtV1().VirtualMachines("ns").Get(context.Background(), "vm", metav1.GetOptions{})
+	if s, _ := got.RunStrategy(); s != v1.RunStrategyAlways || len(got.Status.StateChangeRequests) != 1 {
+		t.Fatalf("after the first sync: run strategy %s and %d requests, want Always and the request kept", s, len(got.Status.StateChangeRequests))
+	}
+
+	h = newHarness(t, got)
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	vmi, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("second sync created no VMI: %v", err)
+	}
+	if vmi.Spec.StartStrategy == nil || *vmi.Spec.StartStrategy != v1.StartStrategyPaused {
+		t.Errorf("VMI startStrategy = %v, want Paused", vmi.Spec.StartStrategy)
+	}
+}
