@@ -2,6 +2,7 @@ package installstrategy
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -175,6 +177,10 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		if again, _ := Apply(ctx, c.dyn, s, ApplyOptions{}); again.Writes() != 0 || len(again.Updated) != 0 {
 			t.Errorf("Apply after the fix still writes: %+v", again)
 		}
+	})
+
+	t.Run("the APIService carries the CA bundle", func(t *testing.T) {
+		testAPIServiceCABundle(t, ctx, c, s)
 	})
 
 	t.Run("a new version updates images and prunes orphans", func(t *testing.T) {
@@ -370,5 +376,80 @@ func testVMIUpdatePolicy(t *testing.T, ctx context.Context, admin *rest.Config, 
 	vmi.Status.Phase = v1.Pending
 	if _, err := controller.KubevirtV1().VirtualMachineInstances("default").Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("the controller's spec and status change: %v, want it allowed", err)
+	}
+}
+
+// testAPIServiceCABundle: Apply puts ApplyOptions.CABundle into the
+// APIService, writes nothing more while it stays, rewrites the APIService
+// alone when the CA is rotated, puts the bundle back when someone swaps it
+// for insecureSkipTLSVerify, and leaves the strategy itself without it.
+func testAPIServiceCABundle(t *testing.T, ctx context.Context, c *cluster, s *Strategy) {
+	apiServices := c.dyn.Resource(apiregv1.SchemeGroupVersion.WithResource("apiservices"))
+	name := "v1." + SubresourcesGroup
+	live := func() (caBundle string, insecure bool) {
+		t.Helper()
+		u, err := apiServices.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caBundle, _, _ = unstructured.NestedString(u.Object, "spec", "caBundle")
+		insecure, _, _ = unstructured.NestedBool(u.Object, "spec", "insecureSkipTLSVerify")
+		return caBundle, insecure
+	}
+	apply := func(bundle []byte, want []string) {
+		t.Helper()
+		c.counter.writes.Store(0)
+		res, err := Apply(ctx, c.dyn, s, ApplyOptions{CABundle: bundle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, res.Updated); diff != "" {
+			t.Errorf("updated (-want +got):\n%s", diff)
+		}
+		if n := c.counter.writes.Load(); n != int64(len(want)) {
+			t.Errorf("%d write requests, want %d", n, len(want))
+		}
+		got, insecure := live()
+		if got != base64.StdEncoding.EncodeToString(bundle) || insecure {
+			t.Errorf("APIService caBundle %q, insecureSkipTLSVerify %v; want the bundle and false", got, insecure)
+		}
+	}
+	first, err := EnsureCertificates(ctx, c.dyn, s.Config.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(first.CABundle, []string{"APIService " + name})
+	apply(first.CABundle, nil)
+
+	// A rotated CA: EnsureCertificates re-issues it when the old one expires.
+	if err := DeleteCertificates(ctx, c.dyn, s.Config.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := EnsureCertificates(ctx, c.dyn, s.Config.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rotated.CABundle) == string(first.CABundle) {
+		t.Fatal("EnsureCertificates made the same CA twice")
+	}
+	apply(rotated.CABundle, []string{"APIService " + name})
+
+	u, err := apiServices.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.RemoveNestedField(u.Object, "spec", "caBundle")
+	if err := unstructured.SetNestedField(u.Object, true, "spec", "insecureSkipTLSVerify"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apiServices.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apply(rotated.CABundle, []string{"APIService " + name})
+
+	for _, a := range s.APIServices {
+		if a.Spec.CABundle != nil {
+			t.Errorf("Apply changed the strategy: APIService %s has a caBundle", a.Name)
+		}
 	}
 }

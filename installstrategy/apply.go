@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -62,7 +63,7 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, resource: "services", namespaced: true, compare: sameSpec("selector", "ports")},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, resource: "deployments", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, resource: "daemonsets", namespaced: true, generation: true},
-	{gvk: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, resource: "apiservices", compare: sameSpec("service", "group", "version", "groupPriorityMinimum", "versionPriority")},
+	{gvk: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, resource: "apiservices", compare: sameSpec("service", "group", "version", "groupPriorityMinimum", "versionPriority", "caBundle", "insecureSkipTLSVerify")},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}, resource: "validatingadmissionpolicies", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}, resource: "validatingadmissionpolicybindings", generation: true},
 }
@@ -97,6 +98,16 @@ type ApplyOptions struct {
 	KeepOrphans bool
 	// CRDTimeout bounds the wait for each CRD to be Established (default 60s).
 	CRDTimeout time.Duration
+	// CABundle (PEM) is written into spec.caBundle of every APIService of
+	// the strategy: the CA that signed virt-api's serving certificate
+	// (Certificates.CABundle, from EnsureCertificates), which the
+	// aggregator verifies virt-api against. A strategy is pure and holds
+	// no random certificate, so its APIServices carry none; the operator
+	// passes the bundle here on every Apply, and a rotated CA rewrites the
+	// APIService. Without it the APIService is written without a CA and
+	// the aggregator cannot reach virt-api (TLS verification is never
+	// skipped).
+	CABundle []byte
 }
 
 // Result says what Apply or Delete did, each object as "Kind namespace/name".
@@ -113,11 +124,13 @@ func (r *Result) Writes() int { return len(r.Created) + len(r.Updated) + len(r.D
 // it only when it is missing, the strategy's version of it changed (its
 // hash annotation differs), someone else changed its spec (its generation
 // moved) or, for RBAC, Services, priority classes and APIServices, the
-// fields that matter differ; applying the same strategy twice writes
-// nothing. CRDs are written first and Apply waits until each is Established;
-// the APIService comes last. Objects carrying vmkit's labels
-// (ManagedSelector) that the strategy does not hold are deleted, except
-// CRDs, whose deletion would delete every object of their kind.
+// fields that matter differ (for APIServices these include the caBundle,
+// which Apply sets from opts.CABundle); applying the same strategy twice
+// writes nothing. CRDs are written first and Apply waits until each is
+// Established; the APIService comes after the workloads. Objects carrying
+// vmkit's labels (ManagedSelector) that the strategy does not hold are
+// deleted, except CRDs, whose deletion would delete every object of their
+// kind.
 func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOptions) (Result, error) {
 	var res Result
 	if opts.CRDTimeout <= 0 {
@@ -125,6 +138,11 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 	}
 	want := map[string]bool{}
 	for _, obj := range s.Objects() {
+		if a, ok := obj.(*apiregv1.APIService); ok && len(opts.CABundle) > 0 {
+			a = a.DeepCopy() // the strategy stays as generated
+			a.Spec.CABundle = opts.CABundle
+			obj = a
+		}
 		name := describe(obj)
 		want[name] = true
 		k, err := kindFor(obj.GetObjectKind().GroupVersionKind())

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,11 @@ const (
 	// certificate; clients reach a node's handler by its address and
 	// verify the certificate against this name.
 	HandlerServerName = "virt-handler"
+	// APIServerCertSecretName is virt-api's serving certificate (tls.crt,
+	// tls.key), for the names of its Service (virt-api, virt-api.<ns>,
+	// virt-api.<ns>.svc): the aggregator verifies it against the CA bundle
+	// of the APIService (see ApplyOptions.CABundle).
+	APIServerCertSecretName = "kubevirt-virt-api-certs"
 )
 
 const (
@@ -61,15 +67,27 @@ var (
 	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
 )
 
-// EnsureCertificates makes sure the installation's CA, its bundle and
-// virt-handler's server and client certificates exist in namespace and are
-// valid for at least 30 more days; it creates or re-issues only what is
-// missing, unreadable or expiring (a re-issued CA re-issues everything),
-// and returns the number of objects it wrote.
-func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace string) (int, error) {
+// Certificates is what EnsureCertificates found or wrote.
+type Certificates struct {
+	// CABundle is the installation CA's certificate (PEM), as the
+	// ConfigMap CABundleConfigMapName holds it: it verifies virt-api's and
+	// virt-handler's serving certificates. The operator passes it to Apply
+	// (ApplyOptions.CABundle), which puts it into the APIService.
+	CABundle []byte
+	// Writes is the number of objects created or updated.
+	Writes int
+}
+
+// EnsureCertificates makes sure the installation's CA, its bundle,
+// virt-api's serving certificate and virt-handler's server and client
+// certificates exist in namespace and are valid for at least 30 more days;
+// it creates or re-issues only what is missing, unreadable, expiring, not
+// signed by the CA or issued for other names (a re-issued CA re-issues
+// everything), and returns the CA bundle and the number of objects it wrote.
+func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace string) (Certificates, error) {
 	now := time.Now()
 	secrets := c.Resource(secretsGVR).Namespace(namespace)
-	writes := 0
+	var out Certificates
 	read := func(name string) (*corev1.Secret, error) {
 		u, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -107,13 +125,13 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		if err != nil {
 			return fmt.Errorf("writing Secret %s/%s: %w", namespace, name, err)
 		}
-		writes++
+		out.Writes++
 		return nil
 	}
 
 	caSecret, err := read(CASecretName)
 	if err != nil {
-		return writes, err
+		return out, err
 	}
 	ca, caKey, ok := parsePair(caSecret, now)
 	renewed := false
@@ -127,18 +145,20 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		}, nil, nil)
 		if err != nil {
-			return writes, fmt.Errorf("CA: %w", err)
+			return out, fmt.Errorf("CA: %w", err)
 		}
 		if err := write(caSecret, CASecretName, encodeCert(caCert), encodeKey(key)); err != nil {
-			return writes, err
+			return out, err
 		}
 		ca, caKey, renewed = caCert, key, true
 	}
-	n, err := ensureBundle(ctx, c.Resource(configMapsGVR).Namespace(namespace), namespace, encodeCert(ca))
-	writes += n
+	caPEM := encodeCert(ca)
+	n, err := ensureBundle(ctx, c.Resource(configMapsGVR).Namespace(namespace), namespace, caPEM)
+	out.Writes += n
 	if err != nil {
-		return writes, err
+		return out, err
 	}
+	out.CABundle = caPEM
 
 	leaves := []struct {
 		name  string
@@ -152,13 +172,18 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		{HandlerClientCertSecretName, x509.Certificate{
 			Subject: pkix.Name{CommonName: "kubevirt.io:system:client:virt-handler"},
 		}, x509.ExtKeyUsageClientAuth},
+		{APIServerCertSecretName, x509.Certificate{
+			Subject:  pkix.Name{CommonName: APIServiceName + "." + namespace + ".svc"},
+			DNSNames: []string{APIServiceName, APIServiceName + "." + namespace, APIServiceName + "." + namespace + ".svc"},
+		}, x509.ExtKeyUsageServerAuth},
 	}
 	for _, l := range leaves {
 		existing, err := read(l.name)
 		if err != nil {
-			return writes, err
+			return out, err
 		}
-		if cert, _, ok := parsePair(existing, now); ok && !renewed && cert.CheckSignatureFrom(ca) == nil {
+		if cert, _, ok := parsePair(existing, now); ok && !renewed && cert.CheckSignatureFrom(ca) == nil &&
+			slices.Equal(cert.DNSNames, l.tmpl.DNSNames) && slices.Equal(cert.ExtKeyUsage, []x509.ExtKeyUsage{l.usage}) {
 			continue
 		}
 		tmpl := l.tmpl
@@ -167,19 +192,19 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{l.usage}
 		cert, key, err := issue(&tmpl, ca, caKey)
 		if err != nil {
-			return writes, fmt.Errorf("%s: %w", l.name, err)
+			return out, fmt.Errorf("%s: %w", l.name, err)
 		}
 		if err := write(existing, l.name, encodeCert(cert), encodeKey(key)); err != nil {
-			return writes, err
+			return out, err
 		}
 	}
-	return writes, nil
+	return out, nil
 }
 
 // DeleteCertificates removes what EnsureCertificates created.
 func DeleteCertificates(ctx context.Context, c dynamic.Interface, namespace string) error {
 	var errs []error
-	for _, name := range []string{HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
+	for _, name := range []string{APIServerCertSecretName, HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
 		if err := c.Resource(secretsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", namespace, name, err))
 		}

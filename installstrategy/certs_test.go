@@ -2,38 +2,47 @@ package installstrategy
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"net"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 func TestEnsureCertificates(t *testing.T) {
 	ctx := t.Context()
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c := dynamicfake.NewSimpleDynamicClient(scheme)
-	writes, err := EnsureCertificates(ctx, c, "kubevirt")
+	c := fakeDynamic(t)
+	certs, err := EnsureCertificates(ctx, c, "kubevirt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if writes != 4 { // CA Secret, bundle ConfigMap, server and client Secrets
-		t.Errorf("first call wrote %d objects, want 4", writes)
+	if certs.Writes != 5 { // CA Secret, bundle ConfigMap, handler server and client, virt-api Secrets
+		t.Errorf("first call wrote %d objects, want 5", certs.Writes)
 	}
-	if writes, err = EnsureCertificates(ctx, c, "kubevirt"); err != nil || writes != 0 {
-		t.Errorf("second call wrote %d objects (err %v), want 0", writes, err)
+	again, err := EnsureCertificates(ctx, c, "kubevirt")
+	if err != nil || again.Writes != 0 {
+		t.Errorf("second call wrote %d objects (err %v), want 0", again.Writes, err)
+	}
+	if string(again.CABundle) != string(certs.CABundle) {
+		t.Error("second call returned another CA bundle")
 	}
 	if err := c.Resource(secretsGVR).Namespace("kubevirt").Delete(ctx, HandlerServerCertSecretName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if writes, err = EnsureCertificates(ctx, c, "kubevirt"); err != nil || writes != 1 {
-		t.Errorf("after deleting the server certificate: wrote %d objects (err %v), want 1", writes, err)
+	if again, err = EnsureCertificates(ctx, c, "kubevirt"); err != nil || again.Writes != 1 {
+		t.Errorf("after deleting the server certificate: wrote %d objects (err %v), want 1", again.Writes, err)
 	}
 
 	// A client with the client certificate and the bundle talks to a
@@ -55,6 +64,9 @@ func TestEnsureCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	bundle := cm.Object["data"].(map[string]any)[CABundleKey].(string)
+	if bundle != string(certs.CABundle) {
+		t.Errorf("EnsureCertificates returned CA bundle\n%s\nthe ConfigMap holds\n%s", certs.CABundle, bundle)
+	}
 	clientTLS, err := HandlerClientTLS(secret(HandlerClientCertSecretName), bundle)
 	if err != nil {
 		t.Fatal(err)
@@ -82,4 +94,196 @@ func TestEnsureCertificates(t *testing.T) {
 	if err != nil || len(list.Items) != 0 {
 		t.Errorf("after DeleteCertificates: %d Secrets left (err %v)", len(list.Items), err)
 	}
+}
+
+// TestAPIServerCertificate: virt-api's serving certificate is issued for
+// its Service's names and verifies against the CA bundle (as the
+// aggregator verifies it with the APIService's caBundle); it is re-issued
+// as the handler's are: when missing, unreadable, expiring, issued for
+// other names or uses or by another CA, and whenever the CA is re-issued.
+func TestAPIServerCertificate(t *testing.T) {
+	ctx := t.Context()
+	const ns = "vmkit-system"
+	c := fakeDynamic(t)
+	certs, err := EnsureCertificates(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// verify checks the Secret against bundle and returns its certificate.
+	verify := func(t *testing.T, bundle []byte) *x509.Certificate {
+		t.Helper()
+		data := secretData(t, c, ns, APIServerCertSecretName)
+		if _, err := tls.X509KeyPair(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey]); err != nil {
+			t.Fatalf("%s: %v", APIServerCertSecretName, err)
+		}
+		cert := parseCert(t, data[corev1.TLSCertKey])
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(bundle) {
+			t.Fatal("no certificate in the CA bundle")
+		}
+		for _, name := range []string{"virt-api", "virt-api." + ns, "virt-api." + ns + ".svc"} {
+			opts := x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			if _, err := cert.Verify(opts); err != nil {
+				t.Errorf("%s for %s: %v", APIServerCertSecretName, name, err)
+			}
+		}
+		return cert
+	}
+	verify(t, certs.CABundle)
+
+	caData := secretData(t, c, ns, CASecretName)
+	caPair, err := tls.X509KeyPair(caData[corev1.TLSCertKey], caData[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, caKey := parseCert(t, caData[corev1.TLSCertKey]), caPair.PrivateKey.(*ecdsa.PrivateKey)
+	otherCA, otherKey, err := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "other"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24 * 365),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := func() *x509.Certificate {
+		return &x509.Certificate{
+			NotBefore:   time.Now().Add(-time.Hour),
+			NotAfter:    time.Now().Add(leafValidity),
+			KeyUsage:    x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			DNSNames:    []string{"virt-api", "virt-api." + ns, "virt-api." + ns + ".svc"},
+		}
+	}
+	tests := []struct {
+		name   string
+		tmpl   func() *x509.Certificate
+		signer *x509.Certificate
+		key    *ecdsa.PrivateKey
+	}{
+		{"expiring in 10 days", func() *x509.Certificate {
+			tmpl := good()
+			tmpl.NotAfter = time.Now().Add(10 * 24 * time.Hour)
+			return tmpl
+		}, ca, caKey},
+		{"issued for another namespace", func() *x509.Certificate {
+			tmpl := good()
+			tmpl.DNSNames = []string{"virt-api", "virt-api.kubevirt", "virt-api.kubevirt.svc"}
+			return tmpl
+		}, ca, caKey},
+		{"a client certificate", func() *x509.Certificate {
+			tmpl := good()
+			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+			return tmpl
+		}, ca, caKey},
+		{"signed by another CA", good, otherCA, otherKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planted, key, err := issue(tt.tmpl(), tt.signer, tt.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			putSecret(t, c, ns, APIServerCertSecretName, encodeCert(planted), encodeKey(key))
+			got, err := EnsureCertificates(ctx, c, ns)
+			if err != nil || got.Writes != 1 {
+				t.Errorf("wrote %d objects (err %v), want 1: the virt-api certificate", got.Writes, err)
+			}
+			if cert := verify(t, got.CABundle); cert.SerialNumber.Cmp(planted.SerialNumber) == 0 {
+				t.Error("the certificate was kept")
+			}
+		})
+	}
+	t.Run("unreadable", func(t *testing.T) {
+		putSecret(t, c, ns, APIServerCertSecretName, []byte("not a certificate"), []byte("not a key"))
+		got, err := EnsureCertificates(ctx, c, ns)
+		if err != nil || got.Writes != 1 {
+			t.Errorf("wrote %d objects (err %v), want 1: the virt-api certificate", got.Writes, err)
+		}
+		verify(t, got.CABundle)
+	})
+
+	t.Run("CA re-issued", func(t *testing.T) {
+		before := verify(t, certs.CABundle)
+		expiring, key, err := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "kubevirt.io@" + ns}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 24 * time.Hour),
+			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putSecret(t, c, ns, CASecretName, encodeCert(expiring), encodeKey(key))
+		got, err := EnsureCertificates(ctx, c, ns)
+		if err != nil || got.Writes != 5 { // CA, bundle and the three leaves
+			t.Errorf("wrote %d objects (err %v), want 5", got.Writes, err)
+		}
+		if string(got.CABundle) == string(certs.CABundle) || string(got.CABundle) == string(encodeCert(expiring)) {
+			t.Fatal("the CA bundle did not change to a new CA")
+		}
+		after := verify(t, got.CABundle)
+		if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+			t.Error("the virt-api certificate was not re-issued with the CA")
+		}
+		old := x509.NewCertPool()
+		old.AppendCertsFromPEM(certs.CABundle)
+		if _, err := after.Verify(x509.VerifyOptions{DNSName: "virt-api." + ns + ".svc", Roots: old}); err == nil {
+			t.Error("the re-issued virt-api certificate still verifies against the old CA")
+		}
+	})
+
+	if err := DeleteCertificates(ctx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resource(secretsGVR).Namespace(ns).Get(ctx, APIServerCertSecretName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after DeleteCertificates, Get(%s) = %v, want NotFound", APIServerCertSecretName, err)
+	}
+}
+
+func fakeDynamic(t *testing.T) *dynamicfake.FakeDynamicClient {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return dynamicfake.NewSimpleDynamicClient(scheme)
+}
+
+func secretData(t *testing.T, c dynamic.Interface, namespace, name string) map[string][]byte {
+	t.Helper()
+	u, err := c.Resource(secretsGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Data
+}
+
+// putSecret overwrites a TLS Secret's certificate and key.
+func putSecret(t *testing.T, c dynamic.Interface, namespace, name string, certPEM, keyPEM []byte) {
+	t.Helper()
+	secrets := c.Resource(secretsGVR).Namespace(namespace)
+	u, err := secrets.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]any{
+		corev1.TLSCertKey:       base64.StdEncoding.EncodeToString(certPEM),
+		corev1.TLSPrivateKeyKey: base64.StdEncoding.EncodeToString(keyPEM),
+	}
+	if err := unstructured.SetNestedMap(u.Object, data, "data"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secrets.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

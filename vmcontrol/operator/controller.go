@@ -7,8 +7,10 @@
 // CR the controller resolves the target DeploymentConfig (the operator's own
 // config overlaid with the CR's image tag, registry and settings), loads its
 // install strategy (generated in process, or from the ConfigMap a
-// virt-operator --dump-install-strategy Job wrote), applies it with
-// installstrategy.Apply and reports phase Deploying → Deployed, conditions
+// virt-operator --dump-install-strategy Job wrote), makes sure the
+// installation's certificates exist (installstrategy.EnsureCertificates),
+// applies the strategy with installstrategy.Apply, virt-api's APIService
+// carrying the CA bundle, and reports phase Deploying → Deployed, conditions
 // Available, Progressing, Degraded, Created and Synchronized with reasons,
 // and the target and observed version, registry and config ID. A changed
 // image tag or registry is a new target: the components roll to it. The

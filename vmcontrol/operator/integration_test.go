@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -186,6 +189,23 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		crd, err := env.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crds.VirtualMachine, metav1.GetOptions{})
 		if err != nil || crd.Labels[v1.ManagedByLabel] != v1.ManagedByLabelOperatorValue {
 			t.Errorf("CRD %s: %v, labels %v", crds.VirtualMachine, err, crd.Labels)
+		}
+		// virt-api has its serving certificate, and the aggregator verifies
+		// it with the installation's CA, which the APIService carries.
+		if _, err := kube.CoreV1().Secrets("kubevirt").Get(ctx, installstrategy.APIServerCertSecretName, metav1.GetOptions{}); err != nil {
+			t.Errorf("Secret %s: %v", installstrategy.APIServerCertSecretName, err)
+		}
+		bundle, err := kube.CoreV1().ConfigMaps("kubevirt").Get(ctx, installstrategy.CABundleConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apiService, err := dyn.Resource(apiregv1.SchemeGroupVersion.WithResource("apiservices")).Get(ctx, "v1."+installstrategy.SubresourcesGroup, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		caBundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
+		if want := base64.StdEncoding.EncodeToString([]byte(bundle.Data[installstrategy.CABundleKey])); caBundle != want || want == "" {
+			t.Errorf("APIService caBundle %q, want the ConfigMap's CA bundle %q", caBundle, want)
 		}
 	})
 

@@ -148,12 +148,14 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 		}
 		return fmt.Errorf("KubeVirt %s: loading strategy %s: %w", key, target.ID, err)
 	}
-	certWrites, err := installstrategy.EnsureCertificates(ctx, c.dynamic, target.Namespace)
+	// The certificates first: the workloads mount them, and the
+	// APIService carries their CA, which the pure strategy cannot hold.
+	certs, err := installstrategy.EnsureCertificates(ctx, c.dynamic, target.Namespace)
 	if err == nil {
 		var res installstrategy.Result
-		res, err = installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{})
-		if res.Writes()+certWrites > 0 {
-			log.V(2).Info("applied strategy", "created", len(res.Created), "updated", len(res.Updated), "pruned", len(res.Deleted), "certificates", certWrites)
+		res, err = installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{CABundle: certs.CABundle})
+		if res.Writes()+certs.Writes > 0 {
+			log.V(2).Info("applied strategy", "created", len(res.Created), "updated", len(res.Updated), "pruned", len(res.Deleted), "certificates", certs.Writes)
 		}
 	}
 	if err != nil {
