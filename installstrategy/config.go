@@ -39,7 +39,9 @@ const (
 	// 127.0.0.1): for single-node clusters without a pod network.
 	EnvHostNetwork = "VMKIT_HOST_NETWORK"
 	// EnvWithoutVirtAPI, vmkit's own, set to "true" leaves virt-api (its
-	// Deployment, Service and APIService) out of the strategy.
+	// Deployment, Service and APIService) out of the strategy: for
+	// clusters where another virt-api serves subresources.kubevirt.io.
+	// Unset, virt-api is installed.
 	EnvWithoutVirtAPI = "VMKIT_WITHOUT_VIRT_API"
 	// EnvPassthroughPrefix marks variables passed on to every component:
 	// KV_IO_EXTRA_ENV_FOO=bar sets FOO=bar in each component's container.
@@ -109,7 +111,8 @@ type DeploymentConfig struct {
 	// pod and every launcher pod uses the host network, and the
 	// components' servers listen on this address (see EnvHostNetwork).
 	HostNetwork string `json:"hostNetwork,omitempty"`
-	// WithoutVirtAPI leaves virt-api out (see EnvWithoutVirtAPI).
+	// WithoutVirtAPI leaves virt-api out, for clusters where another
+	// virt-api serves subresources.kubevirt.io (see EnvWithoutVirtAPI).
 	WithoutVirtAPI bool `json:"withoutVirtAPI,omitempty"`
 }
 

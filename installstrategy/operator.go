@@ -41,7 +41,9 @@ type OperatorConfig struct {
 	// where two replicas on one node would share a port).
 	Replicas int32
 	// HostNetwork and WithoutVirtAPI become the operator's EnvHostNetwork
-	// and EnvWithoutVirtAPI, so every strategy it installs has them.
+	// and EnvWithoutVirtAPI, so every strategy it installs has them
+	// (WithoutVirtAPI only for clusters where another virt-api serves
+	// subresources.kubevirt.io).
 	HostNetwork    string
 	WithoutVirtAPI bool
 	// Env is set in the operator's container besides the variables above,

@@ -51,18 +51,29 @@ func Rules() []ComponentRules {
 	return []ComponentRules{
 		{
 			// virt-api serves the subresources (console, VNC, start, stop,
-			// restart, migrate) as an aggregated API server: it reads VMIs
-			// and VMs, records start/stop requests on VM status, creates
-			// migrations, and delegates authentication and authorization.
+			// restart, migrate...) as an aggregated API server: it reads
+			// VMIs, VMs and migrations, writes VMs (stopping a VM whose
+			// runStrategy is Always sets it to Halted) and their status
+			// (start/stop requests), patches a VMI's grace period for a
+			// stop that asks for a shorter one, deletes the launcher pod
+			// of a forced restart, creates migrations, finds the
+			// virt-handler pod on a VMI's node in the install namespace,
+			// and delegates authentication and authorization.
 			Component:      v1.VirtAPIValue,
 			ServiceAccount: APIServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
-				rule(kv, []string{"virtualmachineinstances", "virtualmachines", "kubevirts"}, read...),
+				rule(kv, []string{"virtualmachineinstances"}, "get", "list", "watch", "patch"),
+				rule(kv, []string{"kubevirts"}, read...),
+				rule(kv, []string{"virtualmachines"}, readWrite...),
 				rule(kv, []string{"virtualmachines/status"}, status...),
 				rule(kv, []string{"virtualmachineinstancemigrations"}, "get", "list", "watch", "create"),
+				rule("", []string{"pods"}, "list", "delete"),
 				rule("", []string{"nodes"}, "get"),
 				rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
 				rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+			},
+			Namespace: []rbacv1.PolicyRule{
+				rule("", []string{"pods"}, read...),
 			},
 			BoundClusterRoles: []string{"system:auth-delegator"},
 			KubeSystemRoles:   []string{"extension-apiserver-authentication-reader"},
@@ -143,6 +154,7 @@ func (s *Strategy) addRBAC(cfg *DeploymentConfig) {
 			s.RoleBindings = append(s.RoleBindings, roleBinding(meta(r.ServiceAccount+"-"+sanitize(role), "kube-system"), "Role", role, subject))
 		}
 	}
+	s.addUserRoles(cfg)
 }
 
 func clusterRoleBinding(meta metav1.ObjectMeta, role string, subjects []rbacv1.Subject) *rbacv1.ClusterRoleBinding {

@@ -75,14 +75,7 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	verbosity := "-v=2"
 
 	if !c.WithoutVirtAPI {
-		api := container(c, v1.VirtAPIValue, []string{"--port=" + strconv.Itoa(APIPort), "--subresources-only", verbosity},
-			corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
-			corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
-		api.Resources = requests(5, 500<<20)
-		healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
-		api.ReadinessProbe = probe(healthz, 2, 3)
-		api.LivenessProbe = probe(healthz, 15, 10)
-		s.Deployments = append(s.Deployments, deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, infra, api))
+		s.Deployments = append(s.Deployments, apiDeployment(c, replicas, infra, verbosity))
 	}
 
 	ctlArgs := []string{
@@ -110,6 +103,69 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 
 	s.DaemonSets = append(s.DaemonSets, handlerDaemonSet(c, workloads, verbosity))
 	return nil
+}
+
+// Where virt-api's pod mounts its certificates: the defaults of
+// cmd/virt-api's flags.
+const (
+	// APICertDir holds virt-api's serving certificate, the Secret
+	// APIServerCertSecretName: APICertFile and APIKeyFile.
+	APICertDir  = "/etc/virt-api/certificates"
+	APICertFile = APICertDir + "/" + corev1.TLSCertKey
+	APIKeyFile  = APICertDir + "/" + corev1.TLSPrivateKeyKey
+	// APIHandlerClientCertDir holds the client certificate virt-api
+	// presents to virt-handler's REST API (tls.crt, tls.key), the Secret
+	// HandlerClientCertSecretName.
+	APIHandlerClientCertDir = "/etc/virt-handler/clientcertificates"
+	// APICADir holds the installation's CA bundle, the ConfigMap
+	// CABundleConfigMapName, which virt-handler's serving certificate
+	// chains to: APICABundleFile.
+	APICADir        = "/etc/virt-api/ca"
+	APICABundleFile = APICADir + "/" + CABundleKey
+)
+
+// apiDeployment is virt-api: the aggregated API server of
+// subresources.kubevirt.io, serving on APIPort with its certificate and
+// reaching each node's virt-handler on HandlerConsolePort with the client
+// certificate, verifying it against the CA bundle.
+func apiDeployment(c *DeploymentConfig, replicas int32, placement *v1.NodePlacement, verbosity string) *appsv1.Deployment {
+	// Flags of cmd/virt-api.
+	args := []string{
+		"--port=" + strconv.Itoa(APIPort),
+		"--tls-cert-file=" + APICertFile,
+		"--tls-private-key-file=" + APIKeyFile,
+		"--handler-client-cert-dir=" + APIHandlerClientCertDir,
+		"--ca-bundle-file=" + APICABundleFile,
+		"--namespace=" + c.Namespace,
+		"--handler-port=" + strconv.Itoa(HandlerConsolePort),
+	}
+	if c.HostNetwork != "" {
+		// virt-api listens on the address, and every virt-handler, on the
+		// host network too, listens there rather than on its pod IP.
+		args = append(args, "--bind-address="+c.HostNetwork, "--handler-host="+c.HostNetwork)
+	}
+	api := container(c, v1.VirtAPIValue, append(args, verbosity),
+		corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
+		corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})
+	api.Resources = requests(5, 500<<20)
+	// The health endpoint is served over TLS without authentication.
+	healthz := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(APIPort), Path: "/apis/" + SubresourcesGroup + "/v1/healthz"}
+	api.ReadinessProbe = probe(healthz, 2, 3)
+	api.LivenessProbe = probe(healthz, 15, 10)
+	// The certificates EnsureCertificates writes.
+	volumes := []corev1.Volume{
+		{Name: APIServerCertSecretName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: APIServerCertSecretName}}},
+		{Name: HandlerClientCertSecretName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerClientCertSecretName}}},
+		{Name: "ca-bundle", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: CABundleConfigMapName}}}},
+	}
+	api.VolumeMounts = []corev1.VolumeMount{
+		{Name: APIServerCertSecretName, MountPath: APICertDir, ReadOnly: true},
+		{Name: HandlerClientCertSecretName, MountPath: APIHandlerClientCertDir, ReadOnly: true},
+		{Name: "ca-bundle", MountPath: APICADir, ReadOnly: true},
+	}
+	d := deployment(c, v1.VirtAPIValue, replicas, APIServiceAccount, placement, api)
+	d.Spec.Template.Spec.Volumes = volumes
+	return d
 }
 
 // container is a component's container: image, pull policy, command, the

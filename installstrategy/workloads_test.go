@@ -1,0 +1,127 @@
+package installstrategy
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestVirtAPIDeployment: virt-api gets its flags, its serving certificate,
+// the handler client certificate and the CA bundle at the paths the flags
+// name, and HTTPS probes on the unauthenticated health endpoint.
+func TestVirtAPIDeployment(t *testing.T) {
+	tests := []struct {
+		name      string
+		cfg       func() *DeploymentConfig
+		args      []string
+		probeHost string
+	}{
+		{
+			name: "pod network",
+			cfg:  testConfig,
+			args: []string{
+				"--port=8443",
+				"--tls-cert-file=/etc/virt-api/certificates/tls.crt",
+				"--tls-private-key-file=/etc/virt-api/certificates/tls.key",
+				"--handler-client-cert-dir=/etc/virt-handler/clientcertificates",
+				"--ca-bundle-file=/etc/virt-api/ca/ca-bundle",
+				"--namespace=kubevirt",
+				"--handler-port=8186",
+				"-v=2",
+			},
+		},
+		{
+			name: "host network",
+			cfg: func() *DeploymentConfig {
+				c := customConfig()
+				c.HostNetwork = "10.1.2.3"
+				return c.SetID()
+			},
+			args: []string{
+				"--port=8443",
+				"--tls-cert-file=/etc/virt-api/certificates/tls.crt",
+				"--tls-private-key-file=/etc/virt-api/certificates/tls.key",
+				"--handler-client-cert-dir=/etc/virt-handler/clientcertificates",
+				"--ca-bundle-file=/etc/virt-api/ca/ca-bundle",
+				"--namespace=vmkit-system",
+				"--handler-port=8186",
+				"--bind-address=10.1.2.3",
+				"--handler-host=10.1.2.3",
+				"-v=2",
+			},
+			probeHost: "10.1.2.3",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Generate(tt.cfg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var spec *corev1.PodSpec
+			for _, d := range s.Deployments {
+				if d.Name == v1.VirtAPIValue {
+					spec = &d.Spec.Template.Spec
+				}
+			}
+			if spec == nil {
+				t.Fatal("no virt-api Deployment")
+			}
+			ctr := spec.Containers[0]
+			if diff := cmp.Diff(tt.args, ctr.Args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+			// Each mount path, to what it shows, read-only.
+			sources := map[string]string{}
+			for _, vol := range spec.Volumes {
+				switch {
+				case vol.Secret != nil:
+					sources[vol.Name] = "Secret " + vol.Secret.SecretName
+				case vol.ConfigMap != nil:
+					sources[vol.Name] = "ConfigMap " + vol.ConfigMap.Name
+				default:
+					t.Errorf("volume %s is neither a Secret nor a ConfigMap", vol.Name)
+				}
+			}
+			mounts := map[string]string{}
+			for _, m := range ctr.VolumeMounts {
+				if !m.ReadOnly {
+					t.Errorf("mount %s is writable", m.MountPath)
+				}
+				mounts[m.MountPath] = sources[m.Name]
+			}
+			want := map[string]string{
+				APICertDir:              "Secret kubevirt-virt-api-certs",
+				APIHandlerClientCertDir: "Secret kubevirt-virt-handler-certs",
+				APICADir:                "ConfigMap kubevirt-ca",
+			}
+			if diff := cmp.Diff(want, mounts); diff != "" {
+				t.Errorf("mounts (-want +got):\n%s", diff)
+			}
+			wantProbe := &corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: tt.probeHost, Port: intstr.FromInt32(8443), Path: "/apis/subresources.kubevirt.io/v1/healthz"}
+			for name, p := range map[string]*corev1.Probe{"readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
+				if p == nil {
+					t.Errorf("no %s probe", name)
+					continue
+				}
+				if diff := cmp.Diff(wantProbe, p.HTTPGet); diff != "" {
+					t.Errorf("%s probe (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+	// The exported paths are what the flags name.
+	for got, want := range map[string]string{
+		APICertFile:     "/etc/virt-api/certificates/tls.crt",
+		APIKeyFile:      "/etc/virt-api/certificates/tls.key",
+		APICABundleFile: "/etc/virt-api/ca/ca-bundle",
+	} {
+		if got != want {
+			t.Errorf("path %q, want %q", got, want)
+		}
+	}
+}
