@@ -59,8 +59,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, out any) bool {
 // patchOp is one JSON patch (RFC 6902) operation.
 type patchOp map[string]any
 
-func testOp(path string, value any) patchOp { return patchOp{"op": "test", "path": path, "value": value} }
-func addOp(path string, value any) patchOp  { return patchOp{"op": "add", "path": path, "value": value} }
+func testOp(path string, value any) patchOp {
+	return patchOp{"op": "test", "path": path, "value": value}
+}
+func addOp(path string, value any) patchOp { return patchOp{"op": "add", "path": path, "value": value} }
 func replaceOp(path string, value any) patchOp {
 	return patchOp{"op": "replace", "path": path, "value": value}
 }
