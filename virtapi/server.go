@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/sets"
-	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
 	genericfilters "k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/server"
@@ -142,11 +143,20 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 
 	authn := options.NewDelegatingAuthenticationOptions()
 	authn.RemoteKubeConfigFile = opts.Kubeconfig
-	authn.Anonymous = &apiserverconfig.AnonymousAuthConfig{Enabled: false}
 	var authnInfo server.AuthenticationInfo
 	if err := authn.ApplyTo(&authnInfo, serving, nil); err != nil {
 		return nil, fmt.Errorf("virtapi: delegated authentication: %w", err)
 	}
+	// ApplyTo always adds the anonymous authenticator; virt-api answers
+	// only users the cluster knows.
+	known := authnInfo.Authenticator
+	authnInfo.Authenticator = authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
+		resp, ok, err := known.AuthenticateRequest(r)
+		if ok && resp.User.GetName() == user.Anonymous {
+			return nil, false, nil
+		}
+		return resp, ok, err
+	})
 	authz := options.NewDelegatingAuthorizationOptions()
 	authz.RemoteKubeConfigFile = opts.Kubeconfig
 	var authzInfo server.AuthorizationInfo

@@ -1,0 +1,292 @@
+package virtapi
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	aggregator "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
+
+	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/vmapi/crds"
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// fakeAgent stands in for the node agents: it records the requests virt-api
+// forwards.
+type fakeAgent struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+type fakeAgentDialer struct {
+	*fakeAgent
+	url string
+}
+
+func (d *fakeAgentDialer) Handler(context.Context, string) (string, *tls.Config, error) {
+	return d.url, &tls.Config{InsecureSkipVerify: true}, nil //nolint:gosec // a test server on loopback
+}
+
+func (a *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.seen = append(a.seen, r.Method+" "+r.URL.Path)
+	a.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestAggregatedAPI runs virt-api behind a real kube-apiserver's aggregation
+// layer: the APIService becomes Available, discovery lists the
+// subresources, requests carry the user through the front proxy, and RBAC
+// (the install strategy's kubevirt.io:view and kubevirt.io:edit, aggregated
+// into view and edit) decides who may stop a VM.
+func TestAggregatedAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver; run without -short")
+	}
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without aggregator routing kube-apiserver resolves the APIService's
+	// Service itself, which lets an ExternalName Service point at virt-api
+	// on loopback (endpoints may not).
+	env := testenv.Start(t, testenv.Options{CRDs: all, APIServerArgs: []string{"--enable-aggregator-routing=false"}})
+	ctx := t.Context()
+	kv, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The install strategy's user-facing roles.
+	strategy, err := installstrategy.Generate(&installstrategy.DeploymentConfig{Namespace: "kubevirt", Registry: "vmkit", Version: "devel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles int
+	for _, cr := range strategy.ClusterRoles {
+		if strings.HasPrefix(cr.Name, "kubevirt.io:") {
+			if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			roles++
+		}
+	}
+	if roles < 3 {
+		t.Fatalf("the install strategy has %d kubevirt.io:* cluster roles, want view, edit and admin", roles)
+	}
+
+	// virt-api on loopback with a self-signed certificate; kube-apiserver
+	// reaches it through an ExternalName Service.
+	dir := t.TempDir()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("virt-api.default.svc", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := &fakeAgent{}
+	agentSrv := httptest.NewTLSServer(agent)
+	t.Cleanup(agentSrv.Close)
+	srv, err := New(Config{Kube: env.Kube, Kubevirt: kv, Handlers: &fakeAgentDialer{fakeAgent: agent, url: agentSrv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	serveCtx, stop := context.WithCancel(context.Background())
+	stopped, err := srv.Serve(serveCtx, ServeOptions{BindAddress: "127.0.0.1", Port: port, CertFile: certFile, KeyFile: keyFile, Kubeconfig: env.KubeconfigPath})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(); <-stopped })
+
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-api", Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(port), TargetPort: intstr.FromInt(port)}}},
+	}
+	if _, err := env.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agg, err := aggregator.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiService := &apiregv1.APIService{
+		ObjectMeta: metav1.ObjectMeta{Name: Version + "." + Group},
+		Spec: apiregv1.APIServiceSpec{
+			Service:              &apiregv1.ServiceReference{Namespace: "default", Name: "virt-api", Port: ptr(int32(port))},
+			Group:                Group,
+			Version:              Version,
+			CABundle:             certPEM,
+			GroupPriorityMinimum: 1000,
+			VersionPriority:      15,
+		},
+	}
+	if _, err := agg.ApiregistrationV1().APIServices().Create(ctx, apiService, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := agg.ApiregistrationV1().APIServices().Get(ctx, apiService.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiregv1.Available {
+				last = string(c.Status) + " " + c.Reason + ": " + c.Message
+			}
+		}
+		if strings.HasPrefix(last, "True") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("APIService %s not Available after a minute: %s", apiService.Name, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	resources, err := env.Kube.Discovery().ServerResourcesForGroupVersion(Group + "/" + Version)
+	if err != nil {
+		t.Fatalf("discovery through kube-apiserver: %v", err)
+	}
+	if len(resources.APIResources) != len(subresources) {
+		t.Errorf("discovery lists %d resources, want %d", len(resources.APIResources), len(subresources))
+	}
+
+	// Straight to virt-api without credentials: refused.
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback test server
+	resp, err := insecure.Do(mustRequest(t, http.MethodPut, "https://127.0.0.1:"+strconv.Itoa(port)+Prefix+"/namespaces/default/virtualmachines/vm/stop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous PUT stop straight to virt-api: %d, want 401", resp.StatusCode)
+	}
+
+	vm := testVM(v1.RunStrategyAlways)
+	vm.Namespace = "default"
+	if _, err := kv.KubevirtV1().VirtualMachines("default").Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vmi := testVMI(v1.Running)
+	vmi.Namespace = "default"
+	// The VMI has no status subresource, as in KubeVirt: the status is stored as created.
+	if _, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for user, role := range map[string]string{"viewer": "view", "editor": "edit"} {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: "default"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		if _, err := env.Kube.RbacV1().RoleBindings("default").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) rest.Interface {
+		cfg := rest.CopyConfig(env.Config)
+		if user != "" {
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+		}
+		return kubernetes.NewForConfigOrDie(cfg).Discovery().RESTClient()
+	}
+	put := func(user, path, body string) int {
+		var code int
+		_ = as(user).Put().AbsPath(Prefix+"/namespaces/default/"+path).SetHeader("Content-Type", "application/json").
+			Body([]byte(body)).Do(ctx).StatusCode(&code)
+		return code
+	}
+	strategyNow := func() v1.VirtualMachineRunStrategy {
+		got, err := kv.KubevirtV1().VirtualMachines("default").Get(ctx, "vm", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strategyOf(got)
+	}
+
+	// The aggregated roles only take effect once the cluster-role
+	// aggregation controller has run; kube-controller-manager is not
+	// running here, so bind the kubevirt.io roles too, as a cluster
+	// without aggregation would.
+	for user, role := range map[string]string{"viewer": "kubevirt.io:view", "editor": "kubevirt.io:edit"} {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user + "-kubevirt", Namespace: "default"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		if _, err := env.Kube.RbacV1().RoleBindings("default").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if code := put("stranger", "virtualmachines/vm/stop", ""); code != http.StatusForbidden {
+		t.Errorf("stop by a user without a role: %d, want 403", code)
+	}
+	if code := put("viewer", "virtualmachines/vm/stop", ""); code != http.StatusForbidden {
+		t.Errorf("stop by a viewer: %d, want 403", code)
+	}
+	if code := put("editor", "virtualmachines/vm/stop", `{"dryRun":["All"]}`); code != http.StatusAccepted || strategyNow() != v1.RunStrategyAlways {
+		t.Errorf("dry-run stop by an editor: %d, run strategy %s; want 202 and Always kept", code, strategyNow())
+	}
+	if code := put("editor", "virtualmachineinstances/vm/pause", ""); code != http.StatusOK {
+		t.Errorf("pause by an editor: %d, want 200", code)
+	}
+	agent.mu.Lock()
+	seen := strings.Join(agent.seen, ",")
+	agent.mu.Unlock()
+	if seen != "PUT /v1/namespaces/default/virtualmachineinstances/vm/pause" {
+		t.Errorf("the node agent saw %q, want the pause forwarded", seen)
+	}
+	if code := put("editor", "virtualmachines/vm/stop", ""); code != http.StatusAccepted || strategyNow() != v1.RunStrategyHalted {
+		t.Errorf("stop by an editor: %d, run strategy %s; want 202 and Halted", code, strategyNow())
+	}
+}
+
+func mustRequest(t *testing.T, method, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
