@@ -5,6 +5,7 @@
 #   $OUT/pause.tar            registry.k8s.io/pause:3.10
 #   $OUT/virt-operator.tar    vmkit/virt-operator:$TAG
 #   $OUT/virt-controller.tar  vmkit/virt-controller:$TAG
+#   $OUT/virt-api.tar         vmkit/virt-api:$TAG
 #   $OUT/virt-handler.tar     vmkit/virt-handler:$TAG
 #   $OUT/virt-launcher.tar    vmkit/virt-launcher:$TAG (libvirt + QEMU from Debian)
 #   $OUT/tiny-guest.tar       vmkit/tiny-guest:$TAG and :latest
@@ -54,7 +55,7 @@ fi
 mkdir -p "$BIN"
 start=$(now)
 build=(go build -trimpath -buildvcs=false)
-CGO_ENABLED=0 "${build[@]}" -o "$BIN/" ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-handler
+CGO_ENABLED=0 "${build[@]}" -o "$BIN/" ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler
 if [ -d cmd/container-disk ]; then
   CGO_ENABLED=0 "${build[@]}" -o "$BIN/" ./cmd/container-disk
 else

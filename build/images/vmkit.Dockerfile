@@ -5,6 +5,7 @@
 #
 #   docker build -f build/images/vmkit.Dockerfile --target virt-operator   -t vmkit/virt-operator:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-controller -t vmkit/virt-controller:devel .
+#   docker build -f build/images/vmkit.Dockerfile --target virt-api        -t vmkit/virt-api:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-handler    -t vmkit/virt-handler:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-launcher   -t vmkit/virt-launcher:devel .
 #   hack/make-guest.sh _output/guest
@@ -26,7 +27,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -o /out/ \
-      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-handler ./cmd/container-disk
+      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/container-disk
 
 FROM build AS build-launcher
 # virt-launcher links libvirt through cgo.
@@ -53,7 +54,7 @@ nogroup:x:65534:
 EOF
 
 # --- components: a static binary at /usr/bin/<name> ---------------------------------
-# virt-operator and virt-controller run with runAsNonRoot: a numeric user.
+# virt-operator, virt-controller and virt-api run with runAsNonRoot: a numeric user.
 FROM scratch AS virt-operator
 COPY --from=base /rootfs/ /
 COPY --from=build /out/virt-operator /usr/bin/virt-operator
@@ -67,6 +68,13 @@ COPY --from=build /out/virt-controller /usr/bin/virt-controller
 ENV PATH=/usr/bin:/bin
 USER 1001
 ENTRYPOINT ["/usr/bin/virt-controller"]
+
+FROM scratch AS virt-api
+COPY --from=base /rootfs/ /
+COPY --from=build /out/virt-api /usr/bin/virt-api
+ENV PATH=/usr/bin:/bin
+USER 1001
+ENTRYPOINT ["/usr/bin/virt-api"]
 
 # virt-handler runs privileged, as root.
 FROM scratch AS virt-handler

@@ -23,7 +23,7 @@ type group struct {
 }
 
 // The accounts of the images. nonRootUID is the numeric user of
-// virt-operator and virt-controller, whose pods run with runAsNonRoot;
+// virt-operator, virt-controller and virt-api, whose pods run with runAsNonRoot;
 // qemuUID is the user of the launcher pod's helper containers
 // (podtemplate's nonRootUID) and libvirt's compiled-in QEMU user.
 const (

@@ -215,6 +215,7 @@ func TestComponentImageConfig(t *testing.T) {
 		{"pause", "65535:65535", []string{"/pause"}, defaultPath},
 		{"virt-operator", "1001", []string{"/usr/bin/virt-operator"}, defaultPath},
 		{"virt-controller", "1001", []string{"/usr/bin/virt-controller"}, defaultPath},
+		{"virt-api", "1001", []string{"/usr/bin/virt-api"}, defaultPath},
 		{"virt-handler", "0", []string{"/usr/bin/virt-handler"}, defaultPath},
 		{"virt-launcher", "0", []string{"/usr/bin/virt-launcher"}, launcherPath},
 	} {

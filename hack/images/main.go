@@ -5,6 +5,7 @@
 //	registry.k8s.io/pause:3.10   the pause program of hack/images/pause
 //	vmkit/virt-operator:TAG      static binaries at /usr/bin/<name>
 //	vmkit/virt-controller:TAG
+//	vmkit/virt-api:TAG
 //	vmkit/virt-handler:TAG
 //	vmkit/virt-launcher:TAG      virt-launcher, container-disk, and libvirt
 //	                             + QEMU from Debian packages
@@ -260,6 +261,7 @@ func (b *builder) images() []imageSpec {
 		},
 		component("virt-operator", strconv.Itoa(nonRootUID)),
 		component("virt-controller", strconv.Itoa(nonRootUID)),
+		component("virt-api", strconv.Itoa(nonRootUID)),
 		component("virt-handler", "0"),
 		{
 			name:   "virt-launcher",

@@ -11,8 +11,9 @@
 // (privileged, hostPID, the kubelet's directories). [Options.HostNetwork]
 // installs them in host-network mode instead (installstrategy.
 // EnvHostNetwork): on the node's network, listening on kube-apiserver's
-// address and reaching it directly. vmkit ships no virt-api yet, so the
-// operator installs none (installstrategy.EnvWithoutVirtAPI).
+// address and reaching it directly. The operator installs virt-api behind
+// the APIService v1.subresources.kubevirt.io, so virtctl and vmctl work
+// through kube-apiserver as on any cluster.
 package cluster
 
 import (
@@ -61,7 +62,7 @@ const (
 
 // Images are the image tarballs (under the images directory) a cluster
 // imports, as hack/build-images.sh names them.
-var Images = []string{"pause", "virt-operator", "virt-controller", "virt-handler", "virt-launcher", "tiny-guest"}
+var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest"}
 
 // ImagesDirEnv, when set, names the directory of the image tarballs.
 const ImagesDirEnv = "VMKIT_IMAGES_DIR"
@@ -176,7 +177,7 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 }
 
 // OperatorConfig is the operator's installation on this cluster: one
-// replica, no virt-api and, in host-network mode, the components on the
+// replica and, in host-network mode, the components on the
 // node's network, listening on kube-apiserver's address and reaching it
 // there.
 func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
@@ -184,7 +185,6 @@ func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
 		Image:           Registry + "/" + v1.VirtOperatorValue + ":" + c.Tag,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Replicas:        1,
-		WithoutVirtAPI:  true,
 	}
 	if c.HostNetwork {
 		host, port := c.apiServerAddress()
@@ -271,8 +271,43 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 }
 
 // WaitAvailable waits until the KubeVirt CR is Deployed with Available=True
-// (every component rolled out and ready).
+// (every component rolled out and ready) and kube-apiserver reports virt-api's
+// APIService Available.
 func (c *Cluster) WaitAvailable(ctx context.Context) error {
+	if err := c.waitKubeVirtAvailable(ctx); err != nil {
+		return err
+	}
+	return c.waitAPIServiceAvailable(ctx)
+}
+
+// waitAPIServiceAvailable waits for the APIService of virt-api's group.
+func (c *Cluster) waitAPIServiceAvailable(ctx context.Context) error {
+	name := "v1." + installstrategy.SubresourcesGroup
+	gvr := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	last := "not found"
+	err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
+		u, err := c.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Available" {
+				last = fmt.Sprintf("Available=%v (%v: %v)", m["status"], m["reason"], m["message"])
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("APIService %s not available: %w (last seen: %s)", name, err, last)
+	}
+	return nil
+}
+
+func (c *Cluster) waitKubeVirtAvailable(ctx context.Context) error {
 	var last string
 	err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(Namespace).Get(ctx, KubeVirtName, metav1.GetOptions{})
