@@ -22,8 +22,9 @@
 // launchers by their sockets, and never stops a running guest or marks it
 // Failed because it restarted. It keeps a heartbeat on its Node (annotation
 // kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
-// console, VNC, pause, unpause and guest agent REST API (Handler) with
-// Prometheus metrics (Registry).
+// REST API (Handler: console, VNC, pause, unpause, soft reboot, freeze,
+// unfreeze and the guest agent's reports) with Prometheus
+// metrics (Registry).
 //
 // It needs no cgo: the hypervisor lives in the launcher.
 package nodeagent

@@ -60,6 +60,9 @@ func FuzzRESTRoutes(f *testing.F) {
 		{"GET", "/v1/namespaces/ns/virtualmachineinstances/%2e%2e/filesystemlist"},
 		{"GET", "/v1/namespaces//virtualmachineinstances//guestosinfo"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/" + strings.Repeat("a", 300) + "/unpause"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/softreboot"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/freeze"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/stopped/unfreeze"},
 		{"GET", "/"},
 	} {
 		f.Add(s.method, s.path)

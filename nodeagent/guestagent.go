@@ -305,6 +305,10 @@ func guestAgentQuery(ctx context.Context, c *launcher.Client) (v1.VirtualMachine
 			out.FSInfo.Filesystems, err = guestFileSystems(raw)
 			return err
 		}},
+		{"guest-fsfreeze-status", func(raw json.RawMessage) error {
+			// "frozen" or "thawed"
+			return json.Unmarshal(raw, &out.FSFreezeStatus)
+		}},
 	}
 	for _, s := range steps {
 		if err := run(s.command, s.parse); err != nil {

@@ -613,7 +613,8 @@ func TestNodeLifecycle(t *testing.T) {
 // TestGuestAgent boots the test guest with Debian's qemu-ga
 // (localnode.AgentInitramfs from hack/make-guest.sh): the VMI gets
 // AgentConnected, guestOSInfo from the guest's os-release and kernel, and
-// the REST API answers guestosinfo, userlist and filesystemlist.
+// the REST API answers guestosinfo, userlist and filesystemlist, freezes
+// and thaws the guest's file systems and soft-reboots it through the agent.
 func TestGuestAgent(t *testing.T) {
 	initrd := filepath.Join(filepath.Dir(testenv.RequireGuest(t).Kernel), localnode.AgentInitramfs)
 	if fi, err := os.Stat(initrd); err != nil || fi.Size() == 0 {
@@ -685,6 +686,9 @@ func TestGuestAgent(t *testing.T) {
 	if fs.Items == nil {
 		t.Errorf("filesystemlist %+v, want a list", fs)
 	}
+
+	t.Run("FreezeUnfreeze", func(t *testing.T) { n.testFreeze(t, name) })
+	t.Run("SoftReboot", func(t *testing.T) { n.testSoftReboot(t, name) })
 
 	patch := []byte(`{"spec":{"runStrategy":"Halted"}}`)
 	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

@@ -20,23 +20,37 @@ import (
 // <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/<action>.
 const APIPrefix = "/v1"
 
-// Handler serves the agent's REST API, with KubeVirt virt-handler's paths:
+// Handler serves the agent's REST API, with KubeVirt virt-handler's paths
+// under <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/:
 //
 //	GET .../console   the serial console as a WebSocket of binary messages
 //	                  (?history=true first replays recent output)
 //	GET .../vnc       the VNC server as a WebSocket of binary messages
 //	PUT .../pause     pause the guest
 //	PUT .../unpause   resume the guest
+//	PUT .../softreboot
+//	                  restart the guest's OS: through the QEMU guest agent
+//	                  while AgentConnected is True, else with the ACPI power
+//	                  button; 409 "VMI is paused", 409 "VMI neither have the
+//	                  agent connected nor the ACPI feature enabled"
+//	PUT .../freeze    freeze the guest's file systems through the guest
+//	                  agent; optional body {"unfreezeTimeout": "5m"}
+//	                  (v1.FreezeUnfreezeTimeout): thaw them after that long
+//	                  unless an unfreeze came first
+//	PUT .../unfreeze  thaw them
 //	GET .../guestosinfo, .../userlist, .../filesystemlist
 //	                  what the QEMU guest agent reports, as KubeVirt's
 //	                  VirtualMachineInstanceGuestAgentInfo,
 //	                  VirtualMachineInstanceGuestOSUserList and
-//	                  VirtualMachineInstanceFileSystemList; 409 while the
-//	                  VMI's AgentConnected condition is not True
+//	                  VirtualMachineInstanceFileSystemList
 //
-// Only VMIs on this node are served (404 otherwise). Authentication is the
-// server's business: cmd/virt-handler serves it over TLS with client
-// certificates.
+// The PUTs answer 200 with no body. The guest agent routes (freeze,
+// unfreeze and the GETs) answer 409 "VMI does not have a guest agent
+// connected" while the VMI's AgentConnected condition is not True or the
+// agent does not answer; every route answers 409 for a VMI that is not
+// Running. Only VMIs on this node are served (404 otherwise). Errors are
+// {"code": ..., "message": ...}. Authentication is the server's business:
+// cmd/virt-handler serves it over TLS with client certificates.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	p := APIPrefix + "/namespaces/{namespace}/virtualmachineinstances/{name}/"
@@ -44,6 +58,9 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"vnc", a.serveVNC)
 	mux.HandleFunc("PUT "+p+"pause", a.serveLifecycle("pause"))
 	mux.HandleFunc("PUT "+p+"unpause", a.serveLifecycle("unpause"))
+	mux.HandleFunc("PUT "+p+"softreboot", a.serveSoftReboot)
+	mux.HandleFunc("PUT "+p+"freeze", a.serveFreeze)
+	mux.HandleFunc("PUT "+p+"unfreeze", a.serveUnfreeze)
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
 		mux.HandleFunc("GET "+p+q, a.serveGuestAgent(q))
 	}
