@@ -23,7 +23,7 @@
 // Failed because it restarted. It keeps a heartbeat on its Node (annotation
 // kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
 // REST API (Handler: console, VNC, pause, unpause, soft reboot, freeze,
-// unfreeze and the guest agent's reports) with Prometheus
+// unfreeze, port-forward and the guest agent's reports) with Prometheus
 // metrics (Registry).
 //
 // It needs no cgo: the hypervisor lives in the launcher.

@@ -63,6 +63,9 @@ func FuzzRESTRoutes(f *testing.F) {
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/softreboot"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/freeze"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/stopped/unfreeze"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/running/portforward/22"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/running/portforward/99999/udp"},
+		{"GET", "/v1/namespaces/ns/virtualmachineinstances/running/portforward/-1/tcp"},
 		{"GET", "/"},
 	} {
 		f.Add(s.method, s.path)

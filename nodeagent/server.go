@@ -43,6 +43,12 @@ const APIPrefix = "/v1"
 //	                  VirtualMachineInstanceGuestAgentInfo,
 //	                  VirtualMachineInstanceGuestOSUserList and
 //	                  VirtualMachineInstanceFileSystemList
+//	GET .../portforward/{port}, .../portforward/{port}/{protocol}
+//	                  a WebSocket of binary messages carrying a connection
+//	                  to the guest's port, tcp (the default) or udp; 400 for
+//	                  a port outside 1-65535, 409 "VMI has no IP address",
+//	                  502 when the guest refuses (see portforward.go for
+//	                  where the agent dials)
 //
 // The PUTs answer 200 with no body. The guest agent routes (freeze,
 // unfreeze and the GETs) answer 409 "VMI does not have a guest agent
@@ -64,6 +70,8 @@ func (a *Agent) Handler() http.Handler {
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
 		mux.HandleFunc("GET "+p+q, a.serveGuestAgent(q))
 	}
+	mux.HandleFunc("GET "+p+"portforward/{port}", a.servePortForward)
+	mux.HandleFunc("GET "+p+"portforward/{port}/{protocol}", a.servePortForward)
 	return mux
 }
 
