@@ -35,7 +35,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=9
+GUEST_VERSION=10
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -210,6 +210,15 @@ PRETTY_NAME="vmkit test guest (busybox, Debian kernel)"
 VERSION="1"
 VERSION_ID="1"
 EOF
+  # qemu-ga's guest-shutdown runs "shutdown -r|-h|-H|-P +0 message"
+  # (virt-api's softreboot asks for -r): busybox has reboot and poweroff.
+  mkdir -p "$root/sbin"
+  cat >"$root/sbin/shutdown" <<'EOF'
+#!/bin/busybox sh
+for a; do [ "$a" = -r ] && exec /bin/busybox reboot -f; done
+exec /bin/busybox poweroff -f
+EOF
+  chmod 755 "$root/sbin/shutdown"
   # udhcpc calls this with the lease in its environment.
   cat >"$root/bin/dhcp-event" <<'EOF'
 #!/bin/busybox sh
