@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -65,43 +66,12 @@ type ConfigFlags interface {
 	ToRawKubeConfigLoader() clientcmd.ClientConfig
 }
 
-// NewConfigFlags returns kubectl's connection flags, bound with client-go's
-// clientcmd (what cli-runtime's ConfigFlags wraps, without its dependencies
-// on kustomize and printers): --kubeconfig, --context, --cluster, --user,
-// -n/--namespace, -s/--server, --tls-server-name,
-// --certificate-authority, --client-certificate, --client-key, --token,
-// --insecure-skip-tls-verify, --as, --as-group, --as-uid,
-// --request-timeout and --disable-compression. The KUBECONFIG variable and
-// in-cluster configuration work as in kubectl.
+// NewConfigFlags returns kubectl's connection flags, cli-runtime's
+// genericclioptions.ConfigFlags: --kubeconfig, --context, --cluster,
+// --user, -n/--namespace, -s/--server, --token, --as, ... The KUBECONFIG
+// variable and in-cluster configuration work as in kubectl.
 func NewConfigFlags() ConfigFlags {
-	return &kubeconfigFlags{overrides: clientcmd.ConfigOverrides{ClusterDefaults: clientcmd.ClusterDefaults}}
-}
-
-type kubeconfigFlags struct {
-	kubeconfig string
-	overrides  clientcmd.ConfigOverrides
-}
-
-func (f *kubeconfigFlags) AddFlags(flags *pflag.FlagSet) {
-	flags.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file to use for CLI requests.")
-	names := clientcmd.RecommendedConfigOverrideFlags("")
-	names.ClusterOverrideFlags.APIServer.ShortName = "s"
-	// kubectl has no basic-auth or proxy flags.
-	names.AuthOverrideFlags.Username.LongName = ""
-	names.AuthOverrideFlags.Password.LongName = ""
-	names.ClusterOverrideFlags.ProxyURL.LongName = ""
-	clientcmd.BindOverrideFlags(&f.overrides, flags, names)
-}
-
-func (f *kubeconfigFlags) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.DefaultClientConfig = &clientcmd.DefaultClientConfig
-	rules.ExplicitPath = f.kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &f.overrides)
-}
-
-func (f *kubeconfigFlags) ToRESTConfig() (*rest.Config, error) {
-	return f.ToRawKubeConfigLoader().ClientConfig()
+	return genericclioptions.NewConfigFlags(true)
 }
 
 // cli is what every command shares: the options with defaults filled in
