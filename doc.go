@@ -22,6 +22,11 @@
 //     nodeagent/network wires a VMI's pod network interfaces (masquerade,
 //     bridge) in its launcher pod's network namespace; nodeagent/network/dhcp
 //     is the DHCP server the launcher runs for the guest.
+//   - virtapi: virt-api, KubeVirt's subresource API (start, stop, restart,
+//     pause, console, VNC, port-forward, guest agent queries) as an
+//     aggregated API server.
+//   - vmctl: the command line (KubeVirt's virtctl commands) on cobra and
+//     cli-runtime, and a client of the subresource API.
 //   - cmd/...: the binaries, flags and wiring only.
 //
 // Importing vmapi, vmcontrol, podtemplate, domainxml or installstrategy never
