@@ -4,9 +4,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Defaults the SetDefaults_ functions fill in. Values that depend on the
-// cluster (machine type, CPU model, architecture, eviction strategy) are not
-// here: the API server fills those in from the KubeVirt configuration.
+// Defaults the SetDefaults_ functions fill in. The machine type is
+// KubeVirt's default for the guest's architecture; the KubeVirt CR's
+// machineType, CPU model and memory overcommit settings are not applied.
 const (
 	// DefaultDiskBus is the bus of a disk whose bus is unset.
 	DefaultDiskBus = DiskBusVirtio
@@ -45,15 +45,28 @@ func SetDefaults_VirtualMachineInstance(vmi *VirtualMachineInstance) {
 //     devices.autoattachPodInterface is not false, gets a pod network named
 //     "default" and a bridge interface of the same name;
 //   - an unset CPU or memory request takes the value of its limit, as for pods;
-//   - terminationGracePeriodSeconds becomes 30 when unset.
+//   - terminationGracePeriodSeconds becomes 30 when unset;
+//   - an unset machine type becomes KubeVirt's default for the architecture
+//     (q35 on amd64, virt on arm64, s390-ccw-virtio on s390x);
+//   - the guest's memory (domain.memory.guest) and the memory request
+//     fill in each other when only one is set, as KubeVirt's virt-api does
+//     without overcommit.
 //
-// The machine type and an unset domain.memory.guest are left alone: the
-// former is a cluster setting, the latter follows resources.requests.memory.
+// These are what KubeVirt's virt-api stores at admission; vmkit's
+// controllers apply them in the write that creates or first updates a VMI,
+// so no webhook is needed.
 func SetDefaults_VirtualMachineInstanceSpec(spec *VirtualMachineInstanceSpec) {
 	if spec == nil {
 		return
 	}
 	setDefaultResourceRequests(&spec.Domain.Resources)
+	setDefaultGuestMemory(&spec.Domain)
+	if spec.Domain.Machine == nil {
+		spec.Domain.Machine = &Machine{}
+	}
+	if spec.Domain.Machine.Type == "" {
+		spec.Domain.Machine.Type = DefaultMachineType(spec.Architecture)
+	}
 	for i := range spec.Domain.Devices.Disks {
 		setDefaultDiskDevice(&spec.Domain.Devices.Disks[i].DiskDevice)
 	}
@@ -163,5 +176,38 @@ func setDefaultResourceRequests(res *ResourceRequirements) {
 			res.Requests = corev1.ResourceList{}
 		}
 		res.Requests[name] = limit.DeepCopy()
+	}
+}
+
+// DefaultMachineType is KubeVirt's machine type for an architecture
+// ("amd64" when empty), or "" for one KubeVirt does not know.
+func DefaultMachineType(arch string) string {
+	switch arch {
+	case "", "amd64":
+		return "q35"
+	case "arm64":
+		return "virt"
+	case "s390x":
+		return "s390-ccw-virtio"
+	}
+	return ""
+}
+
+// setDefaultGuestMemory sets the guest's memory from the memory request, or
+// the request from the guest's memory.
+func setDefaultGuestMemory(d *DomainSpec) {
+	request, hasRequest := d.Resources.Requests[corev1.ResourceMemory]
+	switch {
+	case hasRequest && (d.Memory == nil || d.Memory.Guest == nil):
+		if d.Memory == nil {
+			d.Memory = &Memory{}
+		}
+		guest := request.DeepCopy()
+		d.Memory.Guest = &guest
+	case !hasRequest && d.Memory != nil && d.Memory.Guest != nil && d.Memory.Guest.Value() > 0:
+		if d.Resources.Requests == nil {
+			d.Resources.Requests = corev1.ResourceList{}
+		}
+		d.Resources.Requests[corev1.ResourceMemory] = d.Memory.Guest.DeepCopy()
 	}
 }

@@ -115,12 +115,12 @@ func TestSetDefaultsVirtualMachineInstanceSpec(t *testing.T) {
 			want: defaultedPod,
 		},
 		{
-			name: "machine type and guest memory are left alone",
+			name: "an empty machine type gets amd64's; hugepages alone set no memory",
 			in: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
 				Machine: &v1.Machine{},
 				Memory:  &v1.Memory{Hugepages: &v1.Hugepages{PageSize: "2Mi"}},
 			}},
-			want: defaultedPod,
+			want: func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Machine.Type = "q35"; defaultedPod(s) },
 		},
 		{
 			name: "requests take the value of their limits",
@@ -129,6 +129,7 @@ func TestSetDefaultsVirtualMachineInstanceSpec(t *testing.T) {
 			}}},
 			want: func(s *v1.VirtualMachineInstanceSpec) {
 				s.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: qty("2"), corev1.ResourceMemory: qty("2Gi")}
+				s.Domain.Memory = &v1.Memory{Guest: ptrTo(qty("2Gi"))}
 				defaultedPod(s)
 			},
 		},
@@ -138,14 +139,52 @@ func TestSetDefaultsVirtualMachineInstanceSpec(t *testing.T) {
 				Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: qty("2Gi")},
 			}}},
-			want: defaultedPod,
+			want: func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Memory = &v1.Memory{Guest: ptrTo(qty("1Gi"))}; defaultedPod(s) },
 		},
 	}
+	// KubeVirt's admission defaults: the machine type by architecture, and
+	// the guest's memory and the memory request from each other.
+	mem := resource.MustParse("128Mi")
+	tests = append(tests,
+		struct {
+			name string
+			in   v1.VirtualMachineInstanceSpec
+			want func(*v1.VirtualMachineInstanceSpec)
+		}{
+			name: "arm64 gets the virt machine, a set machine type stays",
+			in:   v1.VirtualMachineInstanceSpec{Architecture: "arm64"},
+			want: func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Machine = &v1.Machine{Type: "virt"}; defaultedPod(s) },
+		},
+		struct {
+			name string
+			in   v1.VirtualMachineInstanceSpec
+			want func(*v1.VirtualMachineInstanceSpec)
+		}{
+			name: "memory request becomes the guest's memory",
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Machine: &v1.Machine{Type: "pc"}, Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mem}}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Memory = &v1.Memory{Guest: &mem}; defaultedPod(s) },
+		},
+		struct {
+			name string
+			in   v1.VirtualMachineInstanceSpec
+			want func(*v1.VirtualMachineInstanceSpec)
+		}{
+			name: "guest memory becomes the memory request",
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Memory: &v1.Memory{Guest: &mem}}},
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: mem}
+				defaultedPod(s)
+			},
+		},
+	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want := tt.in.DeepCopy()
 			if want.TerminationGracePeriodSeconds == nil {
 				want.TerminationGracePeriodSeconds = int64Ptr(30)
+			}
+			if want.Domain.Machine == nil {
+				want.Domain.Machine = &v1.Machine{Type: "q35"}
 			}
 			if tt.want != nil {
 				tt.want(want)
@@ -185,6 +224,7 @@ func TestSetDefaultsVirtualMachineInstance(t *testing.T) {
 		Domain:                        v1.DomainSpec{Devices: v1.Devices{Disks: []v1.Disk{{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}}},
 		TerminationGracePeriodSeconds: int64Ptr(30),
 	}
+	want.Domain.Machine = &v1.Machine{Type: "q35"}
 	defaultedPod(&want)
 	if diff := cmp.Diff(want, vmi.Spec, equateQuantities); diff != "" {
 		t.Errorf("SetDefaults_VirtualMachineInstance (-want +got):\n%s", diff)
@@ -198,7 +238,7 @@ func TestSetDefaultsVirtualMachine(t *testing.T) {
 		Template:    &v1.VirtualMachineInstanceTemplateSpec{},
 	}}
 	v1.SetDefaults_VirtualMachine(vm)
-	want := v1.VirtualMachineInstanceSpec{TerminationGracePeriodSeconds: int64Ptr(30)}
+	want := v1.VirtualMachineInstanceSpec{TerminationGracePeriodSeconds: int64Ptr(30), Domain: v1.DomainSpec{Machine: &v1.Machine{Type: "q35"}}}
 	defaultedPod(&want)
 	if diff := cmp.Diff(want, vm.Spec.Template.Spec, equateQuantities); diff != "" {
 		t.Errorf("SetDefaults_VirtualMachine template (-want +got):\n%s", diff)
@@ -273,3 +313,5 @@ func TestSetDefaultsKubeVirt(t *testing.T) {
 	}
 	v1.SetDefaults_KubeVirt(nil) // must not panic
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -52,6 +52,7 @@ func ExampleValidateVirtualMachine() {
 	broken := vm.DeepCopy()
 	broken.Spec.Running = v1.BoolPtr(true)
 	broken.Spec.Template.Spec.Domain.Resources.Requests = nil
+	broken.Spec.Template.Spec.Domain.Memory = nil
 	broken.Spec.Template.Spec.Volumes[0].Name = "rootdisk"
 	for _, err := range v1.ValidateVirtualMachine(broken) {
 		fmt.Println(err)
