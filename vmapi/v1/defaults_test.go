@@ -139,7 +139,10 @@ func TestSetDefaultsVirtualMachineInstanceSpec(t *testing.T) {
 				Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: qty("2Gi")},
 			}}},
-			want: func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Memory = &v1.Memory{Guest: ptrTo(qty("1Gi"))}; defaultedPod(s) },
+			want: func(s *v1.VirtualMachineInstanceSpec) {
+				s.Domain.Memory = &v1.Memory{Guest: ptrTo(qty("1Gi"))}
+				defaultedPod(s)
+			},
 		},
 	}
 	// KubeVirt's admission defaults: the machine type by architecture, and
