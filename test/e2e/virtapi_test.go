@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,4 +250,40 @@ func TestVirtAPI(t *testing.T) {
 	}
 	b, _ := json.Marshal(map[string]string{"startToRunning": startToRunning.Round(time.Millisecond).String(), "stopToGone": stopToGone.Round(time.Millisecond).String()})
 	t.Logf("virt-api timings: %s", b)
+}
+
+// BenchmarkVirtAPIStartStop measures what a virtctl user waits for: PUT
+// start through the aggregation layer until the VMI is Running, and PUT stop
+// until the VMI is gone, on one VM started and stopped b.N times.
+func BenchmarkVirtAPIStartStop(b *testing.B) {
+	c := need(b)
+	const name = "bench-api"
+	vm := exampleVM(b, "vm-net.yaml", name, v1.RunStrategyHalted)
+	createVM(b, c, vm)
+	var toRunning, toGone []time.Duration
+	for range b.N {
+		began := time.Now()
+		if code, msg := put(b, c.Config, "/namespaces/default/virtualmachines/"+name+"/start", ""); code != http.StatusAccepted {
+			b.Fatalf("start: %d %s", code, msg)
+		}
+		waitVMI(b, c, name, "Running", running)
+		toRunning = append(toRunning, time.Since(began))
+		began = time.Now()
+		if code, msg := put(b, c.Config, "/namespaces/default/virtualmachines/"+name+"/stop", ""); code != http.StatusAccepted {
+			b.Fatalf("stop: %d %s", code, msg)
+		}
+		waitNoVMI(b, c, name)
+		toGone = append(toGone, time.Since(began))
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"start-running", toRunning}, {"stop-gone", toGone}} {
+		slices.Sort(m.d)
+		p50, p95 := m.d[(len(m.d)-1)*50/100], m.d[(len(m.d)-1)*95/100]
+		b.ReportMetric(p50.Seconds(), m.name+"-p50-s")
+		b.ReportMetric(p95.Seconds(), m.name+"-p95-s")
+		b.Logf("%s over %d runs: p50 %v p95 %v (all: %v)", m.name, len(m.d), p50.Round(time.Millisecond), p95.Round(time.Millisecond), m.d)
+	}
+	b.ReportMetric(0, "ns/op")
 }

@@ -1,0 +1,144 @@
+package e2e
+
+// The tests that change the installation itself run last: go test runs the
+// files in name order, and this file's name sorts after every other.
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestUpgrade: a new image tag on the KubeVirt CR rolls virt-controller, virt-api and
+// virt-handler; the running guest is untouched (same VMI, same QEMU) and
+// its console still answers through the new node agent.
+func TestUpgrade(t *testing.T) {
+	c := need(t)
+	const tag = "upgrade"
+	// The same images under a new tag: what a registry would serve for a
+	// new release, as far as the kubelet can tell.
+	for _, img := range []string{v1.VirtControllerValue, v1.VirtAPIValue, v1.VirtHandlerValue, v1.VirtLauncherValue} {
+		from := "docker.io/" + cluster.Registry + "/" + img + ":" + c.Tag
+		to := "docker.io/" + cluster.Registry + "/" + img + ":" + tag
+		out, err := exec.CommandContext(t.Context(), "ctr", "-a", c.Env.Node.ContainerdSocket, "-n", "k8s.io", "images", "tag", "--force", from, to).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images tag %s %s: %v: %s", from, to, err, out)
+		}
+	}
+	vm := tinyVM(t, "vm-upgrade", v1.RunStrategyAlways)
+	createVM(t, c, vm)
+	before := waitVMI(t, c, vm.Name, "Running", running)
+	pid := qemuPID(t, "default", vm.Name)
+	handlerPods := func() []corev1.Pod {
+		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+	oldHandler := handlerPods()[0].UID
+
+	patch := fmt.Sprintf(`{"spec":{"imageTag":%q}}`, tag)
+	if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		available := false
+		for _, cond := range kv.Status.Conditions {
+			if cond.Type == v1.KubeVirtConditionAvailable && cond.Status == corev1.ConditionTrue {
+				available = true
+			}
+		}
+		return kv.Status.ObservedKubeVirtVersion == tag && available, fmt.Sprintf("observed %s, available %v", kv.Status.ObservedKubeVirtVersion, available)
+	})
+	for _, name := range []string{v1.VirtControllerValue, v1.VirtAPIValue} {
+		d, err := c.Kube.AppsV1().Deployments(cluster.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+tag) {
+			t.Errorf("Deployment %s runs %s after the upgrade", name, img)
+		}
+	}
+	pods := handlerPods()
+	if len(pods) != 1 || pods[0].UID == oldHandler || !strings.HasSuffix(pods[0].Spec.Containers[0].Image, ":"+tag) {
+		t.Fatalf("virt-handler did not roll: %d pods, first %s", len(pods), pods[0].Spec.Containers[0].Image)
+	}
+	after, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID || after.Status.Phase != v1.Running {
+		t.Fatalf("guest disturbed by the upgrade: VMI %s %s, was %s", after.UID, after.Status.Phase, before.UID)
+	}
+	if now := qemuPID(t, "default", vm.Name); now != pid {
+		t.Fatalf("QEMU restarted by the upgrade: pid %d, was %d", now, pid)
+	}
+	console(t, c, vm.Name)
+}
+
+// TestUninstall: deleting the KubeVirt CR removes everything the operator
+// installed. It runs last.
+func TestUninstall(t *testing.T) {
+	c := need(t)
+	if err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Delete(t.Context(), cluster.KubeVirtName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, "phase " + string(kv.Status.Phase)
+	})
+	waitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
+		var left []string
+		deps, _ := c.Kube.AppsV1().Deployments(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, d := range deps.Items {
+			if d.Name != v1.VirtOperatorValue {
+				left = append(left, "Deployment "+d.Name)
+			}
+		}
+		dss, _ := c.Kube.AppsV1().DaemonSets(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, d := range dss.Items {
+			left = append(left, "DaemonSet "+d.Name)
+		}
+		pods, _ := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, p := range pods.Items {
+			if p.Labels[v1.AppLabel] != v1.VirtOperatorValue {
+				left = append(left, "Pod "+p.Name)
+			}
+		}
+		crds, _ := c.Env.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().List(t.Context(), metav1.ListOptions{})
+		for _, crd := range crds.Items {
+			if crd.Spec.Group == v1.GroupName && crd.Name != "kubevirts.kubevirt.io" {
+				left = append(left, "CRD "+crd.Name)
+			}
+		}
+		secrets, _ := c.Kube.CoreV1().Secrets(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
+		for _, s := range secrets.Items {
+			left = append(left, "Secret "+s.Name)
+		}
+		return len(left) == 0, strings.Join(left, ", ")
+	})
+}
+
+// logTimeline logs when each step of a VM's start happened, relative to
+// the VM's creation: the VMI's phases, the pod's conditions and containers.
