@@ -30,6 +30,7 @@ type Fake struct {
 	failNext       map[string]error
 	ignoreShutdown bool
 	agents         map[string]GuestAgentFunc
+	stats          map[string]DomainStats
 	kvm            bool
 }
 
@@ -69,11 +70,21 @@ func (f *Fake) KVMSupported(ctx context.Context, arch string) (bool, error) {
 
 // NewFake returns a Fake with no domains.
 func NewFake() *Fake {
-	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}, agents: map[string]GuestAgentFunc{}}
+	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}, agents: map[string]GuestAgentFunc{}, stats: map[string]DomainStats{}}
+}
+
+// SetStats sets what Stats returns for the named domain while it is
+// active, as the guest's activity would make libvirt count it. Without
+// it, Stats reports the domain's memory and one running vCPU per vCPU of
+// its definition, with nothing counted yet.
+func (f *Fake) SetStats(name string, st DomainStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats[name] = st
 }
 
 // FailNext makes the next call of the named method ("Define", "Start",
-// "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "State", "Console",
+// "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "State", "Stats", "Console",
 // "GuestAgentCommand", "Undefine" or "List") return err without doing
 // anything.
 func (f *Fake) FailNext(method string, err error) {
@@ -367,6 +378,53 @@ func (f *Fake) State(ctx context.Context, name string) (DomainState, error) {
 		return DomainState{}, err
 	}
 	return d.state, nil
+}
+
+// Stats implements Hypervisor with what SetStats set.
+func (f *Fake) Stats(ctx context.Context, name string) (DomainStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Stats", name); err != nil {
+		return DomainStats{}, err
+	}
+	d, err := f.lookup("stats", name)
+	if err != nil {
+		return DomainStats{}, err
+	}
+	if d.state.State == StateShutoff {
+		return DomainStats{}, fmt.Errorf("stats %s: domain is shut off: %w", name, ErrInvalidState)
+	}
+	if st, ok := f.stats[name]; ok {
+		return st, nil
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(d.xml); err != nil {
+		return DomainStats{}, fmt.Errorf("stats %s: %w", name, err)
+	}
+	var st DomainStats
+	if dom.Memory != nil {
+		b := memoryBytes(dom.Memory.Value, dom.Memory.Unit)
+		st.Memory.DomainBytes = &b
+	}
+	if dom.VCPU != nil {
+		for i := range int(dom.VCPU.Value) {
+			st.VCPUs = append(st.VCPUs, VCPUStats{ID: i, State: VCPURunning})
+		}
+	}
+	return st, nil
+}
+
+// memoryBytes converts a libvirt memory size to bytes (KiB by default).
+func memoryBytes(v uint, unit string) uint64 {
+	switch unit {
+	case "b", "bytes":
+		return uint64(v)
+	case "M", "MiB":
+		return uint64(v) << 20
+	case "G", "GiB":
+		return uint64(v) << 30
+	}
+	return uint64(v) << 10
 }
 
 // Console implements Hypervisor.

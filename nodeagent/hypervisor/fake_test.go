@@ -290,3 +290,38 @@ func TestFakeReboot(t *testing.T) {
 		t.Errorf("Calls records %d reboots, want 4: %v", calls, f.Calls())
 	}
 }
+
+// The Fake has statistics for active domains only: by default the
+// domain's memory and one vCPU per vCPU of its definition, else what
+// SetStats set.
+func TestFakeStats(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	if _, err := f.Stats(ctx, "ns_vm"); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("Stats of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if _, err := f.Stats(ctx, "ns_other"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Stats of an undefined domain: %v, want ErrNotFound", err)
+	}
+	if err := f.Start(ctx, "ns_vm", StartOptions{Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Stats(ctx, "ns_vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := uint64(128 << 20)
+	if diff := cmp.Diff(DomainStats{Memory: MemoryStats{DomainBytes: &mem}}, got); diff != "" {
+		t.Errorf("default Stats (-want +got):\n%s", diff)
+	}
+	cpu := uint64(5e9)
+	set := DomainStats{CPU: CPUStats{TimeNs: &cpu}, VCPUs: []VCPUStats{{ID: 0, State: VCPURunning, TimeNs: &cpu}}}
+	f.SetStats("ns_vm", set)
+	if got, err := f.Stats(ctx, "ns_vm"); err != nil || !cmp.Equal(got, set) {
+		t.Errorf("Stats after SetStats = %+v, %v; want %+v", got, err, set)
+	}
+	f.FailNext("Stats", errors.New("boom"))
+	if _, err := f.Stats(ctx, "ns_vm"); err == nil || err.Error() != "boom" {
+		t.Errorf("Stats after FailNext: %v, want boom", err)
+	}
+}

@@ -1,8 +1,9 @@
 // Package hypervisor is the small interface the node agent and the launcher
 // need from a hypervisor: define a domain from its XML, start it (optionally
 // paused), shut it down gracefully or destroy it, pause and resume it, ask
-// the guest to reboot, read its state with the reason, attach to its serial console, talk to the QEMU
-// guest agent in it, undefine it, and find the domains of a VMI.
+// the guest to reboot, read its state with the reason and its statistics
+// (DomainStats), attach to its serial console, talk to the QEMU guest agent
+// in it, undefine it, and find the domains of a VMI.
 //
 // Domains are named by their libvirt name (<namespace>_<name>, see
 // domainxml.Convert) and tied to their VMI by the metadata domainxml writes,
@@ -54,6 +55,10 @@ type Hypervisor interface {
 	Reboot(ctx context.Context, name string, method RebootMethod) error
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
+	// Stats returns the statistics of an active (running or paused)
+	// domain: CPU, memory, vCPUs, network interfaces and disks. A domain
+	// that is shut off fails with ErrInvalidState.
+	Stats(ctx context.Context, name string) (DomainStats, error)
 	// Console attaches to the domain's serial console: reads return what the
 	// guest prints, writes type into it. Only one console session exists per
 	// domain; a new one takes over from the old. The context bounds only the
