@@ -7,7 +7,8 @@
 // boot), and serves a command socket at
 // <ShareDir>/sockets/<VMI UID>/launcher.sock for the node agent: sync,
 // shutdown, kill, pause, unpause, soft reboot, state, ping, console, VNC,
-// file system freeze and thaw, and read-only QEMU guest agent queries.
+// file system freeze and thaw, the domain's statistics (for the node
+// agent's metrics) and read-only QEMU guest agent queries.
 //
 // When the domain ends (the guest powered off, crashed, or was stopped on
 // request) the launcher writes the final state next to the socket

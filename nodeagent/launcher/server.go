@@ -24,6 +24,7 @@ import (
 //	PUT /v1/softreboot           body: SoftRebootRequest; Status
 //	PUT /v1/freeze               body: v1.FreezeUnfreezeTimeout (optional); Status
 //	PUT /v1/unfreeze             Status
+//	GET /v1/stats                hypervisor.DomainStats of the started domain
 //	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
 //	    (see IsGuestAgentCommand)
 //	GET /v1/console[?history=true], GET /v1/vnc
@@ -118,6 +119,7 @@ func (l *Launcher) Handler() http.Handler {
 		st, err := l.Unfreeze(r.Context())
 		reply(w, st, err)
 	})
+	mux.HandleFunc("GET /v1/stats", l.serveStats)
 	mux.HandleFunc("GET /v1/guest-agent/{command}", l.serveGuestAgent)
 	mux.HandleFunc("GET /v1/console", l.serveConsole)
 	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
