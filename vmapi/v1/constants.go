@@ -51,6 +51,19 @@ const (
 	// InstallStrategyIdentifierAnnotation holds the deployment ID an object belongs to.
 	InstallStrategyIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
 
+	// InstancetypeAnnotation on a VMI names the VirtualMachineInstancetype
+	// it was made with.
+	InstancetypeAnnotation = "kubevirt.io/instancetype-name"
+	// ClusterInstancetypeAnnotation on a VMI names the
+	// VirtualMachineClusterInstancetype it was made with.
+	ClusterInstancetypeAnnotation = "kubevirt.io/cluster-instancetype-name"
+	// PreferenceAnnotation on a VMI names the VirtualMachinePreference it
+	// was made with.
+	PreferenceAnnotation = "kubevirt.io/preference-name"
+	// ClusterPreferenceAnnotation on a VMI names the
+	// VirtualMachineClusterPreference it was made with.
+	ClusterPreferenceAnnotation = "kubevirt.io/cluster-preference-name"
+
 	// VirtualMachineInstanceFinalizer keeps a VMI until the node agent has
 	// removed its domain.
 	VirtualMachineInstanceFinalizer = "foregroundDeleteVirtualMachine"

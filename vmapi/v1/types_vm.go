@@ -71,6 +71,14 @@ type VirtualMachineSpec struct {
 	// RunStrategy says when an instance should run.
 	// +optional
 	RunStrategy *VirtualMachineRunStrategy `json:"runStrategy,omitempty"`
+	// Instancetype names the instance type (instancetype.kubevirt.io) whose
+	// CPU, memory and devices fill the template's instance.
+	// +optional
+	Instancetype *InstancetypeMatcher `json:"instancetype,omitempty"`
+	// Preference names the preference (instancetype.kubevirt.io) whose
+	// preferred values fill what the template leaves unset.
+	// +optional
+	Preference *PreferenceMatcher `json:"preference,omitempty"`
 	// Template is the VirtualMachineInstance the VM starts.
 	Template *VirtualMachineInstanceTemplateSpec `json:"template"`
 	// DataVolumeTemplates are CDI DataVolumes created with the VM.
@@ -158,6 +166,124 @@ type VirtualMachineStatus struct {
 	// RunStrategy is the run strategy in effect.
 	// +optional
 	RunStrategy VirtualMachineRunStrategy `json:"runStrategy,omitempty"`
+	// InstancetypeRef is the instance type the VM uses and the
+	// ControllerRevision holding the copy of it the VM's instances are made from.
+	// +optional
+	// +nullable
+	InstancetypeRef *InstancetypeStatusRef `json:"instancetypeRef,omitempty"`
+	// PreferenceRef is the preference the VM uses and the
+	// ControllerRevision holding the copy of it the VM's instances are made from.
+	// +optional
+	// +nullable
+	PreferenceRef *InstancetypeStatusRef `json:"preferenceRef,omitempty"`
+}
+
+// InferFromVolumeFailurePolicy says what happens when an instance type or
+// preference cannot be inferred from a volume.
+//
+// +kubebuilder:validation:Enum=Reject;Ignore
+type InferFromVolumeFailurePolicy string
+
+// Inference failure policies.
+const (
+	// RejectInferFromVolumeFailure (the default) reports the failure and
+	// does not start the VM.
+	RejectInferFromVolumeFailure InferFromVolumeFailurePolicy = "Reject"
+	// IgnoreInferFromVolumeFailure goes on without the instance type or
+	// preference.
+	IgnoreInferFromVolumeFailure InferFromVolumeFailurePolicy = "Ignore"
+)
+
+// InstancetypeMatcher names the instance type of a VM.
+//
+// The rules are the checks of KubeVirt's VM admission webhook, with its messages.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) || has(self.inferFromVolume)",message="Either Name or InferFromVolume should be provided within the InstancetypeMatcher",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.inferFromVolume) || !has(self.name)",message="Name already set, should be cleared before setting inferFromVolume",fieldPath=".name"
+// +kubebuilder:validation:XValidation:rule="!has(self.inferFromVolume) || !has(self.kind)",message="Kind already set, should be cleared before setting inferFromVolume",fieldPath=".kind"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.revisionName) || (has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)) || !has(self.revisionName) || self.revisionName != oldSelf.revisionName",message="the Matcher Name has been updated without updating the RevisionName",fieldPath=".revisionName"
+// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind.lowerAscii() in ['virtualmachineinstancetype', 'virtualmachineinstancetypes', 'virtualmachineclusterinstancetype', 'virtualmachineclusterinstancetypes']",messageExpression="'got unexpected kind in InstancetypeMatcher: ' + self.kind",fieldPath=".kind"
+type InstancetypeMatcher struct {
+	// Name of the VirtualMachineInstancetype or VirtualMachineClusterInstancetype.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Kind is VirtualMachineInstancetype (in the VM's namespace) or
+	// VirtualMachineClusterInstancetype (the default).
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// RevisionName names a ControllerRevision holding the copy of the
+	// instance type to use; the controller records the one it stores in
+	// status.instancetypeRef.
+	// +optional
+	RevisionName string `json:"revisionName,omitempty"`
+	// InferFromVolume names a volume whose PersistentVolumeClaim or
+	// DataVolume carries the instancetype.kubevirt.io/default-instancetype
+	// label naming the instance type.
+	// +optional
+	InferFromVolume string `json:"inferFromVolume,omitempty"`
+	// InferFromVolumeFailurePolicy is Reject (the default) or Ignore.
+	// +optional
+	InferFromVolumeFailurePolicy *InferFromVolumeFailurePolicy `json:"inferFromVolumeFailurePolicy,omitempty"`
+}
+
+// PreferenceMatcher names the preference of a VM.
+//
+// The rules are the checks of KubeVirt's VM admission webhook, with its messages.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.name) || has(self.inferFromVolume)",message="Either Name or InferFromVolume should be provided within the PreferenceMatcher",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!has(self.inferFromVolume) || !has(self.name)",message="Name already set, should be cleared before setting inferFromVolume",fieldPath=".name"
+// +kubebuilder:validation:XValidation:rule="!has(self.inferFromVolume) || !has(self.kind)",message="Kind already set, should be cleared before setting inferFromVolume",fieldPath=".kind"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.revisionName) || (has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)) || !has(self.revisionName) || self.revisionName != oldSelf.revisionName",message="the Matcher Name has been updated without updating the RevisionName",fieldPath=".revisionName"
+// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind.lowerAscii() in ['virtualmachinepreference', 'virtualmachinepreferences', 'virtualmachineclusterpreference', 'virtualmachineclusterpreferences']",messageExpression="'got unexpected kind in PreferenceMatcher: ' + self.kind",fieldPath=".kind"
+type PreferenceMatcher struct {
+	// Name of the VirtualMachinePreference or VirtualMachineClusterPreference.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Kind is VirtualMachinePreference (in the VM's namespace) or
+	// VirtualMachineClusterPreference (the default).
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// RevisionName names a ControllerRevision holding the copy of the
+	// preference to use; the controller records the one it stores in
+	// status.preferenceRef.
+	// +optional
+	RevisionName string `json:"revisionName,omitempty"`
+	// InferFromVolume names a volume whose PersistentVolumeClaim or
+	// DataVolume carries the instancetype.kubevirt.io/default-preference
+	// label naming the preference.
+	// +optional
+	InferFromVolume string `json:"inferFromVolume,omitempty"`
+	// InferFromVolumeFailurePolicy is Reject (the default) or Ignore.
+	// +optional
+	InferFromVolumeFailurePolicy *InferFromVolumeFailurePolicy `json:"inferFromVolumeFailurePolicy,omitempty"`
+}
+
+// InstancetypeStatusRef is the instance type or preference a VM uses, as
+// the VM controller resolved it.
+type InstancetypeStatusRef struct {
+	// Name of the instance type or preference.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Kind of the instance type or preference.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// ControllerRevisionRef names the ControllerRevision holding the copy
+	// the VM's instances are made from.
+	// +optional
+	ControllerRevisionRef *ControllerRevisionRef `json:"controllerRevisionRef,omitempty"`
+	// InferFromVolume is the volume the name was inferred from.
+	// +optional
+	InferFromVolume string `json:"inferFromVolume,omitempty"`
+	// InferFromVolumeFailurePolicy is the matcher's policy.
+	// +optional
+	InferFromVolumeFailurePolicy *InferFromVolumeFailurePolicy `json:"inferFromVolumeFailurePolicy,omitempty"`
+}
+
+// ControllerRevisionRef names a ControllerRevision.
+type ControllerRevisionRef struct {
+	// Name of the ControllerRevision.
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // VirtualMachineConditionType is the type of a VM condition.

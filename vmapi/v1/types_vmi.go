@@ -159,6 +159,13 @@ type DomainSpec struct {
 	// IOThreadsPolicy controls how disk I/O threads are allocated.
 	// +optional
 	IOThreadsPolicy *IOThreadsPolicy `json:"ioThreadsPolicy,omitempty"`
+	// IOThreads sizes the supplementalPool I/O thread policy.
+	// +optional
+	IOThreads *DiskIOThreads `json:"ioThreads,omitempty"`
+	// LaunchSecurity asks for a confidential guest (AMD SEV, SEV-SNP, Intel
+	// TDX). Accepted; vmkit does not launch confidential guests yet.
+	// +optional
+	LaunchSecurity *LaunchSecurity `json:"launchSecurity,omitempty"`
 }
 
 // IOThreadsPolicy controls how disk I/O threads are allocated.
@@ -211,9 +218,15 @@ type CPU struct {
 	// launcher pod then gets Guaranteed QoS.
 	// +optional
 	DedicatedCPUPlacement bool `json:"dedicatedCpuPlacement,omitempty"`
+	// NUMA configures the guest's NUMA topology.
+	// +optional
+	NUMA *NUMA `json:"numa,omitempty"`
 	// IsolateEmulatorThread gives QEMU's emulator thread its own host CPU.
 	// +optional
 	IsolateEmulatorThread bool `json:"isolateEmulatorThread,omitempty"`
+	// Realtime tunes the guest for low latency.
+	// +optional
+	Realtime *Realtime `json:"realtime,omitempty"`
 }
 
 // CPUFeature adds or removes one CPU feature.
@@ -371,6 +384,9 @@ type Timer struct {
 	// RTC timer.
 	// +optional
 	RTC *RTCTimer `json:"rtc,omitempty"`
+	// Hyperv is the Hyper-V reference clock, for Windows guests.
+	// +optional
+	Hyperv *HypervTimer `json:"hyperv,omitempty"`
 }
 
 // HPETTimer configures the HPET.
@@ -430,6 +446,9 @@ type Features struct {
 	// Pvspinlock enables paravirtual spinlocks.
 	// +optional
 	Pvspinlock *FeatureState `json:"pvspinlock,omitempty"`
+	// Hyperv enables Hyper-V enlightenments for Windows guests.
+	// +optional
+	Hyperv *FeatureHyperv `json:"hyperv,omitempty"`
 }
 
 // FeatureState turns a feature on or off; on when Enabled is unset.
@@ -505,6 +524,26 @@ type Devices struct {
 	// NetworkInterfaceMultiQueue gives virtio interfaces one queue per vCPU.
 	// +optional
 	NetworkInterfaceMultiQueue *bool `json:"networkInterfaceMultiqueue,omitempty"`
+	// GPUs passed through to the guest from a device plugin.
+	// +optional
+	// +listType=atomic
+	GPUs []GPU `json:"gpus,omitempty"`
+	// PanicDevices signal a guest crash to the host.
+	// +optional
+	PanicDevices []PanicDevice `json:"panicDevices,omitempty"`
+	// HostDevices passed through to the guest from a device plugin.
+	// +optional
+	// +listType=atomic
+	HostDevices []HostDevice `json:"hostDevices,omitempty"`
+	// Sound is an emulated sound card.
+	// +optional
+	Sound *SoundDevice `json:"sound,omitempty"`
+	// TPM is an emulated TPM.
+	// +optional
+	TPM *TPMDevice `json:"tpm,omitempty"`
+	// Video is the video device of the guest's graphics.
+	// +optional
+	Video *VideoDevice `json:"video,omitempty"`
 }
 
 // Rng is a virtio random number generator fed from the host.
@@ -539,6 +578,9 @@ type Disk struct {
 	// Tag is passed to the guest through device metadata.
 	// +optional
 	Tag string `json:"tag,omitempty"`
+	// BlockSize is the logical and physical block size the guest sees.
+	// +optional
+	BlockSize *BlockSize `json:"blockSize,omitempty"`
 	// Shareable lets several guests attach the disk.
 	// +optional
 	Shareable *bool `json:"shareable,omitempty"`
