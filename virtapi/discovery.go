@@ -112,3 +112,19 @@ func BuildVersion() VersionInfo {
 func serveVersion(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, BuildVersion())
 }
+
+// The subresources have no schema of their own (their bodies are
+// kubevirt.io/v1 types), so the OpenAPI documents are empty; serving them
+// keeps kube-apiserver's OpenAPI aggregation from retrying and logging a
+// failure for the APIService every few seconds.
+func serveOpenAPIV2(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"swagger": "2.0",
+		"info":    map[string]string{"title": "KubeVirt subresources (vmkit)", "version": Version},
+		"paths":   map[string]any{},
+	})
+}
+
+func serveOpenAPIV3(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"paths": map[string]any{}})
+}

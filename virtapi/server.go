@@ -117,7 +117,7 @@ type ServeOptions struct {
 // unauthenticated paths: discovery (the aggregator's availability check and
 // every client's discovery read them with the front-proxy certificate and
 // no user) and health (the kubelet's probes).
-var unauthenticated = sets.New("/apis", "/apis/"+Group, Prefix, Prefix+"/healthz", "/healthz")
+var unauthenticated = sets.New("/apis", "/apis/"+Group, Prefix, Prefix+"/healthz", "/healthz", "/openapi/v2", "/openapi/v3")
 
 // Serve serves the API on opts' address with the cluster's authentication
 // and authorization until ctx ends. It returns once the listener is open;
@@ -178,6 +178,8 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET /apis", serveAPIGroupList)
 	root.HandleFunc("GET /apis/"+Group, serveAPIGroup)
 	root.HandleFunc("GET "+Prefix, serveAPIResourceList)
+	root.HandleFunc("GET /openapi/v2", serveOpenAPIV2)
+	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
