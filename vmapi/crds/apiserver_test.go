@@ -97,12 +97,26 @@ var resources = map[string]string{
 	"VirtualMachineInstanceReplicaSet": "virtualmachineinstancereplicasets",
 	"VirtualMachineInstanceMigration":  "virtualmachineinstancemigrations",
 	"KubeVirt":                         "kubevirts",
+
+	"VirtualMachineInstancetype":        "virtualmachineinstancetypes",
+	"VirtualMachineClusterInstancetype": "virtualmachineclusterinstancetypes",
+	"VirtualMachinePreference":          "virtualmachinepreferences",
+	"VirtualMachineClusterPreference":   "virtualmachineclusterpreferences",
 }
 
-// readSample reads a manifest from vmapi/v1/testdata as an unstructured object.
+// clusterScoped are the kinds without a namespace.
+var clusterScoped = map[string]bool{"VirtualMachineClusterInstancetype": true, "VirtualMachineClusterPreference": true}
+
+// readSample reads a manifest from vmapi/v1/testdata (or, for a name
+// starting with instancetype/, vmapi/instancetype/v1beta1/testdata) as an
+// unstructured object.
 func readSample(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "v1", "testdata", name))
+	path := filepath.Join("..", "v1", "testdata", name)
+	if rest, ok := strings.CutPrefix(name, "instancetype/"); ok {
+		path = filepath.Join("..", "instancetype", "v1beta1", "testdata", rest)
+	}
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +129,11 @@ func readSample(t *testing.T, name string) *unstructured.Unstructured {
 
 func (c *cluster) resource(obj *unstructured.Unstructured) dynamic.ResourceInterface {
 	gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
-	return c.dyn.Resource(gv.WithResource(resources[obj.GetKind()])).Namespace(c.ns)
+	r := c.dyn.Resource(gv.WithResource(resources[obj.GetKind()]))
+	if clusterScoped[obj.GetKind()] {
+		return r
+	}
+	return r.Namespace(c.ns)
 }
 
 // typedGet reads an object back through the generated clientset and returns it as JSON.
@@ -134,6 +152,14 @@ func (c *cluster) typedGet(ctx context.Context, kind, name string) (map[string]a
 		obj, err = v1.VirtualMachineInstanceMigrations(c.ns).Get(ctx, name, metav1.GetOptions{})
 	case "KubeVirt":
 		obj, err = v1.KubeVirts(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineInstancetype":
+		obj, err = c.typed.InstancetypeV1beta1().VirtualMachineInstancetypes(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineClusterInstancetype":
+		obj, err = c.typed.InstancetypeV1beta1().VirtualMachineClusterInstancetypes().Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachinePreference":
+		obj, err = c.typed.InstancetypeV1beta1().VirtualMachinePreferences(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineClusterPreference":
+		obj, err = c.typed.InstancetypeV1beta1().VirtualMachineClusterPreferences().Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return nil, err
@@ -147,6 +173,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("PrinterColumns", c.testPrinterColumns)
 	t.Run("Rejects", c.testRejects)
 	t.Run("ScaleSubresource", c.testScale)
+	t.Run("MatcherUpdate", c.testMatcherUpdate)
 }
 
 // testSamplesRoundTrip creates every sample (spec through the main resource,
@@ -155,11 +182,17 @@ func TestAPIServer(t *testing.T) {
 // generated clientset: the API server's pruning and our types must keep
 // every field.
 func (c *cluster) testSamplesRoundTrip(t *testing.T) {
-	for _, name := range []string{"vm-seed-v1alpha3.yaml", "vm-full.yaml", "vmi-status.yaml", "vmirs.yaml", "vmim.yaml", "kubevirt.yaml"} {
+	for _, name := range []string{"vm-seed-v1alpha3.yaml", "vm-full.yaml", "vmi-status.yaml", "vmirs.yaml", "vmim.yaml", "kubevirt.yaml",
+		"vm-instancetype.yaml", "vm-inferred.yaml", "vmi-devices.yaml",
+		"instancetype/instancetype-full.yaml", "instancetype/instancetype-overcommit.yaml",
+		"instancetype/clusterinstancetype-u1.yaml", "instancetype/clusterinstancetype-cx.yaml",
+		"instancetype/preference-full.yaml", "instancetype/clusterpreference-windows.yaml", "instancetype/clusterpreference-fedora.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := c.ctx(t)
 			obj := readSample(t, name)
-			obj.SetNamespace(c.ns)
+			if !clusterScoped[obj.GetKind()] {
+				obj.SetNamespace(c.ns)
+			}
 			want := obj.DeepCopy().Object
 			created, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
 			if err != nil {
@@ -185,6 +218,9 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 					t.Errorf("%s changed on the way through the API server (-sent +read):\n%s", part, diff)
 				}
 			}
+			if strings.HasPrefix(obj.GetAPIVersion(), "instancetype.kubevirt.io/") {
+				return
+			}
 			v1obj, err := c.dyn.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: resources[obj.GetKind()]}).
 				Namespace(c.ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
 			if err != nil || v1obj.GetAPIVersion() != "kubevirt.io/v1" {
@@ -200,15 +236,26 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 // testPrinterColumns asks for the Table kubectl renders and checks its columns.
 func (c *cluster) testPrinterColumns(t *testing.T) {
 	want := map[string][]string{
-		"virtualmachines":                   {"Name", "Age", "Status", "Ready"},
-		"virtualmachineinstances":           {"Name", "Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"},
-		"virtualmachineinstancereplicasets": {"Name", "Desired", "Current", "Ready", "Age"},
-		"virtualmachineinstancemigrations":  {"Name", "Phase", "VMI"},
-		"kubevirts":                         {"Name", "Age", "Phase"},
+		"virtualmachines":                    {"Name", "Age", "Status", "Ready"},
+		"virtualmachineinstances":            {"Name", "Age", "Phase", "IP", "NodeName", "Ready", "Live-Migratable", "Paused"},
+		"virtualmachineinstancereplicasets":  {"Name", "Desired", "Current", "Ready", "Age"},
+		"virtualmachineinstancemigrations":   {"Name", "Phase", "VMI"},
+		"kubevirts":                          {"Name", "Age", "Phase"},
+		"virtualmachineinstancetypes":        {"Name", "CPU", "Memory", "Age"},
+		"virtualmachineclusterinstancetypes": {"Name", "CPU", "Memory", "Age"},
+		"virtualmachinepreferences":          {"Name", "Age"},
+		"virtualmachineclusterpreferences":   {"Name", "Age"},
 	}
 	for resource, cols := range want {
 		ctx := c.ctx(t)
-		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath("/apis/kubevirt.io/v1/namespaces", c.ns, resource).
+		path := []string{"/apis/kubevirt.io/v1/namespaces", c.ns, resource}
+		switch resource {
+		case "virtualmachineinstancetypes", "virtualmachinepreferences":
+			path = []string{"/apis/instancetype.kubevirt.io/v1beta1/namespaces", c.ns, resource}
+		case "virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences":
+			path = []string{"/apis/instancetype.kubevirt.io/v1beta1", resource}
+		}
+		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath(path...).
 			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
 		if err != nil {
 			t.Fatalf("%s: %v", resource, err)
@@ -280,12 +327,50 @@ func (c *cluster) testRejects(t *testing.T) {
 			disk := tmplSpec(s)["domain"].(map[string]any)["devices"].(map[string]any)["disks"].([]any)[0].(map[string]any)
 			disk["disk"] = map[string]any{"bus": "floppy"}
 		}, `Unsupported value: "floppy"`},
+		{"instancetype name and inferFromVolume", "vm-instancetype.yaml", func(s map[string]any) {
+			s["instancetype"].(map[string]any)["inferFromVolume"] = "datadisk"
+		}, "Name already set, should be cleared before setting inferFromVolume"},
+		{"instancetype kind and inferFromVolume", "vm-inferred.yaml", func(s map[string]any) {
+			s["instancetype"].(map[string]any)["kind"] = "VirtualMachineInstancetype"
+		}, "Kind already set, should be cleared before setting inferFromVolume"},
+		{"preference without name", "vm-instancetype.yaml", func(s map[string]any) {
+			delete(s["preference"].(map[string]any), "name")
+		}, "Either Name or InferFromVolume should be provided within the PreferenceMatcher"},
+		{"instancetype of another kind", "vm-instancetype.yaml", func(s map[string]any) {
+			s["instancetype"].(map[string]any)["kind"] = "VirtualMachinePreference"
+		}, "got unexpected kind in InstancetypeMatcher: VirtualMachinePreference"},
+		{"wrong inference failure policy", "vm-inferred.yaml", func(s map[string]any) {
+			s["preference"].(map[string]any)["inferFromVolumeFailurePolicy"] = "Maybe"
+		}, `Unsupported value: "Maybe"`},
+		{"no vCPUs", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
+			s["cpu"].(map[string]any)["guest"] = 0
+		}, "spec.cpu.guest: Invalid value: 0: spec.cpu.guest in body should be greater than or equal to 1"},
+		{"no memory", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
+			delete(s, "memory")
+		}, "spec.memory: Required value"},
+		{"overcommit above 100", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
+			s["memory"].(map[string]any)["overcommitPercent"] = 101
+		}, "should be less than or equal to 100"},
+		{"overcommit with huge pages", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
+			s["memory"].(map[string]any)["hugepages"] = map[string]any{"pageSize": "2Mi"}
+		}, "spec.memory.overcommitPercent and spec.memory.hugepages should not be requested together."},
+		{"unknown CPU topology", "instancetype/clusterpreference-fedora.yaml", func(s map[string]any) {
+			s["cpu"].(map[string]any)["preferredCPUTopology"] = "preferCubes"
+		}, `Unsupported value: "preferCubes"`},
+		{"cores and threads at a ratio of 3", "instancetype/clusterpreference-fedora.yaml", func(s map[string]any) {
+			s["cpu"].(map[string]any)["spreadOptions"].(map[string]any)["ratio"] = 3
+		}, "only a ratio of 2 (1 core 2 threads) is allowed when spreading vCPUs over cores and threads"},
+		{"cores and threads at a socket ratio of 4", "instancetype/clusterpreference-fedora.yaml", func(s map[string]any) {
+			s["preferSpreadSocketToCoreRatio"] = 4
+		}, "only a ratio of 2 (1 core 2 threads) is allowed when spreading vCPUs over cores and threads"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := c.ctx(t)
 			obj := readSample(t, tc.sample)
-			obj.SetNamespace(c.ns)
+			if !clusterScoped[obj.GetKind()] {
+				obj.SetNamespace(c.ns)
+			}
 			obj.SetName("invalid")
 			tc.mutate(obj.Object["spec"].(map[string]any))
 			_, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{})
@@ -325,5 +410,29 @@ func (c *cluster) testScale(t *testing.T) {
 	}
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != 5 {
 		t.Fatalf("spec.replicas = %v after scaling to 5", got.Spec.Replicas)
+	}
+}
+
+// testMatcherUpdate changes the instance type a VM names: with a revision
+// name pinned, the name may change only along with the revision name, as
+// KubeVirt's webhook requires.
+func (c *cluster) testMatcherUpdate(t *testing.T) {
+	ctx := c.ctx(t)
+	obj := readSample(t, "vm-instancetype.yaml")
+	obj.SetNamespace(c.ns)
+	obj.SetName("pinned")
+	delete(obj.Object, "status")
+	created, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pref := created.Object["spec"].(map[string]any)["preference"].(map[string]any)
+	pref["name"] = "centos"
+	if _, err := c.resource(created).Update(ctx, created, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "the Matcher Name has been updated without updating the RevisionName") {
+		t.Fatalf("renaming the preference without its revision: %v; want the revision name error", err)
+	}
+	delete(pref, "revisionName")
+	if _, err := c.resource(created).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("renaming the preference and dropping its revision: %v", err)
 	}
 }

@@ -1,9 +1,14 @@
-// Package crds holds the CustomResourceDefinitions of the kubevirt.io API,
-// generated from vmapi/v1 by hack/update-codegen.sh and embedded in the
-// binary: v1 is the storage version, v1alpha3 is served with the same schema.
-// Each CRD has a structural schema with CEL validation rules, a status
-// subresource (and scale for VirtualMachineInstanceReplicaSet), short names,
-// the categories all and kubevirt, and the printer columns kubectl shows.
+// Package crds holds the CustomResourceDefinitions of the kubevirt.io and
+// instancetype.kubevirt.io APIs, generated from vmapi/v1 and
+// vmapi/instancetype/v1beta1 by hack/update-codegen.sh and embedded in the
+// binary. Each CRD has a structural schema with CEL validation rules, short
+// names and the printer columns kubectl shows, as KubeVirt's.
+//
+// The kubevirt.io CRDs store v1 and serve v1alpha3 with the same schema;
+// they have a status subresource (and scale for
+// VirtualMachineInstanceReplicaSet) and the categories all and kubevirt.
+// The instancetype.kubevirt.io CRDs serve and store v1beta1 and have no
+// status; the namespaced ones are in the category all.
 package crds
 
 import (
@@ -28,6 +33,11 @@ const (
 	VirtualMachineInstanceReplicaSet = "virtualmachineinstancereplicasets.kubevirt.io"
 	VirtualMachineInstanceMigration  = "virtualmachineinstancemigrations.kubevirt.io"
 	KubeVirt                         = "kubevirts.kubevirt.io"
+
+	VirtualMachineInstancetype        = "virtualmachineinstancetypes.instancetype.kubevirt.io"
+	VirtualMachineClusterInstancetype = "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"
+	VirtualMachinePreference          = "virtualmachinepreferences.instancetype.kubevirt.io"
+	VirtualMachineClusterPreference   = "virtualmachineclusterpreferences.instancetype.kubevirt.io"
 )
 
 // All returns fresh copies of every CRD, sorted by name. The caller may

@@ -17,8 +17,12 @@ func Example() {
 	}
 	// Output:
 	// kubevirts.kubevirt.io [kv kvs]
+	// virtualmachineclusterinstancetypes.instancetype.kubevirt.io [vmclusterinstancetype vmclusterinstancetypes vmcf vmcfs]
+	// virtualmachineclusterpreferences.instancetype.kubevirt.io [vmcp vmcps]
 	// virtualmachineinstancemigrations.kubevirt.io [vmim vmims]
 	// virtualmachineinstancereplicasets.kubevirt.io [vmirs vmirss]
 	// virtualmachineinstances.kubevirt.io [vmi vmis]
+	// virtualmachineinstancetypes.instancetype.kubevirt.io [vminstancetype vminstancetypes vmf vmfs]
+	// virtualmachinepreferences.instancetype.kubevirt.io [vmpref vmprefs vmp vmps]
 	// virtualmachines.kubevirt.io [vm vms]
 }

@@ -1,6 +1,7 @@
 // Command crdpostprocess turns controller-gen's CRDs into the ones vmkit
-// ships: v1 stays the storage version and v1alpha3 is served, deprecated,
-// with the same schema, so older KubeVirt manifests still apply.
+// ships. For kubevirt.io, v1 stays the storage version and v1alpha3 is
+// served, deprecated, with the same schema, so older KubeVirt manifests still
+// apply; other groups (instancetype.kubevirt.io) serve their one version.
 package main
 
 import (
@@ -49,8 +50,12 @@ func run(in, out string) error {
 		if err := yaml.UnmarshalStrict(data, &crd); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		if err := addV1alpha3(&crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+		if crd.Spec.Group == "kubevirt.io" {
+			if err := addV1alpha3(&crd); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		} else if len(crd.Spec.Versions) != 1 {
+			return fmt.Errorf("%s: want exactly one version from controller-gen", f)
 		}
 		crd.Annotations = map[string]string{"vmkit.io/generated-by": "hack/update-codegen.sh"}
 		data, err = yaml.Marshal(&crd)

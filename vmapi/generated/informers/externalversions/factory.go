@@ -24,6 +24,7 @@ import (
 	time "time"
 
 	versioned "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	instancetype "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/instancetype"
 	internalinterfaces "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/internalinterfaces"
 	vmapi "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -254,7 +255,12 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Instancetype() instancetype.Interface
 	Kubevirt() vmapi.Interface
+}
+
+func (f *sharedInformerFactory) Instancetype() instancetype.Interface {
+	return instancetype.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Kubevirt() vmapi.Interface {

@@ -20,6 +20,8 @@ package fake
 
 import (
 	clientset "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
+	fakeinstancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1/fake"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	fakekubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +89,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// InstancetypeV1beta1 retrieves the InstancetypeV1beta1Client
+func (c *Clientset) InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta1Interface {
+	return &fakeinstancetypev1beta1.FakeInstancetypeV1beta1{Fake: &c.Fake}
+}
 
 // KubevirtV1 retrieves the KubevirtV1Client
 func (c *Clientset) KubevirtV1() kubevirtv1.KubevirtV1Interface {
