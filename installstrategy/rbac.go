@@ -91,6 +91,10 @@ func Rules() []ComponentRules {
 				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
 				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
 				rule(kv, []string{"kubevirts"}, read...),
+				// A VM's instance type and preference fill its instances; the
+				// copies the VM uses are ControllerRevisions it owns.
+				rule(groupInstancetype, instancetypes, read...),
+				rule("apps", []string{"controllerrevisions"}, "get", "list", "watch", "create"),
 				// A VM's dataVolumeTemplates become CDI DataVolumes (owner references clean them up).
 				rule("cdi.kubevirt.io", []string{"datavolumes"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),

@@ -119,6 +119,10 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"CustomResourceDefinition " + crds.VirtualMachineInstanceReplicaSet,
 		"CustomResourceDefinition " + crds.VirtualMachineInstance,
 		"CustomResourceDefinition " + crds.VirtualMachine,
+		"CustomResourceDefinition " + crds.VirtualMachineInstancetype,
+		"CustomResourceDefinition " + crds.VirtualMachineClusterInstancetype,
+		"CustomResourceDefinition " + crds.VirtualMachinePreference,
+		"CustomResourceDefinition " + crds.VirtualMachineClusterPreference,
 		"PriorityClass kubevirt-cluster-critical",
 		"ServiceAccount kubevirt/kubevirt-apiserver",
 		"ServiceAccount kubevirt/kubevirt-controller",
@@ -153,8 +157,8 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"ValidatingAdmissionPolicy kubevirt-vmi-update",
 		"ValidatingAdmissionPolicyBinding kubevirt-vmi-update",
 	}
-	slices.Sort(got[:4])
-	slices.Sort(want[:4])
+	slices.Sort(got[:8])
+	slices.Sort(want[:8])
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
