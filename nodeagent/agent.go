@@ -24,7 +24,10 @@
 // kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
 // REST API (Handler: console, VNC, pause, unpause, soft reboot, freeze,
 // unfreeze, port-forward and the guest agent's reports) with Prometheus
-// metrics (Registry).
+// metrics (Registry): its own, and KubeVirt's per-VMI metrics
+// (kubevirt_vmi_memory_*, kubevirt_vmi_vcpu_*, kubevirt_vmi_network_*,
+// kubevirt_vmi_storage_*, ...) from each running domain's statistics,
+// which it asks the launchers for when Prometheus scrapes it.
 //
 // It needs no cgo: the hypervisor lives in the launcher.
 package nodeagent
@@ -107,6 +110,11 @@ type Config struct {
 	// Registerer, when set, gets the agent's metrics too (they are always
 	// on Registry()).
 	Registerer prometheus.Registerer
+	// StatsTimeout bounds how long a scrape of the agent's metrics waits
+	// for the launchers' domain statistics, KubeVirt's per-VMI metrics
+	// (default DefaultStatsTimeout, 5s). A launcher that has not answered
+	// by then is left out of that scrape.
+	StatsTimeout time.Duration
 }
 
 // Agent is the node agent. Create it with New and call Run.
@@ -165,10 +173,12 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.OrphanSweepInterval == 0 {
 		cfg.OrphanSweepInterval = DefaultOrphanSweepInterval
 	}
+	if cfg.StatsTimeout <= 0 {
+		cfg.StatsTimeout = DefaultStatsTimeout
+	}
 	a := &Agent{
 		cfg:          cfg,
 		queue:        workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
-		metrics:      newMetrics(),
 		now:          time.Now,
 		deleted:      map[string]goneVMI{},
 		stopping:     map[types.UID]time.Time{},
@@ -177,6 +187,7 @@ func New(cfg Config) (*Agent, error) {
 		networks:     map[types.UID][]network.Result{},
 		launcherPods: map[types.UID]map[types.UID]bool{},
 	}
+	a.metrics = newMetrics(newVMIStatsCollector(a))
 	if cfg.Registerer != nil {
 		if err := a.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("nodeagent: registering metrics: %w", err)

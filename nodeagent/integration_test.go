@@ -388,7 +388,8 @@ func condition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceCondit
 
 // TestNodeLifecycle is the node-level integration test: a VM with
 // runStrategy Always becomes a running guest whose console shows its boot;
-// pause and unpause show in the Paused condition; a restarted agent leaves
+// pause and unpause show in the Paused condition; the agent's metrics show
+// KubeVirt's per-VMI metrics of the guest; a restarted agent leaves
 // the guest alone, and stops a guest whose VMI was deleted while it was
 // down; a killed launcher fails the VMI and the VM starts a new
 // one; halting the VM removes the guest, its launcher, sockets and disks.
@@ -442,6 +443,55 @@ func TestNodeLifecycle(t *testing.T) {
 		})
 		if err := n.put(name, "unpause"); err == nil || !strings.Contains(err.Error(), "409") {
 			t.Errorf("unpausing a running guest: %v, want 409", err)
+		}
+	})
+
+	t.Run("Metrics", func(t *testing.T) {
+		// KubeVirt's per-VMI metrics from the running guest's domain
+		// statistics, as a scrape of virt-handler's /metrics sees them.
+		n.agentMu.Lock()
+		a := n.agent
+		n.agentMu.Unlock()
+		scrape := func() map[string]float64 {
+			t.Helper()
+			mfs, err := a.Registry().Gather()
+			if err != nil {
+				t.Fatalf("Gather: %v", err)
+			}
+			out := map[string]float64{}
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					l := map[string]string{}
+					for _, lp := range m.GetLabel() {
+						l[lp.GetName()] = lp.GetValue()
+					}
+					if l["name"] != name || l["namespace"] != n.ns || l["node"] != nodeName {
+						continue
+					}
+					key := mf.GetName()
+					if id, ok := l["id"]; ok {
+						key += "{id=" + id + ",state=" + l["state"] + "}"
+					}
+					out[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+			return out
+		}
+		first := scrape()
+		time.Sleep(time.Second)
+		second := scrape()
+		t.Logf("kubevirt_vmi_* of %s/%s: %v", n.ns, name, second)
+		for _, k := range []string{"kubevirt_vmi_cpu_usage_seconds_total", "kubevirt_vmi_vcpu_seconds_total{id=0,state=running}",
+			"kubevirt_vmi_memory_resident_bytes", "kubevirt_vmi_memory_actual_balloon_bytes"} {
+			if second[k] <= 0 {
+				t.Errorf("%s of the running guest = %v, want > 0", k, second[k])
+			}
+		}
+		if got := second["kubevirt_vmi_memory_domain_bytes"]; got != 128<<20 {
+			t.Errorf("kubevirt_vmi_memory_domain_bytes = %v, want the guest's 128 MiB", got)
+		}
+		if second["kubevirt_vmi_cpu_usage_seconds_total"] < first["kubevirt_vmi_cpu_usage_seconds_total"] {
+			t.Errorf("kubevirt_vmi_cpu_usage_seconds_total went down: %v then %v", first["kubevirt_vmi_cpu_usage_seconds_total"], second["kubevirt_vmi_cpu_usage_seconds_total"])
 		}
 	})
 

@@ -18,14 +18,17 @@ type metrics struct {
 	heartbeat       prometheus.Gauge
 	heartbeatErrors prometheus.Counter
 	orphanLaunchers prometheus.Counter
+	// vmiStats collects KubeVirt's per-VMI metrics at scrape time.
+	vmiStats prometheus.Collector
 
 	mu    sync.Mutex
 	state map[string]string // VMI key → state label in domainState
 }
 
-func newMetrics() *metrics {
+func newMetrics(vmiStats prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
+		vmiStats: vmiStats,
 		domainState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "vmkit_nodeagent_vmi_domain_state",
 			Help: "1 for the domain state each VMI on this node is in (label state: Running, Paused, Shutoff, Crashed, ...).",
@@ -58,7 +61,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.domainState, m.syncDuration, m.launcherErrors, m.heartbeat, m.heartbeatErrors, m.orphanLaunchers}
+	return []prometheus.Collector{m.domainState, m.syncDuration, m.launcherErrors, m.heartbeat, m.heartbeatErrors, m.orphanLaunchers, m.vmiStats}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
@@ -102,5 +105,7 @@ func splitKey(key string) (ns, name string) {
 }
 
 // Registry returns the registry holding the agent's metrics, for a
-// /metrics handler (promhttp.HandlerFor).
+// /metrics handler (promhttp.HandlerFor). Gathering it asks the launchers
+// of the node's running VMIs for their domain statistics (see
+// Config.StatsTimeout).
 func (a *Agent) Registry() *prometheus.Registry { return a.metrics.registry }
