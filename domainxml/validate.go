@@ -1,0 +1,66 @@
+package domainxml
+
+import (
+	"errors"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Validate reports what would keep vmi from running on any node: what
+// v1.ValidateVirtualMachineInstance rejects and what Convert rejects, as
+// field errors naming the field. Admission (virt-api's webhook) and the VMI
+// controller (before it creates a launcher pod) call it, so a VMI that
+// passes never gets a pod only to fail its domain conversion there.
+//
+// What only the API server or the node knows is filled in with values that
+// always convert: the UID and name when not assigned yet, host CPUs for
+// dedicated placement, and a block device for every volume a LUN uses
+// (whether a claim is a block volume is checked on the node).
+// emulation validates for QEMU's TCG emulator (a cluster with
+// useEmulation), which rejects a few KVM-only features.
+func Validate(vmi *v1.VirtualMachineInstance, emulation bool) field.ErrorList {
+	if vmi == nil {
+		return field.ErrorList{field.Required(field.NewPath("spec"), "a VirtualMachineInstance is required")}
+	}
+	if errs := v1.ValidateVirtualMachineInstance(vmi); len(errs) > 0 {
+		return errs
+	}
+	if vmi.UID == "" || vmi.Name == "" {
+		// Not yet assigned by the API server (a create, or generateName):
+		// any valid value converts the same way.
+		vmi = vmi.DeepCopy()
+		if vmi.UID == "" {
+			vmi.UID = "00000000-0000-4000-8000-000000000000"
+		}
+		if vmi.Name == "" {
+			vmi.Name = vmi.GenerateName + "validate"
+		}
+	}
+	opts := Options{Emulation: emulation, Disks: map[string]DiskSource{}}
+	if cpu := vmi.Spec.Domain.CPU; cpu != nil && cpu.DedicatedCPUPlacement {
+		// One host CPU per vCPU and one for the emulator thread, however
+		// many vCPUs the spec asks for (Convert checks the count is sane).
+		n := uint(cpu.Sockets)*uint(cpu.Cores)*uint(cpu.Threads) + 1
+		if n < 2 || n > 4097 {
+			n = 4097
+		}
+		for i := range n {
+			opts.CPUSet = append(opts.CPUSet, i)
+		}
+	}
+	for _, d := range vmi.Spec.Domain.Devices.Disks {
+		if d.LUN != nil {
+			opts.Disks[d.Name] = DiskSource{Path: "/dev/vmkit-validate-" + d.Name, Block: true}
+		}
+	}
+	if _, err := Convert(vmi, opts); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return field.ErrorList{field.Invalid(field.NewPath(fe.Field), field.OmitValueType{}, fe.Message)}
+		}
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	return nil
+}
