@@ -25,11 +25,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -38,11 +40,13 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
+	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
@@ -167,7 +171,8 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.DiscoveryInterval == 0 {
 		opts.DiscoveryInterval = time.Minute
 	}
-	m := &Manager{opts: opts, client: client, kube: kube, dynamic: dyn, metrics: newMetrics()}
+	m := &Manager{opts: opts, client: client, kube: kube, dynamic: dyn}
+	m.metrics = newMetrics(m.ready.Load)
 	if le.Enabled {
 		m.elector, err = leaderelect.New(leaderelect.Config{
 			Leases: kube.Leases(le.Namespace), Name: le.Name, Identity: le.Identity,
@@ -184,6 +189,13 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// Registry returns the registry of the Manager's metrics, which it serves
+// on /metrics: KubeVirt's virt-controller metrics (kubevirt_vmi_info,
+// kubevirt_vmi_phase_count, kubevirt_vmi_phase_transition_time_from_creation_seconds,
+// kubevirt_virt_controller_leading_status and _ready_status) and vmkit's
+// own (vmkit_controller_*, workqueue_*, Go and process metrics).
+func (m *Manager) Registry() *prometheus.Registry { return m.metrics.registry }
 
 // HTTPAddr is the address /metrics is served on, once NewManager returned.
 func (m *Manager) HTTPAddr() string {
@@ -257,8 +269,8 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	defer stop(nil)
 	log := klog.FromContext(ctx)
 	m.leading.Store(true)
-	m.metrics.leader.Set(1)
-	defer func() { m.leading.Store(false); m.metrics.leader.Set(0) }()
+	m.metrics.leading.Set(1)
+	defer func() { m.leading.Store(false); m.metrics.leading.Set(0) }()
 
 	// Cached objects drop managedFields, which the controllers never read and
 	// which are a large part of each object. The informers stop with ctx,
@@ -272,6 +284,9 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	pods := newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, slimPod, func(o *metav1.ListOptions) {
 		o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
 	})
+	if err := podindex.Add(pods); err != nil { // kubevirt_vmi_info's vmi_pod
+		return fmt.Errorf("vmcontrol: %w", err)
+	}
 	// Claims are not launcher pods: their informer is unfiltered.
 	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
 	nodes := newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil)
@@ -313,11 +328,15 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A VMI no node could run gets no launcher pod: validated for TCG
+	// when the cluster may emulate (a few features are KVM-only).
+	emulation := m.opts.PodTemplate != nil && m.opts.PodTemplate.EmulationAllowed
 	vmiController, err := vmi.New(vmi.Config{
 		Client: m.client, Kube: m.kube, Renderer: renderer,
 		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
+		Validate:      func(v *v1.VirtualMachineInstance) field.ErrorList { return domainxml.Validate(v, emulation) },
 	})
 	if err != nil {
 		return err
@@ -350,6 +369,10 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		return nil // ctx ended before the caches synced: a shutdown, not a failure
 	}
 	m.ready.Store(true)
+	// kubevirt_vmi_info and kubevirt_vmi_phase_count read the caches
+	// while the controllers run.
+	m.metrics.vmis.watch(vmis.GetStore(), pods.GetIndexer())
+	defer m.metrics.vmis.watch(nil, nil)
 	log.Info("controllers running")
 	if m.opts.DiscoveryInterval > 0 {
 		go m.watchServedAPIs(ctx, cdi, stop)

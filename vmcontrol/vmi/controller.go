@@ -34,6 +34,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -77,6 +78,12 @@ type Config struct {
 	DataVolumes cache.SharedIndexInformer
 	// Renderer renders launcher pods.
 	Renderer PodRenderer
+	// Validate, if set, checks a VMI before its launcher pod is created
+	// (vmcontrol.Manager uses domainxml.Validate): a VMI it rejects gets no
+	// pod, a Synchronized=False condition with reason InvalidSpec and an
+	// event naming the fields, instead of a pod whose launcher fails to
+	// convert it.
+	Validate func(*v1.VirtualMachineInstance) field.ErrorList
 	// Recorder records events on VMIs; dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default 10, as KubeVirt).
@@ -99,6 +106,7 @@ type Controller struct {
 	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
 	renderer      PodRenderer
+	validate      func(*v1.VirtualMachineInstance) field.ErrorList
 	recorder      record.EventRecorder
 	exp           *expectations.Expectations
 	stale         *reconcile.Superseded
@@ -127,6 +135,7 @@ func New(cfg Config) (*Controller, error) {
 		vmiIndexer:    cfg.VMIs.GetIndexer(),
 		synced:        []cache.InformerSynced{cfg.VMIs.HasSynced, cfg.Pods.HasSynced},
 		renderer:      cfg.Renderer,
+		validate:      cfg.Validate,
 		recorder:      cfg.Recorder,
 		exp:           expectations.New(0),
 		stale:         reconcile.NewSuperseded(),

@@ -22,6 +22,8 @@ import (
 // Reasons the controller reports on VMIs.
 const (
 	ReasonFailedCreate = "FailedCreate"
+	// ReasonInvalidSpec: the VMI cannot run on any node (domainxml.Validate).
+	ReasonInvalidSpec  = "InvalidSpec"
 	ReasonFailedDelete = "FailedDelete"
 	ReasonPodFailed    = "PodFailed"
 	ReasonPodDeleted   = "PodDeleted"
@@ -201,6 +203,15 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 			c.recorder.Event(vmi, corev1.EventTypeWarning, missing.reason, missing.err.Error())
 		}
 		return nil, missing
+	}
+	if c.validate != nil {
+		if errs := c.validate(vmi); len(errs) > 0 {
+			err := errs.ToAggregate()
+			if old := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized); old == nil || old.Reason != ReasonInvalidSpec || old.Message != err.Error() {
+				c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonInvalidSpec, "Cannot run VirtualMachineInstance %s: %v", key, err)
+			}
+			return nil, &syncError{reason: ReasonInvalidSpec, err: &renderError{err}}
+		}
 	}
 	pod, err := c.renderer.RenderLaunchPod(vmi)
 	if err != nil {

@@ -3,6 +3,7 @@ package vmi
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -328,4 +330,26 @@ type renderFunc func(*v1.VirtualMachineInstance) (*corev1.Pod, error)
 
 func (f renderFunc) RenderLaunchPod(vmi *v1.VirtualMachineInstance) (*corev1.Pod, error) {
 	return f(vmi)
+}
+
+// A VMI that no node could run (domainxml.Validate rejects it) gets no
+// launcher pod: a Synchronized=False condition with reason InvalidSpec
+// naming the field, and no retry.
+func TestInvalidSpecGetsNoPod(t *testing.T) {
+	h := newHarness(t, fakeRenderer{}, newVMI(""))
+	h.c.validate = func(*v1.VirtualMachineInstance) field.ErrorList {
+		return field.ErrorList{field.Invalid(field.NewPath("spec.domain.devices.disks[0].disk.bus"), "floppy", "unknown bus")}
+	}
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatalf("an invalid spec is permanent and must not be retried: %v", err)
+	}
+	if pods, _ := h.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Fatalf("an invalid VMI got %d launcher pods", len(pods.Items))
+	}
+	vmi := h.vmi(t)
+	c := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized)
+	if vmi.Status.Phase != v1.Pending || c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonInvalidSpec ||
+		!strings.Contains(c.Message, "spec.domain.devices.disks[0].disk.bus") {
+		t.Fatalf("phase %q condition %+v", vmi.Status.Phase, c)
+	}
 }
