@@ -374,6 +374,10 @@ func TestControllers(t *testing.T) {
 			`kubevirt_vmi_phase_transition_time_from_creation_seconds_bucket{phase="Scheduled",le="0.5"}`,
 			`vmkit_controller_reconcile_total{controller="virtualmachine",result="success"}`,
 			`workqueue_depth{name="virtualmachineinstance"}`,
+			"kubevirt_virt_controller_leading_status 1",
+			"kubevirt_virt_controller_ready_status 1",
+			`kubevirt_vmi_info{evictable="true",`,
+			`kubevirt_vmi_phase_count{`,
 		} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/metrics lacks %s", want)
@@ -443,6 +447,28 @@ func TestLeaderElection(t *testing.T) {
 	leader, stopLeader, standby := a, stopA, b
 	if b.Leading() {
 		leader, stopLeader, standby = b, stopB, a
+	}
+	// KubeVirt's leader metrics; only the leader, which runs the
+	// controllers, exports the VMIs (so they are not counted twice).
+	for _, tc := range []struct {
+		who                   string
+		m                     *vmcontrol.Manager
+		leading, ready, infos float64
+	}{{"leader", leader, 1, 1, 5}, {"standby", standby, 0, 1, 0}} {
+		got := map[string]float64{}
+		mfs, err := tc.m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				got[mf.GetName()] += m.GetGauge().GetValue()
+			}
+		}
+		if got["kubevirt_virt_controller_leading_status"] != tc.leading || got["kubevirt_virt_controller_ready_status"] != tc.ready || got["kubevirt_vmi_info"] != tc.infos {
+			t.Errorf("%s: leading_status %v, ready_status %v, %v kubevirt_vmi_info series; want %v, %v, %v", tc.who,
+				got["kubevirt_virt_controller_leading_status"], got["kubevirt_virt_controller_ready_status"], got["kubevirt_vmi_info"], tc.leading, tc.ready, tc.infos)
+		}
 	}
 	stopLeader()
 	if leader.Leading() {

@@ -22,10 +22,14 @@ type metrics struct {
 	reconciles       *prometheus.CounterVec
 	reconcileSeconds *prometheus.HistogramVec
 	phaseFromCreate  *prometheus.HistogramVec
-	leader           prometheus.Gauge
+	leading          prometheus.Gauge
+	ready            prometheus.GaugeFunc
+	vmis             *vmiCollector
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the Manager's metrics; ready reports whether the
+// Manager is ready (what /readyz answers).
+func newMetrics(ready func() bool) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -42,12 +46,22 @@ func newMetrics() *metrics {
 			Help:    "Histogram of VM phase transitions duration from creation time in seconds.",
 			Buckets: PhaseTransitionTimeBuckets,
 		}, []string{"phase"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "vmkit_controller_leader",
-			Help: "1 while this process holds the controllers' leader lease.",
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubevirt_virt_controller_leading_status",
+			Help: "Indication for an operating virt-controller.",
 		}),
+		ready: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kubevirt_virt_controller_ready_status",
+			Help: "Indication for a virt-controller that is ready to take the lead.",
+		}, func() float64 {
+			if ready() {
+				return 1
+			}
+			return 0
+		}),
+		vmis: newVMICollector(),
 	}
-	m.registry.MustRegister(m.reconciles, m.reconcileSeconds, m.phaseFromCreate, m.leader,
+	m.registry.MustRegister(m.reconciles, m.reconcileSeconds, m.phaseFromCreate, m.leading, m.ready, m.vmis,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueueMetrics(m.registry)
 	return m
