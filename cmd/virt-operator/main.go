@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -122,6 +123,10 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		return err
 	}
 	var ready atomic.Bool
+	metrics := operator.NewMetrics()
+	if err := metrics.Register(prometheus.DefaultRegisterer); err != nil {
+		return err
+	}
 	if o.metricsAddress != "" {
 		ln, err := net.Listen("tcp", o.metricsAddress)
 		if err != nil {
@@ -142,6 +147,8 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		defer func() { _ = srv.Close() }()
 	}
 	controllers := func(ctx context.Context) error {
+		metrics.Leading.Set(1)
+		defer metrics.Leading.Set(0)
 		factory := externalversions.NewSharedInformerFactory(client, 0)
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(cfg.Namespace),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = installstrategy.ManagedSelector }))
@@ -166,6 +173,8 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
 		ready.Store(true)
+		metrics.Ready.Set(1)
+		defer func() { ready.Store(false); metrics.Ready.Set(0) }()
 		return ctl.Start(ctx)
 	}
 	klog.InfoS("virt-operator starting", "version", cfg.Version, "registry", cfg.Registry, "namespace", cfg.Namespace, "id", cfg.ID)
