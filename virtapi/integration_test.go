@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,6 +280,46 @@ func TestAggregatedAPI(t *testing.T) {
 	}
 	if code := put("editor", "virtualmachines/vm/stop", ""); code != http.StatusAccepted || strategyNow() != v1.RunStrategyHalted {
 		t.Errorf("stop by an editor: %d, run strategy %s; want 202 and Halted", code, strategyNow())
+	}
+
+	// The validating webhook: kube-apiserver refuses a VMI no node could
+	// run, naming the field, and admits a runnable one.
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-validator"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "virtualmachineinstances-create-validator.kubevirt.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "virt-api", Path: ptr(ValidateVMIPath), Port: ptr(int32(port))},
+				CABundle: certPEM,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"virtualmachineinstances"}},
+			}},
+			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}, Spec: runnableSpec()}
+	bad.Spec.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "spec.domain.devices.disks[0].disk.bus") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating a VMI with an unknown disk bus: %v, want a refusal naming spec.domain.devices.disks[0].disk.bus", err)
+		}
+		time.Sleep(200 * time.Millisecond) // the webhook configuration takes effect asynchronously
+	}
+	good := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "default"}, Spec: runnableSpec()}
+	if _, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, good, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("creating a runnable VMI through the webhook: %v", err)
 	}
 }
 

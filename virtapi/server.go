@@ -108,6 +108,9 @@ type ServeOptions struct {
 	// CertFile and KeyFile are the serving certificate, reloaded when the
 	// files change.
 	CertFile, KeyFile string
+	// Emulation validates admitted VMIs for QEMU's TCG emulator (a cluster
+	// with useEmulation); see AdmissionHandler.
+	Emulation bool
 	// Kubeconfig is used to delegate authentication (TokenReview, the
 	// front-proxy CA of kube-system/extension-apiserver-authentication) and
 	// authorization (SubjectAccessReview); empty means in-cluster.
@@ -117,7 +120,8 @@ type ServeOptions struct {
 // unauthenticated paths: discovery (the aggregator's availability check and
 // every client's discovery read them with the front-proxy certificate and
 // no user) and health (the kubelet's probes).
-var unauthenticated = sets.New("/apis", "/apis/"+Group, Prefix, Prefix+"/healthz", "/healthz", "/openapi/v2", "/openapi/v3")
+var unauthenticated = sets.New("/apis", "/apis/"+Group, Prefix, Prefix+"/healthz", "/healthz", "/openapi/v2", "/openapi/v3",
+	ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath)
 
 // Serve serves the API on opts' address with the cluster's authentication
 // and authorization until ctx ends. It returns once the listener is open;
@@ -180,6 +184,12 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET "+Prefix, serveAPIResourceList)
 	root.HandleFunc("GET /openapi/v2", serveOpenAPIV2)
 	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
+	// kube-apiserver calls admission webhooks directly, over TLS verified
+	// with the webhook configuration's caBundle, without a user.
+	admission := AdmissionHandler(opts.Emulation)
+	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
+		root.Handle("POST "+p, admission)
+	}
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),

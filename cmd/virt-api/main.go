@@ -31,6 +31,7 @@ func main() {
 	flag.IntVar(&serve.Port, "port", installstrategy.APIPort, "HTTPS port")
 	flag.StringVar(&serve.CertFile, "tls-cert-file", installstrategy.APICertFile, "serving certificate (reloaded when it changes)")
 	flag.StringVar(&serve.KeyFile, "tls-private-key-file", installstrategy.APIKeyFile, "serving certificate's key")
+	flag.BoolVar(&serve.Emulation, "use-emulation", false, "validate admitted VMIs for QEMU's TCG emulator (the KubeVirt CR's useEmulation)")
 	flag.StringVar(&handlers.Namespace, "namespace", "kubevirt", "namespace of the virt-handler pods")
 	flag.IntVar(&handlers.Port, "handler-port", installstrategy.HandlerConsolePort, "port of virt-handler's REST API")
 	flag.StringVar(&handlers.Host, "handler-host", "", "address of every virt-handler (host-network installs); the handler pod's IP when empty")

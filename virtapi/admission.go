@@ -1,0 +1,116 @@
+package virtapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/vmkit/vmkit/domainxml"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Paths of virt-api's validating admission webhooks (KubeVirt's), which
+// kube-apiserver calls directly, not through the aggregation layer.
+const (
+	ValidateVMIPath        = "/virtualmachineinstances-validate-create"
+	ValidateVMPath         = "/virtualmachines-validate"
+	ValidateReplicaSetPath = "/virtualmachinereplicaset-validate"
+)
+
+// AdmissionHandler serves the validating admission webhooks: a
+// VirtualMachineInstance (on create), a VirtualMachine's and a
+// VirtualMachineInstanceReplicaSet's template (on create and update) must
+// be something a node can run (domainxml.Validate): the API server refuses
+// it otherwise, with every field error in the message. emulation validates
+// for QEMU's TCG emulator (clusters with useEmulation).
+func AdmissionHandler(emulation bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(raw []byte) (field.ErrorList, error) {
+		vmi := &v1.VirtualMachineInstance{}
+		if err := json.Unmarshal(raw, vmi); err != nil {
+			return nil, err
+		}
+		return domainxml.Validate(vmi, emulation), nil
+	}))
+	mux.HandleFunc("POST "+ValidateVMPath, admit(func(raw []byte) (field.ErrorList, error) {
+		vm := &v1.VirtualMachine{}
+		if err := json.Unmarshal(raw, vm); err != nil {
+			return nil, err
+		}
+		if errs := v1.ValidateVirtualMachine(vm); len(errs) > 0 {
+			return errs, nil
+		}
+		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, emulation), nil
+	}))
+	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(raw []byte) (field.ErrorList, error) {
+		rs := &v1.VirtualMachineInstanceReplicaSet{}
+		if err := json.Unmarshal(raw, rs); err != nil {
+			return nil, err
+		}
+		if errs := v1.ValidateVirtualMachineInstanceReplicaSet(rs); len(errs) > 0 {
+			return errs, nil
+		}
+		return validateTemplate(rs.ObjectMeta, rs.Spec.Template, emulation), nil
+	}))
+	return mux
+}
+
+// validateTemplate validates the instance a template starts, with the
+// fields named as in the owner ("spec.template.spec.domain...").
+func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTemplateSpec, emulation bool) field.ErrorList {
+	if tmpl == nil {
+		return nil // v1 validation reported it
+	}
+	vmi := &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: owner.Name, GenerateName: owner.GenerateName, Namespace: owner.Namespace, Labels: tmpl.ObjectMeta.Labels},
+		Spec:       *tmpl.Spec.DeepCopy(),
+	}
+	v1.SetDefaults_VirtualMachineInstance(vmi)
+	errs := domainxml.Validate(vmi, emulation)
+	for _, e := range errs {
+		if rest, ok := strings.CutPrefix(e.Field, "spec."); ok {
+			e.Field = "spec.template.spec." + rest
+		} else if strings.HasPrefix(e.Field, "metadata.") {
+			e.Field = "spec.template." + e.Field
+		}
+	}
+	return errs
+}
+
+// admit decodes an AdmissionReview, validates its object and answers.
+func admit(validate func(raw []byte) (field.ErrorList, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		review := &admissionv1.AdmissionReview{}
+		if err := json.Unmarshal(body, review); err != nil || review.Request == nil {
+			http.Error(w, fmt.Sprintf("not an admission.k8s.io/v1 AdmissionReview with a request: %v", err), http.StatusBadRequest)
+			return
+		}
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		if review.Request.Operation == admissionv1.Create || review.Request.Operation == admissionv1.Update {
+			errs, err := validate(review.Request.Object.Raw)
+			switch {
+			case err != nil:
+				resp.Allowed = false
+				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+					Message: fmt.Sprintf("decoding %s %s/%s: %v", review.Request.Kind.Kind, review.Request.Namespace, review.Request.Name, err)}
+			case len(errs) > 0:
+				resp.Allowed = false
+				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+					Message: errs.ToAggregate().Error()}
+			}
+		}
+		review.Response, review.Request = resp, nil
+		writeJSON(w, http.StatusOK, review)
+	}
+}

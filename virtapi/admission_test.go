@@ -1,0 +1,97 @@
+package virtapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+func review(t *testing.T, path string, op admissionv1.Operation, obj any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &admissionv1.AdmissionRequest{UID: "req-1", Operation: op, Object: runtime.RawExtension{Raw: raw}, Namespace: "ns", Name: "vm"},
+	}
+	body, _ := json.Marshal(in)
+	rec := httptest.NewRecorder()
+	AdmissionHandler(true).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != "req-1" {
+		t.Fatalf("POST %s: answer %s (%v), want a response for request req-1", path, rec.Body, err)
+	}
+	return out.Response
+}
+
+func runnableSpec() v1.VirtualMachineInstanceSpec {
+	return v1.VirtualMachineInstanceSpec{
+		Domain: v1.DomainSpec{
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+			Devices:   v1.Devices{Disks: []v1.Disk{{Name: "root", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}},
+		},
+		Volumes: []v1.Volume{{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "vmkit/tiny-guest:latest"}}}},
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	good := runnableSpec()
+	bad := runnableSpec()
+	bad.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+	vmi := func(spec v1.VirtualMachineInstanceSpec) *v1.VirtualMachineInstance {
+		return &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec}
+	}
+	vm := func(spec v1.VirtualMachineInstanceSpec) *v1.VirtualMachine {
+		return &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+			RunStrategy: v1.RunStrategyPtr(v1.RunStrategyAlways), Template: &v1.VirtualMachineInstanceTemplateSpec{Spec: spec}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		path      string
+		op        admissionv1.Operation
+		obj       any
+		wantField string // "" means allowed
+	}{
+		{"runnable VMI", ValidateVMIPath, admissionv1.Create, vmi(good), ""},
+		{"VMI with an unknown bus", ValidateVMIPath, admissionv1.Create, vmi(bad), "spec.domain.devices.disks[0].disk.bus"},
+		{"runnable VM", ValidateVMPath, admissionv1.Create, vm(good), ""},
+		{"VM template with an unknown bus, on update", ValidateVMPath, admissionv1.Update, vm(bad), "spec.template.spec.domain.devices.disks[0].disk.bus"},
+		{"VM without memory", ValidateVMPath, admissionv1.Create, vm(v1.VirtualMachineInstanceSpec{}), "spec.template.spec.domain.resources.requests.memory"},
+		{"replica set template with an unknown bus", ValidateReplicaSetPath, admissionv1.Create, &v1.VirtualMachineInstanceReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "rs", Namespace: "ns"},
+			Spec: v1.VirtualMachineInstanceReplicaSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+				Template: &v1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}, Spec: bad},
+			}}, "spec.template.spec.domain.devices.disks[0].disk.bus"},
+		{"delete is not validated", ValidateVMIPath, admissionv1.Delete, vmi(bad), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := review(t, tc.path, tc.op, tc.obj)
+			if tc.wantField == "" {
+				if !resp.Allowed {
+					t.Fatalf("refused: %+v", resp.Result)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, tc.wantField) {
+				t.Fatalf("response %+v, want a 422 naming %s", resp.Result, tc.wantField)
+			}
+		})
+	}
+}
