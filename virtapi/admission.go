@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -23,20 +24,33 @@ const (
 	ValidateReplicaSetPath = "/virtualmachinereplicaset-validate"
 )
 
+// AdmissionConfig is the cluster configuration admission checks against.
+type AdmissionConfig struct {
+	// Emulation validates for QEMU's TCG emulator (the KubeVirt CR's
+	// useEmulation).
+	Emulation bool
+	// FeatureGates are the KubeVirt CR's enabled feature gates; a hostDisk
+	// volume needs HostDisk.
+	FeatureGates []string
+}
+
 // AdmissionHandler serves the validating admission webhooks: a
 // VirtualMachineInstance (on create), a VirtualMachine's and a
 // VirtualMachineInstanceReplicaSet's template (on create and update) must
-// be something a node can run (domainxml.Validate): the API server refuses
-// it otherwise, with every field error in the message. emulation validates
-// for QEMU's TCG emulator (clusters with useEmulation).
-func AdmissionHandler(emulation bool) http.Handler {
+// be something a node can run (domainxml.Validate) and use only what the
+// cluster's feature gates allow: the API server refuses it otherwise, with
+// every field error in the message.
+func AdmissionHandler(cfg AdmissionConfig) http.Handler {
+	check := func(vmi *v1.VirtualMachineInstance) field.ErrorList {
+		return append(gated(vmi, cfg.FeatureGates), domainxml.Validate(vmi, cfg.Emulation)...)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(raw []byte) (field.ErrorList, error) {
 		vmi := &v1.VirtualMachineInstance{}
 		if err := json.Unmarshal(raw, vmi); err != nil {
 			return nil, err
 		}
-		return domainxml.Validate(vmi, emulation), nil
+		return check(vmi), nil
 	}))
 	mux.HandleFunc("POST "+ValidateVMPath, admit(func(raw []byte) (field.ErrorList, error) {
 		vm := &v1.VirtualMachine{}
@@ -46,7 +60,7 @@ func AdmissionHandler(emulation bool) http.Handler {
 		if errs := v1.ValidateVirtualMachine(vm); len(errs) > 0 {
 			return errs, nil
 		}
-		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, emulation), nil
+		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, check), nil
 	}))
 	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(raw []byte) (field.ErrorList, error) {
 		rs := &v1.VirtualMachineInstanceReplicaSet{}
@@ -56,14 +70,14 @@ func AdmissionHandler(emulation bool) http.Handler {
 		if errs := v1.ValidateVirtualMachineInstanceReplicaSet(rs); len(errs) > 0 {
 			return errs, nil
 		}
-		return validateTemplate(rs.ObjectMeta, rs.Spec.Template, emulation), nil
+		return validateTemplate(rs.ObjectMeta, rs.Spec.Template, check), nil
 	}))
 	return mux
 }
 
 // validateTemplate validates the instance a template starts, with the
 // fields named as in the owner ("spec.template.spec.domain...").
-func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTemplateSpec, emulation bool) field.ErrorList {
+func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTemplateSpec, check func(*v1.VirtualMachineInstance) field.ErrorList) field.ErrorList {
 	if tmpl == nil {
 		return nil // v1 validation reported it
 	}
@@ -72,7 +86,7 @@ func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTe
 		Spec:       *tmpl.Spec.DeepCopy(),
 	}
 	v1.SetDefaults_VirtualMachineInstance(vmi)
-	errs := domainxml.Validate(vmi, emulation)
+	errs := check(vmi)
 	for _, e := range errs {
 		if rest, ok := strings.CutPrefix(e.Field, "spec."); ok {
 			e.Field = "spec.template.spec." + rest
@@ -113,4 +127,23 @@ func admit(validate func(raw []byte) (field.ErrorList, error)) http.HandlerFunc 
 		review.Response, review.Request = resp, nil
 		writeJSON(w, http.StatusOK, review)
 	}
+}
+
+// hostDiskGate is KubeVirt's feature gate for hostDisk volumes
+// (podtemplate.HostDiskGate, which virt-api does not import).
+const hostDiskGate = "HostDisk"
+
+// gated reports volumes the cluster's feature gates do not allow.
+func gated(vmi *v1.VirtualMachineInstance, gates []string) field.ErrorList {
+	if slices.Contains(gates, hostDiskGate) {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, vol := range vmi.Spec.Volumes {
+		if vol.HostDisk != nil {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("hostDisk"),
+				"the HostDisk feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"))
+		}
+	}
+	return errs
 }

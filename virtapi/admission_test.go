@@ -29,7 +29,7 @@ func review(t *testing.T, path string, op admissionv1.Operation, obj any) *admis
 	}
 	body, _ := json.Marshal(in)
 	rec := httptest.NewRecorder()
-	AdmissionHandler(true).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	AdmissionHandler(AdmissionConfig{Emulation: true}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
 	}
@@ -80,6 +80,7 @@ func TestAdmission(t *testing.T) {
 				Template: &v1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}, Spec: bad},
 			}}, "spec.template.spec.domain.devices.disks[0].disk.bus"},
 		{"delete is not validated", ValidateVMIPath, admissionv1.Delete, vmi(bad), ""},
+		{"hostDisk without the HostDisk gate", ValidateVMIPath, admissionv1.Create, vmi(withHostDisk()), "spec.volumes[0].hostDisk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := review(t, tc.path, tc.op, tc.obj)
@@ -94,4 +95,10 @@ func TestAdmission(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withHostDisk() v1.VirtualMachineInstanceSpec {
+	s := runnableSpec()
+	s.Volumes[0].VolumeSource = v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/lib/kubelet/pki/x.img", Type: v1.HostDiskExists}}
+	return s
 }

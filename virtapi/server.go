@@ -108,9 +108,9 @@ type ServeOptions struct {
 	// CertFile and KeyFile are the serving certificate, reloaded when the
 	// files change.
 	CertFile, KeyFile string
-	// Emulation validates admitted VMIs for QEMU's TCG emulator (a cluster
-	// with useEmulation); see AdmissionHandler.
-	Emulation bool
+	// Admission is what the validating webhooks check against; see
+	// AdmissionHandler.
+	Admission AdmissionConfig
 	// Kubeconfig is used to delegate authentication (TokenReview, the
 	// front-proxy CA of kube-system/extension-apiserver-authentication) and
 	// authorization (SubjectAccessReview); empty means in-cluster.
@@ -186,7 +186,7 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
 	// kube-apiserver calls admission webhooks directly, over TLS verified
 	// with the webhook configuration's caBundle, without a user.
-	admission := AdmissionHandler(opts.Emulation)
+	admission := AdmissionHandler(opts.Admission)
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
 		root.Handle("POST "+p, admission)
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -31,7 +32,9 @@ func main() {
 	flag.IntVar(&serve.Port, "port", installstrategy.APIPort, "HTTPS port")
 	flag.StringVar(&serve.CertFile, "tls-cert-file", installstrategy.APICertFile, "serving certificate (reloaded when it changes)")
 	flag.StringVar(&serve.KeyFile, "tls-private-key-file", installstrategy.APIKeyFile, "serving certificate's key")
-	flag.BoolVar(&serve.Emulation, "use-emulation", false, "validate admitted VMIs for QEMU's TCG emulator (the KubeVirt CR's useEmulation)")
+	var gates string
+	flag.BoolVar(&serve.Admission.Emulation, "use-emulation", false, "validate admitted VMIs for QEMU's TCG emulator (the KubeVirt CR's useEmulation)")
+	flag.StringVar(&gates, "feature-gates", "", "comma-separated KubeVirt feature gates turned on, e.g. HostDisk (the KubeVirt CR's developerConfiguration.featureGates)")
 	flag.StringVar(&handlers.Namespace, "namespace", "kubevirt", "namespace of the virt-handler pods")
 	flag.IntVar(&handlers.Port, "handler-port", installstrategy.HandlerConsolePort, "port of virt-handler's REST API")
 	flag.StringVar(&handlers.Host, "handler-host", "", "address of every virt-handler (host-network installs); the handler pod's IP when empty")
@@ -41,6 +44,11 @@ func main() {
 	klog.InitFlags(nil)
 	flag.Parse()
 	serve.Kubeconfig = kubeconfig
+	for _, g := range strings.Split(gates, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			serve.Admission.FeatureGates = append(serve.Admission.FeatureGates, g)
+		}
+	}
 	if err := run(kubeconfig, serve, &handlers); err != nil {
 		klog.ErrorS(err, "virt-api failed")
 		os.Exit(1)
