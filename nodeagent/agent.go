@@ -402,8 +402,15 @@ func (a *Agent) forgetClient(uid types.UID) {
 	}
 }
 
-// Run marks the node unschedulable until the agent is ready, starts the
-// informer, the workers and the heartbeat, and blocks until ctx ends.
+// Run starts the informer, the workers and the heartbeat (which marks the
+// node schedulable), and blocks until ctx ends.
+//
+// It never marks the node unschedulable, as KubeVirt's virt-handler does at
+// every start: launcher pods select kubevirt.io/schedulable=true, and a
+// kubelet that restarts while the label is false re-admits its running
+// pods against it and kills every VM on the node (KubeVirt's bug #11843).
+// A node whose agent is gone is marked by the node controller once its
+// heartbeat is stale; a new node has no label until the first heartbeat.
 func (a *Agent) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	log := klog.FromContext(ctx).WithValues("node", a.cfg.NodeName)
@@ -413,9 +420,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer a.broadcast.Shutdown()
 	}
 	defer a.queue.ShutDown()
-	if err := a.setSchedulable(ctx, false); err != nil {
-		log.Error(err, "marking the node unschedulable until the agent is ready")
-	}
 	a.factory.Start(ctx.Done())
 	defer a.factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {

@@ -26,17 +26,11 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	a.metrics.heartbeat.SetToCurrentTime()
 }
 
-// setSchedulable sets only the schedulable label.
-func (a *Agent) setSchedulable(ctx context.Context, schedulable bool) error {
-	return a.patchNode(ctx, schedulable, time.Time{})
-}
-
-// patchNode sets the schedulable label and, unless at is zero, the
-// heartbeat annotation.
+// patchNode sets the schedulable label and the heartbeat annotation.
 func (a *Agent) patchNode(ctx context.Context, schedulable bool, at time.Time) error {
-	meta := map[string]any{"labels": map[string]string{v1.NodeSchedulable: strconv.FormatBool(schedulable)}}
-	if !at.IsZero() {
-		meta["annotations"] = map[string]string{v1.VirtHandlerHeartbeat: at.UTC().Format(time.RFC3339)}
+	meta := map[string]any{
+		"labels":      map[string]string{v1.NodeSchedulable: strconv.FormatBool(schedulable)},
+		"annotations": map[string]string{v1.VirtHandlerHeartbeat: at.UTC().Format(time.RFC3339)},
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
