@@ -87,7 +87,9 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := len(s.Objects())
+	// Without the Prometheus Operator's CRDs its kinds are skipped.
+	monitoring := len(s.ServiceMonitors) + len(s.PrometheusRules)
+	total := len(s.Objects()) - monitoring
 
 	t.Run("dry run stores nothing", func(t *testing.T) {
 		res, err := Apply(ctx, c.dyn, s, ApplyOptions{DryRun: true})
@@ -110,6 +112,10 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		}
 		if len(res.Created) != total || len(res.Updated)+len(res.Deleted) != 0 {
 			t.Errorf("first Apply: created %d updated %v deleted %v, want %d created", len(res.Created), res.Updated, res.Deleted, total)
+		}
+		want := []string{"ServiceMonitor kubevirt/" + PrometheusRuleName, "PrometheusRule kubevirt/" + PrometheusRuleName}
+		if diff := cmp.Diff(want, res.Skipped); diff != "" {
+			t.Errorf("skipped without the Prometheus Operator's CRDs (-want +got):\n%s", diff)
 		}
 		t.Logf("first Apply: %d objects, %d write requests", total, c.counter.writes.Load())
 		for _, d := range s.Deployments {

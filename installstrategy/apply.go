@@ -49,6 +49,9 @@ type kind struct {
 	// holds in the fields compare knows (for kinds without a generation
 	// whose content matters, such as RBAC rules).
 	compare func(desired, live map[string]any) bool
+	// monitoring is true for the Prometheus Operator's kinds, which a
+	// cluster may not serve (ApplyOptions.Monitoring).
+	monitoring bool
 }
 
 // kinds in the order Apply writes them; Delete goes backwards.
@@ -66,6 +69,8 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, resource: "apiservices", compare: sameSpec("service", "group", "version", "groupPriorityMinimum", "versionPriority", "caBundle", "insecureSkipTLSVerify")},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}, resource: "validatingadmissionpolicies", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}, resource: "validatingadmissionpolicybindings", generation: true},
+	{gvk: ServiceMonitorGVK, resource: "servicemonitors", namespaced: true, compare: sameFields("spec"), monitoring: true},
+	{gvk: PrometheusRuleGVK, resource: "prometheusrules", namespaced: true, compare: sameFields("spec"), monitoring: true},
 }
 
 func kindFor(gvk schema.GroupVersionKind) (*kind, error) {
@@ -108,11 +113,19 @@ type ApplyOptions struct {
 	// the aggregator cannot reach virt-api (TLS verification is never
 	// skipped).
 	CABundle []byte
+	// Monitoring says that the cluster serves the Prometheus Operator's
+	// ServiceMonitor and PrometheusRule (MonitoringServed): Apply writes
+	// the strategy's and prunes vmkit's. Without it Apply leaves those
+	// kinds alone and lists the strategy's in Result.Skipped.
+	Monitoring bool
 }
 
 // Result says what Apply or Delete did, each object as "Kind namespace/name".
 type Result struct {
 	Created, Updated, Unchanged, Deleted []string
+	// Skipped are the objects of kinds the cluster does not serve
+	// (ApplyOptions.Monitoring false), which Apply did not write.
+	Skipped []string
 	// Remaining are objects Delete found still present (being deleted).
 	Remaining []string
 }
@@ -149,6 +162,10 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 		if err != nil {
 			return res, err
 		}
+		if k.monitoring && !opts.Monitoring {
+			res.Skipped = append(res.Skipped, name)
+			continue
+		}
 		action, err := applyOne(ctx, c, k, obj, opts)
 		if err != nil {
 			return res, fmt.Errorf("installstrategy: applying %s: %w", name, err)
@@ -172,6 +189,9 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 	}
 	for i := len(kinds) - 1; i > 0; i-- { // kinds[0], CRDs, are never pruned
 		k := &kinds[i]
+		if k.monitoring && !opts.Monitoring {
+			continue
+		}
 		list, err := k.client(c, metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: ManagedSelector})
 		if err != nil {
 			return res, fmt.Errorf("installstrategy: listing %s to prune: %w", k.resource, err)
@@ -352,11 +372,16 @@ func subset(want, got any) bool {
 
 // toUnstructured converts obj and stamps it with HashAnnotation.
 func toUnstructured(obj Object) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
+	var u *unstructured.Unstructured
+	if in, ok := obj.(*unstructured.Unstructured); ok {
+		u = in.DeepCopy() // the strategy's own object stays as generated
+	} else {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, err
+		}
+		u = &unstructured.Unstructured{Object: m}
 	}
-	u := &unstructured.Unstructured{Object: m}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	raw, err := json.Marshal(u.Object)

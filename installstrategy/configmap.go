@@ -149,6 +149,10 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.AdmissionPolicies)
 	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding"):
 		return decodeInto(doc, &s.AdmissionPolicyBindings)
+	case ServiceMonitorGVK:
+		return decodeInto(doc, &s.ServiceMonitors)
+	case PrometheusRuleGVK:
+		return decodeInto(doc, &s.PrometheusRules)
 	}
 	return fmt.Errorf("unknown kind %s %s", tm.APIVersion, tm.Kind)
 }

@@ -158,7 +158,7 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 				Selector: &metav1.LabelSelector{MatchLabels: selector},
 				Strategy: rollout(cfg.HostNetwork != ""),
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(v1.VirtOperatorValue)},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels(v1.VirtOperatorValue), Annotations: scrapeAnnotations(v1.VirtOperatorValue)},
 					Spec:       spec,
 				},
 			},
@@ -167,7 +167,7 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 }
 
 // OperatorRules are virt-operator's permissions: the kinds a strategy
-// holds, its certificates, its dump Jobs, its leader Lease, the KubeVirt
+// holds (the Prometheus Operator's too, where they exist), its certificates, its dump Jobs, its leader Lease, the KubeVirt
 // API (it removes VMs and VMIs on uninstall) and escalate and bind on
 // roles, so it may grant the components permissions it does not hold.
 func OperatorRules() []rbacv1.PolicyRule {
@@ -186,6 +186,7 @@ func OperatorRules() []rbacv1.PolicyRule {
 		rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, all...),
 		rule("batch", []string{"jobs"}, all...),
 		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+		rule(MonitoringGroup, []string{"servicemonitors", "prometheusrules"}, all...),
 	}
 }
 

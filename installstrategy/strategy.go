@@ -10,6 +10,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
@@ -46,11 +47,19 @@ type Strategy struct {
 	// itself (see VMIUpdatePolicyName).
 	AdmissionPolicies       []*admissionregistrationv1.ValidatingAdmissionPolicy
 	AdmissionPolicyBindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// ServiceMonitors and PrometheusRules are the Prometheus Operator's
+	// kinds (monitoring.coreos.com/v1), which vmkit has no Go types of:
+	// KubeVirt's ServiceMonitor and its recording rules and alerts. Apply
+	// writes them only to a cluster that serves them
+	// (ApplyOptions.Monitoring).
+	ServiceMonitors []*unstructured.Unstructured
+	PrometheusRules []*unstructured.Unstructured
 }
 
 // Objects returns every object in the order Apply writes them: CRDs first,
-// then priority classes, RBAC, Services, workloads and last the APIService
-// (whose backing Service must exist).
+// then priority classes, RBAC, Services, workloads, the APIService (whose
+// backing Service must exist), the admission policies and last the
+// Prometheus Operator's objects.
 func (s *Strategy) Objects() []Object {
 	var out []Object
 	out = appendAll(out, s.CRDs)
@@ -66,6 +75,8 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.APIServices)
 	out = appendAll(out, s.AdmissionPolicies)
 	out = appendAll(out, s.AdmissionPolicyBindings)
+	out = appendAll(out, s.ServiceMonitors)
+	out = appendAll(out, s.PrometheusRules)
 	return out
 }
 
@@ -133,6 +144,9 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 	s.addServices(&c)
 	if err := s.addWorkloads(&c); err != nil {
 		return nil, fmt.Errorf("installstrategy: %w", err)
+	}
+	if err := s.addMonitoring(&c); err != nil {
+		return nil, err
 	}
 	if c.WithoutVirtAPI {
 		return s, nil

@@ -156,6 +156,8 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"APIService v1.subresources.kubevirt.io",
 		"ValidatingAdmissionPolicy kubevirt-vmi-update",
 		"ValidatingAdmissionPolicyBinding kubevirt-vmi-update",
+		"ServiceMonitor kubevirt/prometheus-kubevirt-rules",
+		"PrometheusRule kubevirt/prometheus-kubevirt-rules",
 	}
 	slices.Sort(got[:8])
 	slices.Sort(want[:8])

@@ -47,9 +47,12 @@ func (s *Strategy) addServices(c *DeploymentConfig) {
 		s.Services = append(s.Services, svc(v1.VirtAPIValue, APIServiceName, map[string]string{v1.AppLabel: v1.VirtAPIValue},
 			corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(APIPort), Protocol: corev1.ProtocolTCP}, false))
 	}
-	s.Services = append(s.Services,
-		svc("", PrometheusServiceName, map[string]string{PrometheusLabel: "true"},
-			corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}, true),
+	// The Prometheus Service carries the label its pods do: KubeVirt's
+	// ServiceMonitor selects it by that label.
+	prom := svc("", PrometheusServiceName, map[string]string{PrometheusLabel: "true"},
+		corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}, true)
+	prom.Labels[PrometheusLabel] = "true"
+	s.Services = append(s.Services, prom,
 		svc(v1.VirtOperatorValue, OperatorWebhookServiceName, map[string]string{v1.AppLabel: v1.VirtOperatorValue},
 			corev1.ServicePort{Name: "webhooks", Port: 443, TargetPort: intstr.FromInt32(OperatorWebhooks), Protocol: corev1.ProtocolTCP}, false),
 	)
@@ -272,7 +275,7 @@ func deployment(c *DeploymentConfig, component string, replicas int32, account s
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{v1.AppLabel: component}},
 			Strategy: rollout(c.HostNetwork != ""),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Name: component, Labels: podLabels(component)},
+				ObjectMeta: metav1.ObjectMeta{Name: component, Labels: podLabels(component), Annotations: scrapeAnnotations(component)},
 				Spec:       spec,
 			},
 		},
@@ -354,7 +357,7 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Name: v1.VirtHandlerValue, Labels: podLabels(v1.VirtHandlerValue)},
+				ObjectMeta: metav1.ObjectMeta{Name: v1.VirtHandlerValue, Labels: podLabels(v1.VirtHandlerValue), Annotations: scrapeAnnotations(v1.VirtHandlerValue)},
 				Spec:       spec,
 			},
 		},

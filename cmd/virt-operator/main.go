@@ -162,7 +162,7 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		ctl, err := operator.New(operator.Config{
 			Client: client, Dynamic: dyn, KubeVirts: factory.Kubevirt().V1().KubeVirts(),
 			Deployments: kubeFactory.Apps().V1().Deployments(), DaemonSets: kubeFactory.Apps().V1().DaemonSets(),
-			Operator: cfg, Strategies: strategies, Resync: o.resync,
+			Operator: cfg, Strategies: strategies, Resync: o.resync, Discovery: kube.Discovery(),
 			Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-operator"}),
 		})
 		if err != nil {

@@ -10,7 +10,8 @@
 // virt-operator --dump-install-strategy Job wrote), makes sure the
 // installation's certificates exist (installstrategy.EnsureCertificates),
 // applies the strategy with installstrategy.Apply, virt-api's APIService
-// carrying the CA bundle, and reports phase Deploying → Deployed, conditions
+// carrying the CA bundle (and, where the cluster serves the Prometheus
+// Operator's kinds, the ServiceMonitor and PrometheusRule), and reports phase Deploying → Deployed, conditions
 // Available, Progressing, Degraded, Created and Synchronized with reasons,
 // and the target and observed version, registry and config ID. A changed
 // image tag or registry is a new target: the components roll to it. The
@@ -33,6 +34,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -74,6 +76,11 @@ type Config struct {
 	Resync time.Duration
 	// Observe, if set, is called after each sync (for metrics).
 	Observe func(key string, d time.Duration, err error)
+	// Discovery, optional, tells whether the cluster serves the Prometheus
+	// Operator's ServiceMonitor and PrometheusRule
+	// (installstrategy.MonitoringServed): where it does, the strategy's are
+	// applied too. Without it they are never applied.
+	Discovery discovery.ServerResourcesInterface
 }
 
 // Controller is the KubeVirt CR controller.
@@ -88,6 +95,7 @@ type Controller struct {
 	strategies StrategyLoader
 	recorder   record.EventRecorder
 	resync     time.Duration
+	discovery  discovery.ServerResourcesInterface
 	stale      *reconcile.Superseded
 	loop       *reconcile.Loop
 	now        func() time.Time
@@ -122,6 +130,7 @@ func New(cfg Config) (*Controller, error) {
 		strategies: cfg.Strategies,
 		recorder:   cfg.Recorder,
 		resync:     cfg.Resync,
+		discovery:  cfg.Discovery,
 		stale:      reconcile.NewSuperseded(),
 		now:        func() time.Time { return time.Now().Truncate(time.Second) }, // the API keeps seconds
 		cache:      map[string]*installstrategy.Strategy{},

@@ -153,7 +153,7 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 	certs, err := installstrategy.EnsureCertificates(ctx, c.dynamic, target.Namespace)
 	if err == nil {
 		var res installstrategy.Result
-		res, err = installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{CABundle: certs.CABundle})
+		res, err = installstrategy.Apply(ctx, c.dynamic, strategy, installstrategy.ApplyOptions{CABundle: certs.CABundle, Monitoring: c.monitoringServed(ctx)})
 		if res.Writes()+certs.Writes > 0 {
 			log.V(2).Info("applied strategy", "created", len(res.Created), "updated", len(res.Updated), "pruned", len(res.Deleted), "certificates", certs.Writes)
 		}
@@ -195,6 +195,20 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 		return err
 	}
 	return reconcile.After(c.resync)
+}
+
+// monitoringServed reports whether the cluster serves the Prometheus
+// Operator's kinds. A failed discovery is logged and counts as not served:
+// monitoring is optional, the installation is not.
+func (c *Controller) monitoringServed(ctx context.Context) bool {
+	if c.discovery == nil {
+		return false
+	}
+	served, err := installstrategy.MonitoringServed(c.discovery)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "cannot tell whether the Prometheus Operator's kinds are served; its objects are not applied this time")
+	}
+	return served
 }
 
 // uninstall removes what the CR installed, then its finalizer.
