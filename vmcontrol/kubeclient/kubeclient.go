@@ -1,7 +1,8 @@
 // Package kubeclient is a small typed client for the Kubernetes resources
 // vmkit's controllers read and write: pods, persistent volume claims, nodes
-// and events (core/v1) and leases (coordination.k8s.io/v1), plus the one
-// discovery question the Manager asks (is a resource served?).
+// and events (core/v1), leases (coordination.k8s.io/v1) and controller
+// revisions (apps/v1), plus the one discovery question the Manager asks (is
+// a resource served?).
 //
 // client-go's clientset does all of this too, but importing any of its typed
 // clients (or its discovery client, or tools/leaderelection) links every
@@ -22,6 +23,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,6 +84,32 @@ type EventInterface interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 
+// ControllerRevisionInterface creates, reads and watches the controller
+// revisions of a namespace. A client-go clientset's
+// AppsV1().ControllerRevisions(namespace) satisfies it.
+type ControllerRevisionInterface interface {
+	Create(ctx context.Context, rev *appsv1.ControllerRevision, opts metav1.CreateOptions) (*appsv1.ControllerRevision, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.ControllerRevision, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ControllerRevisionList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ControllerRevisionsGetter returns the controller revisions of a namespace
+// ("" for all namespaces, to list and watch). *Client satisfies it.
+type ControllerRevisionsGetter interface {
+	ControllerRevisions(namespace string) ControllerRevisionInterface
+}
+
+// ControllerRevisionsGetterFunc adapts a function, such as one returning a
+// client-go clientset's AppsV1().ControllerRevisions(namespace), to
+// ControllerRevisionsGetter.
+type ControllerRevisionsGetterFunc func(namespace string) ControllerRevisionInterface
+
+// ControllerRevisions calls f.
+func (f ControllerRevisionsGetterFunc) ControllerRevisions(namespace string) ControllerRevisionInterface {
+	return f(namespace)
+}
+
 // LeaseInterface reads and writes the leases of a namespace.
 type LeaseInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
@@ -89,10 +117,11 @@ type LeaseInterface interface {
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
 
-// Client reaches the API server for pods, claims, nodes, events and leases.
+// Client reaches the API server for pods, claims, nodes, events, leases and
+// controller revisions.
 type Client struct {
-	core, coordination rest.Interface
-	params             runtime.ParameterCodec
+	core, coordination, apps rest.Interface
+	params                   runtime.ParameterCodec
 }
 
 // newScheme holds the kinds this package serves, and the meta types their
@@ -100,7 +129,7 @@ type Client struct {
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, appsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -147,7 +176,11 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, coordination: coordination, params: runtime.NewParameterCodec(scheme)}, nil
+	apps, err := clientFor("/apis", appsv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core, coordination: coordination, apps: apps, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 // Pods returns the pods of a namespace.
@@ -182,6 +215,14 @@ func (c *Client) Events(namespace string) EventInterface {
 func (c *Client) Leases(namespace string) LeaseInterface {
 	return gentype.NewClient("leases", c.coordination, c.params, namespace,
 		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, gentype.PrefersProtobuf[*coordinationv1.Lease]())
+}
+
+// ControllerRevisions returns the controller revisions of a namespace.
+func (c *Client) ControllerRevisions(namespace string) ControllerRevisionInterface {
+	return gentype.NewClientWithList("controllerrevisions", c.apps, c.params, namespace,
+		func() *appsv1.ControllerRevision { return &appsv1.ControllerRevision{} },
+		func() *appsv1.ControllerRevisionList { return &appsv1.ControllerRevisionList{} },
+		gentype.PrefersProtobuf[*appsv1.ControllerRevision]())
 }
 
 // Serves reports whether the API server serves the resource (its group

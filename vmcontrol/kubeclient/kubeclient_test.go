@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -212,6 +214,42 @@ func TestAgainstAPIServer(t *testing.T) {
 		got, err := leases.Get(ctx, "l", metav1.GetOptions{})
 		if err != nil || *got.Spec.HolderIdentity != "b" {
 			t.Fatalf("Get = %+v, %v; want holder b", got, err)
+		}
+	})
+
+	t.Run("controllerrevisions", func(t *testing.T) {
+		revs := c.ControllerRevisions("default")
+		w, err := c.ControllerRevisions("").Watch(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		rev := &appsv1.ControllerRevision{
+			ObjectMeta: metav1.ObjectMeta{Name: "r1", Labels: map[string]string{"app": "kubeclient-test"}},
+			Data:       runtime.RawExtension{Raw: []byte(`{"kind":"Example","spec":{"size":2}}`)},
+			Revision:   1,
+		}
+		if _, err := revs.Create(ctx, rev, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := revs.Create(ctx, rev, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("a second create = %v, want AlreadyExists", err)
+		}
+		got, err := revs.Get(ctx, "r1", metav1.GetOptions{})
+		if err != nil || string(got.Data.Raw) != `{"kind":"Example","spec":{"size":2}}` {
+			t.Fatalf("Get = %+v, %v; want the data stored", got, err)
+		}
+		list, err := c.ControllerRevisions("").List(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil || len(list.Items) != 1 {
+			t.Fatalf("List = %v, %v; want the one revision", list, err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Added || ev.Object.(*appsv1.ControllerRevision).Name != "r1" {
+				t.Fatalf("watch event %v %v, want the revision added", ev.Type, ev.Object)
+			}
+		case <-ctx.Done():
+			t.Fatal("no watch event")
 		}
 	})
 
