@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,7 +44,9 @@ import (
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
+	instancetypeclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
+	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
@@ -89,9 +92,10 @@ type Options struct {
 	// Profiling adds Go's profiles (/debug/pprof/) to the HTTP server.
 	Profiling bool
 	// DiscoveryInterval is how often the Manager checks whether the API
-	// server started or stopped serving CDI's DataVolumes; when it did, the
-	// controllers restart (in this process) to watch them or stop
-	// (default 1m; negative: checked only when the controllers start).
+	// server started or stopped serving CDI's DataVolumes or
+	// instancetype.kubevirt.io; when it did, the controllers restart (in
+	// this process) to watch them or stop (default 1m; negative: checked
+	// only when the controllers start).
 	DiscoveryInterval time.Duration
 }
 
@@ -108,15 +112,16 @@ type LeaderElection struct {
 
 // Manager runs the controllers.
 type Manager struct {
-	opts     Options
-	client   kvclient.KubevirtV1Interface
-	kube     *kubeclient.Client
-	dynamic  dynamic.Interface
-	elector  *leaderelect.Elector // nil without leader election
-	metrics  *metrics
-	ready    atomic.Bool
-	leading  atomic.Bool
-	listener net.Listener
+	opts          Options
+	client        kvclient.KubevirtV1Interface
+	instancetypes instancetypeclient.InstancetypeV1beta1Interface
+	kube          *kubeclient.Client
+	dynamic       dynamic.Interface
+	elector       *leaderelect.Elector // nil without leader election
+	metrics       *metrics
+	ready         atomic.Bool
+	leading       atomic.Bool
+	listener      net.Listener
 }
 
 // NewManager checks the options and builds the clients.
@@ -149,6 +154,10 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
 	}
+	instancetypes, err := instancetypeclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
 	kube, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
@@ -171,7 +180,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.DiscoveryInterval == 0 {
 		opts.DiscoveryInterval = time.Minute
 	}
-	m := &Manager{opts: opts, client: client, kube: kube, dynamic: dyn}
+	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, kube: kube, dynamic: dyn}
 	m.metrics = newMetrics(m.ready.Load)
 	if le.Enabled {
 		m.elector, err = leaderelect.New(leaderelect.Config{
@@ -245,18 +254,19 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // errAPIsChanged ends a run of the controllers whose view of the served
-// APIs (CDI's DataVolumes) is out of date.
+// APIs (CDI's DataVolumes, instancetype.kubevirt.io) is out of date.
 var errAPIsChanged = errors.New("vmcontrol: the served APIs changed")
 
 // runControllers runs the controllers until ctx ends, starting them again
-// when the API server starts or stops serving CDI's DataVolumes.
+// when the API server starts or stops serving CDI's DataVolumes or
+// instancetype.kubevirt.io.
 func (m *Manager) runControllers(ctx context.Context) error {
 	for {
 		err := m.runControllersOnce(ctx)
 		if !errors.Is(err, errAPIsChanged) {
 			return err
 		}
-		klog.FromContext(ctx).Info("CDI DataVolumes appeared or went away: restarting the controllers")
+		klog.FromContext(ctx).Info("CDI DataVolumes or instancetype.kubevirt.io appeared or went away: restarting the controllers")
 	}
 }
 
@@ -310,13 +320,20 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		Client: m.client, VMs: vms, VMIs: vmis,
 		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 	}
-	// CDI's DataVolumes are watched when the API server serves them; a
-	// change is noticed by watchServedAPIs, which restarts this run.
-	cdi, err := m.servesDataVolumes(ctx)
+	// CDI's DataVolumes and instance types are watched when the API server
+	// serves them; a change is noticed by watchServedAPIs, which restarts
+	// this run.
+	served, err := m.servedAPIs(ctx)
 	if err != nil {
 		return err
 	}
-	if cdi {
+	if served.instancetypes {
+		started = append(started, m.addInstancetypeInformers(&vmConfig, resync)...)
+		vmConfig.Claims = claims
+	} else {
+		log.Info("instancetype.kubevirt.io is not served: VMs naming an instance type or preference will not start")
+	}
+	if served.dataVolumes {
 		vmConfig.DataVolumes = newInformer(m.dynamic.Resource(vm.DataVolumeResource), &unstructured.Unstructured{}, resync, stripManagedFields, nil)
 		vmConfig.Dynamic = m.dynamic
 		started = append(started, vmConfig.DataVolumes)
@@ -375,7 +392,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	defer m.metrics.vmis.watch(nil, nil)
 	log.Info("controllers running")
 	if m.opts.DiscoveryInterval > 0 {
-		go m.watchServedAPIs(ctx, cdi, stop)
+		go m.watchServedAPIs(ctx, served, stop)
 	}
 	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
 	errs := make(chan error, len(controllers))
@@ -394,10 +411,10 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 }
 
 // watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes
-// are still served as they were when the controllers started (cdi), and
-// stops the run with errAPIsChanged when not. A failed check is logged and
-// tried again at the next interval.
-func (m *Manager) watchServedAPIs(ctx context.Context, cdi bool, stop context.CancelCauseFunc) {
+// and instancetype.kubevirt.io are still served as they were when the
+// controllers started, and stops the run with errAPIsChanged when not. A
+// failed check is logged and tried again at the next interval.
+func (m *Manager) watchServedAPIs(ctx context.Context, was servedAPIs, stop context.CancelCauseFunc) {
 	t := time.NewTicker(m.opts.DiscoveryInterval)
 	defer t.Stop()
 	for {
@@ -406,25 +423,54 @@ func (m *Manager) watchServedAPIs(ctx context.Context, cdi bool, stop context.Ca
 			return
 		case <-t.C:
 		}
-		served, err := m.servesDataVolumes(ctx)
+		served, err := m.servedAPIs(ctx)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "checking which APIs are served")
 			continue
 		}
-		if served != cdi {
+		if served != was {
 			stop(errAPIsChanged)
 			return
 		}
 	}
 }
 
-// servesDataVolumes reports whether the API server serves CDI's DataVolumes.
-func (m *Manager) servesDataVolumes(ctx context.Context) (bool, error) {
-	served, err := m.kube.Serves(ctx, vm.DataVolumeResource)
-	if err != nil {
-		return false, fmt.Errorf("vmcontrol: %w", err)
+// servedAPIs are the optional APIs the controllers use where the API
+// server serves them.
+type servedAPIs struct {
+	dataVolumes   bool // CDI's DataVolumes
+	instancetypes bool // instancetype.kubevirt.io/v1beta1
+}
+
+// servedAPIs asks the API server which optional APIs it serves.
+func (m *Manager) servedAPIs(ctx context.Context) (servedAPIs, error) {
+	var s servedAPIs
+	var err error
+	if s.dataVolumes, err = m.kube.Serves(ctx, vm.DataVolumeResource); err != nil {
+		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
-	return served, nil
+	if s.instancetypes, err = m.kube.Serves(ctx, instancetypev1beta1.SchemeGroupVersion.WithResource("virtualmachineinstancetypes")); err != nil {
+		return s, fmt.Errorf("vmcontrol: %w", err)
+	}
+	return s, nil
+}
+
+// addInstancetypeInformers gives the VM controller informers of the four
+// instancetype.kubevirt.io kinds and of the ControllerRevisions pinning
+// them, and returns them for the caller to start.
+func (m *Manager) addInstancetypeInformers(cfg *vm.Config, resync time.Duration) []cache.SharedIndexInformer {
+	it := m.instancetypes
+	cfg.Instancetypes = newInformer(it.VirtualMachineInstancetypes(""), &instancetypev1beta1.VirtualMachineInstancetype{}, resync, stripManagedFields, nil)
+	cfg.ClusterInstancetypes = newInformer(it.VirtualMachineClusterInstancetypes(), &instancetypev1beta1.VirtualMachineClusterInstancetype{}, resync, stripManagedFields, nil)
+	cfg.Preferences = newInformer(it.VirtualMachinePreferences(""), &instancetypev1beta1.VirtualMachinePreference{}, resync, stripManagedFields, nil)
+	cfg.ClusterPreferences = newInformer(it.VirtualMachineClusterPreferences(), &instancetypev1beta1.VirtualMachineClusterPreference{}, resync, stripManagedFields, nil)
+	// Only the revisions pinning instance types and preferences, not those
+	// of every DaemonSet and StatefulSet.
+	cfg.Revisions = newInformer(m.kube.ControllerRevisions(""), &appsv1.ControllerRevision{}, resync, stripManagedFields, func(o *metav1.ListOptions) {
+		o.LabelSelector = vm.RevisionSelector
+	})
+	cfg.RevisionClient = m.kube
+	return []cache.SharedIndexInformer{cfg.Instancetypes, cfg.ClusterInstancetypes, cfg.Preferences, cfg.ClusterPreferences, cfg.Revisions}
 }
 
 // listerWatcher is what a typed client offers an informer.

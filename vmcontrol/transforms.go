@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -82,14 +83,25 @@ func slimPod(obj any) (any, error) {
 
 // slimClaim is the claim informer's transform: the VMI controller reads
 // whether a claim exists, whether it is being deleted, its volume mode and
-// phase; the rest (labels, annotations, requests, conditions) is dropped.
+// phase, the VM controller the labels naming a default instance type and
+// preference; the rest (other labels, annotations, requests, conditions) is
+// dropped.
 func slimClaim(obj any) (any, error) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
 		return stripManagedFields(obj)
 	}
+	var labels map[string]string
+	for _, k := range []string{instancetype.DefaultInstancetypeLabel, instancetype.DefaultInstancetypeKindLabel, instancetype.DefaultPreferenceLabel, instancetype.DefaultPreferenceKindLabel} {
+		if v, ok := pvc.Labels[k]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+		}
+	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID,
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, Labels: labels,
 			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
 		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},

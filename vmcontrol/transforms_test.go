@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -111,5 +112,29 @@ func TestSlimNodeKeepsWhatTheNodeControllerReads(t *testing.T) {
 	}
 	if diff := cmp.Diff(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node02"}}, bare); diff != "" {
 		t.Errorf("slimNode of a node without an agent (-want +got):\n%s", diff)
+	}
+}
+
+func TestSlimClaimKeepsTheDefaultInstancetypeLabels(t *testing.T) {
+	block, local := corev1.PersistentVolumeBlock, "local"
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
+			Labels:      map[string]string{"team": "a", instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"},
+			Annotations: map[string]string{"a": "b"}},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: &block, StorageClassName: &local},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	got, err := slimClaim(pvc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
+			Labels: map[string]string{instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"}},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: &block},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slimClaim (-want +got):\n%s", diff)
 	}
 }

@@ -9,6 +9,17 @@
 // VM's spec.dataVolumeTemplates become DataVolumes it controls, and the VM
 // starts once they are populated (printable status Provisioning until then,
 // DataVolumeError if CDI fails).
+//
+// A VM naming an instance type or preference (spec.instancetype,
+// spec.preference, instancetype.kubevirt.io) gets them expanded into its
+// instances as KubeVirt does (see vmapi/instancetype). The first sync pins
+// the copies it uses in ControllerRevisions the VM owns and records them in
+// status.instancetypeRef and status.preferenceRef; later edits of the
+// instance type change neither the running instance nor the next one until
+// the VM names another instance type or revision, or its status reference
+// is removed. A template that sets what the instance type sets, a
+// preference's unmet requirements, or a missing instance type give the VM
+// a Failure condition and a warning event, and no instance.
 package vm
 
 import (
@@ -20,14 +31,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
+	instancetypelisters "github.com/vmkit/vmkit/vmapi/generated/listers/instancetype/v1beta1"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
 
 // Config is what the controller needs.
@@ -47,6 +62,20 @@ type Config struct {
 	// start.
 	DataVolumes cache.SharedIndexInformer
 	Dynamic     dynamic.Interface
+	// Instancetypes, ClusterInstancetypes, Preferences and
+	// ClusterPreferences are shared informers of instancetype.kubevirt.io's
+	// four kinds, Revisions one of the ControllerRevisions labelled
+	// RevisionSelector, and RevisionClient creates ControllerRevisions;
+	// the caller starts the informers. Set all or none: without them, a VM
+	// naming an instance type or preference gets a Failure condition and
+	// does not start.
+	Instancetypes, ClusterInstancetypes, Preferences, ClusterPreferences cache.SharedIndexInformer
+	Revisions                                                            cache.SharedIndexInformer
+	RevisionClient                                                       kubeclient.ControllerRevisionsGetter
+	// Claims is a shared informer of PersistentVolumeClaims, read to infer
+	// an instance type or preference from a volume's labels
+	// (inferFromVolume). Optional.
+	Claims cache.SharedIndexInformer
 	// Recorder records events on VMs; events are dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default 3, as KubeVirt).
@@ -65,11 +94,15 @@ type Controller struct {
 	// dataVolumes is the DataVolume cache (nil without CDI); dynamic creates them.
 	dataVolumes cache.Indexer
 	dynamic     dynamic.Interface
-	exp         *expectations.Expectations
-	stale       *reconcile.Superseded
-	loop        *reconcile.Loop
-	now         func() time.Time
-	jitter      func() float64
+	// it reads instance types, preferences and revisions (nil without
+	// them); claims (nil without them) are read to infer them.
+	it     *instancetypes
+	claims corelisters.PersistentVolumeClaimLister
+	exp    *expectations.Expectations
+	stale  *reconcile.Superseded
+	loop   *reconcile.Loop
+	now    func() time.Time
+	jitter func() float64
 }
 
 // New wires the controller to its informers. Call Start to run it.
@@ -110,6 +143,30 @@ func New(cfg Config) (*Controller, error) {
 		DeleteFunc: c.vmiDeleted,
 	}); err != nil {
 		return nil, fmt.Errorf("vm controller: %w", err)
+	}
+	its := []cache.SharedIndexInformer{cfg.Instancetypes, cfg.ClusterInstancetypes, cfg.Preferences, cfg.ClusterPreferences, cfg.Revisions}
+	switch set := countSet(its); {
+	case set == len(its) && cfg.RevisionClient != nil:
+		c.it = &instancetypes{
+			instancetypes:        instancetypelisters.NewVirtualMachineInstancetypeLister(cfg.Instancetypes.GetIndexer()),
+			clusterInstancetypes: instancetypelisters.NewVirtualMachineClusterInstancetypeLister(cfg.ClusterInstancetypes.GetIndexer()),
+			preferences:          instancetypelisters.NewVirtualMachinePreferenceLister(cfg.Preferences.GetIndexer()),
+			clusterPreferences:   instancetypelisters.NewVirtualMachineClusterPreferenceLister(cfg.ClusterPreferences.GetIndexer()),
+			revisions:            appslisters.NewControllerRevisionLister(cfg.Revisions.GetIndexer()),
+			revisionClient:       cfg.RevisionClient,
+		}
+		for _, inf := range its {
+			c.synced = append(c.synced, inf.HasSynced)
+		}
+		if err := c.addInstancetypeHandlers(cfg); err != nil {
+			return nil, fmt.Errorf("vm controller: %w", err)
+		}
+	case set != 0 || cfg.RevisionClient != nil:
+		return nil, errors.New("vm controller: Instancetypes, ClusterInstancetypes, Preferences, ClusterPreferences, Revisions and RevisionClient go together")
+	}
+	if cfg.Claims != nil {
+		c.claims = corelisters.NewPersistentVolumeClaimLister(cfg.Claims.GetIndexer())
+		c.synced = append(c.synced, cfg.Claims.HasSynced)
 	}
 	if cfg.DataVolumes != nil {
 		c.dataVolumes = cfg.DataVolumes.GetIndexer()
@@ -187,6 +244,16 @@ func (c *Controller) vmiDeleted(obj any) {
 		c.exp.DeletionObserved(key, vmi.UID)
 		c.loop.Queue.Add(key)
 	}
+}
+
+func countSet(infs []cache.SharedIndexInformer) int {
+	n := 0
+	for _, inf := range infs {
+		if inf != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func cmpOr(v, def int) int {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/cdi"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
@@ -51,9 +52,10 @@ type dataVolumes struct {
 }
 
 // syncDataVolumes creates the VM's missing DataVolumes (when the VM is to run
-// or creation is immediate) and reports whether they are ready. The returned
-// error is a failed API call, to retry.
-func (c *Controller) syncDataVolumes(ctx context.Context, vm *v1.VirtualMachine, wantRun bool) (dataVolumes, error) {
+// or creation is immediate) and reports whether they are ready. A
+// preference's preferredStorageClassName goes into those that name no
+// storage class. The returned error is a failed API call, to retry.
+func (c *Controller) syncDataVolumes(ctx context.Context, vm *v1.VirtualMachine, wantRun bool, pref *instancetypev1beta1.VirtualMachinePreferenceSpec) (dataVolumes, error) {
 	var dv dataVolumes
 	if len(vm.Spec.DataVolumeTemplates) == 0 {
 		return dv, nil
@@ -74,7 +76,7 @@ func (c *Controller) syncDataVolumes(ctx context.Context, vm *v1.VirtualMachine,
 			if !create {
 				continue
 			}
-			err := c.createDataVolume(ctx, vm, i)
+			err := c.createDataVolume(ctx, vm, i, pref)
 			switch {
 			case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || isSpecError(err):
 				// Retrying will not help: report it until the VM's spec changes.
@@ -114,10 +116,13 @@ func (c *Controller) syncDataVolumes(ctx context.Context, vm *v1.VirtualMachine,
 // createDataVolume creates the DataVolume of the i-th template: its metadata
 // and spec, in the VM's namespace, controlled by the VM and labelled with the
 // VM's UID (kubevirt.io/created-by), as KubeVirt does.
-func (c *Controller) createDataVolume(ctx context.Context, vm *v1.VirtualMachine, i int) error {
+func (c *Controller) createDataVolume(ctx context.Context, vm *v1.VirtualMachine, i int, pref *instancetypev1beta1.VirtualMachinePreferenceSpec) error {
 	u, err := NewDataVolume(vm, i)
 	if err != nil {
 		return &specError{err}
+	}
+	if pref != nil && pref.Volumes != nil && pref.Volumes.PreferredStorageClassName != "" {
+		setStorageClass(u, pref.Volumes.PreferredStorageClassName)
 	}
 	_, err = c.dynamic.Resource(DataVolumeResource).Namespace(vm.Namespace).Create(ctx, u, metav1.CreateOptions{})
 	switch {
@@ -129,6 +134,21 @@ func (c *Controller) createDataVolume(ctx context.Context, vm *v1.VirtualMachine
 	}
 	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulDataVolumeCreate", "Created DataVolume %s", u.GetName())
 	return nil
+}
+
+// setStorageClass sets the storage class of a DataVolume's pvc or storage
+// that names none, as KubeVirt applies a preference's
+// preferredStorageClassName to dataVolumeTemplates.
+func setStorageClass(dv *unstructured.Unstructured, class string) {
+	for _, part := range []string{"pvc", "storage"} {
+		m, ok, _ := unstructured.NestedMap(dv.Object, "spec", part)
+		if !ok {
+			continue
+		}
+		if _, set := m["storageClassName"]; !set {
+			_ = unstructured.SetNestedField(dv.Object, class, "spec", part, "storageClassName")
+		}
+	}
 }
 
 // specError is a template the controller cannot turn into a DataVolume.

@@ -33,6 +33,8 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 		RunStrategy:         st.strategy,
 		DesiredGeneration:   vm.Generation,
 		ObservedGeneration:  vm.Generation,
+		InstancetypeRef:     st.expansion.InstancetypeRef,
+		PreferenceRef:       st.expansion.PreferenceRef,
 	}
 	if st.strategyErr != nil {
 		s.RunStrategy = ""
@@ -89,6 +91,8 @@ func failureCondition(st state) (v1.VirtualMachineCondition, bool) {
 		return fail(ReasonInvalidSpec, st.strategyErr.Error())
 	case st.foreignVMI:
 		return fail(ReasonVMIForeign, "a VirtualMachineInstance with this name exists and is controlled by another object")
+	case st.expansion.err != nil:
+		return fail(st.expansion.reason, st.expansion.err.Error())
 	case st.actErr != nil:
 		return fail(st.actReason, st.actErr.Error())
 	case st.dataVolumes.err != nil:
@@ -170,4 +174,16 @@ func vmiCondition(vmi *v1.VirtualMachineInstance, t v1.VirtualMachineInstanceCon
 
 func isTrue(c *v1.VirtualMachineInstanceCondition) bool {
 	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// reportExpansion records a warning event on a VM whose instance type or
+// preference cannot be expanded, once per problem: not again while its
+// Failure condition says the same.
+func (c *Controller) reportExpansion(vm *v1.VirtualMachine, x expansionResult) {
+	for _, cond := range vm.Status.Conditions {
+		if cond.Type == v1.VirtualMachineFailure && cond.Reason == x.reason && cond.Message == x.err.Error() {
+			return
+		}
+	}
+	c.recorder.Eventf(vm, corev1.EventTypeWarning, x.reason, "%v", x.err)
 }

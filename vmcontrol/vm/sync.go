@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
@@ -77,9 +78,26 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	st.startFailure = updateStartFailure(vm.Status.StartFailure, vmi, now, c.jitter)
 	st.requests = vm.Status.StateChangeRequests
 
+	// The instance type and preference, pinned on the first sync. Until
+	// they resolve, the status keeps the references it had.
+	var itErr error // a failed API call, retried with back-off
+	st.expansion.InstancetypeRef, st.expansion.PreferenceRef = vm.Status.InstancetypeRef, vm.Status.PreferenceRef
+	if vm.DeletionTimestamp == nil && st.strategyErr == nil {
+		x, err := c.resolveExpansion(ctx, vm)
+		switch {
+		case err != nil:
+			itErr = err
+		case x.err != nil:
+			st.expansion.reason, st.expansion.err = x.reason, x.err
+			c.reportExpansion(vm, x)
+		default:
+			st.expansion = x
+		}
+	}
+
 	var dvErr error // a failed DataVolume create, retried with back-off
 	if vm.DeletionTimestamp == nil && st.strategyErr == nil {
-		if st.dataVolumes, dvErr = c.syncDataVolumes(ctx, vm, wantsRunning(st)); dvErr != nil {
+		if st.dataVolumes, dvErr = c.syncDataVolumes(ctx, vm, wantsRunning(st), st.expansion.Preference); dvErr != nil {
 			st.dataVolumes = dataVolumes{waiting: true, reason: ReasonFailedCreate, err: dvErr}
 		}
 	}
@@ -96,6 +114,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st.requests = remaining
 		switch act {
 		case actStart:
+			if itErr != nil || st.expansion.err != nil {
+				// An instance type event brings us back; a missing volume
+				// to infer one from has none, so look again later.
+				var missing *missingSourceError
+				if errors.As(st.expansion.err, &missing) {
+					requeue = time.Minute
+				}
+				break
+			}
 			if st.dataVolumes.waiting {
 				break // a DataVolume event brings us back
 			}
@@ -103,7 +130,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 				requeue = wait
 				break
 			}
-			vmi, st.actErr = c.startVMI(ctx, key, vm, startsPaused(st.requests))
+			vmi, st.actErr = c.startVMI(ctx, key, vm, st.expansion.Expansion, startsPaused(st.requests))
 			st.actReason = ReasonFailedCreate
 			st.requests = clearSatisfied(st.requests, vmi)
 		case actStop:
@@ -122,7 +149,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		c.stale.Wrote(key, cached.ResourceVersion)
 	}
-	if err := errors.Join(st.actErr, dvErr); err != nil {
+	if err := errors.Join(st.actErr, dvErr, itErr); err != nil {
 		return err
 	}
 	if requeue > 0 {
@@ -181,6 +208,7 @@ type state struct {
 	actReason    string
 	foreignVMI   bool
 	dataVolumes  dataVolumes
+	expansion    expansionResult
 }
 
 // backoffRemaining is how long a start must still wait after failures.
@@ -306,9 +334,10 @@ func everRan(vmi *v1.VirtualMachineInstance) bool {
 	return false
 }
 
-// startVMI creates the VM's instance from its template under expectations.
-func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine, paused bool) (*v1.VirtualMachineInstance, error) {
-	vmi, err := NewVMI(vm)
+// startVMI creates the VM's instance from its template and expansion under
+// expectations.
+func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine, x Expansion, paused bool) (*v1.VirtualMachineInstance, error) {
+	vmi, err := NewExpandedVMI(vm, x)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +360,19 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 // the VM's name and namespace, a controller reference to the VM, the VMI
 // controller's finalizer (saving it a write), and a firmware UUID derived from the VM's name when the
 // template has none, so the guest sees the same UUID on every start.
+// A VM naming an instance type or preference needs NewExpandedVMI.
 func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
+	if vm.Spec.Instancetype != nil || vm.Spec.Preference != nil {
+		return nil, fmt.Errorf("VirtualMachine %s/%s names an instance type or preference: build its instance with NewExpandedVMI", vm.Namespace, vm.Name)
+	}
+	return NewExpandedVMI(vm, Expansion{})
+}
+
+// NewExpandedVMI is NewVMI with the VM's instance type and preference
+// expanded into the instance (as vmapi/instancetype.Apply does, before the
+// defaults), annotated with their names as KubeVirt does. A template that
+// conflicts with the instance type is an instancetype.Conflicts error.
+func NewExpandedVMI(vm *v1.VirtualMachine, x Expansion) (*v1.VirtualMachineInstance, error) {
 	if vm.Spec.Template == nil {
 		return nil, fmt.Errorf("VirtualMachine %s/%s: spec.template is required to start it", vm.Namespace, vm.Name)
 	}
@@ -357,7 +398,26 @@ func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 		},
 		Spec: tmpl.Spec,
 	}
+	if x.DropTemplateMemory {
+		vmi.Spec.Domain.Memory = nil
+	}
+	// As KubeVirt: autoattach preferences first (they decide the devices
+	// defaulting adds), the default pod interface before the interface
+	// preferences (here: after, then its model is the preferred one).
+	instancetype.ApplyAutoattachPreferences(&vmi.Spec, x.Preference)
+	defaultInterface := len(vmi.Spec.Domain.Devices.Interfaces) == 0 && len(vmi.Spec.Networks) == 0
+	target := *instancetype.VMTemplate(vm)
+	target.Spec, target.Meta = &vmi.Spec, &vmi.ObjectMeta
+	if c := instancetype.Apply(target, x.Instancetype, x.Preference); c != nil {
+		return nil, fmt.Errorf("VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, c)
+	}
+	instancetype.Annotate(&vmi.ObjectMeta, x.InstancetypeRef, x.PreferenceRef)
 	v1.SetDefaults_VirtualMachineInstance(vmi)
+	if defaultInterface && x.Preference != nil && x.Preference.Devices != nil && x.Preference.Devices.PreferredInterfaceModel != "" {
+		for i := range vmi.Spec.Domain.Devices.Interfaces {
+			vmi.Spec.Domain.Devices.Interfaces[i].Model = x.Preference.Devices.PreferredInterfaceModel
+		}
+	}
 	if vmi.Spec.Domain.Firmware == nil {
 		vmi.Spec.Domain.Firmware = &v1.Firmware{}
 	}
