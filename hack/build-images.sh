@@ -9,6 +9,8 @@
 #   $OUT/virt-handler.tar     vmkit/virt-handler:$TAG
 #   $OUT/virt-launcher.tar    vmkit/virt-launcher:$TAG (libvirt + QEMU from Debian)
 #   $OUT/tiny-guest.tar       vmkit/tiny-guest:$TAG and :latest
+#   $OUT/local-path-provisioner.tar  vmkit/local-path-provisioner:$TAG (hack/build-storage.sh)
+#   $OUT/busybox.tar          vmkit/busybox:$TAG and :latest (Debian's busybox-static)
 # It builds the binaries into _output/image-bin, makes the test guest
 # (hack/make-guest.sh) when it is missing, runs hack/images (go run), and,
 # as root, checks the launcher's file system with chroot
@@ -64,6 +66,7 @@ else
 fi
 CGO_ENABLED=1 "${build[@]}" -o "$BIN/" ./cmd/virt-launcher
 (cd hack/images && CGO_ENABLED=0 "${build[@]}" -o "$BIN/pause" ./pause)
+BIN="$BIN" hack/build-storage.sh # the local cluster's storage provisioner, from the module proxy
 log "binaries built into $BIN in $(took "$start")"
 
 # --- test guest -------------------------------------------------------------------

@@ -10,6 +10,8 @@
 //	vmkit/virt-launcher:TAG      virt-launcher, container-disk, and libvirt
 //	                             + QEMU from Debian packages
 //	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its disk
+//	vmkit/local-path-provisioner:TAG  the local cluster's storage provisioner (storage.go)
+//	vmkit/busybox:TAG, :latest   Debian's static busybox, for its helper pods and disk copies
 //
 // Each image is written to <out>/<name>.tar, an archive holding both an OCI
 // image layout and Docker's manifest.json (what `docker save` writes since
@@ -249,7 +251,7 @@ func (b *builder) images() []imageSpec {
 			config: v1.Config{Entrypoint: []string{"/usr/bin/" + name}, Env: []string{defaultPath}, User: user},
 		}
 	}
-	return []imageSpec{
+	return append([]imageSpec{
 		{
 			name: "pause",
 			refs: []string{"registry.k8s.io/pause:3.10"},
@@ -275,7 +277,7 @@ func (b *builder) images() []imageSpec {
 			layers: func(context.Context) ([]*layer, error) { return b.layers(b.baseLayer, b.guestLayer) },
 			config: v1.Config{Env: []string{defaultPath}},
 		},
-	}
+	}, b.storageImages()...)
 }
 
 // buildImage assembles one image and writes its archive.
