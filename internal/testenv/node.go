@@ -86,6 +86,12 @@ type Node struct {
 	Name string
 	// ContainerdSocket is containerd's address, for `ctr -a`.
 	ContainerdSocket string
+	// StorageDir is the node's local storage, a directory under its run
+	// directory (NodeStorageDir): internal/cluster keeps its volumes there
+	// and the backing files of the node's block devices (AttachLoop). It
+	// goes when the node stops, after the loop devices over files in it
+	// or under the kubelet's directory are detached.
+	StorageDir string
 
 	dir        string
 	lock       *os.File
@@ -94,6 +100,13 @@ type Node struct {
 	kubeProxy  *process
 	created    []string // host directories the node created
 	rootShared bool     // the node made / shared
+}
+
+// NodeStorageDir is the StorageDir of the node whose control plane has the
+// run directory runDir (Env.Dir), for a process that reaches a node
+// another process runs.
+func NodeStorageDir(runDir string) string {
+	return filepath.Join(runDir, "node", "storage")
 }
 
 // pauseImage is the sandbox image the kubelet and containerd use.
@@ -117,6 +130,7 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map
 	n := &Node{Name: NodeName, dir: filepath.Join(e.Dir, "node"), lock: e.nodeLock}
 	e.Node, e.nodeLock = n, nil
 	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
+	n.StorageDir = NodeStorageDir(e.Dir)
 	var err error
 	if err := n.prepareHost(); err != nil {
 		return err
@@ -233,8 +247,10 @@ func lockNode(runDir string) (*os.File, error) {
 
 // prepareHost creates the node's directories and makes the shared mounts.
 func (n *Node) prepareHost() error {
-	if err := os.MkdirAll(filepath.Join(n.dir, "cni"), 0o755); err != nil {
-		return err
+	for _, d := range []string{filepath.Join(n.dir, "cni"), n.StorageDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
 	}
 	if entries, err := os.ReadDir(KubeletRootDir); err == nil && len(entries) > 0 {
 		if _, err := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); err != nil {
@@ -424,6 +440,10 @@ func (n *Node) stop() error {
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
+	// Block volumes: the kubelet's loop devices and those over files in StorageDir.
+	err = errors.Join(err, detachLoops(func(backing string) bool {
+		return under(backing, resolve(n.dir)) || under(backing, resolve(KubeletRootDir))
+	}))
 	err = errors.Join(err, unmountUnder(n.dir), unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
 	if n.rootShared {
 		err = errors.Join(err, makeRootPrivate())
@@ -450,10 +470,16 @@ func (n *Node) stop() error {
 // destroyed); startNode calls it.
 func CleanupNode() error {
 	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""), removePodNetwork())
+	// Loop devices of a dead node's block volumes: over files in its
+	// storage directory, or attached by its kubelet.
+	runDirs := filepath.Join(resolve(os.TempDir()), "vmkit-testenv-")
+	err = errors.Join(err, detachLoops(func(backing string) bool {
+		return (strings.HasPrefix(backing, runDirs) && strings.Contains(backing, "/node/")) || under(backing, resolve(KubeletRootDir))
+	}))
 	// containerd's sandboxes and root file systems of the dead node's run
 	// directory (its control plane's files are left to the OS's temp cleanup).
 	deadNodes := map[string]bool{}
-	for _, mp := range mountPoints(filepath.Join(resolve(os.TempDir()), "vmkit-testenv-")) {
+	for _, mp := range mountPoints(runDirs) {
 		if i := strings.Index(mp, "/node/"); i >= 0 {
 			err = errors.Join(err, unmount(mp))
 			deadNodes[mp[:i+len("/node")]] = true
