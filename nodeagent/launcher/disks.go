@@ -94,6 +94,29 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.Disks[vol.Name] = ds
+		case vol.PersistentVolumeClaim != nil && !vol.PersistentVolumeClaim.Hotpluggable,
+			vol.DataVolume != nil && !vol.DataVolume.Hotpluggable:
+			ds, err := l.claimDisk(vol.Name)
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.Disks[vol.Name] = ds
+		case vol.Ephemeral != nil:
+			// A copy-on-write overlay of the claim's image, dropped with
+			// the launcher: the claim is never written.
+			backing, err := l.claimDisk(vol.Name)
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			dir := filepath.Join(eph, "disk-data", vol.Name)
+			if err := mkdir(dir); err != nil {
+				return opts, created, err
+			}
+			ds, err := overlay(ctx, qemuImg, backing.Path, dir)
+			if err != nil {
+				return opts, created, fmt.Errorf("%s: %w", field, err)
+			}
+			opts.Disks[vol.Name] = ds
 		case vol.HostDisk != nil:
 			// domainxml finds the image at this default path.
 			if _, err := hostDiskImage(filepath.Join(priv, "vmi-disks"), vol); err != nil {
@@ -148,6 +171,38 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		}
 	}
 	return opts, created, nil
+}
+
+// claimDisk finds the disk of a claim the launcher pod attaches as
+// podtemplate renders it, as KubeVirt lays it out: a Block claim is the
+// block device <DeviceDir>/<volume>, a Filesystem claim is mounted at
+// <PrivateDir>/vmi-disks/<volume> and holds the raw image disk.img.
+func (l *Launcher) claimDisk(name string) (domainxml.DiskSource, error) {
+	if !isFileName(name) {
+		return domainxml.DiskSource{}, fmt.Errorf("volume name %q cannot name a device or directory", name)
+	}
+	dev := filepath.Join(l.cfg.DeviceDir, name)
+	if fi, err := os.Stat(dev); err == nil {
+		if fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
+			return domainxml.DiskSource{}, fmt.Errorf("%s is not a block device (a Block claim's volumeDevices entry)", dev)
+		}
+		return domainxml.DiskSource{Path: dev, Block: true, Format: "raw"}, nil
+	}
+	mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", name)
+	if fi, err := os.Stat(mount); err != nil || !fi.IsDir() {
+		return domainxml.DiskSource{}, fmt.Errorf("the claim is neither a block device at %s nor a file system mounted at %s: is it missing from the launcher pod?", dev, mount)
+	}
+	img := filepath.Join(mount, "disk.img")
+	fi, err := os.Stat(img)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return domainxml.DiskSource{}, fmt.Errorf("the claim's file system (mounted at %s) holds no disk.img: put the raw disk image there (KubeVirt's layout of a Filesystem claim)", mount)
+	case err != nil:
+		return domainxml.DiskSource{}, err
+	case !fi.Mode().IsRegular():
+		return domainxml.DiskSource{}, fmt.Errorf("%s is not a regular file", img)
+	}
+	return domainxml.DiskSource{Path: img, Format: "raw"}, nil
 }
 
 // servedImage finds the image a container-disk sidecar serves as name:

@@ -246,3 +246,145 @@ func TestHostDiskImageVolumeName(t *testing.T) {
 		t.Errorf("files created: %v", entries)
 	}
 }
+
+// TestPrepareClaims: a Filesystem claim's disk is disk.img where the pod
+// mounts it, a Block claim's the device the pod attaches, as podtemplate
+// renders them and KubeVirt lays them out; an ephemeral claim gets an
+// overlay; errors name the volume and what is missing.
+func TestPrepareClaims(t *testing.T) {
+	claim := func(name string) v1.Volume {
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c-" + name}}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		vol     v1.Volume
+		setup   func(t *testing.T, mount, dev string) // the pod's mount of the volume and its device path
+		want    func(mount, dev string) domainxml.DiskSource
+		wantErr string
+	}{{
+		name: "filesystem claim",
+		vol:  claim("root"),
+		setup: func(t *testing.T, mount, _ string) {
+			mkdirAll(t, mount)
+			writeFile(t, filepath.Join(mount, "disk.img"), "disk")
+		},
+		want: func(mount, _ string) domainxml.DiskSource {
+			return domainxml.DiskSource{Path: filepath.Join(mount, "disk.img"), Format: "raw"}
+		},
+	}, {
+		name: "data volume",
+		vol:  v1.Volume{Name: "root", VolumeSource: v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: "dv"}}},
+		setup: func(t *testing.T, mount, _ string) {
+			mkdirAll(t, mount)
+			writeFile(t, filepath.Join(mount, "disk.img"), "disk")
+		},
+		want: func(mount, _ string) domainxml.DiskSource {
+			return domainxml.DiskSource{Path: filepath.Join(mount, "disk.img"), Format: "raw"}
+		},
+	}, {
+		name:  "block claim",
+		vol:   claim("root"),
+		setup: func(t *testing.T, _, dev string) { mknodBlock(t, dev) },
+		want: func(_, dev string) domainxml.DiskSource {
+			return domainxml.DiskSource{Path: dev, Block: true, Format: "raw"}
+		},
+	}, {
+		name:    "filesystem claim without disk.img",
+		vol:     claim("root"),
+		setup:   func(t *testing.T, mount, _ string) { mkdirAll(t, mount) },
+		wantErr: "spec.volumes[0] (root): the claim's file system (mounted at ",
+	}, {
+		name:    "claim not in the pod",
+		vol:     claim("root"),
+		setup:   func(*testing.T, string, string) {},
+		wantErr: "spec.volumes[0] (root): the claim is neither a block device at ",
+	}, {
+		name: "a character device",
+		vol:  claim("root"),
+		setup: func(t *testing.T, _, dev string) {
+			if err := syscall.Mknod(dev, syscall.S_IFCHR|0o600, 1<<8|3); err != nil {
+				t.Fatalf("mknod (needs root): %v", err)
+			}
+		},
+		wantErr: "spec.volumes[0] (root): ",
+	}, {
+		name: "ephemeral claim",
+		vol: v1.Volume{Name: "root", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "golden"}}}},
+		setup: func(t *testing.T, mount, _ string) {
+			mkdirAll(t, mount)
+			writeFile(t, filepath.Join(mount, "disk.img"), "golden image")
+		},
+		// Without qemu-img the overlay is a copy.
+		want: func(string, string) domainxml.DiskSource { return domainxml.DiskSource{Format: "raw"} },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := diskLauncher(t)
+			l.cfg.EphemeralDiskDir, l.cfg.PrivateDir, l.cfg.DeviceDir, l.cfg.QEMUImg = t.TempDir(), t.TempDir(), t.TempDir(), "none"
+			mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", tc.vol.Name)
+			dev := filepath.Join(l.cfg.DeviceDir, tc.vol.Name)
+			tc.setup(t, mount, dev)
+			vmi := hostDiskVMI(v1.HostDisk{})
+			vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: tc.vol.Name}}
+			vmi.Spec.Volumes = []v1.Volume{tc.vol}
+			opts, _, err := l.prepare(context.Background(), vmi)
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Fatalf("prepare = %v, want an error starting with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := opts.Disks[tc.vol.Name], tc.want(mount, dev)
+			if tc.vol.Ephemeral != nil {
+				if !strings.HasPrefix(got.Path, l.cfg.EphemeralDiskDir+"/") {
+					t.Fatalf("ephemeral disk %+v is not an overlay under %s", got, l.cfg.EphemeralDiskDir)
+				}
+				if data, _ := os.ReadFile(got.Path); string(data) != "golden image" {
+					t.Errorf("overlay holds %q", data)
+				}
+				want.Path = got.Path
+			}
+			if got != want {
+				t.Errorf("disk %+v, want %+v", got, want)
+			}
+			dom, err := domainxml.Convert(vmi, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := dom.Devices.Disks[0].Source
+			if want.Block {
+				if src.Block == nil || src.Block.Dev != dev {
+					t.Errorf("domain disk source %+v, want the block device %s", src, dev)
+				}
+			} else if src.File == nil || src.File.File != want.Path {
+				t.Errorf("domain disk source %+v, want the file %s", src, want.Path)
+			}
+		})
+	}
+}
+
+func mkdirAll(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mknodBlock makes a block device node (loop0's numbers; it is never opened).
+func mknodBlock(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mknod(path, syscall.S_IFBLK|0o600, 7<<8); err != nil {
+		t.Fatalf("mknod (needs root): %v", err)
+	}
+}

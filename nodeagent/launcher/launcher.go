@@ -60,6 +60,9 @@ type Config struct {
 	// PrivateDir holds PVC mounts, secrets and the console and VNC sockets
 	// under <UID>/; domainxml.DefaultPrivateDir when empty.
 	PrivateDir string
+	// DeviceDir holds the block devices of Block claims, /dev/<volume> as
+	// the launcher pod's volumeDevices attach them; "/dev" when empty.
+	DeviceDir string
 	// GracePeriod is how long a graceful stop waits for the guest before
 	// destroying it (--grace-period-seconds); 30s when zero.
 	GracePeriod time.Duration
@@ -223,6 +226,9 @@ func New(cfg Config) (*Launcher, error) {
 	}
 	if cfg.PrivateDir == "" {
 		cfg.PrivateDir = domainxml.DefaultPrivateDir
+	}
+	if cfg.DeviceDir == "" {
+		cfg.DeviceDir = "/dev"
 	}
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = 30 * time.Second
