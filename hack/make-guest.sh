@@ -17,7 +17,11 @@
 #                           "vmkit guest <hostname>", /cgi-bin/client
 #                           "client <the caller's address>" and
 #                           /cgi-bin/fetch?<url> the body of <url>
-#                           fetched from the guest (egress tests)
+#                           fetched from the guest (egress tests);
+#                           /cgi-bin/disk?vdb=TEXT writes the line TEXT at
+#                           the start of the disk /dev/vdb and
+#                           /cgi-bin/disk?vdb reads it back (persistent
+#                           storage tests; virtio_blk is loaded)
 #   disk.img                a raw disk (one FAT file system, no partition
 #                           table) with vmlinuz and the agent initramfs that
 #                           boots with BIOS (SYSLINUX in its boot sector) and
@@ -35,7 +39,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=10
+GUEST_VERSION=11
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -190,7 +194,7 @@ add_agent() {
   loader=$(readelf -l "$qga" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   [ -n "$loader" ] || die "qemu-ga has no program interpreter"
   libs=$(needed_libs "$qga") # separate assignments: a failure stops the script
-  mods=$(module_order virtio_pci virtio_console virtio_net)
+  mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk)
   for lib in $libs "lib/x86_64-linux-gnu/$(basename "$loader")"; do
     mkdir -p "$root/$(dirname "$lib")"
     cp -L "$work/agent-pkg/$lib" "$root/$lib"
@@ -284,7 +288,27 @@ printf 'Content-Type: text/plain\r\n\r\n'
 # (not wget -T: Debian's static busybox 1.35 wget crashes with it)
 /bin/busybox timeout 10 /bin/busybox wget -q -O - "$QUERY_STRING" 2>&1 || echo "fetch $QUERY_STRING failed"
 EOF
-  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch"
+  cat >"$root/www/cgi-bin/disk" <<'EOF'
+#!/bin/busybox sh
+# ?DEV=TEXT writes the line TEXT (letters, digits, . _ -) into the first
+# sector of the disk /dev/DEV and flushes it; ?DEV prints that line.
+printf 'Content-Type: text/plain\r\n\r\n'
+dev=${QUERY_STRING%%=*}
+case $dev in ''|*[!a-z0-9]*) echo "bad device name '$dev'"; exit 0 ;; esac
+[ -b "/dev/$dev" ] || { echo "no disk /dev/$dev"; exit 0; }
+case $QUERY_STRING in
+*=*)
+  text=${QUERY_STRING#*=}
+  case $text in ''|*[!A-Za-z0-9._-]*) echo "bad text '$text'"; exit 0 ;; esac
+  if printf '%s\n' "$text" | dd of="/dev/$dev" bs=512 count=1 conv=sync,notrunc,fsync 2>/dev/null; then
+    echo "wrote $text to /dev/$dev"
+  else
+    echo "writing /dev/$dev failed"
+  fi ;;
+*) dd if="/dev/$dev" bs=512 count=1 2>/dev/null | tr -d '\000' | head -n 1 ;;
+esac
+EOF
+  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk"
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 
