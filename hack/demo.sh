@@ -12,7 +12,7 @@ step "Kubernetes v1.34.4 from source: control plane, kubelet, kubectl (hack/setu
 step "containerd + runc + CNI plugins from Debian (hack/setup-node.sh)" hack/setup-node.sh
 step "libvirt headers for virt-launcher's build (hack/setup-libvirt.sh)" hack/setup-libvirt.sh
 step "tiny guest (hack/make-guest.sh)" hack/make-guest.sh "$VMKIT_GUEST_DIR"
-step "images: virt-operator, virt-controller, virt-api, virt-handler, virt-launcher, guest (hack/build-images.sh)" \
+step "images: virt-operator, virt-controller, virt-api, virt-handler, virt-launcher, guest, storage (hack/build-images.sh)" \
   env VERIFY=0 hack/build-images.sh
 step "the demo driver (go build ./hack/cluster)" go build -o "$OUT/bin/cluster" ./hack/cluster
 exec "$OUT/bin/cluster" up

@@ -3,7 +3,8 @@
 // its operator, with a VM that boots.
 //
 //	cluster up   starts the cluster in the background (if it is not running),
-//	             installs the operator, which installs vmkit, applies
+//	             installs the operator, which installs vmkit, and the
+//	             storage (a default StorageClass and block volumes), applies
 //	             examples/vm-tiny.yaml with kubectl, waits with `kubectl wait`
 //	             for the VM to be Ready, prints the guest's console lines,
 //	             then applies examples/vm-net.yaml (masquerade on the pod
@@ -270,7 +271,15 @@ func up(state, manifest, netManifest, kubectl string, opts cluster.Options) erro
 		f    func(ctx context.Context) error
 	}{
 		{"apply the operator's manifest and a KubeVirt CR (useEmulation: true)", d.c.InstallOperator},
+		{"install the storage: local-path-provisioner (default StorageClass " + cluster.DefaultStorageClass + ") and the node's block volumes (" + cluster.BlockStorageClass + ")", func(ctx context.Context) error {
+			runDir, err := os.ReadFile(filepath.Join(state, runDirFile))
+			if err != nil {
+				return err
+			}
+			return d.c.InstallStorage(ctx, cluster.StorageOptions{Dir: testenv.NodeStorageDir(strings.TrimSpace(string(runDir)))})
+		}},
 		{"operator installs vmkit: virt-controller and virt-handler running (KubeVirt Available)", d.c.WaitAvailable},
+		{"the storage provisioner is ready", d.c.WaitStorage},
 		{"kubectl apply -f " + manifest, func(ctx context.Context) error {
 			return d.run(ctx, kubeconfig, "apply", "-f", manifest)
 		}},

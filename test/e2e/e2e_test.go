@@ -75,7 +75,13 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			began := time.Now()
 			if err = c.InstallOperator(ctx); err == nil {
+				err = c.InstallStorage(ctx, cluster.StorageOptions{})
+			}
+			if err == nil {
 				err = c.WaitAvailable(ctx)
+			}
+			if err == nil {
+				err = c.WaitStorage(ctx)
 			}
 			if err != nil {
 				err = fmt.Errorf("%w\n%s", err, c.PodLogs(context.Background(), cluster.Namespace, v1.AppLabel, 40))

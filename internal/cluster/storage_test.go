@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// TestStorageObjects: one default StorageClass, the provisioner's; its
+// volumes in the data directory; helper pods and the provisioner on the
+// cluster's images; every object of a kind InstallStorage can apply.
+func TestStorageObjects(t *testing.T) {
+	objs, err := StorageObjects("v9", "/run/x/node/storage/local-path")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults []string
+	var cm *corev1.ConfigMap
+	var deploy *appsv1.Deployment
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if _, ok := storageResources[kind]; !ok {
+			t.Errorf("%s %s: no resource to apply it", kind, m.GetName())
+		}
+		switch o := o.(type) {
+		case *storagev1.StorageClass:
+			if o.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+				defaults = append(defaults, o.Name+" "+o.Provisioner)
+			}
+			if o.VolumeBindingMode == nil || *o.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+				t.Errorf("StorageClass %s binds %v, want WaitForFirstConsumer (local volumes)", o.Name, o.VolumeBindingMode)
+			}
+		case *corev1.ConfigMap:
+			cm = o
+		case *appsv1.Deployment:
+			deploy = o
+		}
+	}
+	if diff := cmp.Diff([]string{DefaultStorageClass + " rancher.io/local-path"}, defaults); diff != "" {
+		t.Errorf("default StorageClasses (-want +got):\n%s", diff)
+	}
+	if cm == nil || deploy == nil {
+		t.Fatal("no ConfigMap or Deployment")
+	}
+	var config struct {
+		NodePathMap []struct {
+			Node  string
+			Paths []string
+		}
+	}
+	if err := json.Unmarshal([]byte(cm.Data["config.json"]), &config); err != nil {
+		t.Fatal(err)
+	}
+	if len(config.NodePathMap) != 1 || !cmp.Equal(config.NodePathMap[0].Paths, []string{"/run/x/node/storage/local-path"}) {
+		t.Errorf("config.json %s: want the volumes in the data directory", cm.Data["config.json"])
+	}
+	if !strings.Contains(cm.Data["helperPod.yaml"], "image: vmkit/busybox:v9\n") {
+		t.Errorf("helper pod not on vmkit/busybox:v9:\n%s", cm.Data["helperPod.yaml"])
+	}
+	if got := deploy.Spec.Template.Spec.Containers[0].Image; got != "vmkit/local-path-provisioner:v9" {
+		t.Errorf("provisioner image %s", got)
+	}
+}
+
+func TestBlockVolume(t *testing.T) {
+	pv := BlockVolume("vmkit-local-block-0", "/dev/loop3", 1<<30)
+	if pv.Spec.Local == nil || pv.Spec.Local.Path != "/dev/loop3" || *pv.Spec.VolumeMode != corev1.PersistentVolumeBlock ||
+		pv.Spec.StorageClassName != BlockStorageClass || pv.Spec.Capacity.Storage().String() != "1Gi" ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		t.Errorf("block volume %+v", pv.Spec)
+	}
+	terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "localhost" {
+		t.Errorf("node affinity %+v, want the node localhost", terms)
+	}
+}
