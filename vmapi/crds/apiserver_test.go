@@ -174,6 +174,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("Rejects", c.testRejects)
 	t.Run("ScaleSubresource", c.testScale)
 	t.Run("MatcherUpdate", c.testMatcherUpdate)
+	t.Run("Examples", c.testExamples)
 }
 
 // testSamplesRoundTrip creates every sample (spec through the main resource,
@@ -434,5 +435,47 @@ func (c *cluster) testMatcherUpdate(t *testing.T) {
 	delete(pref, "revisionName")
 	if _, err := c.resource(created).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("renaming the preference and dropping its revision: %v", err)
+	}
+}
+
+// testExamples creates every kubevirt.io and instancetype.kubevirt.io object
+// of the manifests under examples/ with strict field validation.
+func (c *cluster) testExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	ns := "vmkit-examples"
+	if _, err := c.env.Kube.CoreV1().Namespaces().Create(c.ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(raw), "\n---\n") {
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			res, ok := resources[obj.GetKind()]
+			if !ok {
+				continue // a Job, a claim, ...
+			}
+			gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+			var r dynamic.ResourceInterface = c.dyn.Resource(gv.WithResource(res))
+			if !clusterScoped[obj.GetKind()] {
+				r = c.dyn.Resource(gv.WithResource(res)).Namespace(ns)
+			}
+			if _, err := r.Create(c.ctx(t), obj, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+				t.Errorf("%s: %s %s: %v", filepath.Base(f), obj.GetKind(), obj.GetName(), err)
+			}
+			n++
+		}
+	}
+	if n < 8 {
+		t.Errorf("only %d objects in the examples", n)
 	}
 }
