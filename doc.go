@@ -9,6 +9,9 @@
 //     VirtualMachineInstanceReplicaSet, VirtualMachineInstanceMigration,
 //     KubeVirt), wire-compatible with KubeVirt so its manifests apply
 //     unchanged; well-known labels and annotations, defaults, validation.
+//   - vmapi/instancetype/v1beta1: the instancetype.kubevirt.io/v1beta1 API
+//     (instance types and preferences); vmapi/instancetype expands them into
+//     a VirtualMachineInstance as KubeVirt does, in pure functions.
 //   - vmapi/generated/{clientset,listers,informers}: typed clients generated
 //     by k8s.io/code-generator.
 //   - vmapi/crds: the CRDs, generated from the types with structural schemas
