@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestKubeletRestartKeepsVMs: virt-handler restarts and the kubelet
+// restarts right after it (KubeVirt's bug #11843: a starting virt-handler
+// labels its node kubevirt.io/schedulable=false, launcher pods select true,
+// and the restarting kubelet re-admits them against the label and kills
+// them). Two minutes later the guest is the same VMI and the same QEMU
+// process.
+func TestKubeletRestartKeepsVMs(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-kubelet", v1.RunStrategyAlways)
+	createVM(t, c, vm)
+	before := waitVMI(t, c, vm.Name, "Running", running)
+	pid := qemuPID(t, "default", vm.Name)
+
+	handlers, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+	if err != nil || len(handlers.Items) != 1 {
+		t.Fatalf("virt-handler pods: %d (%v)", len(handlers.Items), err)
+	}
+	if err := c.Kube.CoreV1().Pods(cluster.Namespace).Delete(t.Context(), handlers.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if err := c.Env.RestartKubelet(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	waitFor(t, "a new virt-handler running", 2*time.Minute, func() (bool, string) {
+		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			if p.UID != handlers.Items[0].UID && p.Status.Phase == "Running" {
+				return true, ""
+			}
+		}
+		return false, "old handler or none"
+	})
+	// The kubelet re-admits its pods within seconds; two minutes covers its
+	// later pod syncs too.
+	time.Sleep(2*time.Minute - time.Since(restarted))
+	after, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID || after.Status.Phase != v1.Running {
+		t.Fatalf("the VM did not survive: VMI %s %s, was %s\n%s", after.UID, after.Status.Phase, before.UID, componentLogs(c))
+	}
+	if now := qemuPID(t, "default", vm.Name); now != pid {
+		t.Fatalf("QEMU restarted: pid %d, was %d", now, pid)
+	}
+	pod := launcherPod(t, c, after)
+	if pod.Status.Phase != "Running" {
+		t.Fatalf("launcher pod %s is %s after the kubelet restart: %s", pod.Name, pod.Status.Phase, pod.Status.Message)
+	}
+	console(t, c, vm.Name)
+}
