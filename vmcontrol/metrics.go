@@ -93,18 +93,17 @@ func (m *metrics) phaseChanged(vmi *v1.VirtualMachineInstance, phase v1.VirtualM
 	}
 }
 
-// Workqueue metrics: client-go accepts one provider per process, so the
-// first Manager's registry receives them.
+// Workqueue metrics: client-go accepts one provider per process, whose
+// metrics are process-wide; every Manager's registry serves them (a process
+// may run several Managers one after another, as the tests do).
 var workqueueOnce sync.Once
 
 func registerWorkqueueMetrics(reg *prometheus.Registry) {
-	workqueueOnce.Do(func() {
-		p := &workqueueProvider{reg: reg}
-		workqueue.SetProvider(p)
-	})
+	workqueueOnce.Do(func() { workqueue.SetProvider(workqueueProvider{}) })
+	reg.MustRegister(wqDepth, wqAdds, wqLatency, wqWork, wqRetries)
 }
 
-type workqueueProvider struct{ reg *prometheus.Registry }
+type workqueueProvider struct{}
 
 var (
 	wqDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, []string{"name"})
@@ -112,43 +111,33 @@ var (
 	wqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item waits in the workqueue.", Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"})
 	wqWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item takes.", Buckets: prometheus.ExponentialBuckets(1e-6, 10, 10)}, []string{"name"})
 	wqRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: "Total retries in the workqueue."}, []string{"name"})
-	wqOnce    sync.Once
 )
 
-func (p *workqueueProvider) register() {
-	wqOnce.Do(func() { p.reg.MustRegister(wqDepth, wqAdds, wqLatency, wqWork, wqRetries) })
-}
-
-func (p *workqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
-	p.register()
+func (workqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return wqDepth.WithLabelValues(name)
 }
 
-func (p *workqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
-	p.register()
+func (workqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
 	return wqAdds.WithLabelValues(name)
 }
 
-func (p *workqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	p.register()
+func (workqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
 	return wqLatency.WithLabelValues(name)
 }
 
-func (p *workqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	p.register()
+func (workqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
 	return wqWork.WithLabelValues(name)
 }
 
-func (p *workqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+func (workqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return noopGauge{}
 }
 
-func (p *workqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+func (workqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
 	return noopGauge{}
 }
 
-func (p *workqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
-	p.register()
+func (workqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return wqRetries.WithLabelValues(name)
 }
 
