@@ -70,3 +70,58 @@ func (s *Strategy) addAdmissionPolicies(c *DeploymentConfig) {
 		},
 	})
 }
+
+// Virt-api's validating admission webhooks, with KubeVirt's names and paths
+// (package virtapi serves them).
+const (
+	// ValidatingWebhookName names the ValidatingWebhookConfiguration.
+	ValidatingWebhookName = "virt-api-validator"
+	webhookVMIPath        = "/virtualmachineinstances-validate-create"
+	webhookVMPath         = "/virtualmachines-validate"
+	webhookReplicaSetPath = "/virtualmachinereplicaset-validate"
+)
+
+// addValidatingWebhooks adds virt-api's validating webhooks: a VMI (on
+// create), a VM's or replica set's template (on create and update) that no
+// node could run, or that uses what the cluster's feature gates forbid, is
+// refused by the API server with the fields named. The webhook's caBundle
+// is the installation CA, which Apply writes (ApplyOptions.CABundle), as
+// for the APIService. failurePolicy Fail, as KubeVirt's: while virt-api is
+// down these objects cannot be created, rather than be created unchecked.
+func (s *Strategy) addValidatingWebhooks(c *DeploymentConfig) {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	hook := func(name, path, resource string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name: name,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service: &admissionregistrationv1.ServiceReference{Namespace: c.Namespace, Name: APIServiceName, Path: ptr(path), Port: ptr(int32(443))},
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: ops,
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"},
+					Resources: []string{resource}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+			}},
+			// Every field the API server would default is set, so the
+			// live object compares equal to this one.
+			NamespaceSelector:       &metav1.LabelSelector{},
+			ObjectSelector:          &metav1.LabelSelector{},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &none,
+			TimeoutSeconds:          ptr(int32(10)),
+			AdmissionReviewVersions: []string{"v1"},
+		}
+	}
+	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
+	s.ValidatingWebhooks = append(s.ValidatingWebhooks, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: objectMeta(c, v1.VirtAPIValue, ValidatingWebhookName, ""),
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			hook("virtualmachineinstances-create-validator.kubevirt.io", webhookVMIPath, "virtualmachineinstances", create),
+			hook("virtualmachine-validator.kubevirt.io", webhookVMPath, "virtualmachines", create, update),
+			hook("virtualmachinereplicaset-validator.kubevirt.io", webhookReplicaSetPath, "virtualmachineinstancereplicasets", create, update),
+		},
+	})
+}

@@ -129,8 +129,26 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("without virt-api no VMI is admitted unchecked", func(t *testing.T) {
+		// virt-api's webhook (failurePolicy Fail) stands between users and
+		// the VMIs they create; no virt-api runs here.
+		vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: "default"}}
+		_, err := versioned.NewForConfigOrDie(c.env.Config).KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "virtualmachineinstances-create-validator.kubevirt.io") {
+			t.Fatalf("creating a VMI with virt-api down: %v, want a refusal by virt-api's webhook", err)
+		}
+	})
+
 	t.Run("VMI spec and status belong to the components", func(t *testing.T) {
+		// Without virt-api running, its webhook refuses every VMI create:
+		// out of the way for this test, put back by the next Apply.
+		if err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ValidatingWebhookName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		testVMIUpdatePolicy(t, ctx, c.env.Config, s.Config.Namespace)
+		if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("second apply writes nothing", func(t *testing.T) {
@@ -227,7 +245,7 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 
 	t.Run("delete removes everything", func(t *testing.T) {
 		var res Result
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.Now().Add(3 * time.Minute) // CRD finalizers are slow on a loaded machine
 		for {
 			if res, err = Delete(ctx, c.dyn, s, DeleteOptions{}); err != nil {
 				t.Fatal(err)
@@ -238,7 +256,7 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		if len(res.Remaining) > 0 {
-			t.Fatalf("still present after a minute: %v", res.Remaining)
+			t.Fatalf("still present after 3 minutes: %v", res.Remaining)
 		}
 		for _, obj := range s.Objects() {
 			k, _ := kindFor(obj.GetObjectKind().GroupVersionKind())
@@ -265,6 +283,11 @@ func TestDeleteRefusesWhileVMsExist(t *testing.T) {
 	if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// No virt-api runs here to answer its webhook, which refuses every
+	// VMI create without it.
+	if err := c.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ValidatingWebhookName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	vmi := map[string]any{
 		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
 		"metadata": map[string]any{"name": "guest", "namespace": "default", "finalizers": []any{v1.VirtualMachineControllerFinalizer}},
@@ -280,7 +303,7 @@ func TestDeleteRefusesWhileVMsExist(t *testing.T) {
 	if _, err := c.env.Kube.AppsV1().DaemonSets("kubevirt").Get(ctx, "virt-handler", metav1.GetOptions{}); err != nil {
 		t.Errorf("refused Delete removed virt-handler: %v", err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute) // CRD finalizers are slow on a loaded machine
 	for {
 		res, err := Delete(ctx, c.dyn, s, DeleteOptions{UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads})
 		if err != nil {
@@ -290,7 +313,7 @@ func TestDeleteRefusesWhileVMsExist(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still present after a minute: %v", res.Remaining)
+			t.Fatalf("still present after 3 minutes: %v", res.Remaining)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -424,7 +447,9 @@ func testAPIServiceCABundle(t *testing.T, ctx context.Context, c *cluster, s *St
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply(first.CABundle, []string{"APIService " + name})
+	// virt-api's webhook configuration carries the same bundle.
+	bundled := []string{"APIService " + name, "ValidatingWebhookConfiguration " + ValidatingWebhookName}
+	apply(first.CABundle, bundled)
 	apply(first.CABundle, nil)
 
 	// A rotated CA: EnsureCertificates re-issues it when the old one expires.
@@ -438,7 +463,16 @@ func testAPIServiceCABundle(t *testing.T, ctx context.Context, c *cluster, s *St
 	if string(rotated.CABundle) == string(first.CABundle) {
 		t.Fatal("EnsureCertificates made the same CA twice")
 	}
-	apply(rotated.CABundle, []string{"APIService " + name})
+	apply(rotated.CABundle, bundled)
+	hooks, err := c.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, ValidatingWebhookName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hooks.Webhooks {
+		if string(h.ClientConfig.CABundle) != string(rotated.CABundle) {
+			t.Errorf("webhook %s: caBundle is not the rotated CA", h.Name)
+		}
+	}
 
 	u, err := apiServices.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

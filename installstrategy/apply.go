@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,7 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, resource: "apiservices", compare: sameSpec("service", "group", "version", "groupPriorityMinimum", "versionPriority", "caBundle", "insecureSkipTLSVerify")},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}, resource: "validatingadmissionpolicies", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}, resource: "validatingadmissionpolicybindings", generation: true},
+	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"}, resource: "validatingwebhookconfigurations", compare: sameFields("webhooks")},
 	{gvk: ServiceMonitorGVK, resource: "servicemonitors", namespaced: true, compare: sameFields("spec"), monitoring: true},
 	{gvk: PrometheusRuleGVK, resource: "prometheusrules", namespaced: true, compare: sameFields("spec"), monitoring: true},
 }
@@ -155,6 +157,13 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 			a = a.DeepCopy() // the strategy stays as generated
 			a.Spec.CABundle = opts.CABundle
 			obj = a
+		}
+		if w, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && len(opts.CABundle) > 0 {
+			w = w.DeepCopy()
+			for i := range w.Webhooks {
+				w.Webhooks[i].ClientConfig.CABundle = opts.CABundle
+			}
+			obj = w
 		}
 		name := describe(obj)
 		want[name] = true

@@ -149,6 +149,8 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.AdmissionPolicies)
 	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding"):
 		return decodeInto(doc, &s.AdmissionPolicyBindings)
+	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"):
+		return decodeInto(doc, &s.ValidatingWebhooks)
 	case ServiceMonitorGVK:
 		return decodeInto(doc, &s.ServiceMonitors)
 	case PrometheusRuleGVK:

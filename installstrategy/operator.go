@@ -183,7 +183,7 @@ func OperatorRules() []rbacv1.PolicyRule {
 		rule("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, append(all, "escalate", "bind")...),
 		rule("apps", []string{"deployments", "daemonsets"}, all...),
 		rule("apiregistration.k8s.io", []string{"apiservices"}, all...),
-		rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, all...),
+		rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, all...),
 		rule("batch", []string{"jobs"}, all...),
 		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
 		rule(MonitoringGroup, []string{"servicemonitors", "prometheusrules"}, all...),

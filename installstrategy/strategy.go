@@ -47,6 +47,9 @@ type Strategy struct {
 	// itself (see VMIUpdatePolicyName).
 	AdmissionPolicies       []*admissionregistrationv1.ValidatingAdmissionPolicy
 	AdmissionPolicyBindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// ValidatingWebhooks are virt-api's admission webhooks (see
+	// ValidatingWebhookName); none without virt-api.
+	ValidatingWebhooks []*admissionregistrationv1.ValidatingWebhookConfiguration
 	// ServiceMonitors and PrometheusRules are the Prometheus Operator's
 	// kinds (monitoring.coreos.com/v1), which vmkit has no Go types of:
 	// KubeVirt's ServiceMonitor and its recording rules and alerts. Apply
@@ -75,6 +78,7 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.APIServices)
 	out = appendAll(out, s.AdmissionPolicies)
 	out = appendAll(out, s.AdmissionPolicyBindings)
+	out = appendAll(out, s.ValidatingWebhooks)
 	out = appendAll(out, s.ServiceMonitors)
 	out = appendAll(out, s.PrometheusRules)
 	return out
@@ -151,6 +155,7 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 	if c.WithoutVirtAPI {
 		return s, nil
 	}
+	s.addValidatingWebhooks(&c)
 	s.APIServices = append(s.APIServices, &apiregv1.APIService{
 		TypeMeta:   metav1.TypeMeta{APIVersion: apiregv1.SchemeGroupVersion.String(), Kind: "APIService"},
 		ObjectMeta: objectMeta(&c, v1.VirtAPIValue, "v1."+SubresourcesGroup, ""),

@@ -156,6 +156,7 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"APIService v1.subresources.kubevirt.io",
 		"ValidatingAdmissionPolicy kubevirt-vmi-update",
 		"ValidatingAdmissionPolicyBinding kubevirt-vmi-update",
+		"ValidatingWebhookConfiguration virt-api-validator",
 		"ServiceMonitor kubevirt/prometheus-kubevirt-rules",
 		"PrometheusRule kubevirt/prometheus-kubevirt-rules",
 	}

@@ -147,6 +147,13 @@ func apiDeployment(c *DeploymentConfig, replicas int32, placement *v1.NodePlacem
 		// host network too, listens there rather than on its pod IP.
 		args = append(args, "--bind-address="+c.HostNetwork, "--handler-host="+c.HostNetwork)
 	}
+	// Admission checks what the cluster allows, as virt-controller renders.
+	if c.property(PropertyUseEmulation) == "true" {
+		args = append(args, "--use-emulation")
+	}
+	if gates := c.property(PropertyFeatureGates); gates != "" {
+		args = append(args, "--feature-gates="+gates)
+	}
 	api := container(c, v1.VirtAPIValue, append(args, verbosity),
 		corev1.ContainerPort{Name: "virt-api", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP},
 		corev1.ContainerPort{Name: "metrics", ContainerPort: APIPort, Protocol: corev1.ProtocolTCP})

@@ -51,6 +51,8 @@ func TestVirtAPIDeployment(t *testing.T) {
 				"--handler-port=8186",
 				"--bind-address=10.1.2.3",
 				"--handler-host=10.1.2.3",
+				"--use-emulation",
+				"--feature-gates=HostDisk,Snapshot",
 				"-v=2",
 			},
 			probeHost: "10.1.2.3",
