@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -111,7 +112,8 @@ func admit(validate func(raw []byte) (field.ErrorList, error)) http.HandlerFunc 
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		if review.Request.Operation == admissionv1.Create || review.Request.Operation == admissionv1.Update {
+		op := review.Request.Operation
+		if op == admissionv1.Create || op == admissionv1.Update && specChanged(review.Request.OldObject.Raw, review.Request.Object.Raw) {
 			errs, err := validate(review.Request.Object.Raw)
 			switch {
 			case err != nil:
@@ -146,4 +148,22 @@ func gated(vmi *v1.VirtualMachineInstance, gates []string) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// specChanged reports whether an update changes the object's spec. An
+// update of metadata or status alone (a finalizer, a label, the
+// controller's status) is never refused, so an object stored before the
+// webhook existed can still be deleted.
+func specChanged(oldRaw, newRaw []byte) bool {
+	var before, after struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if json.Unmarshal(oldRaw, &before) != nil || json.Unmarshal(newRaw, &after) != nil {
+		return true
+	}
+	var a, b any
+	if json.Unmarshal(before.Spec, &a) != nil || json.Unmarshal(after.Spec, &b) != nil {
+		return true
+	}
+	return !reflect.DeepEqual(a, b)
 }

@@ -25,7 +25,8 @@ func review(t *testing.T, path string, op admissionv1.Operation, obj any) *admis
 	}
 	in := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request:  &admissionv1.AdmissionRequest{UID: "req-1", Operation: op, Object: runtime.RawExtension{Raw: raw}, Namespace: "ns", Name: "vm"},
+		Request: &admissionv1.AdmissionRequest{UID: "req-1", Operation: op, Object: runtime.RawExtension{Raw: raw},
+			OldObject: runtime.RawExtension{Raw: []byte(`{"spec":{"old":true}}`)}, Namespace: "ns", Name: "vm"},
 	}
 	body, _ := json.Marshal(in)
 	rec := httptest.NewRecorder()
@@ -101,4 +102,25 @@ func withHostDisk() v1.VirtualMachineInstanceSpec {
 	s := runnableSpec()
 	s.Volumes[0].VolumeSource = v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/lib/kubelet/pki/x.img", Type: v1.HostDiskExists}}
 	return s
+}
+
+// An update that leaves the spec alone (a finalizer removed from a VM
+// stored before the webhook existed) is admitted even if the spec is bad.
+func TestAdmissionIgnoresMetadataUpdates(t *testing.T) {
+	bad := runnableSpec()
+	bad.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyAlways), Template: &v1.VirtualMachineInstanceTemplateSpec{Spec: bad}}}
+	raw, _ := json.Marshal(vm)
+	vm.Finalizers = []string{"x"}
+	newRaw, _ := json.Marshal(vm)
+	in := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{UID: "u", Operation: admissionv1.Update,
+		Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: raw}}}
+	body, _ := json.Marshal(in)
+	rec := httptest.NewRecorder()
+	AdmissionHandler(AdmissionConfig{}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, ValidateVMPath, bytes.NewReader(body)))
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || !out.Response.Allowed {
+		t.Fatalf("metadata-only update of a VM with a bad template: %s", rec.Body)
+	}
 }
