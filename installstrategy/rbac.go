@@ -58,7 +58,9 @@ func Rules() []ComponentRules {
 			// stop that asks for a shorter one, deletes the launcher pod
 			// of a forced restart, creates migrations, finds the
 			// virt-handler pod on a VMI's node in the install namespace,
-			// and delegates authentication and authorization.
+			// reads instance types, preferences and the revisions VMs pin
+			// (expand-spec), and delegates authentication and
+			// authorization.
 			Component:      v1.VirtAPIValue,
 			ServiceAccount: APIServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
@@ -69,6 +71,8 @@ func Rules() []ComponentRules {
 				rule(kv, []string{"virtualmachineinstancemigrations"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "list", "delete"),
 				rule("", []string{"nodes"}, "get"),
+				rule("instancetype.kubevirt.io", []string{"virtualmachineinstancetypes", "virtualmachineclusterinstancetypes", "virtualmachinepreferences", "virtualmachineclusterpreferences"}, "get"),
+				rule("apps", []string{"controllerrevisions"}, "get"),
 				rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
 				rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
 			},

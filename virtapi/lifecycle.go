@@ -366,15 +366,3 @@ func (s *Server) migrateVM(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
-
-// expandSpec answers the VM as its instance would be built. vmkit has no
-// instance types or preferences yet, so that is the VM as stored.
-func (s *Server) expandSpec(w http.ResponseWriter, r *http.Request) {
-	vm, err := s.cfg.Kubevirt.KubevirtV1().VirtualMachines(r.PathValue("namespace")).Get(r.Context(), r.PathValue("name"), metav1.GetOptions{})
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	vm.TypeMeta = metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "VirtualMachine"}
-	writeJSON(w, http.StatusOK, vm)
-}
