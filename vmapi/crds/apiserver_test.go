@@ -102,19 +102,24 @@ var resources = map[string]string{
 	"VirtualMachineClusterInstancetype": "virtualmachineclusterinstancetypes",
 	"VirtualMachinePreference":          "virtualmachinepreferences",
 	"VirtualMachineClusterPreference":   "virtualmachineclusterpreferences",
+
+	"VirtualMachinePool": "virtualmachinepools",
 }
 
 // clusterScoped are the kinds without a namespace.
 var clusterScoped = map[string]bool{"VirtualMachineClusterInstancetype": true, "VirtualMachineClusterPreference": true}
 
 // readSample reads a manifest from vmapi/v1/testdata (or, for a name
-// starting with instancetype/, vmapi/instancetype/v1beta1/testdata) as an
-// unstructured object.
+// starting with instancetype/ or pool/, vmapi/instancetype/v1beta1/testdata
+// or vmapi/pool/v1beta1/testdata) as an unstructured object.
 func readSample(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
 	path := filepath.Join("..", "v1", "testdata", name)
 	if rest, ok := strings.CutPrefix(name, "instancetype/"); ok {
 		path = filepath.Join("..", "instancetype", "v1beta1", "testdata", rest)
+	}
+	if rest, ok := strings.CutPrefix(name, "pool/"); ok {
+		path = filepath.Join("..", "pool", "v1beta1", "testdata", rest)
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -160,6 +165,8 @@ func (c *cluster) typedGet(ctx context.Context, kind, name string) (map[string]a
 		obj, err = c.typed.InstancetypeV1beta1().VirtualMachinePreferences(c.ns).Get(ctx, name, metav1.GetOptions{})
 	case "VirtualMachineClusterPreference":
 		obj, err = c.typed.InstancetypeV1beta1().VirtualMachineClusterPreferences().Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachinePool":
+		obj, err = c.typed.PoolV1beta1().VirtualMachinePools(c.ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return nil, err
@@ -187,7 +194,8 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 		"vm-instancetype.yaml", "vm-inferred.yaml", "vmi-devices.yaml",
 		"instancetype/instancetype-full.yaml", "instancetype/instancetype-overcommit.yaml",
 		"instancetype/clusterinstancetype-u1.yaml", "instancetype/clusterinstancetype-cx.yaml",
-		"instancetype/preference-full.yaml", "instancetype/clusterpreference-windows.yaml", "instancetype/clusterpreference-fedora.yaml"} {
+		"instancetype/preference-full.yaml", "instancetype/clusterpreference-windows.yaml", "instancetype/clusterpreference-fedora.yaml",
+		"pool/pool-full.yaml", "pool/pool-minimal.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := c.ctx(t)
 			obj := readSample(t, name)
@@ -219,8 +227,8 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 					t.Errorf("%s changed on the way through the API server (-sent +read):\n%s", part, diff)
 				}
 			}
-			if strings.HasPrefix(obj.GetAPIVersion(), "instancetype.kubevirt.io/") {
-				return
+			if !strings.HasPrefix(obj.GetAPIVersion(), "kubevirt.io/") {
+				return // one version only
 			}
 			v1obj, err := c.dyn.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: resources[obj.GetKind()]}).
 				Namespace(c.ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
@@ -246,6 +254,7 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 		"virtualmachineclusterinstancetypes": {"Name", "CPU", "Memory", "Age"},
 		"virtualmachinepreferences":          {"Name", "Age"},
 		"virtualmachineclusterpreferences":   {"Name", "Age"},
+		"virtualmachinepools":                {"Name", "Desired", "Current", "Ready", "Age"},
 	}
 	for resource, cols := range want {
 		ctx := c.ctx(t)
@@ -255,6 +264,8 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 			path = []string{"/apis/instancetype.kubevirt.io/v1beta1/namespaces", c.ns, resource}
 		case "virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences":
 			path = []string{"/apis/instancetype.kubevirt.io/v1beta1", resource}
+		case "virtualmachinepools":
+			path = []string{"/apis/pool.kubevirt.io/v1beta1/namespaces", c.ns, resource}
 		}
 		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath(path...).
 			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
@@ -343,6 +354,18 @@ func (c *cluster) testRejects(t *testing.T) {
 		{"wrong inference failure policy", "vm-inferred.yaml", func(s map[string]any) {
 			s["preference"].(map[string]any)["inferFromVolumeFailurePolicy"] = "Maybe"
 		}, `Unsupported value: "Maybe"`},
+		{"pool with negative replicas", "pool/pool-minimal.yaml", func(s map[string]any) {
+			s["replicas"] = -1
+		}, "spec.replicas in body should be greater than or equal to 0"},
+		{"pool with an unknown sort policy", "pool/pool-full.yaml", func(s map[string]any) {
+			s["scaleInStrategy"].(map[string]any)["proactive"].(map[string]any)["selectionPolicy"].(map[string]any)["sortPolicy"] = "Alphabetical"
+		}, `Unsupported value: "Alphabetical"`},
+		{"pool without a template", "pool/pool-minimal.yaml", func(s map[string]any) {
+			delete(s, "virtualMachineTemplate")
+		}, "spec.virtualMachineTemplate: Required value"},
+		{"pool whose VM sets running and runStrategy", "pool/pool-minimal.yaml", func(s map[string]any) {
+			s["virtualMachineTemplate"].(map[string]any)["spec"].(map[string]any)["running"] = true
+		}, "spec.running and spec.runStrategy are mutually exclusive"},
 		{"no vCPUs", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
 			s["cpu"].(map[string]any)["guest"] = 0
 		}, "spec.cpu.guest: Invalid value: 0: spec.cpu.guest in body should be greater than or equal to 1"},
@@ -390,8 +413,9 @@ func tmplSpec(vmSpec map[string]any) map[string]any {
 	return vmSpec["template"].(map[string]any)["spec"].(map[string]any)
 }
 
-// testScale scales the replica set through the scale subresource.
+// testScale scales the replica set and the pool through the scale subresource.
 func (c *cluster) testScale(t *testing.T) {
+	t.Run("VirtualMachinePool", c.testPoolScale)
 	ctx := c.ctx(t)
 	rs := c.typed.KubevirtV1().VirtualMachineInstanceReplicaSets(c.ns)
 	scale, err := rs.GetScale(ctx, "web", metav1.GetOptions{})
@@ -477,5 +501,30 @@ func (c *cluster) testExamples(t *testing.T) {
 	}
 	if n < 8 {
 		t.Errorf("only %d objects in the examples", n)
+	}
+}
+
+// testPoolScale scales the pool sample through the scale subresource, which
+// reads the selector from status.labelSelector.
+func (c *cluster) testPoolScale(t *testing.T) {
+	ctx := c.ctx(t)
+	pools := c.typed.PoolV1beta1().VirtualMachinePools(c.ns)
+	scale, err := pools.GetScale(ctx, "vm-pool-cirros", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get scale: %v", err)
+	}
+	if scale.Spec.Replicas != 3 || scale.Status.Replicas != 3 || scale.Status.Selector != "kubevirt.io/vmpool=vm-pool-cirros" {
+		t.Fatalf("scale = %+v, want 3 replicas and the status's selector", scale)
+	}
+	scale.Spec.Replicas = 1
+	if _, err := pools.UpdateScale(ctx, "vm-pool-cirros", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update scale: %v", err)
+	}
+	got, err := pools.Get(ctx, "vm-pool-cirros", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Replicas == nil || *got.Spec.Replicas != 1 {
+		t.Fatalf("spec.replicas = %v after scaling to 1", got.Spec.Replicas)
 	}
 }

@@ -1,14 +1,16 @@
-// Package crds holds the CustomResourceDefinitions of the kubevirt.io and
-// instancetype.kubevirt.io APIs, generated from vmapi/v1 and
-// vmapi/instancetype/v1beta1 by hack/update-codegen.sh and embedded in the
-// binary. Each CRD has a structural schema with CEL validation rules, short
+// Package crds holds the CustomResourceDefinitions of the kubevirt.io,
+// instancetype.kubevirt.io and pool.kubevirt.io APIs, generated from
+// vmapi/v1, vmapi/instancetype/v1beta1 and vmapi/pool/v1beta1 by
+// hack/update-codegen.sh and embedded in the binary. Each CRD has a structural schema with CEL validation rules, short
 // names and the printer columns kubectl shows, as KubeVirt's.
 //
 // The kubevirt.io CRDs store v1 and serve v1alpha3 with the same schema;
 // they have a status subresource (and scale for
 // VirtualMachineInstanceReplicaSet) and the categories all and kubevirt.
 // The instancetype.kubevirt.io CRDs serve and store v1beta1 and have no
-// status; the namespaced ones are in the category all.
+// status; the namespaced ones are in the category all. The
+// pool.kubevirt.io CRD (VirtualMachinePool) serves and stores v1beta1, has
+// status and scale subresources and is in the category all.
 package crds
 
 import (
@@ -38,6 +40,8 @@ const (
 	VirtualMachineClusterInstancetype = "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"
 	VirtualMachinePreference          = "virtualmachinepreferences.instancetype.kubevirt.io"
 	VirtualMachineClusterPreference   = "virtualmachineclusterpreferences.instancetype.kubevirt.io"
+
+	VirtualMachinePool = "virtualmachinepools.pool.kubevirt.io"
 )
 
 // All returns fresh copies of every CRD, sorted by name. The caller may

@@ -35,6 +35,7 @@ func TestCRDShapes(t *testing.T) {
 		crds.VirtualMachineClusterInstancetype: {"VirtualMachineClusterInstancetype", []string{"vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs"}, nil, []string{"CPU", "Memory", "Age"}, true, false, false},
 		crds.VirtualMachinePreference:          {"VirtualMachinePreference", []string{"vmpref", "vmprefs", "vmp", "vmps"}, it, nil, false, false, false},
 		crds.VirtualMachineClusterPreference:   {"VirtualMachineClusterPreference", []string{"vmcp", "vmcps"}, nil, nil, true, false, false},
+		crds.VirtualMachinePool:                {"VirtualMachinePool", []string{"vmpool", "vmpools"}, it, []string{"Desired", "Current", "Ready", "Age"}, false, true, true},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
@@ -46,8 +47,8 @@ func TestCRDShapes(t *testing.T) {
 			continue
 		}
 		group, scope := "kubevirt.io", apiextensionsv1.NamespaceScoped
-		if strings.HasSuffix(crd.Name, ".instancetype.kubevirt.io") {
-			group = "instancetype.kubevirt.io"
+		if g, ok := strings.CutPrefix(crd.Name, crd.Spec.Names.Plural+"."); ok && g != "kubevirt.io" {
+			group = g
 		}
 		if w.cluster {
 			scope = apiextensionsv1.ClusterScoped

@@ -23,6 +23,7 @@ func Example() {
 	// virtualmachineinstancereplicasets.kubevirt.io [vmirs vmirss]
 	// virtualmachineinstances.kubevirt.io [vmi vmis]
 	// virtualmachineinstancetypes.instancetype.kubevirt.io [vminstancetype vminstancetypes vmf vmfs]
+	// virtualmachinepools.pool.kubevirt.io [vmpool vmpools]
 	// virtualmachinepreferences.instancetype.kubevirt.io [vmpref vmprefs vmp vmps]
 	// virtualmachines.kubevirt.io [vm vms]
 }

@@ -26,6 +26,7 @@ import (
 	versioned "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	instancetype "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/instancetype"
 	internalinterfaces "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/internalinterfaces"
+	pool "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/pool"
 	vmapi "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -256,11 +257,16 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Instancetype() instancetype.Interface
+	Pool() pool.Interface
 	Kubevirt() vmapi.Interface
 }
 
 func (f *sharedInformerFactory) Instancetype() instancetype.Interface {
 	return instancetype.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Pool() pool.Interface {
+	return pool.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Kubevirt() vmapi.Interface {

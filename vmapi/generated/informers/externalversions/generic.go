@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 
 	v1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
+	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -74,6 +75,10 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Kubevirt().V1().VirtualMachineInstanceMigrations().Informer()}, nil
 	case v1.SchemeGroupVersion.WithResource("virtualmachineinstancereplicasets"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Kubevirt().V1().VirtualMachineInstanceReplicaSets().Informer()}, nil
+
+		// Group=pool.kubevirt.io, Version=v1beta1
+	case poolv1beta1.SchemeGroupVersion.WithResource("virtualmachinepools"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Pool().V1beta1().VirtualMachinePools().Informer()}, nil
 
 	}
 

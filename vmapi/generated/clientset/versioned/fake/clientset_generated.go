@@ -22,6 +22,8 @@ import (
 	clientset "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	fakeinstancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1/fake"
+	poolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
+	fakepoolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1/fake"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	fakekubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +95,11 @@ var (
 // InstancetypeV1beta1 retrieves the InstancetypeV1beta1Client
 func (c *Clientset) InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta1Interface {
 	return &fakeinstancetypev1beta1.FakeInstancetypeV1beta1{Fake: &c.Fake}
+}
+
+// PoolV1beta1 retrieves the PoolV1beta1Client
+func (c *Clientset) PoolV1beta1() poolv1beta1.PoolV1beta1Interface {
+	return &fakepoolv1beta1.FakePoolV1beta1{Fake: &c.Fake}
 }
 
 // KubevirtV1 retrieves the KubevirtV1Client

@@ -20,6 +20,7 @@ package fake
 
 import (
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
+	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
 	instancetypev1beta1.AddToScheme,
+	poolv1beta1.AddToScheme,
 	kubevirtv1.AddToScheme,
 }
 

@@ -20,6 +20,7 @@ package scheme
 
 import (
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
+	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
 	instancetypev1beta1.AddToScheme,
+	poolv1beta1.AddToScheme,
 	kubevirtv1.AddToScheme,
 }
 
