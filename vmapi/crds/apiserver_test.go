@@ -475,6 +475,7 @@ func (c *cluster) testExamples(t *testing.T) {
 	}
 	n := 0
 	for _, f := range files {
+		before := n
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -498,9 +499,12 @@ func (c *cluster) testExamples(t *testing.T) {
 			}
 			n++
 		}
+		if n == before {
+			t.Errorf("%s holds no kubevirt.io or instancetype.kubevirt.io object", filepath.Base(f))
+		}
 	}
-	if n < 8 {
-		t.Errorf("only %d objects in the examples", n)
+	if n == 0 {
+		t.Error("no objects in the examples")
 	}
 }
 
