@@ -84,8 +84,9 @@ func Rules() []ComponentRules {
 		},
 		{
 			// virt-controller turns VMs into VMIs and VMIs into launcher
-			// pods, keeps replica sets and migrations, fails VMIs on dead
-			// nodes, and holds its leader Lease in the install namespace.
+			// pods, keeps replica sets, VM pools and migrations, fails VMIs
+			// on dead nodes, and holds its leader Lease in the install
+			// namespace.
 			Component:      v1.VirtControllerValue,
 			ServiceAccount: ControllerServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
@@ -95,6 +96,11 @@ func Rules() []ComponentRules {
 				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
 				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
 				rule(kv, []string{"kubevirts"}, read...),
+				// The pool controller reads pools, writes their status and
+				// owns their VMs (blockOwnerDeletion: update on finalizers).
+				rule(groupPool, []string{"virtualmachinepools"}, read...),
+				rule(groupPool, []string{"virtualmachinepools/status"}, status...),
+				rule(groupPool, []string{"virtualmachinepools/finalizers"}, "update"),
 				// A VM's instance type and preference fill its instances; the
 				// copies the VM uses are ControllerRevisions it owns.
 				rule(groupInstancetype, instancetypes, read...),

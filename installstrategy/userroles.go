@@ -12,7 +12,7 @@ import (
 // Kubernetes' roles of the same names, so whoever holds admin, edit or view
 // in a namespace may use VMs there as KubeVirt's users may; default is
 // bound to every authenticated user. Rules for API groups vmkit does not
-// serve (snapshots, exports, instance types, pools...) are kept as KubeVirt
+// serve (snapshots, exports, clones...) are kept as KubeVirt
 // has them: they grant nothing until such an API exists.
 const (
 	// AdminClusterRoleName aggregates to admin: edit's rights plus

@@ -1,6 +1,6 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
-// VirtualMachineInstance, VirtualMachineInstanceReplicaSet and node
-// controllers of virt-controller) together: one set of
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node and
+// VirtualMachinePool controllers of virt-controller) together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
 // and /healthz and /readyz. It reaches the API server through the typed
@@ -8,7 +8,7 @@
 // does not link every Kubernetes API group.
 //
 // Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset,
-// vmcontrol/node) is also usable alone: it has
+// vmcontrol/node, vmcontrol/pool) is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
 package vmcontrol
@@ -45,13 +45,16 @@ import (
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	instancetypeclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
+	poolclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
+	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/node"
+	"github.com/vmkit/vmkit/vmcontrol/pool"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
@@ -76,8 +79,9 @@ type Options struct {
 	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
-	// (default 3) and NodeWorkers (default 3), as KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers int
+	// (default 3), NodeWorkers (default 3) and PoolWorkers (default 3), as
+	// KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers int
 	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
 	// before the node controller marks its node unschedulable and fails the
 	// VMIs stranded there (default 5m, as KubeVirt).
@@ -92,8 +96,8 @@ type Options struct {
 	// Profiling adds Go's profiles (/debug/pprof/) to the HTTP server.
 	Profiling bool
 	// DiscoveryInterval is how often the Manager checks whether the API
-	// server started or stopped serving CDI's DataVolumes or
-	// instancetype.kubevirt.io; when it did, the controllers restart (in
+	// server started or stopped serving CDI's DataVolumes,
+	// instancetype.kubevirt.io or pool.kubevirt.io; when it did, the controllers restart (in
 	// this process) to watch them or stop (default 1m; negative: checked
 	// only when the controllers start).
 	DiscoveryInterval time.Duration
@@ -115,6 +119,7 @@ type Manager struct {
 	opts          Options
 	client        kvclient.KubevirtV1Interface
 	instancetypes instancetypeclient.InstancetypeV1beta1Interface
+	pools         poolclient.PoolV1beta1Interface
 	kube          *kubeclient.Client
 	dynamic       dynamic.Interface
 	elector       *leaderelect.Elector // nil without leader election
@@ -158,6 +163,10 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
 	}
+	pools, err := poolclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
 	kube, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
@@ -180,7 +189,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.DiscoveryInterval == 0 {
 		opts.DiscoveryInterval = time.Minute
 	}
-	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, kube: kube, dynamic: dyn}
+	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, pools: pools, kube: kube, dynamic: dyn}
 	m.metrics = newMetrics(m.ready.Load)
 	if le.Enabled {
 		m.elector, err = leaderelect.New(leaderelect.Config{
@@ -254,19 +263,20 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // errAPIsChanged ends a run of the controllers whose view of the served
-// APIs (CDI's DataVolumes, instancetype.kubevirt.io) is out of date.
+// APIs (CDI's DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io) is
+// out of date.
 var errAPIsChanged = errors.New("vmcontrol: the served APIs changed")
 
 // runControllers runs the controllers until ctx ends, starting them again
-// when the API server starts or stops serving CDI's DataVolumes or
-// instancetype.kubevirt.io.
+// when the API server starts or stops serving CDI's DataVolumes,
+// instancetype.kubevirt.io or pool.kubevirt.io.
 func (m *Manager) runControllers(ctx context.Context) error {
 	for {
 		err := m.runControllersOnce(ctx)
 		if !errors.Is(err, errAPIsChanged) {
 			return err
 		}
-		klog.FromContext(ctx).Info("CDI DataVolumes or instancetype.kubevirt.io appeared or went away: restarting the controllers")
+		klog.FromContext(ctx).Info("CDI DataVolumes, instancetype.kubevirt.io or pool.kubevirt.io appeared or went away: restarting the controllers")
 	}
 }
 
@@ -373,6 +383,22 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
+	// VirtualMachinePools are watched when the API server serves them.
+	if served.pools {
+		pools := newInformer(m.pools.VirtualMachinePools(""), &poolv1beta1.VirtualMachinePool{}, resync, stripManagedFields, nil)
+		poolController, err := pool.New(pool.Config{
+			Client: m.client, PoolClient: m.pools, Pools: pools, VMs: vms,
+			Recorder: recorder, Workers: m.opts.PoolWorkers, Observe: m.metrics.observer("virtualmachinepool"),
+		})
+		if err != nil {
+			return err
+		}
+		started = append(started, pools)
+		controllers = append(controllers, poolController)
+	} else {
+		log.Info("pool.kubevirt.io is not served: VirtualMachinePools are not reconciled")
+	}
 	synced := make([]cache.InformerSynced, 0, len(started))
 	for _, inf := range started {
 		informers.Add(1)
@@ -394,7 +420,6 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if m.opts.DiscoveryInterval > 0 {
 		go m.watchServedAPIs(ctx, served, stop)
 	}
-	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
 	errs := make(chan error, len(controllers))
 	for _, c := range controllers {
 		go func() { errs <- c.Start(ctx) }()
@@ -410,8 +435,8 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	return err
 }
 
-// watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes
-// and instancetype.kubevirt.io are still served as they were when the
+// watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes,
+// instancetype.kubevirt.io and pool.kubevirt.io are still served as they were when the
 // controllers started, and stops the run with errAPIsChanged when not. A
 // failed check is logged and tried again at the next interval.
 func (m *Manager) watchServedAPIs(ctx context.Context, was servedAPIs, stop context.CancelCauseFunc) {
@@ -440,6 +465,7 @@ func (m *Manager) watchServedAPIs(ctx context.Context, was servedAPIs, stop cont
 type servedAPIs struct {
 	dataVolumes   bool // CDI's DataVolumes
 	instancetypes bool // instancetype.kubevirt.io/v1beta1
+	pools         bool // pool.kubevirt.io/v1beta1
 }
 
 // servedAPIs asks the API server which optional APIs it serves.
@@ -450,6 +476,9 @@ func (m *Manager) servedAPIs(ctx context.Context) (servedAPIs, error) {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	if s.instancetypes, err = m.kube.Serves(ctx, instancetypev1beta1.SchemeGroupVersion.WithResource("virtualmachineinstancetypes")); err != nil {
+		return s, fmt.Errorf("vmcontrol: %w", err)
+	}
+	if s.pools, err = m.kube.Serves(ctx, poolv1beta1.SchemeGroupVersion.WithResource("virtualmachinepools")); err != nil {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	return s, nil

@@ -47,6 +47,7 @@ func main() {
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
 	flag.IntVar(&o.manager.ReplicaSetWorkers, "replicaset-workers", 3, "concurrent VirtualMachineInstanceReplicaSet syncs")
 	flag.IntVar(&o.manager.NodeWorkers, "node-workers", 3, "concurrent node syncs (the node controller)")
+	flag.IntVar(&o.manager.PoolWorkers, "pool-workers", 3, "concurrent VirtualMachinePool syncs")
 	flag.DurationVar(&o.manager.NodeHeartbeatTimeout, "node-heartbeat-timeout", 5*time.Minute, "age of a node agent's heartbeat after which its node is marked unschedulable and the VMIs stranded there fail")
 	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
 	flag.IntVar(&o.manager.Burst, "burst", 400, "API client burst")
@@ -55,7 +56,7 @@ func main() {
 	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
 	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz")
 	flag.BoolVar(&o.manager.Profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
-	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes started or stopped being served (the controllers then restart in-process; negative: only at start)")
+	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes, instancetype.kubevirt.io or pool.kubevirt.io started or stopped being served (the controllers then restart in-process; negative: only at start)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if !o.manager.Profiling {

@@ -1,8 +1,8 @@
 // Command embed shows vmkit's controllers running inside a platform team's
 // own controller-runtime manager: the manager provides leader election,
 // metrics and health checks; vmkit's VirtualMachine,
-// VirtualMachineInstance, VirtualMachineInstanceReplicaSet and node
-// controllers are added to it as Runnables, on vmkit's generated shared
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node and
+// VirtualMachinePool controllers are added to it as Runnables, on vmkit's generated shared
 // informers and client-go's.
 package main
 
@@ -20,6 +20,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/node"
+	"github.com/vmkit/vmkit/vmcontrol/pool"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
@@ -81,6 +82,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	vmPools, err := pool.New(pool.Config{Client: client.KubevirtV1(), PoolClient: client.PoolV1beta1(),
+		Pools: factory.Pool().V1beta1().VirtualMachinePools().Informer(), VMs: vmInformers.VirtualMachines().Informer()})
+	if err != nil {
+		return err
+	}
 	// Informers first, then each controller: Start(ctx) error is all
 	// controller-runtime asks of a Runnable. They run only on the leader.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -93,7 +99,7 @@ func run() error {
 	})); err != nil {
 		return err
 	}
-	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start), manager.RunnableFunc(nodes.Start)} {
+	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start), manager.RunnableFunc(nodes.Start), manager.RunnableFunc(vmPools.Start)} {
 		if err := mgr.Add(c); err != nil {
 			return err
 		}
