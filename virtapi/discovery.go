@@ -2,10 +2,10 @@ package virtapi
 
 import (
 	"net/http"
-	"runtime"
-	"runtime/debug"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/version"
 )
 
 // subresources are the resources the API lists in discovery, as KubeVirt's
@@ -63,54 +63,8 @@ func serveAPIResourceList(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// VersionInfo is what GET .../version answers, with the JSON names of
-// KubeVirt's version.Info (virtctl version prints it).
-type VersionInfo struct {
-	GitVersion   string `json:"gitVersion"`
-	GitCommit    string `json:"gitCommit"`
-	GitTreeState string `json:"gitTreeState"`
-	BuildDate    string `json:"buildDate"`
-	GoVersion    string `json:"goVersion"`
-	Compiler     string `json:"compiler"`
-	Platform     string `json:"platform"`
-}
-
-// BuildVersion describes the running binary, from the build information
-// the Go toolchain records (module version and VCS revision when built from
-// a repository).
-func BuildVersion() VersionInfo {
-	v := VersionInfo{
-		GitVersion:   "devel",
-		GitTreeState: "unknown",
-		GoVersion:    runtime.Version(),
-		Compiler:     runtime.Compiler,
-		Platform:     runtime.GOOS + "/" + runtime.GOARCH,
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	if mv := bi.Main.Version; mv != "" && mv != "(devel)" {
-		v.GitVersion = mv
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.GitCommit = s.Value
-		case "vcs.time":
-			v.BuildDate = s.Value
-		case "vcs.modified":
-			v.GitTreeState = "clean"
-			if s.Value == "true" {
-				v.GitTreeState = "dirty"
-			}
-		}
-	}
-	return v
-}
-
 func serveVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, BuildVersion())
+	writeJSON(w, http.StatusOK, version.Get())
 }
 
 // The subresources have no schema of their own (their bodies are

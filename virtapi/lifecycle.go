@@ -150,16 +150,21 @@ func (s *Server) vmAndVMI(ctx context.Context, ns, name string) (*v1.VirtualMach
 	return vm, vmi, nil
 }
 
-func (s *Server) startVM(w http.ResponseWriter, r *http.Request) {
-	var opts v1.StartOptions
-	if !decodeBody(w, r, &opts) {
-		return
+// vmRequest serves PUT on a VM subresource: the optional body decoded into
+// the request's options, then do; 202 Accepted once done, as KubeVirt
+// answers (the controllers act on what do recorded).
+func vmRequest[T any](do func(ctx context.Context, ns, name string, opts T) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var opts T
+		if !decodeBody(w, r, &opts) {
+			return
+		}
+		if err := do(r.Context(), r.PathValue("namespace"), r.PathValue("name"), opts); err != nil {
+			writeStatus(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
 	}
-	if err := s.start(r.Context(), r.PathValue("namespace"), r.PathValue("name"), opts); err != nil {
-		writeStatus(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
 }
 
 func (s *Server) start(ctx context.Context, ns, name string, opts v1.StartOptions) error {
@@ -210,18 +215,6 @@ func (s *Server) start(ctx context.Context, ns, name string, opts v1.StartOption
 	}
 }
 
-func (s *Server) stopVM(w http.ResponseWriter, r *http.Request) {
-	var opts v1.StopOptions
-	if !decodeBody(w, r, &opts) {
-		return
-	}
-	if err := s.stop(r.Context(), r.PathValue("namespace"), r.PathValue("name"), opts); err != nil {
-		writeStatus(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
-}
-
 func (s *Server) stop(ctx context.Context, ns, name string, opts v1.StopOptions) error {
 	if opts.GracePeriod != nil && *opts.GracePeriod < 0 {
 		return apierrors.NewBadRequest(fmt.Sprintf("gracePeriod %d: it has to be greater or equal to 0", *opts.GracePeriod))
@@ -268,18 +261,6 @@ func (s *Server) stop(ctx context.Context, ns, name string, opts v1.StopOptions)
 	default: // Always, Once
 		return s.patchVM(ctx, vm, false, runningPatch(vm, false), opts.DryRun)
 	}
-}
-
-func (s *Server) restartVM(w http.ResponseWriter, r *http.Request) {
-	var opts v1.RestartOptions
-	if !decodeBody(w, r, &opts) {
-		return
-	}
-	if err := s.restart(r.Context(), r.PathValue("namespace"), r.PathValue("name"), opts); err != nil {
-		writeStatus(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusAccepted)
 }
 
 func (s *Server) restart(ctx context.Context, ns, name string, opts v1.RestartOptions) error {

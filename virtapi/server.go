@@ -72,18 +72,18 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	vm := Prefix + "/namespaces/{namespace}/virtualmachines/{name}/"
 	vmi := Prefix + "/namespaces/{namespace}/virtualmachineinstances/{name}/"
-	mux.HandleFunc("PUT "+vm+"start", s.startVM)
-	mux.HandleFunc("PUT "+vm+"stop", s.stopVM)
-	mux.HandleFunc("PUT "+vm+"restart", s.restartVM)
+	mux.HandleFunc("PUT "+vm+"start", vmRequest(s.start))
+	mux.HandleFunc("PUT "+vm+"stop", vmRequest(s.stop))
+	mux.HandleFunc("PUT "+vm+"restart", vmRequest(s.restart))
 	mux.HandleFunc("PUT "+vm+"migrate", s.migrateVM)
 	mux.HandleFunc("GET "+vm+"expand-spec", s.expandSpec)
 	for _, p := range []string{vm, vmi} {
 		mux.HandleFunc("PUT "+p+"addvolume", notSupported("volume hotplug"))
 		mux.HandleFunc("PUT "+p+"removevolume", notSupported("volume hotplug"))
 	}
-	mux.HandleFunc("PUT "+vmi+"pause", s.pauseVMI)
-	mux.HandleFunc("PUT "+vmi+"unpause", s.unpauseVMI)
-	mux.HandleFunc("PUT "+vmi+"softreboot", s.softRebootVMI)
+	mux.HandleFunc("PUT "+vmi+"pause", s.vmiPut("pause", checkPause))
+	mux.HandleFunc("PUT "+vmi+"unpause", s.vmiPut("unpause", checkUnpause))
+	mux.HandleFunc("PUT "+vmi+"softreboot", s.vmiPut("softreboot", checkSoftReboot))
 	mux.HandleFunc("PUT "+vmi+"freeze", s.freezeVMI("freeze"))
 	mux.HandleFunc("PUT "+vmi+"unfreeze", s.freezeVMI("unfreeze"))
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {

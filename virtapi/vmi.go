@@ -118,73 +118,61 @@ func agentError(code int, body []byte) error {
 
 func dryRunAll(dryRun []string) bool { return len(dryRun) > 0 && dryRun[0] == metav1.DryRunAll }
 
-func (s *Server) pauseVMI(w http.ResponseWriter, r *http.Request) {
-	var opts v1.PauseOptions
-	if !decodeBody(w, r, &opts) {
-		return
-	}
-	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
-		switch {
-		case vmi.Status.Phase != v1.Running:
-			return conflict(vmiResource, vmi.Name, msgVMNotRunning)
-		case hasCondition(vmi, v1.VirtualMachineInstancePaused):
-			return conflict(vmiResource, vmi.Name, msgAlreadyPaused)
-		case vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed:
-			return conflict(vmiResource, vmi.Name, "Cannot pause VM '%s' because it is currently being migrated", vmi.Name)
+// vmiPut serves PUT on a running VMI's subresource sub: check, then the
+// node agent does it. A body with dryRun ["All"] (KubeVirt's PauseOptions
+// and UnpauseOptions) stops after the check.
+func (s *Server) vmiPut(sub string, check func(*v1.VirtualMachineInstance) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var opts struct {
+			DryRun []string `json:"dryRun"`
 		}
-		return nil
-	})
-	if err != nil {
-		writeStatus(w, err)
-		return
+		if !decodeBody(w, r, &opts) {
+			return
+		}
+		vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), check)
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		if dryRunAll(opts.DryRun) {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		s.forward(w, r, vmi, http.MethodPut, sub, nil)
 	}
-	if dryRunAll(opts.DryRun) {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	s.forward(w, r, vmi, http.MethodPut, "pause", nil)
 }
 
-func (s *Server) unpauseVMI(w http.ResponseWriter, r *http.Request) {
-	var opts v1.UnpauseOptions
-	if !decodeBody(w, r, &opts) {
-		return
+// KubeVirt's checks before pause, unpause and soft reboot, with its messages.
+func checkPause(vmi *v1.VirtualMachineInstance) error {
+	switch {
+	case vmi.Status.Phase != v1.Running:
+		return conflict(vmiResource, vmi.Name, msgVMNotRunning)
+	case hasCondition(vmi, v1.VirtualMachineInstancePaused):
+		return conflict(vmiResource, vmi.Name, msgAlreadyPaused)
+	case vmi.Status.MigrationState != nil && !vmi.Status.MigrationState.Completed:
+		return conflict(vmiResource, vmi.Name, "Cannot pause VM '%s' because it is currently being migrated", vmi.Name)
 	}
-	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
-		switch {
-		case vmi.Status.Phase != v1.Running:
-			return conflict(vmiResource, vmi.Name, msgVMINotRunning)
-		case !hasCondition(vmi, v1.VirtualMachineInstancePaused):
-			return conflict(vmiResource, vmi.Name, msgVMINotPaused)
-		}
-		return nil
-	})
-	if err != nil {
-		writeStatus(w, err)
-		return
-	}
-	if dryRunAll(opts.DryRun) {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	s.forward(w, r, vmi, http.MethodPut, "unpause", nil)
+	return nil
 }
 
-func (s *Server) softRebootVMI(w http.ResponseWriter, r *http.Request) {
-	vmi, err := s.runningVMI(r.Context(), r.PathValue("namespace"), r.PathValue("name"), func(vmi *v1.VirtualMachineInstance) error {
-		switch {
-		case vmi.Status.Phase != v1.Running:
-			return conflict(vmiResource, vmi.Name, msgVMNotRunning)
-		case hasCondition(vmi, v1.VirtualMachineInstancePaused):
-			return conflict(vmiResource, vmi.Name, "VMI is paused")
-		}
-		return nil
-	})
-	if err != nil {
-		writeStatus(w, err)
-		return
+func checkUnpause(vmi *v1.VirtualMachineInstance) error {
+	switch {
+	case vmi.Status.Phase != v1.Running:
+		return conflict(vmiResource, vmi.Name, msgVMINotRunning)
+	case !hasCondition(vmi, v1.VirtualMachineInstancePaused):
+		return conflict(vmiResource, vmi.Name, msgVMINotPaused)
 	}
-	s.forward(w, r, vmi, http.MethodPut, "softreboot", nil)
+	return nil
+}
+
+func checkSoftReboot(vmi *v1.VirtualMachineInstance) error {
+	switch {
+	case vmi.Status.Phase != v1.Running:
+		return conflict(vmiResource, vmi.Name, msgVMNotRunning)
+	case hasCondition(vmi, v1.VirtualMachineInstancePaused):
+		return conflict(vmiResource, vmi.Name, "VMI is paused")
+	}
+	return nil
 }
 
 func (s *Server) freezeVMI(op string) http.HandlerFunc {

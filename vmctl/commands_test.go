@@ -93,7 +93,7 @@ func TestCommandRequests(t *testing.T) {
 		{name: "version", args: []string{"version"},
 			answer: `{"gitVersion":"v1.2.3","gitCommit":"abc","platform":"linux/amd64"}`,
 			method: "GET", path: "/apis/subresources.kubevirt.io/v1/version",
-			contains: `Server Version: vmctl.VersionInfo{GitVersion:"v1.2.3", GitCommit:"abc"`},
+			contains: `Server Version: version.Info{GitVersion:"v1.2.3", GitCommit:"abc"`},
 		{name: "expand", args: []string{"expand", "--vm", "vm1", "-o", "json"},
 			answer: `{"metadata":{"name":"vm1","namespace":"ns1"},"spec":{"runStrategy":"Always"}}`,
 			method: "GET", path: prefix + "ns1/virtualmachines/vm1/expand-spec",
@@ -272,7 +272,7 @@ func TestVersionServerError(t *testing.T) {
 	api := newFakeAPI(t)
 	api.setAnswer(answerJSON(http.StatusServiceUnavailable, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`))
 	out, _, err := api.run(Options{}, "version")
-	if !strings.HasPrefix(out, "Client Version: vmctl.VersionInfo{") {
+	if !strings.HasPrefix(out, "Client Version: version.Info{") {
 		t.Errorf("output %q, want the client version first", out)
 	}
 	if err == nil || !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "failed to get server version: the server is currently unable") {

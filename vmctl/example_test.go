@@ -96,7 +96,7 @@ func ExampleNewCommand() {
 		fmt.Println(err)
 	}
 	// Output:
-	// Client Version: vmctl.VersionInfo{GitVersion:"v1.0.0", GitCommit:"", GitTreeState:"", BuildDate:"", GoVersion:"", Compiler:"", Platform:"linux/amd64"}
+	// Client Version: version.Info{GitVersion:"v1.0.0", GitCommit:"", GitTreeState:"", BuildDate:"", GoVersion:"", Compiler:"", Platform:"linux/amd64"}
 }
 
 // A kubectl plugin binary shows itself as kubectl's subcommand.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/vmkit/vmkit/version"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -40,15 +41,7 @@ const (
 // VersionInfo is what GET /apis/subresources.kubevirt.io/v1/version returns
 // and what vmctl reports about itself, with the JSON names of KubeVirt's
 // version.Info.
-type VersionInfo struct {
-	GitVersion   string `json:"gitVersion"`
-	GitCommit    string `json:"gitCommit"`
-	GitTreeState string `json:"gitTreeState"`
-	BuildDate    string `json:"buildDate"`
-	GoVersion    string `json:"goVersion"`
-	Compiler     string `json:"compiler"`
-	Platform     string `json:"platform"`
-}
+type VersionInfo = version.Info
 
 // Subresources is a client of KubeVirt's subresource API
 // (subresources.kubevirt.io/v1): the state changes of VirtualMachines

@@ -3,62 +3,15 @@ package vmctl
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vmkit/vmkit/version"
 )
 
-// modulePath is vmkit's Go module, whose version a binary's build
-// information records.
-const modulePath = "github.com/vmkit/vmkit"
-
-// ClientVersion is the version of vmctl in this binary, from its build
-// information: the vmkit module's version (a tag, or a pseudo-version of
-// the commit), the VCS revision, time and tree state when built from a
-// checkout, and the Go toolchain and platform.
-func ClientVersion() VersionInfo {
-	v := VersionInfo{
-		GitVersion: "v0.0.0-unknown",
-		GoVersion:  runtime.Version(),
-		Compiler:   runtime.Compiler,
-		Platform:   runtime.GOOS + "/" + runtime.GOARCH,
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	mod := &bi.Main
-	if mod.Path != modulePath {
-		for _, dep := range bi.Deps {
-			if dep.Path == modulePath {
-				mod = dep
-				break
-			}
-		}
-	}
-	if mod.Version != "" && mod.Version != "(devel)" {
-		v.GitVersion = mod.Version
-	}
-	if mod != &bi.Main {
-		return v
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.GitCommit = s.Value
-		case "vcs.time":
-			v.BuildDate = s.Value
-		case "vcs.modified":
-			v.GitTreeState = "clean"
-			if s.Value == "true" {
-				v.GitTreeState = "dirty"
-			}
-		}
-	}
-	return v
-}
+// ClientVersion is the version of vmctl in this binary (version.Get).
+func ClientVersion() VersionInfo { return version.Get() }
 
 func (c *cli) versionCommand() *cobra.Command {
 	var clientOnly bool
