@@ -12,6 +12,9 @@
 //   - vmapi/instancetype/v1beta1: the instancetype.kubevirt.io/v1beta1 API
 //     (instance types and preferences); vmapi/instancetype expands them into
 //     a VirtualMachineInstance as KubeVirt does, in pure functions.
+//   - vmapi/pool/v1beta1: the pool.kubevirt.io/v1beta1 API
+//     (VirtualMachinePool, N VirtualMachines from one template), which
+//     vmcontrol/pool reconciles.
 //   - vmapi/generated/{clientset,listers,informers}: typed clients generated
 //     by k8s.io/code-generator.
 //   - vmapi/crds: the CRDs, generated from the types with structural schemas
