@@ -1,6 +1,7 @@
 package virtapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -33,6 +35,11 @@ type AdmissionConfig struct {
 	// FeatureGates are the KubeVirt CR's enabled feature gates; a hostDisk
 	// volume needs HostDisk.
 	FeatureGates []string
+	// Expand, if set, applies a VM's instance type and preference to its
+	// template (Server.Serve sets it), so a VM sized by an instance type is
+	// validated as its instances will be. Without it such a VM's template
+	// is not checked here (the VM controller reports what is wrong).
+	Expand func(ctx context.Context, vm *v1.VirtualMachine) error
 }
 
 // AdmissionHandler serves the validating admission webhooks: a
@@ -46,24 +53,41 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 		return append(gated(vmi, cfg.FeatureGates), domainxml.Validate(vmi, cfg.Emulation)...)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
 		vmi := &v1.VirtualMachineInstance{}
 		if err := json.Unmarshal(raw, vmi); err != nil {
 			return nil, err
 		}
 		return check(vmi), nil
 	}))
-	mux.HandleFunc("POST "+ValidateVMPath, admit(func(raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateVMPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
 		vm := &v1.VirtualMachine{}
 		if err := json.Unmarshal(raw, vm); err != nil {
 			return nil, err
+		}
+		if vm.Spec.Instancetype != nil || vm.Spec.Preference != nil {
+			if cfg.Expand == nil {
+				return nil, nil
+			}
+			switch err := cfg.Expand(ctx, vm); {
+			case apierrors.IsNotFound(err):
+				// Not there yet: the VM controller waits for it and
+				// reports it on the VM.
+				return nil, nil
+			case apierrors.IsBadRequest(err):
+				// A conflict between the template and the instance type,
+				// refused as KubeVirt's webhook refuses it.
+				return field.ErrorList{field.Invalid(field.NewPath("spec", "instancetype"), field.OmitValueType{}, err.Error())}, nil
+			case err != nil:
+				return nil, err
+			}
 		}
 		if errs := v1.ValidateVirtualMachine(vm); len(errs) > 0 {
 			return errs, nil
 		}
 		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, check), nil
 	}))
-	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
 		rs := &v1.VirtualMachineInstanceReplicaSet{}
 		if err := json.Unmarshal(raw, rs); err != nil {
 			return nil, err
@@ -99,7 +123,7 @@ func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTe
 }
 
 // admit decodes an AdmissionReview, validates its object and answers.
-func admit(validate func(raw []byte) (field.ErrorList, error)) http.HandlerFunc {
+func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
@@ -114,7 +138,7 @@ func admit(validate func(raw []byte) (field.ErrorList, error)) http.HandlerFunc 
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		op := review.Request.Operation
 		if op == admissionv1.Create || op == admissionv1.Update && specChanged(review.Request.OldObject.Raw, review.Request.Object.Raw) {
-			errs, err := validate(review.Request.Object.Raw)
+			errs, err := validate(r.Context(), review.Request.Object.Raw)
 			switch {
 			case err != nil:
 				resp.Allowed = false

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -122,5 +123,52 @@ func TestAdmissionIgnoresMetadataUpdates(t *testing.T) {
 	var out admissionv1.AdmissionReview
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || !out.Response.Allowed {
 		t.Fatalf("metadata-only update of a VM with a bad template: %s", rec.Body)
+	}
+}
+
+// A VM sized by an instance type is validated as its instances will be:
+// its template needs no memory of its own; a missing instance type is left
+// to the VM controller; a template that conflicts with the instance type is
+// refused naming both fields, as KubeVirt's webhook refuses it.
+func TestAdmissionExpandsInstancetypes(t *testing.T) {
+	small := &instancetypev1beta1.VirtualMachineInstancetype{
+		ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "ns"},
+		Spec: instancetypev1beta1.VirtualMachineInstancetypeSpec{
+			CPU:    instancetypev1beta1.CPUInstancetype{Guest: 1},
+			Memory: instancetypev1beta1.MemoryInstancetype{Guest: resource.MustParse("128Mi")},
+		},
+	}
+	ts := newTestServer(t, nil, small)
+	handler := AdmissionHandler(AdmissionConfig{Expand: ts.srv.expand})
+	send := func(vm *v1.VirtualMachine) *admissionv1.AdmissionResponse {
+		raw, _ := json.Marshal(vm)
+		in := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{UID: "u", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}}
+		body, _ := json.Marshal(in)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, ValidateVMPath, bytes.NewReader(body)))
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+			t.Fatalf("answer %s: %v", rec.Body, err)
+		}
+		return out.Response
+	}
+	spec := runnableSpec()
+	spec.Domain.Resources.Requests = nil // the instance type sizes it
+	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+		RunStrategy:  v1.RunStrategyPtr(v1.RunStrategyAlways),
+		Instancetype: &v1.InstancetypeMatcher{Name: "small", Kind: "VirtualMachineInstancetype"},
+		Template:     &v1.VirtualMachineInstanceTemplateSpec{Spec: spec}}}
+	if resp := send(vm); !resp.Allowed {
+		t.Fatalf("a VM sized by its instance type: refused %+v", resp.Result)
+	}
+	missing := vm.DeepCopy()
+	missing.Spec.Instancetype.Name = "absent"
+	if resp := send(missing); !resp.Allowed {
+		t.Fatalf("a VM naming a missing instance type: refused %+v", resp.Result)
+	}
+	conflict := vm.DeepCopy()
+	conflict.Spec.Template.Spec.Domain.CPU = &v1.CPU{Sockets: 2}
+	if resp := send(conflict); resp.Allowed || !strings.Contains(resp.Result.Message, "spec.template.spec.domain.cpu.sockets") {
+		t.Fatalf("a VM conflicting with its instance type: %+v, want a refusal naming the field", resp.Result)
 	}
 }

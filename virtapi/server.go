@@ -186,7 +186,11 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
 	// kube-apiserver calls admission webhooks directly, over TLS verified
 	// with the webhook configuration's caBundle, without a user.
-	admission := AdmissionHandler(opts.Admission)
+	admissionConfig := opts.Admission
+	if admissionConfig.Expand == nil {
+		admissionConfig.Expand = s.expand
+	}
+	admission := AdmissionHandler(admissionConfig)
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
 		root.Handle("POST "+p, admission)
 	}
