@@ -256,3 +256,19 @@ func TestNotSupportedAndUnknown(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The node agent's {code, message} answers reach the user as a Status with
+// the same code, a matching reason and the agent's message.
+func TestAgentError(t *testing.T) {
+	err := agentError(http.StatusConflict, []byte(`{"code":409,"message":"VMI does not have a guest agent connected"}`))
+	st, ok := err.(interface{ Status() metav1.Status })
+	if !ok {
+		t.Fatalf("%T is not a status error", err)
+	}
+	if s := st.Status(); s.Code != 409 || s.Reason != metav1.StatusReasonConflict || s.Message != "VMI does not have a guest agent connected" {
+		t.Fatalf("status %+v", s)
+	}
+	if s := agentError(http.StatusBadGateway, []byte("connecting to the guest: refused")).(interface{ Status() metav1.Status }).Status(); s.Message != "connecting to the guest: refused" || s.Code != 502 {
+		t.Fatalf("plain-text answer: %+v", s)
+	}
+}

@@ -108,12 +108,18 @@ func agentError(code int, body []byte) error {
 	if json.Unmarshal(body, &e) != nil || e.Message == "" {
 		e.Message = strings.TrimSpace(string(body))
 	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    int32(code),
-		Reason:  apierrors.FromObject(&metav1.Status{Code: int32(code)}).(apierrors.APIStatus).Status().Reason,
-		Message: e.Message,
-	}}
+	reason := metav1.StatusReasonInternalError
+	switch code {
+	case http.StatusBadRequest:
+		reason = metav1.StatusReasonBadRequest
+	case http.StatusNotFound:
+		reason = metav1.StatusReasonNotFound
+	case http.StatusConflict:
+		reason = metav1.StatusReasonConflict
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		reason = metav1.StatusReasonServiceUnavailable
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: e.Message}}
 }
 
 func dryRunAll(dryRun []string) bool { return len(dryRun) > 0 && dryRun[0] == metav1.DryRunAll }
