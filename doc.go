@@ -33,6 +33,7 @@
 //     aggregated API server.
 //   - vmctl: the command line (KubeVirt's virtctl commands) on cobra and
 //     cli-runtime, and a client of the subresource API.
+//   - version: the build's version in KubeVirt's version.Info shape.
 //   - cmd/...: the binaries, flags and wiring only.
 //
 // Importing vmapi, vmcontrol, podtemplate, domainxml or installstrategy never
