@@ -96,8 +96,10 @@ func Rules() []ComponentRules {
 				// Owner references with blockOwnerDeletion need update on the owner's finalizers.
 				rule(kv, []string{"virtualmachineinstances/finalizers", "virtualmachines/finalizers"}, "update"),
 				rule(kv, []string{"kubevirts"}, read...),
-				// The pool controller reads pools, writes their status and
-				// owns their VMs (blockOwnerDeletion: update on finalizers).
+				// The pool controller reads pools, writes their status,
+				// creates and deletes their VMs and owns them
+				// (blockOwnerDeletion: update on the pools' finalizers).
+				rule(kv, []string{"virtualmachines"}, "create", "delete"),
 				rule(groupPool, []string{"virtualmachinepools"}, read...),
 				rule(groupPool, []string{"virtualmachinepools/status"}, status...),
 				rule(groupPool, []string{"virtualmachinepools/finalizers"}, "update"),

@@ -89,6 +89,9 @@ func TestPool(t *testing.T) {
 				have = append(have, n)
 			}
 			slices.Sort(have)
+			if p, err := pools.Get(t.Context(), pool.Name, metav1.GetOptions{}); err == nil {
+				phases += fmt.Sprintf("; pool status %+v", p.Status)
+			}
 			return len(list.Items) == len(names) && strings.Join(have, ",") == strings.Join(names, ","), phases
 		})
 		return got

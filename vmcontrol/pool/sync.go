@@ -223,9 +223,11 @@ func (c *Controller) createVMs(ctx context.Context, key string, pool *poolv1beta
 			// sync starts again with a batch of one.
 			c.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating VM: %v", failed[0])
 			out.failure = failure(ReasonFailedScaleOut, "error during scale out: "+failed[0].Error())
-			if apierrors.IsInvalid(failed[0]) || apierrors.IsForbidden(failed[0]) || apierrors.IsBadRequest(failed[0]) {
-				return nil // the template or a quota must change first
+			if apierrors.IsInvalid(failed[0]) || apierrors.IsBadRequest(failed[0]) {
+				return nil // the template must change first
 			}
+			// Anything else, a quota or RBAC refusal included, is tried
+			// again with back-off.
 			return fmt.Errorf("creating VirtualMachines of %s: %w", key, errors.Join(failed...))
 		}
 	}

@@ -432,17 +432,32 @@ func TestSlowStartStopsAtFirstError(t *testing.T) {
 	}
 }
 
-// A create the API server rejects as invalid is reported, not retried.
-func TestInvalidCreateIsNotRetried(t *testing.T) {
-	h := newHarness(t, newPool(2))
-	h.client.PrependReactor("create", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewInvalid(v1.VirtualMachineGroupVersionKind.GroupKind(), "pool-0", nil)
-	})
-	if err := h.c.sync(context.Background(), "ns/pool"); err != nil {
-		t.Fatalf("an invalid template was retried: %v", err)
-	}
-	if c := condition(&h.pool(t).Status, poolv1beta1.VirtualMachinePoolReplicaFailure); c == nil || c.Reason != ReasonFailedScaleOut {
-		t.Errorf("ReplicaFailure = %+v", c)
+// A create the API server rejects as invalid is reported, not retried; one
+// refused (RBAC, a quota) is reported and retried with back-off.
+func TestRejectedCreates(t *testing.T) {
+	gr := v1.Resource("virtualmachines")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"invalid", apierrors.NewInvalid(v1.VirtualMachineGroupVersionKind.GroupKind(), "pool-0", nil), false},
+		{"bad request", apierrors.NewBadRequest("no"), false},
+		{"forbidden", apierrors.NewForbidden(gr, "pool-0", errors.New("cannot create virtualmachines")), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, newPool(2))
+			h.client.PrependReactor("create", "virtualmachines", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tc.err
+			})
+			err := h.c.sync(context.Background(), "ns/pool")
+			if (err != nil) != tc.retry {
+				t.Errorf("sync error %v, want a retry: %v", err, tc.retry)
+			}
+			if c := condition(&h.pool(t).Status, poolv1beta1.VirtualMachinePoolReplicaFailure); c == nil || c.Reason != ReasonFailedScaleOut {
+				t.Errorf("ReplicaFailure = %+v", c)
+			}
+		})
 	}
 }
 
