@@ -172,6 +172,36 @@ func TestVirtAPI(t *testing.T) {
 	if err != nil || info.OS.ID != "vmkit-test-guest" {
 		t.Errorf("guestosinfo: %+v, %v", info, err)
 	}
+	if _, err := sub.UserList(ctx, "default", name); err != nil {
+		t.Errorf("userlist: %v", err)
+	}
+	// The tiny guest runs from its initramfs: qemu-ga reports no file
+	// system, and freezes none.
+	if _, err := sub.FileSystemList(ctx, "default", name); err != nil {
+		t.Errorf("filesystemlist: %v", err)
+	}
+	if err := sub.Freeze(ctx, "default", name, time.Minute); err != nil {
+		t.Errorf("freeze: %v", err)
+	}
+	if err := sub.Unfreeze(ctx, "default", name); err != nil {
+		t.Errorf("unfreeze: %v", err)
+	}
+	if got, err := sub.ExpandSpec(ctx, "default", name); err != nil || got.Name != name || got.Spec.Template == nil {
+		t.Errorf("expand-spec: %v", err)
+	}
+	// migrate records a VirtualMachineInstanceMigration (moving the guest
+	// is the migration controller's job, not in vmkit yet).
+	if err := sub.Migrate(ctx, "default", name, v1.MigrateOptions{}); err != nil {
+		t.Errorf("migrate: %v", err)
+	} else {
+		migrations, err := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default").List(ctx, metav1.ListOptions{})
+		if err != nil || len(migrations.Items) == 0 || migrations.Items[0].Spec.VMIName != name {
+			t.Errorf("after migrate: migrations %v, %v", migrations, err)
+		}
+		for _, m := range migrations.Items {
+			_ = c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default").Delete(context.Background(), m.Name, metav1.DeleteOptions{})
+		}
+	}
 
 	// Port-forward to the guest's web server.
 	pf, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(80, ""))
