@@ -19,8 +19,9 @@ test: test-deps verify lint
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
-## test-deps: Kubernetes + etcd from source, containerd + runc, libvirt + QEMU, the test guest,
-## vmkit's images (for the end-to-end tests on a real kubelet), the code tools.
+## test-deps: Kubernetes + etcd from source, containerd + runc, libvirt + QEMU, the test guests
+## (tiny; the Debian cloud guest, which hack/build-images.sh makes), vmkit's images (for the
+## end-to-end tests on a real kubelet), the code tools.
 test-deps:
 	hack/setup-k8s.sh
 	hack/setup-node.sh

@@ -11,11 +11,14 @@
 #   $OUT/tiny-guest.tar       vmkit/tiny-guest:$TAG and :latest
 #   $OUT/local-path-provisioner.tar  vmkit/local-path-provisioner:$TAG (hack/build-storage.sh)
 #   $OUT/busybox.tar          vmkit/busybox:$TAG and :latest (Debian's busybox-static)
-# It builds the binaries into _output/image-bin, makes the test guest
-# (hack/make-guest.sh) when it is missing, runs hack/images (go run), and,
-# as root, checks the launcher's file system with chroot
-# (hack/images/check-launcher.sh: shared libraries, --help/--version,
-# virtlogd + libvirtd + a TCG guest boot in throw-away namespaces).
+#   $OUT/cloud-guest.tar      vmkit/cloud-guest:$TAG and :latest (hack/make-cloud-guest.sh:
+#                             Debian 12 with cloud-init, a qcow2 container disk)
+# It builds the binaries into _output/image-bin, makes the test guests
+# (hack/make-guest.sh, hack/make-cloud-guest.sh) when they are missing,
+# runs hack/images (go run), and, as root, checks the launcher's file
+# system with chroot (hack/images/check-launcher.sh: shared libraries,
+# --help/--version, virtlogd + libvirtd + a TCG guest boot in throw-away
+# namespaces).
 # See docs/images.md.
 #
 # usage: [TAG=devel] [OUT=_output/images] [VERIFY=1] [SOURCE_DATE_EPOCH=0] hack/build-images.sh
@@ -29,6 +32,7 @@ OUT=$(realpath -m "${OUT:-$ROOT/_output/images}")
 BIN=$ROOT/_output/image-bin
 WORK=$ROOT/_output/image-work
 GUEST_DIR=$(realpath -m "${VMKIT_GUEST_DIR:-$ROOT/_output/guest}")
+CLOUD_GUEST_DIR=$(realpath -m "${VMKIT_CLOUD_GUEST_DIR:-$ROOT/_output/cloud-guest}")
 if [ "$(id -u)" -eq 0 ]; then VERIFY=${VERIFY:-1}; else VERIFY=${VERIFY:-0}; fi
 
 log() { echo "build-images: $*"; }
@@ -71,6 +75,7 @@ log "binaries built into $BIN in $(took "$start")"
 
 # --- test guest -------------------------------------------------------------------
 hack/make-guest.sh "$GUEST_DIR" # does nothing when the guest is complete
+hack/make-cloud-guest.sh "$CLOUD_GUEST_DIR" # likewise
 
 # --- images -----------------------------------------------------------------------
 start=$(now)
@@ -81,7 +86,7 @@ else
   log "VERIFY=0: the launcher's file system is not checked"
 fi
 (cd hack/images && go run . -root "$ROOT" -out "$OUT" -bin "$BIN" -work "$WORK" \
-  -debs "$ROOT/_output/debs" -guest "$GUEST_DIR" -tag "$TAG" "${rootfs[@]}")
+  -debs "$ROOT/_output/debs" -guest "$GUEST_DIR" -cloud-guest "$CLOUD_GUEST_DIR" -tag "$TAG" "${rootfs[@]}")
 log "images written to $OUT in $(took "$start")"
 
 if [ "$VERIFY" = 1 ]; then

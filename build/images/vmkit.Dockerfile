@@ -10,11 +10,13 @@
 #   docker build -f build/images/vmkit.Dockerfile --target virt-launcher   -t vmkit/virt-launcher:devel .
 #   hack/make-guest.sh _output/guest
 #   docker build -f build/images/vmkit.Dockerfile --target tiny-guest -t vmkit/tiny-guest:devel -t vmkit/tiny-guest:latest .
+#   hack/make-cloud-guest.sh _output/cloud-guest
+#   docker build -f build/images/vmkit.Dockerfile --target cloud-guest -t vmkit/cloud-guest:devel -t vmkit/cloud-guest:latest .
 #
 # The launcher installs the same Debian packages with apt-get (maintainer
 # scripts run, so the file system is not byte for byte the tool's); the
 # other images are the tool's files in the same layers. vmkit.Dockerfile.dockerignore
-# keeps _output (but the guest) out of the context.
+# keeps _output (but the guests) out of the context.
 # hack/images/dockerfile_test.go keeps the files and settings below equal to
 # the tool's.
 ARG GO_IMAGE=golang:1.25-bookworm
@@ -144,4 +146,10 @@ FROM scratch AS tiny-guest
 COPY --from=base /rootfs/ /
 COPY --chmod=644 _output/guest/vmlinux _output/guest/initramfs-idle.cpio.gz _output/guest/initramfs-agent.cpio.gz /boot/
 COPY --chmod=644 _output/guest/disk.img /disk/tiny.img
+ENV PATH=/usr/bin:/bin
+
+# --- the cloud guest, a container disk (hack/make-cloud-guest.sh _output/cloud-guest)
+FROM scratch AS cloud-guest
+COPY --from=base /rootfs/ /
+COPY --chmod=644 _output/cloud-guest/debian-12-cloud.qcow2 /disk/debian-12-cloud.qcow2
 ENV PATH=/usr/bin:/bin

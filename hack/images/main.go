@@ -12,6 +12,7 @@
 //	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its disk
 //	vmkit/local-path-provisioner:TAG  the local cluster's storage provisioner (storage.go)
 //	vmkit/busybox:TAG, :latest   Debian's static busybox, for its helper pods and disk copies
+//	vmkit/cloud-guest:TAG, :latest  Debian 12 with cloud-init as a qcow2 container disk (cloudguest.go)
 //
 // Each image is written to <out>/<name>.tar, an archive holding both an OCI
 // image layout and Docker's manifest.json (what `docker save` writes since
@@ -73,6 +74,7 @@ func main() {
 // options are the command line.
 type options struct {
 	out, bin, debs, guest, work string
+	cloudGuest                  string
 	launcherRootfs              string
 	tag                         string
 	only                        []string
@@ -88,12 +90,14 @@ func run() error {
 		exclude  string
 		level    int
 		defGuest = os.Getenv("VMKIT_GUEST_DIR")
+		defCloud = os.Getenv("VMKIT_CLOUD_GUEST_DIR")
 	)
 	flag.StringVar(&root, "root", "../..", "the vmkit repository; the other directories default to places under its _output/")
 	flag.StringVar(&o.out, "out", "", "where the image archives go (default <root>/_output/images)")
 	flag.StringVar(&o.bin, "bin", "", "the binaries to put in the images (default <root>/_output/image-bin)")
 	flag.StringVar(&o.debs, "debs", "", "cache of downloaded Debian packages (default <root>/_output/debs)")
 	flag.StringVar(&o.guest, "guest", defGuest, "the test guest made by hack/make-guest.sh (default $VMKIT_GUEST_DIR, else <root>/_output/guest)")
+	flag.StringVar(&o.cloudGuest, "cloud-guest", defCloud, "the cloud guest made by hack/make-cloud-guest.sh (default $VMKIT_CLOUD_GUEST_DIR, else <root>/_output/cloud-guest)")
 	flag.StringVar(&o.work, "work", "", "scratch space: unpacked packages and layers (default <root>/_output/image-work)")
 	flag.StringVar(&o.launcherRootfs, "launcher-rootfs", "", "also write the launcher image's file system to this directory (replaced), e.g. to chroot into it")
 	flag.StringVar(&o.tag, "tag", "devel", "tag of the vmkit images")
@@ -113,6 +117,7 @@ func run() error {
 	below(&o.bin, "_output/image-bin")
 	below(&o.debs, "_output/debs")
 	below(&o.guest, "_output/guest")
+	below(&o.cloudGuest, "_output/cloud-guest")
 	below(&o.work, "_output/image-work")
 	o.only = splitList(only)
 	for _, n := range o.only {
@@ -277,7 +282,7 @@ func (b *builder) images() []imageSpec {
 			layers: func(context.Context) ([]*layer, error) { return b.layers(b.baseLayer, b.guestLayer) },
 			config: v1.Config{Env: []string{defaultPath}},
 		},
-	}, b.storageImages()...)
+	}, append(b.storageImages(), b.cloudGuestImages()...)...)
 }
 
 // buildImage assembles one image and writes its archive.

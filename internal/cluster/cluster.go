@@ -62,7 +62,7 @@ const (
 
 // Images are the image tarballs (under the images directory) a cluster
 // imports, as hack/build-images.sh names them.
-var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest", "local-path-provisioner", "busybox"}
+var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest", "local-path-provisioner", "busybox", "cloud-guest"}
 
 // ImagesDirEnv, when set, names the directory of the image tarballs.
 const ImagesDirEnv = "VMKIT_IMAGES_DIR"
