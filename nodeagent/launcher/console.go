@@ -15,12 +15,32 @@ type consoleHub struct {
 	mu      sync.Mutex
 	conn    io.ReadWriteCloser
 	history []byte
-	subs    map[chan []byte]struct{}
+	subs    map[*consoleSub]struct{}
 	closed  bool
 }
 
+// consoleSub is one client's view of the console: what the guest printed
+// that the client has not taken yet. A booting Linux prints hundreds of
+// short lines in a burst (each its own read from the console), faster than
+// a client behind the node agent and a WebSocket takes them, so output is
+// gathered here rather than queued chunk by chunk; only a client that
+// falls more than maxPending bytes behind is dropped.
+type consoleSub struct {
+	mu      sync.Mutex
+	pending []byte
+	done    bool
+	// ready has a token while pending holds data or done is set.
+	ready chan struct{}
+}
+
+// maxPending is how far a console client may fall behind: at least the
+// history, and 1 MiB.
+func (h *consoleHub) maxPending() int {
+	return max(h.max, 1<<20)
+}
+
 func newConsoleHub(max int) *consoleHub {
-	return &consoleHub{max: max, subs: map[chan []byte]struct{}{}}
+	return &consoleHub{max: max, subs: map[*consoleSub]struct{}{}}
 }
 
 // attach starts reading the guest's console.
@@ -59,37 +79,85 @@ func (h *consoleHub) publish(p []byte) {
 	if over := len(h.history) - h.max; over > 0 {
 		h.history = append(h.history[:0], h.history[over:]...)
 	}
-	for ch := range h.subs {
-		select {
-		case ch <- append([]byte(nil), p...):
-		default: // a client that cannot keep up is dropped
-			delete(h.subs, ch)
-			close(ch)
+	for s := range h.subs {
+		if !s.add(p, h.maxPending()) { // a client that cannot keep up is dropped
+			delete(h.subs, s)
+			s.end()
 		}
 	}
 }
 
-// subscribe returns the history (when asked for) and a channel of what the
-// guest prints from now on; the channel closes when the console ends or the
-// client falls behind. cancel unsubscribes.
-func (h *consoleHub) subscribe(withHistory bool) (past []byte, ch <-chan []byte, cancel func()) {
+// add appends p to what the client has yet to take, false when that would
+// exceed limit.
+func (s *consoleSub) add(p []byte, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending)+len(p) > limit {
+		return false
+	}
+	s.pending = append(s.pending, p...)
+	s.wake()
+	return true
+}
+
+// end tells the client there is no more.
+func (s *consoleSub) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	s.wake()
+}
+
+// wake leaves a token in ready; s.mu is held.
+func (s *consoleSub) wake() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for output and returns everything printed since the last
+// call, false once the console ended or the client was dropped (after the
+// last output).
+func (s *consoleSub) next() ([]byte, bool) {
+	for {
+		s.mu.Lock()
+		if len(s.pending) > 0 {
+			p := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			return p, true
+		}
+		if s.done {
+			s.mu.Unlock()
+			return nil, false
+		}
+		s.mu.Unlock()
+		<-s.ready
+	}
+}
+
+// subscribe returns the history (when asked for) and the client's view of
+// what the guest prints from now on, which ends when the console does or
+// the client falls behind. cancel unsubscribes.
+func (h *consoleHub) subscribe(withHistory bool) (past []byte, sub *consoleSub, cancel func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := make(chan []byte, 256)
+	s := &consoleSub{ready: make(chan struct{}, 1)}
 	if withHistory {
 		past = append([]byte(nil), h.history...)
 	}
 	if h.closed {
-		close(c)
-		return past, c, func() {}
+		s.end()
+		return past, s, func() {}
 	}
-	h.subs[c] = struct{}{}
-	return past, c, func() {
+	h.subs[s] = struct{}{}
+	return past, s, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if _, ok := h.subs[c]; ok {
-			delete(h.subs, c)
-			close(c)
+		if _, ok := h.subs[s]; ok {
+			delete(h.subs, s)
+			s.end()
 		}
 	}
 }
@@ -125,8 +193,8 @@ func (h *consoleHub) close() {
 	if h.conn != nil {
 		_ = h.conn.Close()
 	}
-	for ch := range h.subs {
-		delete(h.subs, ch)
-		close(ch)
+	for s := range h.subs {
+		delete(h.subs, s)
+		s.end()
 	}
 }

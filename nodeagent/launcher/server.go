@@ -204,7 +204,7 @@ func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
-	past, ch, cancel := l.console.subscribe(history)
+	past, sub, cancel := l.console.subscribe(history)
 	defer cancel()
 	go func() {
 		// Client → guest; a closed client ends the session.
@@ -225,7 +225,11 @@ func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for p := range ch {
+	for {
+		p, ok := sub.next()
+		if !ok {
+			return
+		}
 		if _, err := conn.Write(p); err != nil {
 			return
 		}

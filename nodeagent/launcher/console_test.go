@@ -1,0 +1,93 @@
+package launcher
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestConsoleBurst: a client that reads slowly while the guest prints a
+// burst of short lines (a Linux boot: one console read per line) gets every
+// byte in order, and the end of the console.
+func TestConsoleBurst(t *testing.T) {
+	h := newConsoleHub(64 << 10)
+	_, sub, cancel := h.subscribe(false)
+	defer cancel()
+	var want bytes.Buffer
+	for i := range 20000 {
+		line := fmt.Appendf(nil, "[%8.6f] a line of the kernel's boot log\n", float64(i)/1000)
+		want.Write(line)
+		h.publish(line)
+	}
+	h.close()
+	var got bytes.Buffer
+	for {
+		time.Sleep(time.Millisecond) // a slow client
+		p, ok := sub.next()
+		if !ok {
+			break
+		}
+		got.Write(p)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Errorf("the client got %d bytes, want all %d in order", got.Len(), want.Len())
+	}
+}
+
+// TestConsoleSlowClientDropped: a client more than maxPending bytes behind
+// is dropped: it gets what was kept for it, then the end, while the hub
+// goes on serving others and keeping its history.
+func TestConsoleSlowClientDropped(t *testing.T) {
+	h := newConsoleHub(1 << 10)
+	_, stuck, cancel := h.subscribe(false)
+	defer cancel()
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	for range h.maxPending()/len(chunk) + 1 {
+		h.publish(chunk)
+	}
+	p, ok := stuck.next()
+	if !ok || len(p) != h.maxPending() {
+		t.Fatalf("dropped client: first next() = %d bytes, %v; want the %d bytes kept for it", len(p), ok, h.maxPending())
+	}
+	if _, ok := stuck.next(); ok {
+		t.Error("dropped client: next() after its output = ok, want the end")
+	}
+	past, fresh, cancel2 := h.subscribe(true)
+	defer cancel2()
+	h.publish([]byte("still here\n"))
+	if len(past) != 1<<10 {
+		t.Errorf("history %d bytes, want 1024", len(past))
+	}
+	if p, ok := fresh.next(); !ok || string(p) != "still here\n" {
+		t.Errorf("a new client got %q, %v", p, ok)
+	}
+}
+
+// TestConsoleCancel: cancel and close end a client's stream.
+func TestConsoleCancel(t *testing.T) {
+	h := newConsoleHub(1 << 10)
+	_, a, cancelA := h.subscribe(false)
+	_, b, cancelB := h.subscribe(false)
+	defer cancelB()
+	cancelA()
+	if _, ok := a.next(); ok {
+		t.Error("cancelled client: next() = ok")
+	}
+	done := make(chan bool)
+	go func() { _, ok := b.next(); done <- ok }()
+	h.close()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("after close: next() = ok")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("next() still waits after close")
+	}
+	if _, closedSub, _ := h.subscribe(true); closedSub != nil {
+		if _, ok := closedSub.next(); ok {
+			t.Error("subscribing to a closed console: next() = ok")
+		}
+	}
+}
