@@ -77,7 +77,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			}
 			dir := filepath.Join(eph, "disk-data", vol.Name)
 			if err := mkdir(dir); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			ds, err := overlay(ctx, qemuImg, src, dir)
 			if err != nil {
@@ -87,7 +87,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		case vol.EmptyDisk != nil:
 			dir := filepath.Join(eph, "empty-disks")
 			if err := mkdir(dir); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			ds, err := emptyDisk(ctx, qemuImg, filepath.Join(dir, vol.Name), vol.EmptyDisk.Capacity.Value())
 			if err != nil {
@@ -110,7 +110,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			}
 			dir := filepath.Join(eph, "disk-data", vol.Name)
 			if err := mkdir(dir); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			ds, err := overlay(ctx, qemuImg, backing.Path, dir)
 			if err != nil {
@@ -125,7 +125,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		case vol.CloudInitNoCloud != nil:
 			dir := filepath.Join(eph, "cloud-init-data", vmi.Namespace, vmi.Name)
 			if err := mkdir(dir); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			path := filepath.Join(dir, "noCloud.iso")
 			if err := l.noCloudISO(vmi, vol, path); err != nil {
@@ -135,7 +135,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		case vol.CloudInitConfigDrive != nil:
 			dir := filepath.Join(eph, "cloud-init-data", vmi.Namespace, vmi.Name)
 			if err := mkdir(dir); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			path := filepath.Join(dir, "configdrive.iso")
 			if err := l.configDriveISO(vmi, vol, path); err != nil {
@@ -148,7 +148,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			}
 			d, _ := configDiskOf(priv, serviceAccountDir, vol)
 			if err := mkdir(filepath.Dir(d.iso)); err != nil {
-				return opts, created, err
+				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			if err := d.write(time.Now()); err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
@@ -458,7 +458,11 @@ func copyFile(src, dst string) error {
 
 // noCloudISO writes the NoCloud ISO (label cidata) of a cloud-init volume:
 // meta-data (instance-id and local-hostname), user-data and, when given,
-// network-config. Secret references are read where the launcher pod mounts
+// network-config. The instance ID is KubeVirt's, the firmware UUID, which
+// the VM controller derives from the VM's name: cloud-init sees the same
+// instance after a restart and runs its once-per-instance modules (users,
+// SSH host keys) once. A VMI without one (made directly) uses its UID.
+// Secret references are read where the launcher pod mounts
 // them: <PrivateDir>/secret/<volume>/{userdata,userData,networkdata,networkData}.
 func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
 	user, network, err := l.cloudInitPayload(vol.Name, vol.CloudInitNoCloud)
@@ -467,7 +471,7 @@ func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, pa
 	}
 	host := guestHostname(vmi)
 	files := []isoFile{
-		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", vmi.UID, host))},
+		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", firmwareUUID(vmi), host))},
 		{Name: "user-data", Data: user},
 	}
 	if len(network) > 0 {
@@ -493,11 +497,7 @@ func (l *Launcher) configDriveISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume
 		return err
 	}
 	host := guestHostname(vmi)
-	uuid := string(vmi.UID)
-	if fw := vmi.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
-		uuid = string(fw.UUID)
-	}
-	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: uuid, Hostname: host})
+	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: firmwareUUID(vmi), Hostname: host})
 	if err != nil {
 		return err
 	}
@@ -535,6 +535,14 @@ func (l *Launcher) cloudInitPayload(volume string, src *v1.CloudInitNoCloudSourc
 		return nil, nil, fmt.Errorf("network data: %w", err)
 	}
 	return user, network, nil
+}
+
+// firmwareUUID is the VMI's firmware UUID, else its UID.
+func firmwareUUID(vmi *v1.VirtualMachineInstance) string {
+	if fw := vmi.Spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+		return string(fw.UUID)
+	}
+	return string(vmi.UID)
 }
 
 // guestHostname is the VMI's spec.hostname, else its name.

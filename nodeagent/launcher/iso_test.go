@@ -347,6 +347,97 @@ func TestConfigDriveISO(t *testing.T) {
 	}
 }
 
+// TestNoCloudISO: the cidata image holds meta-data (the firmware UUID as
+// the instance ID, else the VMI's UID; the hostname), the user data and the
+// network config, from inline, base64 or Secret sources.
+func TestNoCloudISO(t *testing.T) {
+	const fwUUID = "5d307ca9-b3ef-428c-8861-06e72d69f223"
+	for _, tc := range []struct {
+		name    string
+		src     v1.CloudInitNoCloudSource
+		secret  map[string]string
+		fw      *v1.Firmware
+		host    string
+		want    map[string]string
+		wantErr string
+	}{{
+		name: "inline",
+		src:  v1.CloudInitNoCloudSource{UserData: "#cloud-config\n", NetworkData: "version: 2\n"},
+		want: map[string]string{
+			"meta-data":      "instance-id: " + diskUID + "\nlocal-hostname: vm1\n",
+			"user-data":      "#cloud-config\n",
+			"network-config": "version: 2\n",
+		},
+	}, {
+		name: "base64, firmware UUID and hostname",
+		src:  v1.CloudInitNoCloudSource{UserDataBase64: "I2Nsb3VkLWNvbmZpZwo=", NetworkDataBase64: "dmVyc2lvbjogMQo="},
+		fw:   &v1.Firmware{UUID: fwUUID},
+		host: "web",
+		want: map[string]string{
+			"meta-data":      "instance-id: " + fwUUID + "\nlocal-hostname: web\n",
+			"user-data":      "#cloud-config\n",
+			"network-config": "version: 1\n",
+		},
+	}, {
+		name:   "secrets",
+		src:    v1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: "s"}, NetworkDataSecretRef: &corev1.LocalObjectReference{Name: "s"}},
+		secret: map[string]string{"userdata": "#!/bin/sh\n", "networkData": "version: 2\n"},
+		want: map[string]string{
+			"meta-data":      "instance-id: " + diskUID + "\nlocal-hostname: vm1\n",
+			"user-data":      "#!/bin/sh\n",
+			"network-config": "version: 2\n",
+		},
+	}, {
+		name:    "network secret not mounted",
+		src:     v1.CloudInitNoCloudSource{UserData: "#cloud-config\n", NetworkDataSecretRef: &corev1.LocalObjectReference{Name: "s"}},
+		wantErr: "network data: secret not mounted at ",
+	}, {
+		name:    "bad base64",
+		src:     v1.CloudInitNoCloudSource{UserDataBase64: "!"},
+		wantErr: "user data: illegal base64",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := diskLauncher(t)
+			l.cfg.PrivateDir = t.TempDir()
+			for k, v := range tc.secret {
+				p := filepath.Join(l.cfg.PrivateDir, "secret", "cloudinit", k)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vmi := &v1.VirtualMachineInstance{}
+			vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
+			vmi.Spec.Domain.Firmware, vmi.Spec.Hostname = tc.fw, tc.host
+			vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &tc.src}}}
+			path := filepath.Join(t.TempDir(), "noCloud.iso")
+			err := l.noCloudISO(vmi, &vmi.Spec.Volumes[0], path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("noCloudISO = %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := readISO(t, b, true)
+			if img.Label != "cidata" {
+				t.Errorf("label %q, want cidata", img.Label)
+			}
+			if diff := cmp.Diff(tc.want, img.Files); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestISOReadByLinux checks that Linux's own readers see the config drive:
 // blkid (what cloud-init uses to find the config-2 label), isoinfo and,
 // where the kernel has an iso9660 driver, a read-only loop mount.
