@@ -1,0 +1,345 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmctl"
+)
+
+// cloudInitDone starts the line examples/vm-cloud.yaml's runcmd prints on
+// the serial console once cloud-init has created the user and written the
+// file; keysEnd ends cloud-init's SSH host key fingerprints, which come
+// after it.
+const (
+	cloudInitDone = "VMKIT-CLOUD-INIT-DONE"
+	keysEnd       = "-----END SSH HOST KEY FINGERPRINTS-----"
+)
+
+// The network data of the two guests: DHCP on the pod interface (found by
+// its MAC) plus a static address, which shows that cloud-init applied it.
+const (
+	noCloudNetwork = `version: 2
+ethernets:
+  pod:
+    match:
+      macaddress: %q
+    dhcp4: true
+    addresses: [%s/24]
+`
+	configDriveNetwork = `{"links":[{"id":"pod","type":"phy","ethernet_mac_address":%q}],` +
+		`"networks":[{"id":"dhcp","link":"pod","type":"ipv4_dhcp"},` +
+		`{"id":"extra","link":"pod","type":"ipv4","ip_address":%q,"netmask":"255.255.255.0"}]}`
+)
+
+// TestCloudInit boots the cloud guest (hack/make-cloud-guest.sh: Debian 12
+// with cloud-init, qemu-ga and OpenSSH from the vmkit/cloud-guest container
+// disk) twice at once and checks inside each guest that cloud-init applied
+// what the VMI gave it:
+//   - vm-cloud is examples/vm-cloud.yaml as it is (NoCloud, inline user
+//     data creating user vmkit and writing /etc/vmkit/hello) plus the
+//     test's SSH key in that user data, inline network data and
+//     spec.hostname;
+//   - vm-cloud-drive is the same guest with a ConfigDrive: the same user
+//     data from a Secret (key userdata), OpenStack network_data.json in
+//     base64, and the VMI's name as hostname.
+//
+// For each: the runcmd line on the serial console names the user, hostname
+// and file; the guest agent connects and reports Debian and the hostname
+// (node agent and virt-api); SSH through virt-api's port-forward logs in as
+// vmkit with the key (the host key being the one cloud-init made and
+// printed), sees the file, hostname and the network data's static address,
+// sudo works; and while that session holds a terminal the guest agent's
+// user list (through virt-api) shows vmkit.
+func TestCloudInit(t *testing.T) {
+	c := need(t)
+	signer, authorizedKey := sshKey(t)
+
+	noCloud := exampleVM(t, "vm-cloud.yaml", "vm-cloud", v1.RunStrategyAlways)
+	spec := &noCloud.Spec.Template.Spec
+	spec.Hostname = "cloudy"
+	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:01"
+	vol := volumeNamed(t, spec, "cloudinitdisk")
+	if vol.CloudInitNoCloud == nil || vol.CloudInitNoCloud.UserData == "" {
+		t.Fatal("examples/vm-cloud.yaml: volume cloudinitdisk must be cloudInitNoCloud with inline userData")
+	}
+	userData := withAuthorizedKey(t, vol.CloudInitNoCloud.UserData, "vmkit", authorizedKey)
+	vol.CloudInitNoCloud.UserData = userData
+	vol.CloudInitNoCloud.NetworkData = fmt.Sprintf(noCloudNetwork, "02:00:00:c1:00:01", "192.168.123.45")
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vm-cloud-drive-userdata", Namespace: "default"},
+		StringData: map[string]string{"userdata": userData}}
+	if _, err := c.Kube.CoreV1().Secrets("default").Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Secrets("default").Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+	})
+	drive := exampleVM(t, "vm-cloud.yaml", "vm-cloud-drive", v1.RunStrategyAlways)
+	spec = &drive.Spec.Template.Spec
+	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:02"
+	volumeNamed(t, spec, "cloudinitdisk").VolumeSource = v1.VolumeSource{CloudInitConfigDrive: &v1.CloudInitConfigDriveSource{
+		UserDataSecretRef: &corev1.LocalObjectReference{Name: secret.Name},
+		NetworkDataBase64: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, configDriveNetwork, "02:00:00:c1:00:02", "192.168.124.45")),
+	}}
+
+	sub, err := vmctl.NewSubresources(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guests := []struct {
+		vm       *v1.VirtualMachine
+		hostname string // what cloud-init sets
+		address  string // what the network data adds
+	}{{noCloud, "cloudy", "192.168.123.45"}, {drive, "vm-cloud-drive", "192.168.124.45"}}
+	began := time.Now()
+	for _, g := range guests {
+		createVM(t, c, g.vm)
+	}
+	for _, g := range guests {
+		name := g.vm.Name
+		waitVMI(t, c, name, "Running", running)
+
+		// The console until cloud-init printed the host keys, which come
+		// after the runcmd line.
+		ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+		lines, err := c.Console(ctx, "default", name, keysEnd)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v (console so far: %q)\n%s", name, err, lines, componentLogs(c))
+		}
+		seenDone := time.Since(began)
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, cloudInitDone) })
+		if i < 0 {
+			t.Fatalf("%s: no %s line on the console (the user data's runcmd did not run): %q", name, cloudInitDone, lines)
+		}
+		want := fmt.Sprintf("%s user=vmkit hostname=%s file=written by cloud-init from examples/vm-cloud.yaml", cloudInitDone, g.hostname)
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("%s: console line %q, want it to hold %q", name, lines[i], want)
+		}
+
+		vmi := waitVMI(t, c, name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
+			cond := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
+			return cond != nil && cond.Status == corev1.ConditionTrue && vmi.Status.GuestOSInfo.ID != ""
+		})
+		// The guests boot at once and are checked one after the other: the
+		// second's times are when the test looked.
+		var toRunning time.Duration
+		for _, p := range vmi.Status.PhaseTransitionTimestamps {
+			if p.Phase == v1.Running {
+				toRunning = p.PhaseTransitionTimestamp.Sub(began)
+			}
+		}
+		t.Logf("%s: create → Running %v; cloud-init done seen at %v, AgentConnected at %v; guest OS %q", name, toRunning.Round(time.Second),
+			seenDone.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), vmi.Status.GuestOSInfo.PrettyName)
+		if vmi.Status.GuestOSInfo.ID != "debian" || vmi.Status.GuestOSInfo.VersionID != "12" {
+			t.Errorf("%s: status.guestOSInfo %+v, want Debian 12", name, vmi.Status.GuestOSInfo)
+		}
+		code, body, err := c.HandlerGet(t.Context(), "default", name, "guestosinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info v1.VirtualMachineInstanceGuestAgentInfo
+		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Hostname != g.hostname || info.OS.ID != "debian" {
+			t.Errorf("%s: node agent's guestosinfo: %d %s; want hostname %s on debian", name, code, body, g.hostname)
+		}
+		if info, err := sub.GuestOSInfo(t.Context(), "default", name); err != nil || info.Hostname != g.hostname {
+			t.Errorf("%s: virt-api's guestosinfo: %+v, %v; want hostname %s", name, info, err, g.hostname)
+		}
+
+		checkSSH(t, sub, name, signer, lines, func(run func(cmd string) string) {
+			out := run("id -un; hostname; cat /etc/vmkit/hello; sudo -n id -un; ip -4 -o addr show")
+			for _, w := range []string{"vmkit\n" + g.hostname + "\nwritten by cloud-init from examples/vm-cloud.yaml\nroot\n", " inet " + g.address + "/24 "} {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s: over SSH: %q, want it to hold %q", name, out, w)
+				}
+			}
+		})
+	}
+}
+
+// checkSSH logs in to VMI name as vmkit over SSH through virt-api's
+// port-forward to port 22, checking that the guest's host key is one whose
+// fingerprint cloud-init printed on the console (lines), and calls f with a
+// function running a command (stdout and stderr). Meanwhile a second session
+// holds a terminal, which logs vmkit in (utmp), until the guest agent's user
+// list through virt-api shows the user.
+func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Signer, lines []string, f func(run func(cmd string) string)) {
+	t.Helper()
+	var hostKey ssh.PublicKey
+	var client *ssh.Client
+	// sshd starts after cloud-init's network stage; the first attempts
+	// may find the port closed.
+	waitFor(t, name+": SSH through port-forward", 2*time.Minute, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
+		if err != nil {
+			return false, err.Error()
+		}
+		sc, chans, reqs, err := ssh.NewClientConn(conn, name, &ssh.ClientConfig{
+			User: "vmkit",
+			Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+				hostKey = key
+				return nil
+			},
+			Timeout: 30 * time.Second,
+		})
+		if err != nil {
+			conn.Close()
+			return false, err.Error()
+		}
+		client = ssh.NewClient(sc, chans, reqs)
+		return true, ""
+	})
+	defer client.Close()
+	fp := ssh.FingerprintSHA256(hostKey)
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, fp) }) {
+		t.Errorf("%s: SSH host key %s %s is none of those cloud-init printed on the console", name, hostKey.Type(), fp)
+	}
+	f(func(cmd string) string {
+		s, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.CombinedOutput(cmd)
+		if err != nil {
+			t.Errorf("%s: %q over SSH: %v: %s", name, cmd, err, out)
+		}
+		return string(out)
+	})
+
+	term, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	if err := term.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Start("sleep 600"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, name+": vmkit in the guest agent's user list", time.Minute, func() (bool, string) {
+		users, err := sub.UserList(t.Context(), "default", name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(users.Items, func(u v1.VirtualMachineInstanceGuestOSUser) bool { return u.UserName == "vmkit" }),
+			fmt.Sprintf("%+v", users.Items)
+	})
+}
+
+// sshKey makes an Ed25519 key pair: the signer and the public key in
+// authorized_keys form.
+func sshKey(t testing.TB) (ssh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " vmkit-e2e"
+}
+
+// withAuthorizedKey adds key to the ssh_authorized_keys of user in
+// #cloud-config user data.
+func withAuthorizedKey(t testing.TB, userData, user, key string) string {
+	t.Helper()
+	const header = "#cloud-config\n"
+	if !strings.HasPrefix(userData, header) {
+		t.Fatalf("user data does not start with %q", header)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(userData), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	users, _ := cfg["users"].([]any)
+	found := false
+	for _, u := range users {
+		if m, ok := u.(map[string]any); ok && m["name"] == user {
+			keys, _ := m["ssh_authorized_keys"].([]any)
+			m["ssh_authorized_keys"] = append(keys, key)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("user data creates no user %q", user)
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return header + string(out)
+}
+
+// volumeNamed returns the VMI spec's volume called name.
+func volumeNamed(t testing.TB, spec *v1.VirtualMachineInstanceSpec, name string) *v1.Volume {
+	t.Helper()
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	t.Fatalf("no volume %q", name)
+	return nil
+}
+
+// BenchmarkCloudGuestStart creates examples/vm-cloud.yaml's VM as it is,
+// one run after another, and reports create → VM Ready and create → the
+// runcmd line of its user data on the console (cloud-init done), as
+// nearest-rank percentiles.
+func BenchmarkCloudGuestStart(b *testing.B) {
+	c := need(b)
+	var ready, done []time.Duration
+	for i := 0; b.Loop(); i++ {
+		vm := exampleVM(b, "vm-cloud.yaml", fmt.Sprintf("bench-cloud-%d", i), v1.RunStrategyAlways)
+		began := time.Now()
+		if _, err := c.Client.KubevirtV1().VirtualMachines("default").Create(b.Context(), vm, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		waitVMReady(b, c, vm.Name)
+		ready = append(ready, time.Since(began))
+		ctx, cancel := context.WithTimeout(b.Context(), 6*time.Minute)
+		lines, err := c.Console(ctx, "default", vm.Name, cloudInitDone)
+		cancel()
+		if err != nil {
+			b.Fatalf("%s: %v (console so far: %q)", vm.Name, err, lines)
+		}
+		done = append(done, time.Since(began))
+		deleteAndWait(b, c, vm.Name)
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"ready", ready}, {"cloud-init", done}} {
+		slices.Sort(m.d)
+		p50, p95 := m.d[(len(m.d)-1)*50/100], m.d[(len(m.d)-1)*95/100]
+		b.ReportMetric(p50.Seconds(), m.name+"-p50-s")
+		b.ReportMetric(p95.Seconds(), m.name+"-p95-s")
+		b.Logf("%s over %d runs: p50 %v p95 %v (all: %v)", m.name, len(m.d), p50.Round(time.Millisecond), p95.Round(time.Millisecond), m.d)
+	}
+	b.ReportMetric(0, "ns/op")
+}
