@@ -29,7 +29,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -609,33 +608,30 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 }
 
 // TestContainerDiskBoot boots examples/vm-disk.yaml (no kernelBoot, a
-// containerDisk whose image holds the test guest's disk under /disk) three
-// times at once: with BIOS as the example is (SeaBIOS, then SYSLINUX on the
-// serial console), and with firmware.bootloader.efi, secure boot off and on
-// (OVMF, Debian's signed shim and GRUB, which greets on the serial
-// console). Each guest answers HTTP on its pod IP.
+// containerDisk whose image holds the test guest's disk under /disk) and
+// examples/vm-efi.yaml three times at once: with BIOS as vm-disk.yaml is
+// (SeaBIOS, then SYSLINUX on the serial console), and with UEFI as
+// vm-efi.yaml is (secure boot) and with secure boot off (OVMF, Debian's
+// signed shim and GRUB, which greets on the serial console). Each guest
+// answers HTTP on its pod IP.
 func TestContainerDiskBoot(t *testing.T) {
 	c := need(t)
 	bios := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
 	if fw := bios.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
 		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
 	}
-	efi := func(name string, secure bool) *v1.VirtualMachine {
-		vm := exampleVM(t, "vm-disk.yaml", name, v1.RunStrategyAlways)
-		spec := &vm.Spec.Template.Spec
-		spec.Domain.Machine = &v1.Machine{Type: "q35"}
-		spec.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{SecureBoot: v1.BoolPtr(secure)}}}
-		if secure {
-			spec.Domain.Features = &v1.Features{SMM: &v1.FeatureState{Enabled: v1.BoolPtr(true)}}
-		}
-		// Debian's GRUB cannot place the kernel in less.
-		spec.Domain.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
-		return vm
+	secure := exampleVM(t, "vm-efi.yaml", "vm-disk-secure", v1.RunStrategyAlways)
+	if fw := secure.Spec.Template.Spec.Domain.Firmware; fw == nil || fw.Bootloader == nil || fw.Bootloader.EFI == nil ||
+		fw.Bootloader.EFI.SecureBoot == nil || !*fw.Bootloader.EFI.SecureBoot {
+		t.Fatal("examples/vm-efi.yaml must boot with UEFI and secure boot")
 	}
+	insecure := exampleVM(t, "vm-efi.yaml", "vm-disk-efi", v1.RunStrategyAlways)
+	insecure.Spec.Template.Spec.Domain.Firmware.Bootloader.EFI.SecureBoot = v1.BoolPtr(false)
+	insecure.Spec.Template.Spec.Domain.Features = nil
 	vms := []struct {
 		vm     *v1.VirtualMachine
 		banner string // what the boot loader prints on the serial console
-	}{{bios, "SYSLINUX"}, {efi("vm-disk-efi", false), "Welcome to GRUB"}, {efi("vm-disk-secure", true), "Welcome to GRUB"}}
+	}{{bios, "SYSLINUX"}, {insecure, "Welcome to GRUB"}, {secure, "Welcome to GRUB"}}
 	began := time.Now()
 	for _, v := range vms {
 		createVM(t, c, v.vm)
