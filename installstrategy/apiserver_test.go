@@ -69,8 +69,10 @@ func startCluster(t *testing.T) *cluster {
 	return &cluster{env: env, dyn: dyn, counter: counter}
 }
 
+// ctxFor is a test's context: 4 minutes, more than the 3 the tests wait for
+// CRD finalizers, which are slow on a loaded machine.
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
