@@ -79,7 +79,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := testenv.Start(t, testenv.Options{CRDs: all})
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	kube := env.Kube
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil {
@@ -140,7 +140,9 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		t.Helper()
 		var last *v1.KubeVirt
 		var lastErr error
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// Three minutes: deletion waits for the CRD finalizers, which back off
+		// while CRD storage is (re)initializing on a loaded machine.
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 			last, lastErr = kvs(ns).Get(ctx, name, metav1.GetOptions{})
 			return cond(last, lastErr), nil
 		})

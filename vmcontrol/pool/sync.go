@@ -120,19 +120,7 @@ func (c *Controller) claim(ctx context.Context, pool *poolv1beta1.VirtualMachine
 			return nil
 		},
 	}
-	var owned []*v1.VirtualMachine
-	var errs []error
-	for _, vm := range all {
-		ok, err := m.Claim(ctx, vm)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if ok {
-			owned = append(owned, vm)
-		}
-	}
-	return owned, errors.Join(errs...)
+	return controllerref.ClaimAll(ctx, m, all)
 }
 
 // scale creates or deletes VMs until active has spec.replicas, raising

@@ -112,19 +112,7 @@ func (c *Controller) claim(ctx context.Context, rs *v1.VirtualMachineInstanceRep
 			return nil
 		},
 	}
-	var owned []*v1.VirtualMachineInstance
-	var errs []error
-	for _, vmi := range all {
-		ok, err := m.Claim(ctx, vmi)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if ok {
-			owned = append(owned, vmi)
-		}
-	}
-	return owned, errors.Join(errs...)
+	return controllerref.ClaimAll(ctx, m, all)
 }
 
 // scale deletes finished VMIs and creates or deletes VMIs until active

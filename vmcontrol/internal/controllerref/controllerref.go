@@ -8,6 +8,7 @@ package controllerref
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +65,25 @@ func (m *Manager) Claim(ctx context.Context, obj metav1.Object) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// ClaimAll claims each of objs (Manager.Claim) and returns those the owner
+// owns afterwards, in order, with every claim's error joined: one object
+// that cannot be adopted does not keep the others from being counted.
+func ClaimAll[T metav1.Object](ctx context.Context, m *Manager, objs []T) ([]T, error) {
+	var owned []T
+	var errs []error
+	for _, obj := range objs {
+		ok, err := m.Claim(ctx, obj)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			owned = append(owned, obj)
+		}
+	}
+	return owned, errors.Join(errs...)
 }
 
 // Ref returns a controller owner reference to the owner, with
