@@ -1099,6 +1099,15 @@ type VirtualMachineInstanceMigrationState struct {
 	// Mode is PreCopy or PostCopy.
 	// +optional
 	Mode string `json:"mode,omitempty"`
+	// FailureReason says why the migration failed.
+	// +optional
+	FailureReason string `json:"failureReason,omitempty"`
+	// MigrationConfiguration is the KubeVirt CR's migration configuration
+	// (bandwidth, completion and progress timeouts, post-copy...) as the
+	// migration controller resolved it when it handed the migration to the
+	// node agents, which apply it.
+	// +optional
+	MigrationConfiguration *MigrationConfiguration `json:"migrationConfiguration,omitempty"`
 }
 
 // VolumeStatus is the observed state of one volume.
