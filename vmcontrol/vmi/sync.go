@@ -96,7 +96,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		vmi = updated
 	}
 
-	obs.pod = livePod(pods)
+	obs.pod = livePod(pods, vmi.Status.NodeName)
 	if obs.pod == nil && c.exp.Satisfied(key) {
 		switch vmi.Status.Phase {
 		case v1.VmPhaseUnset, v1.Pending:
@@ -174,10 +174,13 @@ func (c *Controller) launcherPods(vmi *v1.VirtualMachineInstance) ([]*corev1.Pod
 	return pods, nil
 }
 
-// livePod is the newest pod that is not being deleted.
-func livePod(pods []*corev1.Pod) *corev1.Pod {
+// livePod is the newest pod that is not being deleted and, once the VMI
+// has a node, runs on it (KubeVirt's current VMI pod): a live migration's
+// target pod, on another node, is not the VMI's until the node agents move
+// status.nodeName to it, so its failure does not fail the VMI.
+func livePod(pods []*corev1.Pod, node string) *corev1.Pod {
 	for i := len(pods) - 1; i >= 0; i-- {
-		if pods[i].DeletionTimestamp == nil {
+		if pods[i].DeletionTimestamp == nil && (node == "" || pods[i].Spec.NodeName == node) {
 			return pods[i]
 		}
 	}

@@ -353,3 +353,61 @@ func TestInvalidSpecGetsNoPod(t *testing.T) {
 		t.Fatalf("phase %q condition %+v", vmi.Status.Phase, c)
 	}
 }
+
+// TestMigrationTargetPodIsNotTheVMIs: a running VMI with a live
+// migration's target pod on another node follows the pod on its own node:
+// the target's failure (or readiness) is not the VMI's, and both pods are
+// active. Once the node agents move status.nodeName to the target's node,
+// the source pod's exit is not a failure either.
+func TestMigrationTargetPodIsNotTheVMIs(t *testing.T) {
+	vmi := newVMI(v1.Running)
+	vmi.Status.NodeName = "node01"
+	vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
+	source := launcherPod(vmi, corev1.PodRunning, true, "node01")
+	source.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+	target := launcherPod(vmi, corev1.PodRunning, false, "node02")
+	target.Name, target.UID, target.CreationTimestamp = "virt-launcher-vmi-target", "target-uid", metav1.NewTime(now)
+	target.Labels[v1.MigrationJobLabel] = "migration-uid"
+
+	h := newHarness(t, fakeRenderer{}, vmi.DeepCopy(), source, target)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.vmi(t)
+	if got.Status.Phase != v1.Running || !hasReady(got) || len(got.Status.ActivePods) != 2 {
+		t.Errorf("with a target pod not ready: phase %s ready %v active pods %v; want Running, ready, 2 pods", got.Status.Phase, hasReady(got), got.Status.ActivePods)
+	}
+
+	target.Status.Phase = corev1.PodFailed
+	h = newHarness(t, fakeRenderer{}, vmi.DeepCopy(), source, target)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.vmi(t); got.Status.Phase != v1.Running {
+		t.Errorf("a failed migration target failed the VMI: phase %s reason %s", got.Status.Phase, got.Status.Reason)
+	}
+
+	// Switched over: the VMI runs on node02, the source launcher exited.
+	target.Status.Phase = corev1.PodRunning
+	target.Status.ContainerStatuses[0].Ready = true
+	source.Status.Phase = corev1.PodSucceeded
+	moved := vmi.DeepCopy()
+	moved.Status.NodeName, moved.Labels[v1.NodeNameLabel] = "node02", "node02"
+	h = newHarness(t, fakeRenderer{}, moved, source, target)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	got = h.vmi(t)
+	if got.Status.Phase != v1.Running || !hasReady(got) || got.Status.ActivePods["target-uid"] != "node02" || len(got.Status.ActivePods) != 1 {
+		t.Errorf("after the switch-over: phase %s ready %v active pods %v; want Running, ready, only the target", got.Status.Phase, hasReady(got), got.Status.ActivePods)
+	}
+}
+
+func hasReady(vmi *v1.VirtualMachineInstance) bool {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == v1.VirtualMachineInstanceReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
