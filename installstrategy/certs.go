@@ -1,6 +1,7 @@
 package installstrategy
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -48,6 +49,10 @@ const (
 	// certificate; clients reach a node's handler by its address and
 	// verify the certificate against this name.
 	HandlerServerName = "virt-handler"
+	// HandlerClientCommonName is the subject common name of the client
+	// certificate (HandlerClientCertSecretName), KubeVirt's: virt-handler
+	// accepts client certificates of the CA bundle with this name only.
+	HandlerClientCommonName = "kubevirt.io:system:client:virt-handler"
 	// APIServerCertSecretName is virt-api's serving certificate (tls.crt,
 	// tls.key), for the names of its Service (virt-api, virt-api.<ns>,
 	// virt-api.<ns>.svc): the aggregator verifies it against the CA bundle
@@ -152,13 +157,12 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		}
 		ca, caKey, renewed = caCert, key, true
 	}
-	caPEM := encodeCert(ca)
-	n, err := ensureBundle(ctx, c.Resource(configMapsGVR).Namespace(namespace), namespace, caPEM)
+	bundle, n, err := ensureBundle(ctx, c.Resource(configMapsGVR).Namespace(namespace), namespace, ca, now)
 	out.Writes += n
 	if err != nil {
 		return out, err
 	}
-	out.CABundle = caPEM
+	out.CABundle = bundle
 
 	leaves := []struct {
 		name  string
@@ -170,7 +174,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 			DNSNames: []string{HandlerServerName, HandlerServerName + "." + namespace + ".svc"},
 		}, x509.ExtKeyUsageServerAuth},
 		{HandlerClientCertSecretName, x509.Certificate{
-			Subject: pkix.Name{CommonName: "kubevirt.io:system:client:virt-handler"},
+			Subject: pkix.Name{CommonName: HandlerClientCommonName},
 		}, x509.ExtKeyUsageClientAuth},
 		{APIServerCertSecretName, x509.Certificate{
 			Subject:  pkix.Name{CommonName: APIServiceName + "." + namespace + ".svc"},
@@ -235,39 +239,70 @@ func HandlerClientTLS(clientSecret map[string][]byte, caBundle string) (*tls.Con
 	}, nil
 }
 
-func ensureBundle(ctx context.Context, cms dynamic.ResourceInterface, namespace string, caPEM []byte) (int, error) {
+// ensureBundle makes the bundle ConfigMap hold the CA first, then every
+// other CA certificate the bundle held that is still valid, as KubeVirt
+// keeps CA certificates in its bundle as long as they are valid: after a
+// CA rotation, certificates the old CA signed (a component that has not
+// reloaded its files yet, a client holding the old client certificate)
+// are still trusted until the old CA expires, while the components
+// already trust the new one. It returns the bundle and the number of
+// objects written.
+func ensureBundle(ctx context.Context, cms dynamic.ResourceInterface, namespace string, ca *x509.Certificate, now time.Time) ([]byte, int, error) {
+	live, err := cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, 0, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	}
+	var old string
+	if live != nil {
+		old, _, _ = unstructured.NestedString(live.Object, "data", CABundleKey)
+	}
+	bundle := mergeBundle(ca, []byte(old), now)
+	if live != nil && old == string(bundle) {
+		return bundle, 0, nil
+	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: certMeta(CABundleConfigMapName, namespace),
-		Data:       map[string]string{CABundleKey: string(caPEM)},
+		Data:       map[string]string{CABundleKey: string(bundle)},
 	}
-	live, err := cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := cms.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
-			return 0, fmt.Errorf("creating ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
-		}
-		return 1, nil
-	case err != nil:
-		return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	if live != nil {
+		cm.ResourceVersion = live.GetResourceVersion()
 	}
-	data, _, _ := unstructured.NestedString(live.Object, "data", CABundleKey)
-	if data == string(caPEM) {
-		return 0, nil
-	}
-	cm.ResourceVersion = live.GetResourceVersion()
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	if _, err := cms.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{}); err != nil {
-		return 0, fmt.Errorf("updating ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	if live == nil {
+		_, err = cms.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	} else {
+		_, err = cms.Update(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	}
-	return 1, nil
+	if err != nil {
+		return nil, 0, fmt.Errorf("writing ConfigMap %s/%s: %w", namespace, CABundleConfigMapName, err)
+	}
+	return bundle, 1, nil
+}
+
+// mergeBundle is ca followed by the CA certificates of old (PEM) that are
+// valid at now and not ca, in their order; anything else in old (expired
+// or non-CA certificates, other PEM blocks, garbage) is dropped.
+func mergeBundle(ca *x509.Certificate, old []byte, now time.Time) []byte {
+	out := encodeCert(ca)
+	for rest := old; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil || !c.IsCA || c.Equal(ca) || now.After(c.NotAfter) || bytes.Contains(out, pem.EncodeToMemory(block)) {
+			continue
+		}
+		out = append(out, encodeCert(c)...)
+	}
+	return out
 }
 
 func certMeta(name, namespace string) metav1.ObjectMeta {

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -286,4 +287,106 @@ func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// TestCARotationKeepsOldCA: when the CA is re-issued (here: it ends within
+// 30 days), the bundle holds the new CA first and keeps the old one while
+// it is valid, so certificates the old CA signed still verify during the
+// overlap; expired CAs and anything else in the bundle are dropped, and
+// every leaf is re-issued by the new CA.
+func TestCARotationKeepsOldCA(t *testing.T) {
+	ctx := t.Context()
+	const ns = "kubevirt"
+	c := fakeDynamic(t)
+	if _, err := EnsureCertificates(ctx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := func(cn string, notAfter time.Time) *x509.Certificate {
+		return &x509.Certificate{
+			Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-48 * time.Hour), NotAfter: notAfter,
+			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+		}
+	}
+	oldCA, oldKey, err := issue(caTmpl("old", now.Add(10*24*time.Hour)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredCA, _, err := issue(caTmpl("expired", now.Add(-time.Hour)), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSecret(t, c, ns, CASecretName, encodeCert(oldCA), encodeKey(oldKey))
+	cms := c.Resource(configMapsGVR).Namespace(ns)
+	cm, err := cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := string(encodeCert(oldCA)) + string(encodeCert(expiredCA)) + "not PEM\n" + string(encodeKey(oldKey))
+	if err := unstructured.SetNestedField(cm.Object, stale, "data", CABundleKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A client certificate the old CA signed, held by a client that has
+	// not re-read its Secret yet.
+	oldClient, _, err := issue(&x509.Certificate{
+		Subject: pkix.Name{CommonName: HandlerClientCommonName}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, oldCA, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	certs, err := EnsureCertificates(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if certs.Writes != 5 {
+		t.Errorf("rotation wrote %d objects, want 5 (CA, bundle, three leaves)", certs.Writes)
+	}
+	newCA := parseCert(t, secretData(t, c, ns, CASecretName)[corev1.TLSCertKey])
+	var got []string
+	for rest := certs.CABundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatalf("bundle block %s: %v", b.Type, err)
+		}
+		got = append(got, cert.Subject.CommonName)
+	}
+	if want := []string{newCA.Subject.CommonName, "old"}; !slices.Equal(got, want) {
+		t.Errorf("bundle after rotation holds %q, want %q (new CA first, the old one kept, the expired one and the rest dropped)", got, want)
+	}
+	cm, err = cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedString(cm.Object, "data", CABundleKey); s != string(certs.CABundle) {
+		t.Error("the ConfigMap does not hold the returned bundle")
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CABundle)
+	for _, name := range []string{HandlerServerCertSecretName, HandlerClientCertSecretName, APIServerCertSecretName} {
+		leaf := parseCert(t, secretData(t, c, ns, name)[corev1.TLSCertKey])
+		if err := leaf.CheckSignatureFrom(newCA); err != nil {
+			t.Errorf("%s is not signed by the new CA: %v", name, err)
+		}
+	}
+	if _, err := oldClient.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("a client certificate of the old CA does not verify against the bundle during the overlap: %v", err)
+	}
+	if again, err := EnsureCertificates(ctx, c, ns); err != nil || again.Writes != 0 || string(again.CABundle) != string(certs.CABundle) {
+		t.Errorf("after rotation, the next call wrote %d objects (err %v) or changed the bundle", again.Writes, err)
+	}
+
+	// Once the old CA has expired it leaves the bundle.
+	later := mergeBundle(newCA, certs.CABundle, oldCA.NotAfter.Add(time.Second))
+	if string(later) != string(encodeCert(newCA)) {
+		t.Errorf("after the old CA expired the bundle is\n%s\nwant only the new CA", later)
+	}
 }

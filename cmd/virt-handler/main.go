@@ -15,7 +15,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/deviceplugin"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -87,13 +87,21 @@ func run() error {
 		}
 		node = h
 	}
-	var tlsConfig *tls.Config
+	if !insecure && (certFile == "" || keyFile == "" || clientCA == "") {
+		return errors.New("--tls-cert-file, --tls-key-file and --client-ca-file are required (or --insecure for local use)")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// The certificates and the CA bundle are followed as the kubelet
+	// rotates the mounted Secrets and ConfigMap: no restart needed.
+	var tlsConfig, metricsTLS *tls.Config
 	if !insecure {
-		if certFile == "" || keyFile == "" || clientCA == "" {
-			return errors.New("--tls-cert-file, --tls-key-file and --client-ca-file are required (or --insecure for local use)")
-		}
 		var err error
-		if tlsConfig, err = serverTLS(certFile, keyFile, clientCA); err != nil {
+		if tlsConfig, err = (nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, ClientName: installstrategy.HandlerClientCommonName}).Config(ctx); err != nil {
+			return err
+		}
+		// Prometheus scrapes /metrics without a client certificate.
+		if metricsTLS, err = (nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile}).Config(ctx); err != nil {
 			return err
 		}
 	}
@@ -123,8 +131,6 @@ func run() error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	errc := make(chan error, 4)
 	pluginsDone := make(chan struct{})
 	if devicePlugins {
@@ -149,11 +155,6 @@ func run() error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(agent.Registry(), promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		var metricsTLS *tls.Config
-		if tlsConfig != nil {
-			metricsTLS = tlsConfig.Clone()
-			metricsTLS.ClientAuth = tls.NoClientCert // Prometheus scrapes without client certificates
-		}
 		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(port)), mux, metricsTLS) }()
 	}
 	go func() { errc <- agent.Run(ctx) }()
@@ -164,27 +165,6 @@ func run() error {
 	case <-ctx.Done():
 		return nil
 	}
-}
-
-func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("server certificate: %w", err)
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("client CA %s: no certificates", caFile)
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS12,
-	}, nil
 }
 
 // serve runs an HTTP(S) server on addr until ctx ends.
