@@ -16,11 +16,12 @@ LIBVIRTD_PID=/run/libvirtd.pid
 LOG_DIR=/var/log/libvirt
 QEMU_CONF=/etc/libvirt/qemu.conf
 
-# libvirt-daemon-system is deliberately absent: it pulls in systemd. genisoimage's
-# isoinfo checks the launcher's cloud-init ISOs (nodeagent/launcher tests).
+# libvirt-daemon-system is deliberately absent: it pulls in systemd. xorriso
+# writes the launcher's cloud-init and config disk ISOs (as in the launcher
+# image); genisoimage's isoinfo checks them (nodeagent/launcher tests).
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients
-  libvirt-dev pkg-config libxml2-utils tini genisoimage
+  libvirt-dev pkg-config libxml2-utils tini genisoimage xorriso
 )
 
 log() { echo "setup-libvirt: $*"; }

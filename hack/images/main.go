@@ -53,7 +53,7 @@ import (
 // probes it at start). ovmf is the UEFI firmware (firmware.bootloader.efi).
 var launcherPackages = []string{
 	"libvirt-daemon", "libvirt-daemon-driver-qemu", "qemu-system-x86", "qemu-utils",
-	"coreutils", "libc-bin", "dash", "ovmf",
+	"coreutils", "libc-bin", "dash", "ovmf", "xorriso",
 }
 
 // The PATH of the images: the launcher needs /usr/sbin, where virt-launcher

@@ -1,14 +1,13 @@
 package launcher
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -93,7 +92,7 @@ func configDiskOf(priv, saDir string, vol *v1.Volume) (configDisk, bool) {
 }
 
 // write builds the image from the files under d.source.
-func (d configDisk) write(mtime time.Time) error {
+func (d configDisk) write(ctx context.Context) error {
 	var files []isoFile
 	if _, err := os.Stat(d.source); errors.Is(err, fs.ErrNotExist) {
 		if !d.optional {
@@ -102,11 +101,10 @@ func (d configDisk) write(mtime time.Time) error {
 	} else if files, err = configFiles(d.source); err != nil {
 		return fmt.Errorf("%s mounted at %s: %w", d.what, d.source, err)
 	}
-	var buf bytes.Buffer
-	if err := writeISO(&buf, d.label, mtime, files); err != nil {
+	if err := writeISO(ctx, d.iso, d.label, files); err != nil {
 		return fmt.Errorf("%s: %w", d.what, err)
 	}
-	return os.WriteFile(d.iso, buf.Bytes(), 0o640)
+	return nil
 }
 
 // configFiles reads the files under dir as the pod sees them, following
@@ -156,7 +154,7 @@ func configFiles(dir string) ([]isoFile, error) {
 				if err != nil {
 					return err
 				}
-				files = append(files, isoFile{Name: name, Data: b})
+				files = append(files, isoFile{Name: name, Data: b, Mode: fi.Mode()})
 			default:
 				return fmt.Errorf("%s: not a regular file or directory (%s)", name, fi.Mode().Type())
 			}

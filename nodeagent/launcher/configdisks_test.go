@@ -124,11 +124,6 @@ func TestConfigDisks(t *testing.T) {
 		src:     v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, VolumeLabel: strings.Repeat("L", 33)}},
 		mounted: map[string]string{"k": "v"},
 		wantErr: `configMap "c": ISO volume label "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL": longer than 32 characters`,
-	}, {
-		name:    "key longer than 64 characters",
-		src:     v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}}},
-		mounted: map[string]string{strings.Repeat("k", 65): "v"},
-		wantErr: "each '/'-separated part must be 1-64 characters",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			priv, sa := t.TempDir(), filepath.Join(t.TempDir(), "serviceaccount")
@@ -148,7 +143,7 @@ func TestConfigDisks(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			err := d.write(isoTime)
+			err := d.write(context.Background())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("write = %v, want an error containing %q", err, tc.wantErr)
@@ -161,16 +156,9 @@ func TestConfigDisks(t *testing.T) {
 			if want := filepath.Join(priv, tc.iso); d.iso != want {
 				t.Errorf("image at %s, want %s", d.iso, want)
 			}
-			b, err := os.ReadFile(d.iso)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img := readISO(t, b, true)
+			img := readISO(t, d.iso)
 			if img.Label != tc.label {
-				t.Errorf("Joliet label %q, want %q", img.Label, tc.label)
-			}
-			if got := readISO(t, b, false).Label; got != tc.label {
-				t.Errorf("primary label %q, want %q", got, tc.label)
+				t.Errorf("label %q, want %q", img.Label, tc.label)
 			}
 			if diff := cmp.Diff(tc.want, img.Files); diff != "" {
 				t.Errorf("files (-want +got):\n%s", diff)
@@ -215,7 +203,7 @@ func TestConfigDiskReadByLinux(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.write(isoTime); err != nil {
+		if err := d.write(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		want := label
@@ -271,11 +259,7 @@ func TestLauncherConfigMapDisk(t *testing.T) {
 	if want := filepath.Join(f.cfg.PrivateDir, "config-map-disks", "cfg.iso"); src != want {
 		t.Fatalf("disk cfg's source %q, want %q:\n%s", src, want, raw)
 	}
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img := readISO(t, b, true)
+	img := readISO(t, src)
 	if img.Label != "OEMDRV" {
 		t.Errorf("label %q, want OEMDRV", img.Label)
 	}

@@ -128,7 +128,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			path := filepath.Join(dir, "noCloud.iso")
-			if err := l.noCloudISO(vmi, vol, path); err != nil {
+			if err := l.noCloudISO(ctx, vmi, vol, path); err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.CloudInitISOs[vol.Name] = path
@@ -138,7 +138,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			path := filepath.Join(dir, "configdrive.iso")
-			if err := l.configDriveISO(vmi, vol, path); err != nil {
+			if err := l.configDriveISO(ctx, vmi, vol, path); err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.CloudInitISOs[vol.Name] = path
@@ -150,7 +150,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			if err := mkdir(filepath.Dir(d.iso)); err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
-			if err := d.write(time.Now()); err != nil {
+			if err := d.write(ctx); err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
 			opts.Disks[vol.Name] = domainxml.DiskSource{Path: d.iso, Format: "raw"}
@@ -464,7 +464,7 @@ func copyFile(src, dst string) error {
 // SSH host keys) once. A VMI without one (made directly) uses its UID.
 // Secret references are read where the launcher pod mounts
 // them: <PrivateDir>/secret/<volume>/{userdata,userData,networkdata,networkData}.
-func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
+func (l *Launcher) noCloudISO(ctx context.Context, vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
 	user, network, err := l.cloudInitPayload(vol.Name, vol.CloudInitNoCloud)
 	if err != nil {
 		return err
@@ -477,11 +477,7 @@ func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, pa
 	if len(network) > 0 {
 		files = append(files, isoFile{Name: "network-config", Data: network})
 	}
-	var buf bytes.Buffer
-	if err := writeISO(&buf, "cidata", time.Now(), files); err != nil {
-		return err
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o640)
+	return writeISO(ctx, path, "cidata", files)
 }
 
 // configDriveISO writes the OpenStack config drive (label config-2) of a
@@ -489,7 +485,7 @@ func (l *Launcher) noCloudISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, pa
 // user_data and network_data.json. The metadata keys are KubeVirt's:
 // instance_id is <name>.<namespace>, uuid the firmware UUID (else the VMI
 // UID), hostname as for NoCloud. Secret references are read as for NoCloud.
-func (l *Launcher) configDriveISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
+func (l *Launcher) configDriveISO(ctx context.Context, vmi *v1.VirtualMachineInstance, vol *v1.Volume, path string) error {
 	// The two sources hold the same fields.
 	src := v1.CloudInitNoCloudSource(*vol.CloudInitConfigDrive)
 	user, network, err := l.cloudInitPayload(vol.Name, &src)
@@ -509,11 +505,7 @@ func (l *Launcher) configDriveISO(vmi *v1.VirtualMachineInstance, vol *v1.Volume
 	if len(network) > 0 {
 		files = append(files, isoFile{Name: dir + "network_data.json", Data: network})
 	}
-	var buf bytes.Buffer
-	if err := writeISO(&buf, "config-2", time.Now(), files); err != nil {
-		return err
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o640)
+	return writeISO(ctx, path, "config-2", files)
 }
 
 // configDriveMetadata is openstack/latest/meta_data.json.

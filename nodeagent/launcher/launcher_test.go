@@ -3,7 +3,6 @@ package launcher
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -248,52 +247,3 @@ func TestLauncherRejectsOtherVMI(t *testing.T) {
 }
 
 var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Time" }, cmp.Ignore())
-
-func TestWriteISO(t *testing.T) {
-	files := []isoFile{{Name: "user-data", Data: []byte("#cloud-config\n")}, {Name: "meta-data", Data: bytes.Repeat([]byte("m"), 3000)}}
-	var buf bytes.Buffer
-	if err := writeISO(&buf, "cidata", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), files); err != nil {
-		t.Fatal(err)
-	}
-	img := buf.Bytes()
-	if len(img)%isoSector != 0 {
-		t.Fatalf("image size %d is not whole sectors", len(img))
-	}
-	sector := func(n int) []byte { return img[n*isoSector : (n+1)*isoSector] }
-	if string(sector(16)[1:6]) != "CD001" || sector(16)[0] != 1 || strings.TrimSpace(string(sector(16)[40:72])) != "cidata" {
-		t.Errorf("primary volume descriptor: %q", sector(16)[:72])
-	}
-	if sector(17)[0] != 2 || string(sector(17)[88:91]) != "%/E" {
-		t.Errorf("no Joliet descriptor")
-	}
-	if sector(18)[0] != 255 {
-		t.Errorf("no terminator")
-	}
-	if got := binary.LittleEndian.Uint32(sector(16)[80:84]); int(got) != len(img)/isoSector {
-		t.Errorf("volume space %d sectors, image has %d", got, len(img)/isoSector)
-	}
-	// Read the Joliet root directory back.
-	root := binary.LittleEndian.Uint32(sector(17)[156+2 : 156+6])
-	dir := sector(int(root))
-	got := map[string]string{}
-	for off := 0; off < len(dir) && dir[off] != 0; off += int(dir[off]) {
-		rec := dir[off : off+int(dir[off])]
-		id := rec[33 : 33+int(rec[32])]
-		if len(id) == 1 {
-			continue // . and ..
-		}
-		var name []rune
-		for i := 0; i+1 < len(id); i += 2 {
-			name = append(name, rune(binary.BigEndian.Uint16(id[i:])))
-		}
-		ext, size := binary.LittleEndian.Uint32(rec[2:6]), binary.LittleEndian.Uint32(rec[10:14])
-		got[string(name)] = string(img[int(ext)*isoSector : int(ext)*isoSector+int(size)])
-	}
-	want := map[string]string{"user-data": "#cloud-config\n", "meta-data": strings.Repeat("m", 3000)}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Joliet files (-want +got):\n%s", diff)
-	}
-	if err := writeISO(io.Discard, "cidata", time.Now(), []isoFile{{Name: "a;b"}}); err == nil {
-		t.Error("a name with ; was accepted")
-	}
-}
