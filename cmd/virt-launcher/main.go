@@ -5,7 +5,11 @@
 // With --libvirt-uri it uses that libvirt daemon (a node's qemu:///system,
 // which is what the local arrangement and the tests use); without it, it
 // starts its own virtlogd and libvirtd inside the pod, as KubeVirt's
-// launcher does, and connects to qemu:///system.
+// launcher does: as root, libvirt's system instance at qemu:///system; as
+// any other user (the qemu user 107 of the default, non-root launcher
+// pod), a session instance under the XDG directories, reached at
+// qemu+unix:///session?socket=$XDG_RUNTIME_DIR/libvirt/libvirt-sock (see
+// libvirtd.go).
 //
 // It exits after the domain ended (status 0), leaving the final state in
 // <share-dir>/sockets/<uid>/final.json; SIGTERM stops the guest gracefully
@@ -80,6 +84,17 @@ func run() error {
 
 	if uri == "" {
 		uri = libvirt.DefaultURI
+		if os.Geteuid() != 0 {
+			s, err := newSession(cfg.PrivateDir)
+			if err != nil {
+				return err
+			}
+			if err := s.configure(); err != nil {
+				return err
+			}
+			uri = s.uri()
+		}
+		klog.InfoS("starting libvirt in the container", "uri", uri, "uid", os.Geteuid())
 		daemons, err := startLibvirt(ctx)
 		if err != nil {
 			return err
