@@ -100,6 +100,10 @@ func Rules() []ComponentRules {
 				// creates and deletes their VMs and owns them
 				// (blockOwnerDeletion: update on the pools' finalizers).
 				rule(kv, []string{"virtualmachines"}, "create", "delete"),
+				// The migration controller deletes the migrations of deleted
+				// VMIs and all but the last five final migrations of a VMI;
+				// the evacuation controller creates migrations.
+				rule(kv, []string{"virtualmachineinstancemigrations"}, "create", "delete"),
 				rule(groupPool, []string{"virtualmachinepools"}, read...),
 				rule(groupPool, []string{"virtualmachinepools/status"}, status...),
 				rule(groupPool, []string{"virtualmachinepools/finalizers"}, "update"),

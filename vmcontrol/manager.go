@@ -1,6 +1,6 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
-// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node and
-// VirtualMachinePool controllers of virt-controller) together: one set of
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
+// VirtualMachinePool and migration controllers of virt-controller) together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
 // and /healthz and /readyz. It reaches the API server through the typed
@@ -8,7 +8,7 @@
 // does not link every Kubernetes API group.
 //
 // Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset,
-// vmcontrol/node, vmcontrol/pool) is also usable alone: it has
+// vmcontrol/node, vmcontrol/pool, vmcontrol/migration) is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
 package vmcontrol
@@ -53,6 +53,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/migration"
 	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/pool"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
@@ -79,9 +80,9 @@ type Options struct {
 	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
-	// (default 3), NodeWorkers (default 3) and PoolWorkers (default 3), as
-	// KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers int
+	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3) and
+	// MigrationWorkers (default 3), as KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers int
 	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
 	// before the node controller marks its node unschedulable and fails the
 	// VMIs stranded there (default 5m, as KubeVirt).
@@ -310,7 +311,9 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	// Claims are not launcher pods: their informer is unfiltered.
 	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
 	nodes := newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil)
-	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes}
+	migrations := newInformer(m.client.VirtualMachineInstanceMigrations(""), &v1.VirtualMachineInstanceMigration{}, resync, stripManagedFields, nil)
+	kubevirts := newInformer(m.client.KubeVirts(""), &v1.KubeVirt{}, resync, stripManagedFields, nil)
+	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
@@ -384,6 +387,20 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		return err
 	}
 	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
+	// Live migration needs a renderer of target pods.
+	if target, ok := renderer.(migration.TargetRenderer); ok {
+		migrationController, err := migration.New(migration.Config{
+			Client: m.client, Kube: m.kube, Renderer: target,
+			Migrations: migrations, VMIs: vmis, Pods: pods, Claims: claims, KubeVirts: kubevirts,
+			Recorder: recorder, Workers: m.opts.MigrationWorkers, Observe: m.metrics.observer("virtualmachineinstancemigration"),
+		})
+		if err != nil {
+			return err
+		}
+		controllers = append(controllers, migrationController)
+	} else {
+		log.Info("the pod renderer does not render migration target pods: VirtualMachineInstanceMigrations are not reconciled")
+	}
 	// VirtualMachinePools are watched when the API server serves them.
 	if served.pools {
 		pools := newInformer(m.pools.VirtualMachinePools(""), &poolv1beta1.VirtualMachinePool{}, resync, stripManagedFields, nil)
