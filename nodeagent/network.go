@@ -60,7 +60,13 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	if same {
 		return nil, &networkError{fmt.Errorf("%s: the launcher pod shares the node's network namespace (hostNetwork); an interface on the pod network needs a launcher pod on the pod network", first)}
 	}
-	results, err := network.Setup(nsPath, plan, network.Options{})
+	// The taps belong to the launcher's user: QEMU, running as it, opens
+	// them (root for a root launcher, the qemu user 107 by default).
+	uid, gid, err := launcherUser(pid)
+	if err != nil {
+		return nil, fmt.Errorf("the launcher's user: %w", err)
+	}
+	results, err := network.Setup(nsPath, plan, network.Options{TapOwner: uid, TapGroup: gid})
 	if err != nil {
 		return nil, &networkError{err}
 	}

@@ -81,6 +81,11 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 0, fmt.Errorf("VMI %s: %w", key, err)
 	default:
 		if !st.Started && !st.Final && !st.StopRequested {
+			if err := a.prepareLauncher(ctx, vmi, c); err != nil {
+				a.metrics.launcherErrors.WithLabelValues("prepare").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher's devices and disks could not be given to its user: %v", err)
+				return 0, fmt.Errorf("preparing the launcher of VMI %s: %w", key, err)
+			}
 			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
 				if !isNetworkError(err) {
 					a.metrics.launcherErrors.WithLabelValues("network").Inc()

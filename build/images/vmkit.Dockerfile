@@ -86,7 +86,7 @@ ENV PATH=/usr/bin:/bin
 USER 0
 ENTRYPOINT ["/usr/bin/virt-handler"]
 
-# --- the launcher: libvirt + QEMU from Debian, run as root without systemd -------------
+# --- the launcher: libvirt + QEMU from Debian, without systemd, as the qemu user 107 ---
 FROM ${DEBIAN_IMAGE} AS virt-launcher
 # libvirt-daemon-system is deliberately absent: it pulls in systemd.
 RUN apt-get update \
@@ -96,14 +96,14 @@ RUN apt-get update \
  && rm -f /usr/bin/qemu-system-i386 /usr/bin/qemu-system-x86_64-microvm
 # (libvirtd probes every qemu-system-<arch> at start: one binary, one probe.)
 # libvirt looks up its compiled-in QEMU user at start; 107 is also the user
-# of the launcher pod's helper containers.
+# the launcher pod runs as (root only with the Root feature gate).
 RUN (getent group kvm || groupadd -g 36 kvm) \
  && (getent group libvirt-qemu || groupadd -g 107 libvirt-qemu) \
  && (getent group libvirt || groupadd -g 108 libvirt) \
  && (getent passwd libvirt-qemu || useradd -u 107 -g libvirt-qemu -G kvm -d /var/lib/libvirt -M -s /usr/sbin/nologin libvirt-qemu) \
- && mkdir -p /run/libvirt/qemu /run/lock /var/cache/libvirt/qemu /var/lib/libvirt/qemu /var/lib/libvirt/images \
+ && mkdir -p /run/libvirt/qemu /run/lock /var/cache/libvirt/qemu /var/lib/libvirt/qemu/nvram /var/lib/libvirt/images \
       /var/log/libvirt/qemu /etc/libvirt/qemu \
- && chmod 1777 /run/lock && chmod 711 /var/cache/libvirt /var/lib/libvirt/images && chmod 750 /var/cache/libvirt/qemu \
+ && chmod 1777 /run/lock /var/lib/libvirt/qemu/nvram && chmod 711 /var/cache/libvirt /var/lib/libvirt/images && chmod 750 /var/cache/libvirt/qemu \
  && chmod 751 /var/lib/libvirt/qemu /var/log/libvirt/qemu && chmod 700 /var/log/libvirt
 COPY --chmod=600 <<EOF /etc/libvirt/qemu.conf
 # Written by vmkit's hack/images for the virt-launcher container.

@@ -50,8 +50,9 @@ var (
 	}
 )
 
-// Accounts of the launcher: libvirt looks up libvirt-qemu (its compiled-in
-// QEMU user) at start even though qemu.conf makes QEMU run as root.
+// Accounts of the launcher: libvirt-qemu (libvirt's compiled-in QEMU user,
+// which libvirt looks up at start) is the user the launcher pod runs as,
+// and libvirt's session instance needs its passwd entry.
 var (
 	launcherUsers = []user{
 		{Name: "root", UID: 0, Home: "/root"},
@@ -96,8 +97,10 @@ func addAccounts(t *tree, users []user, groups []group) {
 	t.Dir("root", 0o700)
 }
 
-// qemuConf is /etc/libvirt/qemu.conf of the launcher: libvirtd and QEMU run
-// as root inside the container, without systemd, cgroup management, mount
+// qemuConf is /etc/libvirt/qemu.conf of the launcher with the Root feature
+// gate (a non-root launcher runs libvirt as a session instance with
+// virt-launcher's own configuration): libvirtd and QEMU run as root inside
+// the container, without systemd, cgroup management, mount
 // namespaces or a security driver (the pod's security context is the
 // boundary, as in KubeVirt).
 const qemuConf = `# Written by vmkit's hack/images for the virt-launcher container.
@@ -135,6 +138,10 @@ log_outputs = "3:stderr"
 
 // launcherDirs are the directories libvirtd and QEMU expect, which
 // maintainer scripts and systemd-tmpfiles would otherwise create.
+// var/lib/libvirt/qemu/nvram, where domainxml puts each EFI guest's
+// variable store, is writable by all (sticky, like /tmp): the launcher runs
+// as the qemu user 107 unless the Root feature gate is on, and the
+// container's root file system is its own.
 var launcherDirs = []struct {
 	path string
 	mode int64
@@ -147,6 +154,7 @@ var launcherDirs = []struct {
 	{"var/cache/libvirt/qemu", 0o750},
 	{"var/lib/libvirt", 0o755},
 	{"var/lib/libvirt/qemu", 0o751},
+	{"var/lib/libvirt/qemu/nvram", 0o1777},
 	{"var/lib/libvirt/images", 0o711},
 	{"var/log/libvirt", 0o700},
 	{"var/log/libvirt/qemu", 0o751},

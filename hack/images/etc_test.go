@@ -132,6 +132,9 @@ func TestLauncherConfig(t *testing.T) {
 			t.Errorf("%s is not a directory", d)
 		}
 	}
+	if e := tr.entries["var/lib/libvirt/qemu/nvram"]; e.typ != tar.TypeDir || e.mode != 0o1777 {
+		t.Errorf("var/lib/libvirt/qemu/nvram: got %+v, want a directory with mode 1777 (a non-root QEMU writes EFI variable stores there)", e)
+	}
 	if e := tr.entries["var/run"]; e.typ != tar.TypeSymlink || e.target != "/run" {
 		t.Errorf("var/run: got %+v, want a symlink to /run", e)
 	}

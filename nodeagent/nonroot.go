@@ -1,0 +1,158 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// launcherDevices are the devices a launcher's QEMU opens, as the device
+// plugins put them in the launcher's /dev (with the node's owner and mode:
+// /dev/net/tun is often root's alone). A non-root launcher gets them
+// chowned, as KubeVirt's virt-handler does; a device the pod did not
+// request is not there and is skipped.
+var launcherDevices = []string{"dev/kvm", "dev/net/tun", "dev/vhost-net"}
+
+// launcherUser is the user and group a launcher process runs as (the
+// launcher pod's runAsUser and runAsGroup), from /proc/<pid>/status.
+func launcherUser(pid int) (uid, gid int, err error) {
+	path := filepath.Join("/proc", strconv.Itoa(pid), "status")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	uid, gid = -1, -1
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || (f[0] != "Uid:" && f[0] != "Gid:") {
+			continue
+		}
+		n, err := strconv.Atoi(f[1]) // the real ID
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %q: %w", path, line, err)
+		}
+		if f[0] == "Uid:" {
+			uid = n
+		} else {
+			gid = n
+		}
+	}
+	if uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("%s: no Uid or Gid line", path)
+	}
+	return uid, gid, nil
+}
+
+// prepareNonRootLauncher gives a launcher that runs as a user other than
+// root (the default launcher pod runs as the qemu user 107) what its QEMU
+// must open but cannot be given by the pod's security context, as
+// KubeVirt's virt-handler does for non-root VMIs: the devices of
+// launcherDevices, the block devices of Block claims (/dev/<volume>, which
+// the container runtime creates with the node's owner), and each host
+// disk's image, or its directory when the launcher is to create the image.
+// Everything is reached through rootDir, the launcher's root
+// (/proc/<pid>/root), resolved inside it without following symbolic links,
+// and only the launcher container's own nodes change owner, except host
+// disks, which are the node's files. A root launcher needs nothing.
+func prepareNonRootLauncher(vmi *v1.VirtualMachineInstance, rootDir string, uid, gid int) error {
+	if uid == 0 {
+		return nil
+	}
+	root, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the launcher's root file system: %w", err)
+	}
+	defer unix.Close(root)
+	for _, dev := range launcherDevices {
+		if _, err := chownIn(root, dev, uid, gid, unix.S_IFCHR); err != nil {
+			return err
+		}
+	}
+	for i, vol := range vmi.Spec.Volumes {
+		switch {
+		case vol.PersistentVolumeClaim != nil, vol.DataVolume != nil, vol.Ephemeral != nil:
+			// A Filesystem claim has no /dev/<volume>; only a block
+			// device there is the claim's.
+			if _, err := chownIn(root, filepath.Join("dev", vol.Name), uid, gid, unix.S_IFBLK); err != nil {
+				return fmt.Errorf("spec.volumes[%d] (%s): %w", i, vol.Name, err)
+			}
+		case vol.HostDisk != nil:
+			dir := filepath.Join(strings.TrimPrefix(hostDisksDir, "/"), vol.Name)
+			found, err := chownIn(root, filepath.Join(dir, filepath.Base(vol.HostDisk.Path)), uid, gid, unix.S_IFREG)
+			if err == nil && !found {
+				_, err = chownIn(root, dir, uid, gid, unix.S_IFDIR)
+			}
+			if err != nil {
+				return fmt.Errorf("spec.volumes[%d] (%s): %w", i, vol.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// hostDisksDir is where the launcher pod mounts host disks' directories
+// (podtemplate's, and nodeagent/launcher's).
+const hostDisksDir = "/var/run/kubevirt-private/vmi-disks"
+
+// chownIn changes the owner of path, relative to and resolved inside the
+// directory root, to uid:gid, when it is a file of type typ (unix.S_IFBLK,
+// …). It reports whether it found one: a missing path, or one of another
+// type, is left alone; a symbolic link anywhere in path is an error.
+func chownIn(root int, path string, uid, gid int, typ uint32) (bool, error) {
+	fd, err := unix.Openat2(root, path, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("opening /%s in the launcher: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, fmt.Errorf("/%s in the launcher: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return false, fmt.Errorf("/%s in the launcher is a symbolic link; it must be the file itself", path)
+	case st.Mode&unix.S_IFMT != typ:
+		return false, nil
+	}
+	if int(st.Uid) == uid && int(st.Gid) == gid {
+		return true, nil
+	}
+	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+		return false, fmt.Errorf("giving /%s in the launcher to %d:%d: %w", path, uid, gid, err)
+	}
+	return true, nil
+}
+
+// prepareLauncher runs prepareNonRootLauncher for the launcher behind c, a
+// step before each start of its domain. A launcher in a PID namespace the
+// agent cannot see is left alone (wiring its network fails with an error
+// that says so).
+func (a *Agent) prepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error {
+	pid, err := c.PID(ctx)
+	if err != nil {
+		return fmt.Errorf("finding the launcher process: %w", err)
+	}
+	if pid <= 0 {
+		return nil
+	}
+	uid, gid, err := launcherUser(pid)
+	if err != nil {
+		return fmt.Errorf("the launcher's user: %w", err)
+	}
+	return prepareNonRootLauncher(vmi, filepath.Join("/proc", strconv.Itoa(pid), "root"), uid, gid)
+}

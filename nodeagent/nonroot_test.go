@@ -1,0 +1,150 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// owner is the owner of path, not following a final symbolic link.
+func owner(t *testing.T, path string) [2]int {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return [2]int{int(st.Uid), int(st.Gid)}
+}
+
+// TestPrepareNonRootLauncher builds a launcher's root file system in a
+// temporary directory (devices as the container runtime leaves them, owned
+// by root, a Block claim's device node, a Filesystem claim's directory, a
+// host disk image and a host disk to be created) and checks that a
+// non-root launcher's user gets exactly what QEMU opens, and that nothing
+// outside the root or behind a symbolic link changes owner.
+func TestPrepareNonRootLauncher(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates device nodes and changes owners: run it as root")
+	}
+	const uid, gid = 4107, 4108
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	outside := filepath.Join(base, "outside") // what an escape would reach
+	mk := func(p string) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Character devices of /dev/null's numbers stand in for kvm and tun
+	// (chowning these inodes changes nothing of the host's devices).
+	mknod := func(p string, mode uint32, major, minor uint32) {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mknod(p, mode, int(unix.Mkdev(major, minor))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mknod(filepath.Join(root, "dev/net/tun"), unix.S_IFCHR|0o600, 1, 3)
+	mknod(filepath.Join(root, "dev/kvm"), unix.S_IFCHR|0o600, 1, 3)
+	mk(outside)
+	// The Block claim's device (a node of /dev/loop0's numbers: chowning
+	// this inode changes nothing of the host's /dev/loop0).
+	mknod(filepath.Join(root, "dev/blk"), unix.S_IFBLK|0o660, 7, 0)
+	// A Filesystem claim: no /dev/<volume>, its disk.img is the pod's fsGroup's business.
+	mk(filepath.Join(root, hostDisksDir, "fs/disk.img"))
+	// Host disks: one image, one to be created, one whose name is a link out.
+	mk(filepath.Join(root, hostDisksDir, "hd/img.raw"))
+	if err := os.MkdirAll(filepath.Join(root, hostDisksDir, "hdnew"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, hostDisksDir, "hdlink"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, hostDisksDir, "hdlink/img.raw")); err != nil {
+		t.Fatal(err)
+	}
+	// A device path that is a link out of the root.
+	if err := os.Symlink(outside, filepath.Join(root, "dev/vhost-net")); err != nil {
+		t.Fatal(err)
+	}
+
+	vmi := &v1.VirtualMachineInstance{Spec: v1.VirtualMachineInstanceSpec{Volumes: []v1.Volume{
+		{Name: "blk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}},
+		{Name: "fs", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}},
+		{Name: "hd", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/images/img.raw", Type: v1.HostDiskExists}}},
+		{Name: "hdnew", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/images/new.raw", Type: v1.HostDiskExistsOrCreateEmpty}}},
+		{Name: "cd", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "x"}}},
+	}}}
+
+	// A root launcher needs nothing.
+	if err := prepareNonRootLauncher(vmi, root, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner(t, filepath.Join(root, "dev/net/tun")); got != [2]int{0, 0} {
+		t.Fatalf("root launcher: /dev/net/tun owned by %v", got)
+	}
+
+	// A device behind a link is refused, naming it.
+	err := prepareNonRootLauncher(vmi, root, uid, gid)
+	if err == nil {
+		t.Fatal("a /dev/vhost-net that links out of the launcher's root was followed or ignored")
+	}
+	t.Logf("a link out of the root: %v", err)
+	if err := os.Remove(filepath.Join(root, "dev/vhost-net")); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareNonRootLauncher(vmi, root, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int{
+		"dev/net/tun":                 {uid, gid},
+		"dev/kvm":                     {uid, gid},
+		"dev/blk":                     {uid, gid},
+		hostDisksDir + "/fs/disk.img": {0, 0},
+		hostDisksDir + "/hd/img.raw":  {uid, gid},
+		hostDisksDir + "/hd":          {0, 0},
+		hostDisksDir + "/hdnew":       {uid, gid}, // the launcher creates new.raw in it
+	}
+	for p, w := range want {
+		if got := owner(t, filepath.Join(root, p)); got != w {
+			t.Errorf("/%s owned by %v, want %v", p, got, w)
+		}
+	}
+	if got := owner(t, outside); got != [2]int{0, 0} {
+		t.Errorf("a file outside the launcher's root changed owner: %v", got)
+	}
+
+	// A host disk image that links out is refused, the link's target untouched.
+	vmi.Spec.Volumes = append(vmi.Spec.Volumes, v1.Volume{Name: "hdlink", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/x/img.raw", Type: v1.HostDiskExists}}})
+	if err := prepareNonRootLauncher(vmi, root, uid, gid); err == nil {
+		t.Error("a host disk image that links out of the launcher's root was followed or ignored")
+	} else {
+		t.Logf("a host disk link: %v", err)
+	}
+	if got := owner(t, outside); got != [2]int{0, 0} {
+		t.Errorf("a file outside the launcher's root changed owner: %v", got)
+	}
+}
+
+func TestLauncherUser(t *testing.T) {
+	uid, gid, err := launcherUser(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid != os.Getuid() || gid != os.Getgid() {
+		t.Errorf("launcherUser(self) = %d:%d, want %d:%d", uid, gid, os.Getuid(), os.Getgid())
+	}
+	if _, _, err := launcherUser(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
+	}
+}
