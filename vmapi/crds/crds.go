@@ -6,7 +6,9 @@
 //
 // The kubevirt.io CRDs store v1 and serve v1alpha3 with the same schema;
 // they have a status subresource (and scale for
-// VirtualMachineInstanceReplicaSet) and the categories all and kubevirt.
+// VirtualMachineInstanceReplicaSet) and the categories all and kubevirt,
+// except VirtualMachineInstancePreset, which is deprecated in both versions
+// with KubeVirt's warning, has no status and is only in the category all.
 // The instancetype.kubevirt.io CRDs serve and store v1beta1 and have no
 // status; the namespaced ones are in the category all. The
 // pool.kubevirt.io CRD (VirtualMachinePool) serves and stores v1beta1, has
@@ -35,6 +37,7 @@ const (
 	VirtualMachineInstanceReplicaSet = "virtualmachineinstancereplicasets.kubevirt.io"
 	VirtualMachineInstanceMigration  = "virtualmachineinstancemigrations.kubevirt.io"
 	KubeVirt                         = "kubevirts.kubevirt.io"
+	VirtualMachineInstancePreset     = "virtualmachineinstancepresets.kubevirt.io"
 
 	VirtualMachineInstancetype        = "virtualmachineinstancetypes.instancetype.kubevirt.io"
 	VirtualMachineClusterInstancetype = "virtualmachineclusterinstancetypes.instancetype.kubevirt.io"

@@ -31,6 +31,7 @@ func TestCRDShapes(t *testing.T) {
 		crds.VirtualMachineInstanceReplicaSet:  {"VirtualMachineInstanceReplicaSet", []string{"vmirs", "vmirss"}, kv, []string{"Desired", "Current", "Ready", "Age"}, false, true, true},
 		crds.VirtualMachineInstanceMigration:   {"VirtualMachineInstanceMigration", []string{"vmim", "vmims"}, kv, []string{"Phase", "VMI"}, false, true, false},
 		crds.KubeVirt:                          {"KubeVirt", []string{"kv", "kvs"}, kv, []string{"Age", "Phase"}, false, true, false},
+		crds.VirtualMachineInstancePreset:      {"VirtualMachineInstancePreset", []string{"vmipreset", "vmipresets"}, it, nil, false, false, false},
 		crds.VirtualMachineInstancetype:        {"VirtualMachineInstancetype", []string{"vminstancetype", "vminstancetypes", "vmf", "vmfs"}, it, []string{"CPU", "Memory", "Age"}, false, false, false},
 		crds.VirtualMachineClusterInstancetype: {"VirtualMachineClusterInstancetype", []string{"vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs"}, nil, []string{"CPU", "Memory", "Age"}, true, false, false},
 		crds.VirtualMachinePreference:          {"VirtualMachinePreference", []string{"vmpref", "vmprefs", "vmp", "vmps"}, it, nil, false, false, false},

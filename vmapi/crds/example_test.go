@@ -20,6 +20,7 @@ func Example() {
 	// virtualmachineclusterinstancetypes.instancetype.kubevirt.io [vmclusterinstancetype vmclusterinstancetypes vmcf vmcfs]
 	// virtualmachineclusterpreferences.instancetype.kubevirt.io [vmcp vmcps]
 	// virtualmachineinstancemigrations.kubevirt.io [vmim vmims]
+	// virtualmachineinstancepresets.kubevirt.io [vmipreset vmipresets]
 	// virtualmachineinstancereplicasets.kubevirt.io [vmirs vmirss]
 	// virtualmachineinstances.kubevirt.io [vmi vmis]
 	// virtualmachineinstancetypes.instancetype.kubevirt.io [vminstancetype vminstancetypes vmf vmfs]

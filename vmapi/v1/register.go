@@ -19,6 +19,7 @@ var (
 	VirtualMachineInstanceReplicaSetGroupVersionKind = SchemeGroupVersion.WithKind("VirtualMachineInstanceReplicaSet")
 	VirtualMachineInstanceMigrationGroupVersionKind  = SchemeGroupVersion.WithKind("VirtualMachineInstanceMigration")
 	KubeVirtGroupVersionKind                         = SchemeGroupVersion.WithKind("KubeVirt")
+	VirtualMachineInstancePresetGroupVersionKind     = SchemeGroupVersion.WithKind("VirtualMachineInstancePreset")
 )
 
 // Resource returns the group-qualified resource for an unqualified resource name.
@@ -40,6 +41,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&VirtualMachineInstanceReplicaSet{}, &VirtualMachineInstanceReplicaSetList{},
 		&VirtualMachineInstanceMigration{}, &VirtualMachineInstanceMigrationList{},
 		&KubeVirt{}, &KubeVirtList{},
+		&VirtualMachineInstancePreset{}, &VirtualMachineInstancePresetList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

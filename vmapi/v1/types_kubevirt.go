@@ -79,6 +79,25 @@ type KubeVirtSpec struct {
 	// UninstallStrategy says whether deleting the CR removes workloads.
 	// +optional
 	UninstallStrategy KubeVirtUninstallStrategy `json:"uninstallStrategy,omitempty"`
+	// CertificateRotateStrategy is how the components' certificates
+	// rotate.
+	// +optional
+	CertificateRotateStrategy KubeVirtCertificateRotateStrategy `json:"certificateRotateStrategy,omitempty"`
+	// WorkloadUpdateStrategy is how running VMIs move to a new launcher
+	// after an update.
+	// +optional
+	WorkloadUpdateStrategy KubeVirtWorkloadUpdateStrategy `json:"workloadUpdateStrategy,omitempty"`
+	// ServiceMonitorNamespace is where the ServiceMonitor goes;
+	// monitorNamespace when unset.
+	// +optional
+	ServiceMonitorNamespace string `json:"serviceMonitorNamespace,omitempty"`
+	// CustomizeComponents changes the installed components.
+	// +optional
+	CustomizeComponents CustomizeComponents `json:"customizeComponents,omitempty"`
+	// SynchronizationPort is the port of the synchronization controller
+	// (migrations between clusters); 9185 when unset.
+	// +optional
+	SynchronizationPort string `json:"synchronizationPort,omitempty"`
 }
 
 // KubeVirtUninstallStrategy says what deleting the KubeVirt CR does to workloads.
@@ -147,6 +166,122 @@ type KubeVirtConfiguration struct {
 	// DefaultRuntimeClass of launcher pods.
 	// +optional
 	DefaultRuntimeClass string `json:"defaultRuntimeClass,omitempty"`
+	// MinCPUModel is the oldest CPU model guests may get (host-model's
+	// lower bound).
+	// +optional
+	MinCPUModel string `json:"minCPUModel,omitempty"`
+	// ObsoleteCPUModels are CPU models nodes must not offer, by name.
+	// +optional
+	ObsoleteCPUModels map[string]bool `json:"obsoleteCPUModels,omitempty"`
+	// MemBalloonStatsPeriod is seconds between balloon statistics; 10
+	// when unset, 0 turns them off.
+	// +optional
+	MemBalloonStatsPeriod *uint32 `json:"memBalloonStatsPeriod,omitempty"`
+	// OVMFPath is the directory holding the EFI firmware (superseded
+	// upstream by architectureConfiguration).
+	// +optional
+	OVMFPath string `json:"ovmfPath,omitempty"`
+	// SELinuxLauncherType is the SELinux type of launcher pods.
+	// +optional
+	SELinuxLauncherType string `json:"selinuxLauncherType,omitempty"`
+	// Network is the cluster's network defaults and binding plugins.
+	// +optional
+	Network *NetworkConfiguration `json:"network,omitempty"`
+	// SMBIOS is the system information guests see.
+	// +optional
+	SMBIOS *SMBiosConfiguration `json:"smbios,omitempty"`
+	// ArchitectureConfiguration holds per-architecture defaults.
+	// +optional
+	ArchitectureConfiguration *ArchConfiguration `json:"architectureConfiguration,omitempty"`
+	// SupportedGuestAgentVersions are the guest agent versions reported
+	// as supported (regular expressions).
+	// +optional
+	// +listType=atomic
+	SupportedGuestAgentVersions []string `json:"supportedGuestAgentVersions,omitempty"`
+	// PermittedHostDevices are the host devices guests may ask for.
+	// +optional
+	PermittedHostDevices *PermittedHostDevices `json:"permittedHostDevices,omitempty"`
+	// MediatedDevicesConfiguration says which mediated devices the node
+	// agents create.
+	// +optional
+	MediatedDevicesConfiguration *MediatedDevicesConfiguration `json:"mediatedDevicesConfiguration,omitempty"`
+	// VirtualMachineInstancesPerNode caps the VMIs on one node.
+	// +optional
+	VirtualMachineInstancesPerNode *int `json:"virtualMachineInstancesPerNode,omitempty"`
+	// APIConfiguration is virt-api's reloadable configuration.
+	// +optional
+	APIConfiguration *ReloadableComponentConfiguration `json:"apiConfiguration,omitempty"`
+	// WebhookConfiguration is the webhooks' reloadable configuration.
+	// +optional
+	WebhookConfiguration *ReloadableComponentConfiguration `json:"webhookConfiguration,omitempty"`
+	// ControllerConfiguration is virt-controller's reloadable
+	// configuration.
+	// +optional
+	ControllerConfiguration *ReloadableComponentConfiguration `json:"controllerConfiguration,omitempty"`
+	// HandlerConfiguration is virt-handler's reloadable configuration.
+	// +optional
+	HandlerConfiguration *ReloadableComponentConfiguration `json:"handlerConfiguration,omitempty"`
+	// TLSConfiguration of the components' servers.
+	// +optional
+	TLSConfiguration *TLSConfiguration `json:"tlsConfiguration,omitempty"`
+	// SeccompConfiguration of launcher pods.
+	// +optional
+	SeccompConfiguration *SeccompConfiguration `json:"seccompConfiguration,omitempty"`
+	// VMStateStorageClass is the storage class of persistent guest state
+	// (TPM, EFI variables).
+	// +optional
+	VMStateStorageClass string `json:"vmStateStorageClass,omitempty"`
+	// VirtualMachineOptions are cluster-wide defaults of guests.
+	// +optional
+	VirtualMachineOptions *VirtualMachineOptions `json:"virtualMachineOptions,omitempty"`
+	// KSMConfiguration picks the nodes with kernel same-page merging.
+	// +optional
+	KSMConfiguration *KSMConfiguration `json:"ksmConfiguration,omitempty"`
+	// AutoCPULimitNamespaceLabelSelector picks namespaces whose launcher
+	// pods get a CPU limit equal to their request.
+	// +optional
+	AutoCPULimitNamespaceLabelSelector *metav1.LabelSelector `json:"autoCPULimitNamespaceLabelSelector,omitempty"`
+	// LiveUpdateConfiguration bounds CPU and memory hotplug.
+	// +optional
+	LiveUpdateConfiguration *LiveUpdateConfiguration `json:"liveUpdateConfiguration,omitempty"`
+	// VMRolloutStrategy is how a change to a running VM's template is
+	// applied: Stage (at the next restart) or LiveUpdate.
+	// +optional
+	// +kubebuilder:validation:Enum=Stage;LiveUpdate
+	VMRolloutStrategy *VMRolloutStrategy `json:"vmRolloutStrategy,omitempty"`
+	// CommonInstancetypesDeployment turns the common instance types on or
+	// off.
+	// +optional
+	CommonInstancetypesDeployment *CommonInstancetypesDeployment `json:"commonInstancetypesDeployment,omitempty"`
+	// VirtTemplateDeployment turns virt-template on or off.
+	// +optional
+	VirtTemplateDeployment *VirtTemplateDeployment `json:"virtTemplateDeployment,omitempty"`
+	// Instancetype configures instance-type handling.
+	// +optional
+	Instancetype *InstancetypeConfiguration `json:"instancetype,omitempty"`
+	// Hypervisors available; the first is used.
+	// +optional
+	// +listType=atomic
+	Hypervisors []HypervisorConfiguration `json:"hypervisors,omitempty"`
+	// ChangedBlockTrackingLabelSelectors pick the VMs with changed-block
+	// tracking.
+	// +optional
+	ChangedBlockTrackingLabelSelectors *ChangedBlockTrackingSelectors `json:"changedBlockTrackingLabelSelectors,omitempty"`
+	// SupportContainerResources are the resources of the launcher's
+	// helper containers, by type.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	SupportContainerResources []SupportContainerResources `json:"supportContainerResources,omitempty"`
+	// AdditionalGuestMemoryOverheadRatio multiplies the launcher's
+	// computed memory overhead, a decimal string ("1.5").
+	// +optional
+	AdditionalGuestMemoryOverheadRatio *string `json:"additionalGuestMemoryOverheadRatio,omitempty"`
+	// RoleAggregationStrategy: AggregateToDefault adds KubeVirt's roles
+	// to the default admin, edit and view roles; Manual does not.
+	// +optional
+	// +kubebuilder:validation:Enum=AggregateToDefault;Manual
+	RoleAggregationStrategy *RoleAggregationStrategy `json:"roleAggregationStrategy,omitempty"`
 }
 
 // DeveloperConfiguration holds feature gates and developer settings.
@@ -174,6 +309,23 @@ type DeveloperConfiguration struct {
 	// LogVerbosity of the components.
 	// +optional
 	LogVerbosity *LogVerbosity `json:"logVerbosity,omitempty"`
+	// DisabledFeatureGates turned off even where on by default.
+	// +optional
+	// +listType=atomic
+	DisabledFeatureGates []string `json:"disabledFeatureGates,omitempty"`
+	// CPUAllocationRatio is vCPUs per requested host CPU; 10 when unset.
+	// +optional
+	CPUAllocationRatio int `json:"cpuAllocationRatio,omitempty"`
+	// MinimumClusterTSCFrequency is the TSC frequency below which a node
+	// cannot run guests that need a stable TSC.
+	// +optional
+	MinimumClusterTSCFrequency *int64 `json:"minimumClusterTSCFrequency,omitempty"`
+	// DiskVerification bounds the memory of disk-image checks.
+	// +optional
+	DiskVerification *DiskVerification `json:"diskVerification,omitempty"`
+	// ClusterProfiler turns on the components' profiling endpoints.
+	// +optional
+	ClusterProfiler bool `json:"clusterProfiler,omitempty"`
 }
 
 // LogVerbosity is the log verbosity of each component.
@@ -193,6 +345,13 @@ type LogVerbosity struct {
 	// VirtOperator verbosity.
 	// +optional
 	VirtOperator uint `json:"virtOperator,omitempty"`
+	// VirtSynchronizationController verbosity.
+	// +optional
+	VirtSynchronizationController uint `json:"virtSynchronizationController,omitempty"`
+	// NodeVerbosity overrides virt-handler's and virt-launcher's
+	// verbosity on named nodes.
+	// +optional
+	NodeVerbosity map[string]uint `json:"nodeVerbosity,omitempty"`
 }
 
 // MigrationConfiguration holds live-migration limits.
@@ -227,6 +386,22 @@ type MigrationConfiguration struct {
 	// Network is a NetworkAttachmentDefinition dedicated to migrations.
 	// +optional
 	Network *string `json:"network,omitempty"`
+	// NodeDrainTaintKey is the taint that marks a node being drained
+	// (kubevirt.io/drain when unset).
+	// +optional
+	NodeDrainTaintKey *string `json:"nodeDrainTaintKey,omitempty"`
+	// MatchSELinuxLevelOnMigration gives the target launcher the source's
+	// SELinux level.
+	// +optional
+	MatchSELinuxLevelOnMigration *bool `json:"matchSELinuxLevelOnMigration,omitempty"`
+	// AllowWorkloadDisruption lets a migration that cannot converge pause
+	// the guest to finish.
+	// +optional
+	AllowWorkloadDisruption *bool `json:"allowWorkloadDisruption,omitempty"`
+	// UtilityVolumesTimeout is seconds a migration waits for utility
+	// volumes to detach.
+	// +optional
+	UtilityVolumesTimeout *int64 `json:"utilityVolumesTimeout,omitempty"`
 }
 
 // KubeVirtPhase is a phase of an installation.
@@ -287,6 +462,14 @@ type KubeVirtStatus struct {
 	// DefaultArchitecture of guests.
 	// +optional
 	DefaultArchitecture string `json:"defaultArchitecture,omitempty"`
+	// Generations of the objects the operator last applied.
+	// +optional
+	// +listType=atomic
+	Generations []GenerationStatus `json:"generations,omitempty"`
+	// SynchronizationAddresses of the synchronization controller.
+	// +optional
+	// +listType=atomic
+	SynchronizationAddresses []string `json:"synchronizationAddresses,omitempty"`
 }
 
 // KubeVirtConditionType is the type of an installation condition.

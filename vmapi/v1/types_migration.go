@@ -41,6 +41,22 @@ type VirtualMachineInstanceMigrationSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.vmiName is immutable"
 	VMIName string `json:"vmiName,omitempty"`
+	// AddedNodeSelector is added to the target pod's node selector; it
+	// cannot override the VMI's own.
+	// +optional
+	AddedNodeSelector map[string]string `json:"addedNodeSelector,omitempty"`
+	// Priority orders migrations waiting for a slot: system-critical,
+	// user-triggered or system-maintenance.
+	// +optional
+	Priority *MigrationPriority `json:"priority,omitempty"`
+	// SendTo makes this the sending half of a migration to another
+	// cluster.
+	// +optional
+	SendTo *VirtualMachineInstanceMigrationSource `json:"sendTo,omitempty"`
+	// Receive makes this the receiving half of a migration from another
+	// cluster.
+	// +optional
+	Receive *VirtualMachineInstanceMigrationTarget `json:"receive,omitempty"`
 }
 
 // VirtualMachineInstanceMigrationPhase is a phase of a migration.
@@ -83,6 +99,11 @@ type VirtualMachineInstanceMigrationStatus struct {
 	// MigrationState is the detailed state, as on the VMI.
 	// +optional
 	MigrationState *VirtualMachineInstanceMigrationState `json:"migrationState,omitempty"`
+	// SynchronizationAddresses of the synchronization controller for a
+	// migration between clusters.
+	// +optional
+	// +listType=atomic
+	SynchronizationAddresses []string `json:"synchronizationAddresses,omitempty"`
 }
 
 // VirtualMachineInstanceMigrationPhaseTransitionTimestamp records when a phase was entered.

@@ -84,6 +84,12 @@ type VirtualMachineSpec struct {
 	// DataVolumeTemplates are CDI DataVolumes created with the VM.
 	// +optional
 	DataVolumeTemplates []DataVolumeTemplateSpec `json:"dataVolumeTemplates,omitempty"`
+	// UpdateVolumesStrategy is how a change of the template's volumes
+	// reaches a running VM: Replacement (at the next restart) or Migration
+	// (a storage migration); Replacement when unset.
+	// +optional
+	// +kubebuilder:validation:Enum=Replacement;Migration
+	UpdateVolumesStrategy *UpdateVolumesStrategy `json:"updateVolumesStrategy,omitempty"`
 }
 
 // VirtualMachineInstanceTemplateSpec is the template of a VMI.
@@ -111,6 +117,9 @@ type DataVolumeTemplateSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
 	Spec runtime.RawExtension `json:"spec"`
+	// Status is always empty; it is in the schema because KubeVirt's is.
+	// +optional
+	Status *DataVolumeTemplateDummyStatus `json:"status,omitempty"`
 }
 
 // VirtualMachinePrintableStatus is the one-word state shown by kubectl get vm.
@@ -176,6 +185,29 @@ type VirtualMachineStatus struct {
 	// +optional
 	// +nullable
 	PreferenceRef *InstancetypeStatusRef `json:"preferenceRef,omitempty"`
+	// SnapshotInProgress names the snapshot being taken.
+	// +optional
+	SnapshotInProgress *string `json:"snapshotInProgress,omitempty"`
+	// RestoreInProgress names the restore being done.
+	// +optional
+	RestoreInProgress *string `json:"restoreInProgress,omitempty"`
+	// VolumeRequests are pending volume hotplugs.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	VolumeRequests []VirtualMachineVolumeRequest `json:"volumeRequests,omitempty"`
+	// VolumeSnapshotStatuses say which volumes can be snapshotted.
+	// +optional
+	VolumeSnapshotStatuses []VolumeSnapshotStatus `json:"volumeSnapshotStatuses,omitempty"`
+	// MemoryDumpRequest is the memory dump asked for.
+	// +optional
+	MemoryDumpRequest *VirtualMachineMemoryDumpRequest `json:"memoryDumpRequest,omitempty"`
+	// VolumeUpdateState is the state of a change of the VM's volumes.
+	// +optional
+	VolumeUpdateState *VolumeUpdateState `json:"volumeUpdateState,omitempty"`
+	// ChangedBlockTracking is the state of changed-block tracking.
+	// +optional
+	ChangedBlockTracking *ChangedBlockTrackingStatus `json:"changedBlockTracking,omitempty"`
 }
 
 // InferFromVolumeFailurePolicy says what happens when an instance type or

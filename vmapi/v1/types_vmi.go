@@ -129,6 +129,32 @@ type VirtualMachineInstanceSpec struct {
 	// Architecture of the guest (amd64, arm64, s390x); the cluster default when unset.
 	// +optional
 	Architecture string `json:"architecture,omitempty"`
+	// AccessCredentials put SSH keys or user passwords from secrets into
+	// the guest.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	AccessCredentials []AccessCredential `json:"accessCredentials,omitempty"`
+	// LivenessProbe fails the VMI when the guest stops answering.
+	// +optional
+	LivenessProbe *Probe `json:"livenessProbe,omitempty"`
+	// ReadinessProbe says when the guest is ready for traffic (the Ready
+	// condition, and so Services' endpoints).
+	// +optional
+	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+	// ResourceClaims are dynamic-resource-allocation claims of the
+	// launcher pod, which gpus and hostDevices may name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ResourceClaims []corev1.PodResourceClaim `json:"resourceClaims,omitempty"`
+	// UtilityVolumes are claims attached to the launcher for tools
+	// (memory dumps, backups), not to the guest.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	UtilityVolumes []UtilityVolume `json:"utilityVolumes,omitempty"`
 }
 
 // DomainSpec is the virtual hardware of a guest.
@@ -166,6 +192,15 @@ type DomainSpec struct {
 	// TDX). Accepted; vmkit does not launch confidential guests yet.
 	// +optional
 	LaunchSecurity *LaunchSecurity `json:"launchSecurity,omitempty"`
+	// Chassis is the SMBIOS chassis information of the guest.
+	// +optional
+	Chassis *Chassis `json:"chassis,omitempty"`
+	// RebootPolicy is what a reboot from inside the guest does: Reboot
+	// (the guest restarts in the same VMI) or Terminate (the VMI ends, as
+	// a shutdown); Reboot when unset.
+	// +optional
+	// +kubebuilder:validation:Enum=Reboot;Terminate
+	RebootPolicy *RebootPolicy `json:"rebootPolicy,omitempty"`
 }
 
 // IOThreadsPolicy controls how disk I/O threads are allocated.
@@ -250,6 +285,10 @@ type Memory struct {
 	// MaxGuest bounds memory hotplug.
 	// +optional
 	MaxGuest *resource.Quantity `json:"maxGuest,omitempty"`
+	// ReservedOverhead adjusts the memory the launcher reserves beyond
+	// the guest's.
+	// +optional
+	ReservedOverhead *ReservedOverhead `json:"reservedOverhead,omitempty"`
 }
 
 // Hugepages backs guest memory with huge pages of one size.
@@ -280,6 +319,9 @@ type Firmware struct {
 	// KernelBoot boots a kernel and initrd directly.
 	// +optional
 	KernelBoot *KernelBoot `json:"kernelBoot,omitempty"`
+	// ACPI adds ACPI tables from secrets.
+	// +optional
+	ACPI *ACPI `json:"acpi,omitempty"`
 }
 
 // Bootloader selects BIOS or EFI; BIOS when unset.
@@ -449,6 +491,10 @@ type Features struct {
 	// Hyperv enables Hyper-V enlightenments for Windows guests.
 	// +optional
 	Hyperv *FeatureHyperv `json:"hyperv,omitempty"`
+	// HypervPassthrough turns on every Hyper-V enlightenment the host
+	// offers; it excludes hyperv.
+	// +optional
+	HypervPassthrough *HyperVPassthrough `json:"hypervPassthrough,omitempty"`
 }
 
 // FeatureState turns a feature on or off; on when Enabled is unset.
@@ -544,6 +590,25 @@ type Devices struct {
 	// Video is the video device of the guest's graphics.
 	// +optional
 	Video *VideoDevice `json:"video,omitempty"`
+	// AutoattachVSOCK adds a VSOCK device with a cluster-unique CID
+	// (status.VSOCKCID).
+	// +optional
+	AutoattachVSOCK *bool `json:"autoattachVSOCK,omitempty"`
+	// LogSerialConsole keeps the serial console's output in a log
+	// container of the launcher pod; the cluster default when unset.
+	// +optional
+	LogSerialConsole *bool `json:"logSerialConsole,omitempty"`
+	// Filesystems share volumes with the guest as file systems
+	// (virtiofs).
+	// +optional
+	// +listType=atomic
+	Filesystems []Filesystem `json:"filesystems,omitempty"`
+	// ClientPassthrough lets a client pass its USB devices to the guest.
+	// +optional
+	ClientPassthrough *ClientPassthroughDevices `json:"clientPassthrough,omitempty"`
+	// DownwardMetrics adds a virtio-serial port serving host metrics.
+	// +optional
+	DownwardMetrics *DownwardMetrics `json:"downwardMetrics,omitempty"`
 }
 
 // Rng is a virtio random number generator fed from the host.
@@ -584,6 +649,16 @@ type Disk struct {
 	// Shareable lets several guests attach the disk.
 	// +optional
 	Shareable *bool `json:"shareable,omitempty"`
+	// ErrorPolicy is what the guest sees on an I/O error: stop (pause
+	// the guest), ignore, report, or enospace (report only out-of-space);
+	// stop when unset.
+	// +optional
+	// +kubebuilder:validation:Enum=stop;ignore;report;enospace
+	ErrorPolicy *DiskErrorPolicy `json:"errorPolicy,omitempty"`
+	// ChangedBlockTracking turns changed-block tracking (incremental
+	// backups) on for this disk.
+	// +optional
+	ChangedBlockTracking *bool `json:"changedBlockTracking,omitempty"`
 }
 
 // DiskDevice says how a disk is exposed: as a disk, a LUN or a CD-ROM.
@@ -698,6 +773,9 @@ type WatchdogDevice struct {
 	// I6300ESB is an Intel 6300ESB watchdog.
 	// +optional
 	I6300ESB *I6300ESBWatchdog `json:"i6300esb,omitempty"`
+	// Diag288 is s390x's diag288 watchdog.
+	// +optional
+	Diag288 *Diag288Watchdog `json:"diag288,omitempty"`
 }
 
 // I6300ESBWatchdog is an Intel 6300ESB watchdog.
@@ -724,7 +802,7 @@ type Input struct {
 // Interface is one network interface of a guest, backed by the network of
 // the same name.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.bridge), has(self.masquerade), has(self.slirp), has(self.sriov), has(self.passt), has(self.macvtap), has(self.binding)].filter(x, x).size() <= 1",messageExpression="'interface ' + self.name + ' may set only one binding (bridge, masquerade, slirp, sriov, passt, macvtap or binding)'"
+// +kubebuilder:validation:XValidation:rule="[has(self.bridge), has(self.masquerade), has(self.slirp), has(self.sriov), has(self.passt), has(self.passtBinding), has(self.macvtap), has(self.binding)].filter(x, x).size() <= 1",messageExpression="'interface ' + self.name + ' may set only one binding (bridge, masquerade, slirp, sriov, passt, passtBinding, macvtap or binding)'"
 type Interface struct {
 	// Name of the interface; a network of the same name backs it.
 	// +kubebuilder:validation:MaxLength=63
@@ -752,6 +830,20 @@ type Interface struct {
 	// Tag is passed to the guest through device metadata.
 	// +optional
 	Tag string `json:"tag,omitempty"`
+	// ACPIIndex is the interface's ACPI index (the guest names it
+	// eno<index>); 1 to 16383.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16383
+	ACPIIndex int `json:"acpiIndex,omitempty"`
+	// DHCPOptions are extra options the DHCP server gives the guest.
+	// +optional
+	DHCPOptions *DHCPOptions `json:"dhcpOptions,omitempty"`
+	// State of the interface: up, down (link down) or absent (to be
+	// unplugged); up when unset.
+	// +optional
+	// +kubebuilder:validation:Enum=up;down;absent
+	State InterfaceState `json:"state,omitempty"`
 }
 
 // InterfaceBindingMethod connects an interface to its network.
@@ -778,6 +870,10 @@ type InterfaceBindingMethod struct {
 	// Binding names a network binding plugin.
 	// +optional
 	Binding *PluginBinding `json:"binding,omitempty"`
+	// PasstBinding connects the guest through passt, KubeVirt's core
+	// passt binding.
+	// +optional
+	PasstBinding *InterfacePasstBinding `json:"passtBinding,omitempty"`
 }
 
 // InterfaceBridge is the bridge binding.
@@ -906,6 +1002,46 @@ type VirtualMachineInstanceStatus struct {
 	// Machine is the machine type the guest actually runs with.
 	// +optional
 	Machine *Machine `json:"machine,omitempty"`
+	// CurrentCPUTopology is the guest's CPU topology now (CPU hotplug).
+	// +optional
+	CurrentCPUTopology *CPUTopology `json:"currentCPUTopology,omitempty"`
+	// Memory is the guest's memory as booted, requested and current.
+	// +optional
+	Memory *MemoryStatus `json:"memory,omitempty"`
+	// FSFreezeStatus is "frozen" while the guest's file systems are
+	// frozen (for a snapshot).
+	// +optional
+	FSFreezeStatus string `json:"fsFreezeStatus,omitempty"`
+	// KernelBootStatus is what the launcher found of a direct kernel boot.
+	// +optional
+	KernelBootStatus *KernelBootStatus `json:"kernelBootStatus,omitempty"`
+	// TopologyHints are facts of the node a migration target must match.
+	// +optional
+	TopologyHints *TopologyHints `json:"topologyHints,omitempty"`
+	// RuntimeUser is the UID the launcher runs as (107 when non-root).
+	// +optional
+	RuntimeUser uint64 `json:"runtimeUser,omitempty"`
+	// VSOCKCID is the guest's VSOCK context ID (autoattachVSOCK).
+	// +optional
+	VSOCKCID *uint32 `json:"VSOCKCID,omitempty"`
+	// SELinuxContext of the launcher.
+	// +optional
+	SELinuxContext string `json:"selinuxContext,omitempty"`
+	// MigrationTransport is how migration traffic flows (Unix: through a
+	// proxy over a socket).
+	// +optional
+	MigrationTransport string `json:"migrationTransport,omitempty"`
+	// VirtualMachineRevisionName is the ControllerRevision of the VM spec
+	// this VMI was started from.
+	// +optional
+	VirtualMachineRevisionName string `json:"virtualMachineRevisionName,omitempty"`
+	// MigratedVolumes are the volumes a storage migration moves.
+	// +optional
+	// +listType=atomic
+	MigratedVolumes []StorageMigratedVolumeInfo `json:"migratedVolumes,omitempty"`
+	// ChangedBlockTracking is the state of changed-block tracking.
+	// +optional
+	ChangedBlockTracking *ChangedBlockTrackingStatus `json:"changedBlockTracking,omitempty"`
 }
 
 // VirtualMachineInstancePhase is a phase of a guest's life cycle.
@@ -1011,6 +1147,12 @@ type VirtualMachineInstanceNetworkInterface struct {
 	// QueueCount is the number of queues of the interface.
 	// +optional
 	QueueCount int32 `json:"queueCount,omitempty"`
+	// PodInterfaceName is the interface's name in the launcher pod.
+	// +optional
+	PodInterfaceName string `json:"podInterfaceName,omitempty"`
+	// LinkState of the guest's interface: up or down.
+	// +optional
+	LinkState string `json:"linkState,omitempty"`
 }
 
 // VirtualMachineInstanceGuestOSInfo is what the guest agent reports about the OS.
@@ -1052,6 +1194,47 @@ const (
 
 // VirtualMachineInstanceMigrationState is the state of a VMI's latest migration.
 type VirtualMachineInstanceMigrationState struct {
+	// SourceState is the sending side of the migration.
+	// +optional
+	SourceState *VirtualMachineInstanceMigrationSourceState `json:"sourceState,omitempty"`
+	// TargetState is the receiving side of the migration.
+	// +optional
+	TargetState *VirtualMachineInstanceMigrationTargetState `json:"targetState,omitempty"`
+	// AbortStatus is the state of an abort: Succeeded, Failed or
+	// Aborting.
+	// +optional
+	AbortStatus MigrationAbortStatus `json:"abortStatus,omitempty"`
+	// MigrationPolicyName is the MigrationPolicy applied.
+	// +optional
+	MigrationPolicyName *string `json:"migrationPolicyName,omitempty"`
+	// MigrationNetworkType is the network migration traffic used (pod or
+	// a dedicated migration network).
+	// +optional
+	MigrationNetworkType string `json:"migrationNetworkType,omitempty"`
+	// TargetCPUSet is the receiving launcher's dedicated CPUs (superseded
+	// upstream by targetState.cpuSet).
+	// +optional
+	// +listType=atomic
+	TargetCPUSet []int `json:"targetCPUSet,omitempty"`
+	// TargetNodeTopology is the receiving node's topology, JSON
+	// (superseded upstream by targetState.nodeTopology).
+	// +optional
+	TargetNodeTopology string `json:"targetNodeTopology,omitempty"`
+	// TargetAttachmentPodUID is the receiving side's hotplug attachment
+	// pod (superseded upstream by targetState.attachmentPodUID).
+	// +optional
+	TargetAttachmentPodUID types.UID `json:"targetAttachmentPodUID,omitempty"`
+	// TargetMemoryOverhead is the receiving launcher's memory overhead.
+	// +optional
+	TargetMemoryOverhead *resource.Quantity `json:"targetMemoryOverhead,omitempty"`
+	// SourcePersistentStatePVCName is the persistent-state claim on the
+	// sending side (superseded upstream by sourceState).
+	// +optional
+	SourcePersistentStatePVCName string `json:"sourcePersistentStatePVCName,omitempty"`
+	// TargetPersistentStatePVCName is the persistent-state claim on the
+	// receiving side (superseded upstream by targetState).
+	// +optional
+	TargetPersistentStatePVCName string `json:"targetPersistentStatePVCName,omitempty"`
 	// StartTimestamp is when the migration started.
 	// +optional
 	// +nullable
@@ -1128,4 +1311,17 @@ type VolumeStatus struct {
 	// Size of the volume in bytes.
 	// +optional
 	Size int64 `json:"size,omitempty"`
+	// PersistentVolumeClaimInfo is what the controller read of the
+	// volume's claim.
+	// +optional
+	PersistentVolumeClaimInfo *PersistentVolumeClaimInfo `json:"persistentVolumeClaimInfo,omitempty"`
+	// HotplugVolume is the attachment pod of a hotplugged volume.
+	// +optional
+	HotplugVolume *HotplugVolumeStatus `json:"hotplugVolume,omitempty"`
+	// MemoryDumpVolume is the state of a memory dump volume.
+	// +optional
+	MemoryDumpVolume *DomainMemoryDumpInfo `json:"memoryDumpVolume,omitempty"`
+	// ContainerDiskVolume is the container disk's checksum.
+	// +optional
+	ContainerDiskVolume *ContainerDiskInfo `json:"containerDiskVolume,omitempty"`
 }

@@ -57,6 +57,15 @@ type VolumeSource struct {
 	// ServiceAccount exposes a service account's token as a disk.
 	// +optional
 	ServiceAccount *ServiceAccountVolumeSource `json:"serviceAccount,omitempty"`
+	// MemoryDump is a claim the guest's memory is dumped into.
+	// +optional
+	MemoryDump *MemoryDumpVolumeSource `json:"memoryDump,omitempty"`
+	// DownwardMetrics is a disk from which the guest reads host metrics.
+	// +optional
+	DownwardMetrics *DownwardMetricsVolumeSource `json:"downwardMetrics,omitempty"`
+	// ContainerPath shares a path of the compute container with the guest.
+	// +optional
+	ContainerPath *ContainerPathVolumeSource `json:"containerPath,omitempty"`
 }
 
 // HostDiskType says whether a host disk must exist.

@@ -86,6 +86,12 @@ func addV1alpha3(crd *apiextensionsv1.CustomResourceDefinition) error {
 	old.Storage = false
 	old.Deprecated = true
 	warning := "kubevirt.io/v1alpha3 is deprecated; use kubevirt.io/v1"
+	if v1.Deprecated && v1.DeprecationWarning != nil {
+		// A kind deprecated in v1 too (VirtualMachineInstancePreset): its
+		// v1alpha3 warning is KubeVirt's, the v1 one with the version
+		// changed.
+		warning = strings.Replace(*v1.DeprecationWarning, "kubevirt.io/v1 ", "kubevirt.io/v1alpha3 ", 1)
+	}
 	old.DeprecationWarning = &warning
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{v1, old}
 	return nil

@@ -50,6 +50,14 @@ type VirtualMachineInstanceMigrationListerExpansion interface{}
 // VirtualMachineInstanceMigrationNamespaceLister.
 type VirtualMachineInstanceMigrationNamespaceListerExpansion interface{}
 
+// VirtualMachineInstancePresetListerExpansion allows custom methods to be added to
+// VirtualMachineInstancePresetLister.
+type VirtualMachineInstancePresetListerExpansion interface{}
+
+// VirtualMachineInstancePresetNamespaceListerExpansion allows custom methods to be added to
+// VirtualMachineInstancePresetNamespaceLister.
+type VirtualMachineInstancePresetNamespaceListerExpansion interface{}
+
 // VirtualMachineInstanceReplicaSetListerExpansion allows custom methods to be added to
 // VirtualMachineInstanceReplicaSetLister.
 type VirtualMachineInstanceReplicaSetListerExpansion interface{}

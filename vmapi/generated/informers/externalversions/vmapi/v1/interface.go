@@ -32,6 +32,8 @@ type Interface interface {
 	VirtualMachineInstances() VirtualMachineInstanceInformer
 	// VirtualMachineInstanceMigrations returns a VirtualMachineInstanceMigrationInformer.
 	VirtualMachineInstanceMigrations() VirtualMachineInstanceMigrationInformer
+	// VirtualMachineInstancePresets returns a VirtualMachineInstancePresetInformer.
+	VirtualMachineInstancePresets() VirtualMachineInstancePresetInformer
 	// VirtualMachineInstanceReplicaSets returns a VirtualMachineInstanceReplicaSetInformer.
 	VirtualMachineInstanceReplicaSets() VirtualMachineInstanceReplicaSetInformer
 }
@@ -65,6 +67,11 @@ func (v *version) VirtualMachineInstances() VirtualMachineInstanceInformer {
 // VirtualMachineInstanceMigrations returns a VirtualMachineInstanceMigrationInformer.
 func (v *version) VirtualMachineInstanceMigrations() VirtualMachineInstanceMigrationInformer {
 	return &virtualMachineInstanceMigrationInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// VirtualMachineInstancePresets returns a VirtualMachineInstancePresetInformer.
+func (v *version) VirtualMachineInstancePresets() VirtualMachineInstancePresetInformer {
+	return &virtualMachineInstancePresetInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // VirtualMachineInstanceReplicaSets returns a VirtualMachineInstanceReplicaSetInformer.

@@ -26,4 +26,6 @@ type VirtualMachineInstanceExpansion interface{}
 
 type VirtualMachineInstanceMigrationExpansion interface{}
 
+type VirtualMachineInstancePresetExpansion interface{}
+
 type VirtualMachineInstanceReplicaSetExpansion interface{}
