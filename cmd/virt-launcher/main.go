@@ -101,6 +101,7 @@ func run() error {
 		}
 		defer daemons()
 	}
+	cfg.LibvirtSocket, cfg.LibvirtSession = libvirtEndpoint(uri) // for live migration (migration.go)
 	connectCtx, cancel := context.WithTimeout(ctx, libvirtWait)
 	h, err := connect(connectCtx, uri)
 	cancel()

@@ -32,6 +32,8 @@ type Fake struct {
 	agents         map[string]GuestAgentFunc
 	stats          map[string]DomainStats
 	kvm            bool
+	migrationGate  chan struct{}             // see HoldMigrations
+	lastMigration  map[string]MigrateOptions // see LastMigration
 }
 
 // GuestAgentFunc plays a QEMU guest agent for the Fake: it gets a command's
@@ -41,11 +43,12 @@ type Fake struct {
 type GuestAgentFunc func(command string) (string, error)
 
 type fakeDomain struct {
-	xml     string
-	uuid    string
-	meta    domainxml.Metadata
-	state   DomainState
-	console net.Conn // the guest's end of the current console session
+	xml       string
+	uuid      string
+	meta      domainxml.Metadata
+	state     DomainState
+	console   net.Conn // the guest's end of the current console session
+	migration *fakeMigration
 }
 
 var _ Hypervisor = (*Fake)(nil)

@@ -196,7 +196,7 @@ const (
 // launcher gives the guest agent on the routes that wait for it.
 func callTimeout(path string) time.Duration {
 	switch path {
-	case syncPath:
+	case syncPath, migrationTargetPath:
 		return SyncTimeout
 	case softRebootPath, unfreezePath:
 		// The launcher waits DefaultGuestAgentTimeout for each agent command.

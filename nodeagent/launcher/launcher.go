@@ -108,6 +108,15 @@ type Config struct {
 	// ResolvConf is the resolver configuration whose name servers and
 	// search domains the guest gets by DHCP; DefaultResolvConf when empty.
 	ResolvConf string
+	// LibvirtSocket is the UNIX socket of the libvirt daemon the
+	// hypervisor talks to, as this launcher sees it: a migration's source
+	// libvirt reaches it through the node agents' proxy. Without it the
+	// launcher cannot be a migration target (see migrate.go).
+	LibvirtSocket string
+	// LibvirtSession: that daemon runs in session mode (a non-root
+	// launcher's qemu:///session), so a migration's destination URI is
+	// qemu+unix:///session instead of qemu+unix:///system.
+	LibvirtSession bool
 }
 
 // Launcher runs the domain of one VMI. Create it with New, then call Run.
@@ -133,6 +142,12 @@ type Launcher struct {
 	stopRun   context.CancelFunc
 	thawTimer *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
 	thawGen   uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
+
+	// Live migration (migrate.go).
+	incoming        string           // a migration target: the domain it waits for
+	migration       *MigrationStatus // the last migration, as source or target
+	migrating       bool             // a migration from here is under way
+	cancelMigration context.CancelFunc
 }
 
 // Status is what the launcher reports about its domain.
@@ -154,6 +169,10 @@ type Status struct {
 	Final bool `json:"final,omitempty"`
 	// Message explains a failure, when there was one.
 	Message string `json:"message,omitempty"`
+	// Migration is the last migration of the domain, from or to this
+	// launcher. A final status with reason Migrated is the end of a source
+	// launcher whose guest now runs on the target.
+	Migration *MigrationStatus `json:"migration,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -341,10 +360,14 @@ loop:
 // poll checks the domain's state and ends the launcher when it ended.
 func (l *Launcher) poll(ctx context.Context) {
 	l.mu.Lock()
-	started, name, final := l.started, l.domain, l.final
+	started, name, final, incoming, migrating := l.started, l.domain, l.final, l.incoming, l.migrating
 	l.mu.Unlock()
-	if !started || final != nil {
+	if incoming != "" && final == nil {
+		l.pollIncoming(ctx, incoming)
 		return
+	}
+	if !started || final != nil || migrating {
+		return // a migration's end is runMigration's to record
 	}
 	st, err := l.h.State(ctx, name)
 	switch {
@@ -365,11 +388,20 @@ func (l *Launcher) poll(ctx context.Context) {
 // or at once, and ends the launcher. Without a running domain it only ends.
 func (l *Launcher) stop(ctx context.Context, graceful bool) {
 	l.mu.Lock()
-	started, name, final := l.started, l.domain, l.final
+	started, name, final, incoming, cancelMigration := l.started, l.domain, l.final, l.incoming, l.cancelMigration
 	l.stopping = true
 	l.mu.Unlock()
 	if final != nil {
 		return
+	}
+	if cancelMigration != nil {
+		cancelMigration() // the guest stays here: abort, then stop it
+	}
+	if incoming != "" {
+		// A migration target told to stop: a half-arrived domain goes too.
+		if err := l.h.Destroy(ctx, incoming); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			klog.FromContext(ctx).Error(err, "destroying the incoming domain", "vmi", l.key())
+		}
 	}
 	if !started {
 		l.end(ctx, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, "stopped before the domain started")
@@ -450,9 +482,15 @@ func (l *Launcher) Status() Status {
 }
 
 func (l *Launcher) statusLocked() Status {
+	var mig *MigrationStatus
+	if l.migration != nil {
+		m := *l.migration
+		mig = &m
+	}
 	return Status{
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
 		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Time: time.Now().UTC(),
+		Migration: mig,
 	}
 }
 
@@ -474,6 +512,11 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 	}
 	if l.stopping {
 		return l.statusLocked(), nil
+	}
+	if l.incoming != "" {
+		// A migration target: the guest arrives from the source; starting
+		// it here too would run it twice.
+		return l.statusLocked(), fmt.Errorf("sync of VMI %s: the launcher is a migration target waiting for the incoming domain: %w", l.key(), hypervisor.ErrInvalidState)
 	}
 	if l.domain == "" {
 		vmi := l.withNetworkMACs(vmi)

@@ -123,6 +123,7 @@ func (l *Launcher) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/guest-agent/{command}", l.serveGuestAgent)
 	mux.HandleFunc("GET /v1/console", l.serveConsole)
 	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
+	l.migrationHandlers(mux)
 	return mux
 }
 

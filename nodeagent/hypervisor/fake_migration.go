@@ -1,0 +1,154 @@
+package hypervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+var _ Migrator = (*Fake)(nil)
+
+// fakeMigration is a migration in progress on a Fake.
+type fakeMigration struct {
+	opts    MigrateOptions
+	started time.Time
+	abort   chan struct{}
+	aborted bool
+}
+
+// HoldMigrations makes the Fake's migrations wait, in progress, until
+// ReleaseMigrations, their context ends or they are aborted; by default a
+// migration completes at once.
+func (f *Fake) HoldMigrations() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.migrationGate == nil {
+		f.migrationGate = make(chan struct{})
+	}
+}
+
+// ReleaseMigrations lets the held migrations complete.
+func (f *Fake) ReleaseMigrations() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.migrationGate != nil {
+		close(f.migrationGate)
+		f.migrationGate = nil
+	}
+}
+
+// LastMigration returns the options of the last migration started on the
+// named domain.
+func (f *Fake) LastMigration(name string) (MigrateOptions, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.lastMigration[name]
+	return o, ok
+}
+
+// Migrate implements Migrator: the domain must be running or paused; when
+// the migration completes the domain is shut off with reason Migrated, as
+// libvirt leaves a source domain (and undefined with it, as with libvirt's
+// migration of a transient copy: the Fake keeps the definition, so that a
+// test can read its state).
+func (f *Fake) Migrate(ctx context.Context, name string, opts MigrateOptions) (MigrationProgress, error) {
+	f.mu.Lock()
+	if err := f.begin(ctx, "Migrate", name); err != nil {
+		f.mu.Unlock()
+		return MigrationProgress{}, err
+	}
+	d, err := f.lookup("migrate", name)
+	if err != nil {
+		f.mu.Unlock()
+		return MigrationProgress{}, err
+	}
+	if d.state.State != StateRunning && d.state.State != StatePaused {
+		f.mu.Unlock()
+		return MigrationProgress{}, fmt.Errorf("migrate %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	if d.migration != nil {
+		f.mu.Unlock()
+		return MigrationProgress{}, fmt.Errorf("migrate %s: a migration is in progress: %w", name, ErrInvalidState)
+	}
+	m := &fakeMigration{opts: opts, started: time.Now(), abort: make(chan struct{})}
+	d.migration = m
+	if f.lastMigration == nil {
+		f.lastMigration = map[string]MigrateOptions{}
+	}
+	f.lastMigration[name] = opts
+	gate := f.migrationGate
+	f.mu.Unlock()
+
+	var result error
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-m.abort:
+			result = fmt.Errorf("migrate %s: operation aborted: migration out job: canceled by client", name)
+		case <-ctx.Done():
+			result = fmt.Errorf("migrate %s: %w", name, ctx.Err())
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d.migration = nil
+	if result != nil {
+		return MigrationProgress{}, result
+	}
+	d.state = DomainState{StateShutoff, ReasonMigrated}
+	d.closeConsole()
+	return MigrationProgress{Elapsed: time.Since(m.started)}, nil
+}
+
+// AbortMigration implements Migrator.
+func (f *Fake) AbortMigration(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AbortMigration", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("abort migration", name)
+	if err != nil {
+		return err
+	}
+	if d.migration == nil || d.migration.aborted {
+		return fmt.Errorf("abort migration of %s: %w", name, ErrNoMigration)
+	}
+	d.migration.aborted = true
+	close(d.migration.abort)
+	return nil
+}
+
+// MigrationProgress implements Migrator: the elapsed time of the
+// migration in progress.
+func (f *Fake) MigrationProgress(ctx context.Context, name string) (MigrationProgress, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "MigrationProgress", name); err != nil {
+		return MigrationProgress{}, err
+	}
+	d, err := f.lookup("migration progress", name)
+	if err != nil {
+		return MigrationProgress{}, err
+	}
+	if d.migration == nil {
+		return MigrationProgress{}, fmt.Errorf("migration progress of %s: %w", name, ErrNoMigration)
+	}
+	return MigrationProgress{Elapsed: time.Since(d.migration.started)}, nil
+}
+
+// Incoming defines the named domain from domainXML in state Paused with
+// reason Migrated, as libvirt shows a domain whose incoming migration is in
+// progress on the destination; Resume (or SetState) finishes it.
+func (f *Fake) Incoming(ctx context.Context, domainXML string) (Domain, error) {
+	dom, err := f.Define(ctx, domainXML)
+	if err != nil {
+		return dom, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.domains[dom.Name]
+	d.state = DomainState{StatePaused, ReasonMigrated}
+	dom.State = d.state
+	return dom, nil
+}

@@ -1,0 +1,444 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Live migration, as KubeVirt's launchers do it. The target launcher
+// (PrepareMigrationTarget) prepares the disks as for a start, defines
+// nothing, and waits for the domain the source's libvirt creates in its
+// libvirt; once that domain runs it adopts it (console, state) and is an
+// ordinary launcher from then on. The source launcher (Migrate) asks its
+// libvirt for a peer-to-peer migration to the destination libvirt reached
+// through the node agents' proxy, whose sockets the source agent creates in
+// <ShareDir>/migrationproxy/ (MigrationSocket); when the guest runs on the
+// target the source's domain is shut off with reason Migrated and the
+// launcher ends with that final state, which the node agent never turns into
+// a VMI phase: the guest left, it did not stop.
+
+// Ports of KubeVirt's migration proxy: the destination QEMU's memory stream
+// (direct migration) and its NBD server (block migration). Port 0 names the
+// destination libvirt's socket.
+const (
+	DirectMigrationPort = 49152
+	BlockMigrationPort  = 49153
+)
+
+// MigrationProxyDir is the directory under a launcher's ShareDir that holds
+// the migration sockets.
+const MigrationProxyDir = "migrationproxy"
+
+// MigrationSocket is the socket at which the source launcher's libvirt and
+// QEMU reach the destination of the VMI with the given UID: port 0 for the
+// destination libvirt, DirectMigrationPort and BlockMigrationPort for the
+// destination QEMU (KubeVirt's <share dir>/migrationproxy/<uid>[-<port>]-source.sock).
+// The destination QEMU listens at the same path in the target launcher's
+// file system, so the target agent connects there.
+func MigrationSocket(shareDir, uid string, port int) string {
+	key := uid
+	if port != 0 {
+		key += "-" + strconv.Itoa(port)
+	}
+	return filepath.Join(shareDir, MigrationProxyDir, key+"-source.sock")
+}
+
+// MigrationTargetInfo is what a launcher prepared as a migration target
+// reports, paths as the launcher sees them (the node agent reaches them
+// through /proc/<launcher pid>/root).
+type MigrationTargetInfo struct {
+	// LibvirtSocket is the socket of the launcher's libvirt daemon, which
+	// the source's libvirt connects to.
+	LibvirtSocket string `json:"libvirtSocket"`
+	// ShareDir, EphemeralDiskDir, PrivateDir and ContainerDiskDir are the
+	// launcher's directories: the same in every launcher pod; two
+	// launchers on one machine differ (see MigrateRequest.PathMap).
+	ShareDir         string `json:"shareDir"`
+	EphemeralDiskDir string `json:"ephemeralDiskDir"`
+	PrivateDir       string `json:"privateDir"`
+	ContainerDiskDir string `json:"containerDiskDir"`
+	// Domain is the name the incoming domain will have.
+	Domain string `json:"domain"`
+}
+
+// MigrationStatus is a launcher's record of the VMI's migration, as
+// KubeVirt's launcher keeps it in the domain's metadata.
+type MigrationStatus struct {
+	// UID of the VirtualMachineInstanceMigration.
+	UID types.UID `json:"uid,omitempty"`
+	// Role is "source" or "target".
+	Role string `json:"role"`
+	// StartTimestamp and EndTimestamp bound the migration.
+	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
+	EndTimestamp   *metav1.Time `json:"endTimestamp,omitempty"`
+	// Completed: the guest runs on the target.
+	Completed bool `json:"completed,omitempty"`
+	// Failed: the migration failed or was aborted; the guest runs on the
+	// source.
+	Failed bool `json:"failed,omitempty"`
+	// FailureReason says why it failed.
+	FailureReason string `json:"failureReason,omitempty"`
+	// AbortStatus is KubeVirt's: Aborting, Succeeded or Failed, once an
+	// abort was asked for.
+	AbortStatus string `json:"abortStatus,omitempty"`
+	// Mode is PreCopy (vmkit does not switch to post-copy yet).
+	Mode string `json:"mode,omitempty"`
+	// DomainDetected (target): the incoming domain exists here.
+	DomainDetected bool `json:"domainDetected,omitempty"`
+	// Progress is the migration job's last progress (source).
+	Progress *hypervisor.MigrationProgress `json:"progress,omitempty"`
+}
+
+// Abort statuses (KubeVirt's MigrationAbortStatus).
+const (
+	AbortInProgress = "Aborting"
+	AbortSucceeded  = "Succeeded"
+	AbortFailed     = "Failed"
+)
+
+// MigrateRequest is the body of PUT /v1/migrate: how the source launcher
+// migrates. The destination is always the proxy's sockets under the
+// launcher's ShareDir (MigrationSocket).
+type MigrateRequest struct {
+	// MigrationUID is the VirtualMachineInstanceMigration's UID; a
+	// migration is started once per UID.
+	MigrationUID types.UID `json:"migrationUID"`
+	// BandwidthMiB limits the transfer (MiB/s); 0 is unlimited.
+	BandwidthMiB uint64 `json:"bandwidthMiB,omitempty"`
+	// AutoConverge, PostCopy, Unsafe and ParallelConnections are the
+	// KubeVirt CR's migration settings.
+	AutoConverge        bool `json:"autoConverge,omitempty"`
+	PostCopy            bool `json:"postCopy,omitempty"`
+	Unsafe              bool `json:"unsafe,omitempty"`
+	ParallelConnections int  `json:"parallelConnections,omitempty"`
+	// PathMap rewrites the source launcher's paths in the domain's
+	// definition to the target's (see hypervisor.MigrateOptions.PathMap):
+	// empty between launcher pods, which lay their files out alike.
+	PathMap map[string]string `json:"pathMap,omitempty"`
+	// Timeout aborts the migration when it has not completed in this time
+	// (the KubeVirt CR's completion timeout); none when zero.
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+}
+
+// PathMapTo maps the directories of a launcher reported in from (its own
+// MigrationTargetInfo-like view) to the target's in to; directories that are
+// equal are left out.
+func PathMapTo(from, to MigrationTargetInfo) map[string]string {
+	m := map[string]string{}
+	for _, p := range [][2]string{{from.ShareDir, to.ShareDir}, {from.EphemeralDiskDir, to.EphemeralDiskDir}, {from.PrivateDir, to.PrivateDir}, {from.ContainerDiskDir, to.ContainerDiskDir}} {
+		if p[0] != "" && p[1] != "" && p[0] != p[1] {
+			m[p[0]] = p[1]
+		}
+	}
+	return m
+}
+
+// Directories returns the launcher's directories, as MigrationTargetInfo
+// reports them.
+func (l *Launcher) Directories() MigrationTargetInfo {
+	return MigrationTargetInfo{
+		LibvirtSocket: l.cfg.LibvirtSocket, ShareDir: l.cfg.ShareDir, EphemeralDiskDir: l.cfg.EphemeralDiskDir,
+		PrivateDir: l.cfg.PrivateDir, ContainerDiskDir: l.cfg.ContainerDiskDir,
+	}
+}
+
+// errMigration: the launcher is not in a state that allows the migration
+// command (409).
+var errMigration = errors.New("migration not possible")
+
+// PrepareMigrationTarget makes the launcher the target of vmi's migration:
+// it prepares the disks as a start would (the container disk overlays over
+// the images this pod's sidecars serve, empty disks, the generated ISOs, so
+// that a block migration finds them), creates the migration socket directory
+// and waits for the incoming domain instead of defining one. Calling it
+// again returns the same information.
+func (l *Launcher) PrepareMigrationTarget(ctx context.Context, vmi *v1.VirtualMachineInstance) (MigrationTargetInfo, error) {
+	if string(vmi.UID) != l.cfg.UID {
+		return MigrationTargetInfo{}, fmt.Errorf("migration target for VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
+	}
+	if l.cfg.LibvirtSocket == "" {
+		return MigrationTargetInfo{}, fmt.Errorf("VMI %s: this launcher cannot be a migration target: its libvirt socket is unknown (Config.LibvirtSocket): %w", l.key(), errMigration)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info := l.Directories()
+	info.Domain = vmi.DomainName()
+	switch {
+	case l.final != nil:
+		return info, errFinal
+	case l.incoming != "":
+		return info, nil
+	case l.domain != "" || l.stopping:
+		return info, fmt.Errorf("VMI %s: the launcher already runs a domain or is stopping: %w", l.key(), errMigration)
+	}
+	vmi = l.withNetworkMACs(vmi)
+	opts, created, err := l.prepare(ctx, vmi)
+	l.createdAt = append(l.createdAt, created...)
+	if err != nil {
+		return info, fmt.Errorf("preparing VMI %s as a migration target: %w", l.key(), err)
+	}
+	dir := filepath.Join(l.cfg.ShareDir, MigrationProxyDir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return info, fmt.Errorf("VMI %s: %w", l.key(), err)
+	}
+	l.createdAt = append(l.createdAt, dir)
+	l.incoming, l.opts, l.vmi = info.Domain, opts, vmi.DeepCopy()
+	now := metav1.Now()
+	l.migration = &MigrationStatus{Role: "target", Mode: "PreCopy", StartTimestamp: &now}
+	select {
+	case <-l.synced:
+	default:
+		close(l.synced)
+	}
+	klog.FromContext(ctx).Info("waiting for the incoming domain", "vmi", l.key(), "domain", info.Domain)
+	return info, nil
+}
+
+// pollIncoming follows the incoming domain of a migration target: it
+// appears paused (reason Migrated) when the migration starts, runs when it
+// completed (or stays paused by the user when a paused guest migrated), and
+// disappears when the migration failed, after which the launcher waits for
+// the next attempt.
+func (l *Launcher) pollIncoming(ctx context.Context, name string) {
+	st, err := l.h.State(ctx, name)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.incoming != name || l.final != nil {
+		return
+	}
+	m := l.migration
+	switch {
+	case errors.Is(err, hypervisor.ErrNotFound):
+		if m.DomainDetected {
+			klog.FromContext(ctx).Info("the incoming domain disappeared: the migration failed; waiting for another", "vmi", l.key())
+			m.DomainDetected = false
+		}
+		return
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "incoming domain state", "vmi", l.key())
+		return
+	}
+	m.DomainDetected = true
+	l.last = st
+	arrived := st.State == hypervisor.StateRunning || (st.State == hypervisor.StatePaused && st.Reason == hypervisor.ReasonUser)
+	if !arrived {
+		return
+	}
+	// The guest runs here now: adopt the domain.
+	l.incoming, l.domain, l.started = "", name, true
+	now := metav1.Now()
+	m.Completed, m.EndTimestamp = true, &now
+	if l.vmi.Spec.Domain.Devices.AutoattachSerialConsole == nil || *l.vmi.Spec.Domain.Devices.AutoattachSerialConsole {
+		if c, err := l.h.Console(ctx, name); err != nil {
+			klog.FromContext(ctx).Error(err, "attaching the serial console of the migrated domain", "vmi", l.key())
+		} else {
+			l.console.attach(c)
+		}
+	}
+	klog.FromContext(ctx).Info("the migrated domain runs here", "vmi", l.key(), "state", st)
+}
+
+// Migrate starts migrating the running domain to the target reached through
+// the migration sockets under ShareDir and returns at once; Status().Migration
+// follows it. When the guest runs on the target the launcher ends with the
+// final state Shutoff (Migrated). A migration that fails or is aborted
+// leaves the guest running here. A request for the migration already under
+// way (same UID) changes nothing; one for a migration that ended is refused.
+func (l *Launcher) Migrate(ctx context.Context, req MigrateRequest) (Status, error) {
+	m, ok := l.h.(hypervisor.Migrator)
+	if !ok {
+		return l.Status(), fmt.Errorf("VMI %s: the hypervisor cannot migrate: %w", l.key(), errMigration)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.final != nil:
+		return *l.final, errFinal
+	case l.migration != nil && l.migration.Role == "source" && l.migration.UID == req.MigrationUID && req.MigrationUID != "":
+		if l.migration.EndTimestamp == nil {
+			return l.statusLocked(), nil // under way
+		}
+		return l.statusLocked(), fmt.Errorf("VMI %s: migration %s already ended: %w", l.key(), req.MigrationUID, errMigration)
+	case l.migrating:
+		return l.statusLocked(), fmt.Errorf("VMI %s: another migration is under way: %w", l.key(), errMigration)
+	case !l.started || l.stopping:
+		return l.statusLocked(), fmt.Errorf("VMI %s: no running domain to migrate: %w", l.key(), errMigration)
+	}
+	scheme := "qemu+unix:///system"
+	if l.cfg.LibvirtSession {
+		scheme = "qemu+unix:///session"
+	}
+	opts := hypervisor.MigrateOptions{
+		DestURI:             scheme + "?socket=" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, 0),
+		MigrateURI:          "unix://" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, DirectMigrationPort),
+		DisksURI:            "unix://" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, BlockMigrationPort),
+		CopyDisksUnder:      l.localDiskDirs(),
+		BandwidthMiB:        req.BandwidthMiB,
+		AutoConverge:        req.AutoConverge,
+		PostCopy:            req.PostCopy,
+		Unsafe:              req.Unsafe,
+		ParallelConnections: req.ParallelConnections,
+		PathMap:             req.PathMap,
+	}
+	now := metav1.Now()
+	l.migration = &MigrationStatus{UID: req.MigrationUID, Role: "source", Mode: "PreCopy", StartTimestamp: &now}
+	l.migrating = true
+	mctx, cancel := context.WithCancel(l.runCtx)
+	if req.Timeout.Duration > 0 {
+		mctx, cancel = context.WithTimeout(l.runCtx, req.Timeout.Duration)
+	}
+	l.cancelMigration = cancel
+	go l.runMigration(klog.NewContext(mctx, klog.FromContext(ctx)), cancel, m, l.domain, opts)
+	return l.statusLocked(), nil
+}
+
+// localDiskDirs are the directories of the disks a migration copies: the
+// launcher's own (overlays, empty disks, cloud-init ISOs, config ISOs);
+// claims are shared.
+func (l *Launcher) localDiskDirs() []string {
+	priv := l.cfg.PrivateDir
+	return []string{l.cfg.EphemeralDiskDir, filepath.Join(priv, "config-map-disks"), filepath.Join(priv, "secret-disks"),
+		filepath.Join(priv, "downwardapi-disks"), filepath.Join(priv, "service-account-disk")}
+}
+
+func (l *Launcher) runMigration(ctx context.Context, cancel context.CancelFunc, m hypervisor.Migrator, name string, opts hypervisor.MigrateOptions) {
+	defer cancel()
+	log := klog.FromContext(ctx).WithValues("vmi", l.key())
+	log.Info("migrating", "destination", opts.DestURI, "memory", opts.MigrateURI, "copyDisksUnder", opts.CopyDisksUnder)
+	done := make(chan struct{})
+	go l.followMigration(ctx, m, name, done)
+	result, err := m.Migrate(ctx, name, opts)
+	close(done)
+	now := metav1.Now()
+	l.mu.Lock()
+	mig := l.migration
+	l.migrating = false
+	l.cancelMigration = nil
+	mig.EndTimestamp = &now
+	if err != nil {
+		mig.Failed = true
+		mig.FailureReason = err.Error()
+		if mig.AbortStatus == AbortInProgress {
+			mig.AbortStatus = AbortSucceeded
+			mig.FailureReason = "Live migration aborted: " + err.Error()
+		} else if errors.Is(err, context.DeadlineExceeded) {
+			mig.FailureReason = "Live migration did not complete in time and was aborted: " + err.Error()
+		}
+		l.mu.Unlock()
+		log.Error(err, "migration failed; the guest keeps running here")
+		return
+	}
+	mig.Completed = true
+	mig.Progress = &result
+	l.mu.Unlock()
+	log.Info("migration completed: the guest runs on the target", "elapsed", result.Elapsed, "downtime", result.Downtime)
+	l.end(context.WithoutCancel(ctx), hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonMigrated}, "the domain migrated to the target")
+}
+
+// followMigration records the job's progress every second until done.
+func (l *Launcher) followMigration(ctx context.Context, m hypervisor.Migrator, name string, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		p, err := m.MigrationProgress(ctx, name)
+		if err != nil {
+			continue
+		}
+		l.mu.Lock()
+		if l.migrating && l.migration != nil {
+			l.migration.Progress = &p
+		}
+		l.mu.Unlock()
+	}
+}
+
+// AbortMigration aborts the migration under way; the guest keeps running
+// here. Without one it fails (409).
+func (l *Launcher) AbortMigration(ctx context.Context) (Status, error) {
+	m, ok := l.h.(hypervisor.Migrator)
+	l.mu.Lock()
+	if !ok || !l.migrating {
+		defer l.mu.Unlock()
+		return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), hypervisor.ErrNoMigration)
+	}
+	if l.migration.AbortStatus == AbortInProgress {
+		defer l.mu.Unlock()
+		return l.statusLocked(), nil
+	}
+	l.migration.AbortStatus = AbortInProgress
+	name := l.domain
+	l.mu.Unlock()
+	if err := m.AbortMigration(ctx, name); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.migrating {
+			l.migration.AbortStatus = AbortFailed
+		}
+		return l.statusLocked(), fmt.Errorf("aborting the migration of VMI %s: %w", l.key(), err)
+	}
+	return l.Status(), nil
+}
+
+// migrationHandlers adds the migration routes to mux:
+//
+//	PUT /v1/migration/target   body: the VMI; MigrationTargetInfo
+//	PUT /v1/migrate            body: MigrateRequest; Status
+//	PUT /v1/migration/abort    Status
+//	GET /v1/migration/info     MigrationTargetInfo (the launcher's directories)
+func (l *Launcher) migrationHandlers(mux *http.ServeMux) {
+	mux.HandleFunc("PUT "+migrationTargetPath, func(w http.ResponseWriter, r *http.Request) {
+		var vmi v1.VirtualMachineInstance
+		if err := decodeBody(r, 8<<20, &vmi); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
+			return
+		}
+		info, err := l.PrepareMigrationTarget(r.Context(), &vmi)
+		if err != nil {
+			replyMigration(w, l.Status(), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, info)
+	})
+	mux.HandleFunc("GET /v1/migration/info", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, l.Directories())
+	})
+	mux.HandleFunc("PUT /v1/migrate", func(w http.ResponseWriter, r *http.Request) {
+		var req MigrateRequest
+		if err := decodeBody(r, 1<<20, &req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the migration request: " + err.Error(), Status: l.Status()})
+			return
+		}
+		st, err := l.Migrate(r.Context(), req)
+		replyMigration(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/migration/abort", func(w http.ResponseWriter, r *http.Request) {
+		st, err := l.AbortMigration(r.Context())
+		replyMigration(w, st, err)
+	})
+}
+
+func replyMigration(w http.ResponseWriter, st Status, err error) {
+	if errors.Is(err, errMigration) || errors.Is(err, hypervisor.ErrNoMigration) {
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
+		return
+	}
+	reply(w, st, err)
+}

@@ -1,0 +1,208 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+)
+
+// startMigratable is start with a launcher that knows its libvirt socket.
+func startMigratable(t *testing.T) *fixture {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	vmi := testVMI()
+	cd := filepath.Join(dir, "cd", string(vmi.UID))
+	if err := os.MkdirAll(cd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cd, "disk_0.img"), []byte("raw disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{h: hypervisor.NewFake(), run: make(chan Status, 1), done: make(chan struct{})}
+	f.cfg = Config{
+		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
+		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
+		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
+		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
+		GracePeriod: 200 * time.Millisecond, Emulation: true,
+		LibvirtSocket: "/run/libvirt/libvirt-sock", LibvirtSession: true,
+	}
+	if f.l, err = New(f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		st, err := f.l.Run(ctx)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		f.run <- st
+		close(f.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-f.done:
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	f.c = NewClient(SocketPath(f.cfg.ShareDir, f.cfg.UID))
+	t.Cleanup(f.c.Close)
+	waitFor(t, func() bool { _, err := f.c.Ping(context.Background()); return err == nil })
+	return f
+}
+
+func TestMigrationSourceEndsMigrated(t *testing.T) {
+	f := startMigratable(t)
+	ctx := context.Background()
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatal(err)
+	}
+	f.h.HoldMigrations()
+	st, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1", BandwidthMiB: 64, AutoConverge: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Migration == nil || st.Migration.Role != "source" || st.Migration.UID != "m1" || st.Migration.StartTimestamp == nil {
+		t.Fatalf("migration after Migrate = %+v", st.Migration)
+	}
+	// The same migration again changes nothing; another is refused.
+	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); err != nil {
+		t.Errorf("the same migration again: %v", err)
+	}
+	var lerr *Error
+	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m2"}); !errors.As(err, &lerr) || lerr.Code != 409 {
+		t.Errorf("a second migration during the first: %v, want 409", err)
+	}
+	waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
+	opts, _ := f.h.LastMigration("ns_vm1")
+	sock := MigrationSocket(f.cfg.ShareDir, f.cfg.UID, 0)
+	if opts.DestURI != "qemu+unix:///session?socket="+sock || opts.MigrateURI != "unix://"+MigrationSocket(f.cfg.ShareDir, f.cfg.UID, DirectMigrationPort) ||
+		opts.DisksURI != "unix://"+MigrationSocket(f.cfg.ShareDir, f.cfg.UID, BlockMigrationPort) || opts.BandwidthMiB != 64 || !opts.AutoConverge ||
+		len(opts.CopyDisksUnder) == 0 || opts.CopyDisksUnder[0] != f.cfg.EphemeralDiskDir {
+		t.Errorf("migration options = %+v", opts)
+	}
+	// The state poll must not end the launcher while migrating.
+	time.Sleep(50 * time.Millisecond)
+	if st, _ := f.c.State(ctx); st.Final {
+		t.Fatal("the launcher ended during the migration")
+	}
+	f.h.ReleaseMigrations()
+	var final Status
+	select {
+	case final = <-f.run:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the launcher did not end after the migration")
+	}
+	if final.State != hypervisor.StateShutoff || final.Reason != hypervisor.ReasonMigrated || final.Succeeded() {
+		t.Errorf("final = %s (%s), succeeded %v", final.State, final.Reason, final.Succeeded())
+	}
+	if m := final.Migration; m == nil || !m.Completed || m.Failed || m.EndTimestamp == nil {
+		t.Errorf("final migration = %+v", final.Migration)
+	}
+	onDisk, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID)
+	if err != nil || onDisk.Migration == nil || !onDisk.Migration.Completed {
+		t.Errorf("final.json = %+v, %v", onDisk, err)
+	}
+	f.run <- final // for the cleanup's wait
+}
+
+func TestMigrationAbortKeepsTheGuest(t *testing.T) {
+	f := startMigratable(t)
+	ctx := context.Background()
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatal(err)
+	}
+	var lerr *Error
+	if _, err := f.c.AbortMigration(ctx); !errors.As(err, &lerr) || lerr.Code != 409 {
+		t.Errorf("abort without a migration: %v, want 409", err)
+	}
+	f.h.HoldMigrations()
+	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
+	if _, err := f.c.AbortMigration(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	waitFor(t, func() bool { st, _ = f.c.State(ctx); return st.Migration != nil && st.Migration.EndTimestamp != nil })
+	if m := st.Migration; !m.Failed || m.Completed || m.AbortStatus != AbortSucceeded || m.FailureReason == "" {
+		t.Errorf("migration after abort = %+v", m)
+	}
+	if st.Final || st.State != hypervisor.StateRunning {
+		t.Errorf("after abort: %+v, want running", st)
+	}
+	// An ended migration is not started again.
+	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); !errors.As(err, &lerr) || lerr.Code != 409 {
+		t.Errorf("the aborted migration again: %v, want 409", err)
+	}
+}
+
+func TestMigrationTargetAdoptsTheIncomingDomain(t *testing.T) {
+	f := startMigratable(t)
+	ctx := context.Background()
+	vmi := testVMI()
+	info, err := f.c.PrepareMigrationTarget(ctx, vmi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Domain != "ns_vm1" || info.LibvirtSocket != "/run/libvirt/libvirt-sock" || info.ShareDir != f.cfg.ShareDir {
+		t.Errorf("info = %+v", info)
+	}
+	// It prepared the disks (the empty disk exists) but defined nothing.
+	if _, err := os.Stat(filepath.Join(f.cfg.EphemeralDiskDir, "empty-disks")); err != nil {
+		t.Errorf("target disks: %v", err)
+	}
+	if _, err := f.h.State(ctx, "ns_vm1"); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("the target defined the domain: %v", err)
+	}
+	// A sync would start the guest a second time: refused while a target.
+	var lerr *Error
+	if _, err := f.c.Sync(ctx, vmi); !errors.As(err, &lerr) || lerr.Code != 409 {
+		t.Errorf("sync of a migration target: %v, want 409", err)
+	}
+	// The source's libvirt creates the domain, paused while memory arrives.
+	xml, _ := f.h.XML("ns_vm1")
+	if xml == "" {
+		xml = `<domain type="qemu"><name>ns_vm1</name><memory>65536</memory><os><type>hvm</type></os></domain>`
+	}
+	if _, err := f.h.Incoming(ctx, xml); err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	waitFor(t, func() bool { st, _ = f.c.State(ctx); return st.Migration != nil && st.Migration.DomainDetected })
+	if st.Started {
+		t.Fatalf("adopted during the migration: %+v", st)
+	}
+	if err := f.h.Resume(ctx, "ns_vm1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { st, _ = f.c.State(ctx); return st.Started })
+	if st.State != hypervisor.StateRunning || st.Domain != "ns_vm1" || !st.Migration.Completed {
+		t.Errorf("after adoption: %+v %+v", st, st.Migration)
+	}
+	// From now on it is an ordinary launcher: the guest powers off, it ends.
+	if err := f.h.SetState("ns_vm1", hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case final := <-f.run:
+		if !final.Succeeded() {
+			t.Errorf("final = %+v", final)
+		}
+		f.run <- final
+	case <-time.After(5 * time.Second):
+		t.Fatal("the launcher did not end")
+	}
+}
