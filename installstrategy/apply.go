@@ -92,6 +92,36 @@ func (k *kind) client(c dynamic.Interface, namespace string) dynamic.ResourceInt
 	return r
 }
 
+// listManaged lists the objects of kind k that carry ManagedSelector:
+// cluster-wide for a cluster-scoped kind; for a namespaced kind in the
+// installation's namespace and in each other namespace where s puts
+// objects of that kind (kube-system for RoleBindings), so the operator
+// needs no cluster-wide read of Secrets, ConfigMaps or workloads (see
+// OperatorRules). A kind the server does not serve lists nothing.
+func listManaged(ctx context.Context, c dynamic.Interface, k *kind, s *Strategy) ([]unstructured.Unstructured, error) {
+	namespaces := []string{metav1.NamespaceAll}
+	if k.namespaced {
+		namespaces = []string{s.Config.Namespace}
+		for _, obj := range s.Objects() {
+			if obj.GetObjectKind().GroupVersionKind() == k.gvk && !slices.Contains(namespaces, obj.GetNamespace()) {
+				namespaces = append(namespaces, obj.GetNamespace())
+			}
+		}
+	}
+	var out []unstructured.Unstructured
+	for _, ns := range namespaces {
+		list, err := k.client(c, ns).List(ctx, metav1.ListOptions{LabelSelector: ManagedSelector})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
 // ManagedSelector selects the objects an installation of vmkit consists of.
 var ManagedSelector = v1.ManagedByLabel + "=" + v1.ManagedByLabelOperatorValue + "," + v1.AppLabel
 
@@ -201,11 +231,11 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 		if k.monitoring && !opts.Monitoring {
 			continue
 		}
-		list, err := k.client(c, metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: ManagedSelector})
+		items, err := listManaged(ctx, c, k, s)
 		if err != nil {
 			return res, fmt.Errorf("installstrategy: listing %s to prune: %w", k.resource, err)
 		}
-		for _, item := range list.Items {
+		for _, item := range items {
 			name := describeUnstructured(k, &item)
 			if want[name] || item.GetDeletionTimestamp() != nil {
 				continue
@@ -503,15 +533,13 @@ func Delete(ctx context.Context, c dynamic.Interface, s *Strategy, opts DeleteOp
 		if i == 0 && len(res.Remaining) > 0 {
 			break // CRDs go only after everything else
 		}
-		list, err := k.client(c, metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: ManagedSelector})
-		if err != nil && !apierrors.IsNotFound(err) {
+		items, err := listManaged(ctx, c, k, s)
+		if err != nil {
 			return res, fmt.Errorf("installstrategy: listing %s to delete: %w", k.resource, err)
 		}
 		keys := slices.Clone(byKind[k])
-		if list != nil {
-			for _, item := range list.Items {
-				keys = append(keys, item.GetNamespace()+"/"+item.GetName())
-			}
+		for _, item := range items {
+			keys = append(keys, item.GetNamespace()+"/"+item.GetName())
 		}
 		slices.Sort(keys)
 		for _, key := range slices.Compact(keys) {

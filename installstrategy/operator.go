@@ -53,7 +53,8 @@ type OperatorConfig struct {
 
 // OperatorObjects returns the operator's own installation, in apply order:
 // its Namespace, the KubeVirt CRD, its ServiceAccount, ClusterRole and
-// binding, and its Deployment.
+// binding, Roles and bindings in its namespace and kube-system
+// (OperatorRules), and its Deployment.
 func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
@@ -138,6 +139,10 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 		spec.HostNetwork = true
 		spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 	}
+	perms, err := OperatorRules(cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	selector := map[string]string{v1.AppLabel: v1.VirtOperatorValue}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: OperatorServiceAccount, Namespace: cfg.Namespace}}
 	return []Object{
@@ -147,9 +152,21 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 		&rbacv1.ClusterRole{
 			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
 			ObjectMeta: meta(OperatorServiceAccount, ""),
-			Rules:      OperatorRules(),
+			Rules:      perms.Cluster,
 		},
 		clusterRoleBinding(meta(OperatorServiceAccount, ""), OperatorServiceAccount, subject),
+		&rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+			ObjectMeta: meta(OperatorServiceAccount, cfg.Namespace),
+			Rules:      perms.Namespace,
+		},
+		roleBinding(meta(OperatorServiceAccount, cfg.Namespace), "Role", OperatorServiceAccount, subject),
+		&rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+			ObjectMeta: meta(OperatorServiceAccount, "kube-system"),
+			Rules:      perms.KubeSystem,
+		},
+		roleBinding(meta(OperatorServiceAccount, "kube-system"), "Role", OperatorServiceAccount, subject),
 		&appsv1.Deployment{
 			TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
 			ObjectMeta: meta(v1.VirtOperatorValue, cfg.Namespace),
@@ -166,28 +183,102 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	}, nil
 }
 
-// OperatorRules are virt-operator's permissions: the kinds a strategy
-// holds (the Prometheus Operator's too, where they exist), its certificates, its dump Jobs, its leader Lease, the KubeVirt
-// API (it removes VMs and VMIs on uninstall) and escalate and bind on
-// roles, so it may grant the components permissions it does not hold.
-func OperatorRules() []rbacv1.PolicyRule {
-	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	return []rbacv1.PolicyRule{
-		rule(v1.GroupName, []string{"kubevirts", "kubevirts/status", "kubevirts/finalizers",
-			"virtualmachines", "virtualmachineinstances", "virtualmachineinstancereplicasets", "virtualmachineinstancemigrations"}, all...),
-		rule("apiextensions.k8s.io", []string{"customresourcedefinitions", "customresourcedefinitions/status"}, all...),
-		rule("scheduling.k8s.io", []string{"priorityclasses"}, all...),
-		rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),
-		rule("", []string{"events"}, "create", "patch"),
-		rule("", []string{"namespaces"}, "get"),
-		rule("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, append(all, "escalate", "bind")...),
-		rule("apps", []string{"deployments", "daemonsets"}, all...),
-		rule("apiregistration.k8s.io", []string{"apiservices"}, all...),
-		rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, all...),
-		rule("batch", []string{"jobs"}, all...),
-		rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
-		rule(MonitoringGroup, []string{"servicemonitors", "prometheusrules"}, all...),
+// OperatorPermissions are virt-operator's permissions, least privilege:
+// cluster-wide only what is cluster-scoped or lives in users' namespaces,
+// the rest in its own namespace, and `bind` only on the roles an
+// installation binds.
+type OperatorPermissions struct {
+	// Cluster is the ClusterRole: the KubeVirt API (the CRs, their status
+	// and finalizers; VMs and VMIs in every namespace, which uninstall
+	// removes), the cluster-scoped kinds a strategy holds (CRDs,
+	// PriorityClasses, APIServices, admission configurations, ClusterRoles
+	// and ClusterRoleBindings), events, reading Namespaces, `escalate` on
+	// roles (so it may grant the components permissions it does not hold;
+	// Kubernetes checks `escalate` on a create without the role's name, so
+	// it cannot be limited to names) and `bind` on the ClusterRoles an
+	// installation binds, by name.
+	Cluster []rbacv1.PolicyRule
+	// Namespace is the Role in the operator's (and installation's)
+	// namespace: ServiceAccounts, Services, Secrets (certificates),
+	// ConfigMaps (CA bundle, dumped strategies), Deployments, DaemonSets,
+	// Jobs (strategy dumps), Roles and RoleBindings (`bind` on the Roles an
+	// installation binds there, by name), its leader Lease, and the
+	// Prometheus Operator's kinds where they exist.
+	Namespace []rbacv1.PolicyRule
+	// KubeSystem is the Role in kube-system: RoleBindings, and `bind` on
+	// the existing Roles an installation binds its accounts to there
+	// (extension-apiserver-authentication-reader for virt-api).
+	KubeSystem []rbacv1.PolicyRule
+}
+
+// OperatorRules returns virt-operator's permissions for an installation in
+// namespace. The role names it may bind are those of the strategy
+// Generate returns for that namespace.
+func OperatorRules(namespace string) (OperatorPermissions, error) {
+	s, err := Generate(&DeploymentConfig{Namespace: namespace, Registry: "registry", Version: "version"})
+	if err != nil {
+		return OperatorPermissions{}, err
 	}
+	var clusterRoles, roles, kubeSystemRoles []string
+	for _, b := range s.ClusterRoleBindings {
+		clusterRoles = appendNew(clusterRoles, b.RoleRef.Name)
+	}
+	for _, b := range s.RoleBindings {
+		switch {
+		case b.RoleRef.Kind == "ClusterRole":
+			clusterRoles = appendNew(clusterRoles, b.RoleRef.Name)
+		case b.Namespace == "kube-system":
+			kubeSystemRoles = appendNew(kubeSystemRoles, b.RoleRef.Name)
+		default:
+			roles = appendNew(roles, b.RoleRef.Name)
+		}
+	}
+	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	bind := func(resource string, names []string) rbacv1.PolicyRule {
+		r := rule("rbac.authorization.k8s.io", []string{resource}, "bind")
+		r.ResourceNames = names
+		return r
+	}
+	p := OperatorPermissions{
+		Cluster: []rbacv1.PolicyRule{
+			rule(v1.GroupName, []string{"kubevirts", "kubevirts/status", "kubevirts/finalizers",
+				"virtualmachines", "virtualmachineinstances", "virtualmachineinstancereplicasets", "virtualmachineinstancemigrations"}, all...),
+			rule("apiextensions.k8s.io", []string{"customresourcedefinitions", "customresourcedefinitions/status"}, all...),
+			rule("scheduling.k8s.io", []string{"priorityclasses"}, all...),
+			rule("", []string{"events"}, "create", "patch"),
+			rule("", []string{"namespaces"}, "get"),
+			rule("rbac.authorization.k8s.io", []string{"clusterroles", "clusterrolebindings"}, all...),
+			rule("rbac.authorization.k8s.io", []string{"clusterroles", "roles"}, "escalate"),
+			bind("clusterroles", clusterRoles),
+			rule("apiregistration.k8s.io", []string{"apiservices"}, all...),
+			rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, all...),
+		},
+		Namespace: []rbacv1.PolicyRule{
+			rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),
+			rule("apps", []string{"deployments", "daemonsets"}, all...),
+			rule("batch", []string{"jobs"}, all...),
+			rule("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, all...),
+			rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+			rule(MonitoringGroup, []string{"servicemonitors", "prometheusrules"}, all...),
+		},
+		KubeSystem: []rbacv1.PolicyRule{
+			rule("rbac.authorization.k8s.io", []string{"rolebindings"}, all...),
+		},
+	}
+	if len(roles) > 0 {
+		p.Namespace = append(p.Namespace, bind("roles", roles))
+	}
+	if len(kubeSystemRoles) > 0 {
+		p.KubeSystem = append(p.KubeSystem, bind("roles", kubeSystemRoles))
+	}
+	return p, nil
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 // OperatorManifest is OperatorObjects as a multi-document YAML file, what

@@ -1,11 +1,13 @@
 package installstrategy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -19,7 +21,7 @@ func TestOperatorObjects(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
 	}
-	want := "Namespace kubevirt,CustomResourceDefinition kubevirts.kubevirt.io,ServiceAccount kubevirt-operator,ClusterRole kubevirt-operator,ClusterRoleBinding kubevirt-operator,Deployment virt-operator"
+	want := "Namespace kubevirt,CustomResourceDefinition kubevirts.kubevirt.io,ServiceAccount kubevirt-operator,ClusterRole kubevirt-operator,ClusterRoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator,Deployment virt-operator"
 	if got := strings.Join(kinds, ","); got != want {
 		t.Errorf("objects:\n got %s\nwant %s", got, want)
 	}
@@ -83,14 +85,103 @@ func TestOperatorManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs := strings.Split(string(data), "\n---\n")[1:] // after the header comment
-	if len(docs) != 6 {
-		t.Fatalf("%d documents, want 6", len(docs))
+	if len(docs) != 10 {
+		t.Fatalf("%d documents, want 10", len(docs))
 	}
 	d := &appsv1.Deployment{}
-	if err := yaml.UnmarshalStrict([]byte(docs[5]), d); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(docs[9]), d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Spec.Template.Spec.HostNetwork || *d.Spec.Replicas != 2 || d.Spec.Template.Spec.Containers[0].ImagePullPolicy != corev1.PullAlways {
 		t.Errorf("default deployment: hostNetwork=%v replicas=%d pull=%s", d.Spec.Template.Spec.HostNetwork, *d.Spec.Replicas, d.Spec.Template.Spec.Containers[0].ImagePullPolicy)
+	}
+}
+
+// TestOperatorRulesLeastPrivilege: what docs/installstrategy.md promises
+// about the operator's own permissions. Secrets, ConfigMaps, Jobs, Leases
+// and the workloads only in its namespace; no wildcard; bind only on the
+// roles an installation binds, by name. (That they are enough is
+// TestOperatorAgainstAPIServer in vmcontrol/operator, which runs the
+// operator as its service account.)
+func TestOperatorRulesLeastPrivilege(t *testing.T) {
+	p, err := OperatorRules("kubevirt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type grant struct{ group, resource, verb string }
+	grants := func(rules []rbacv1.PolicyRule) map[grant][]string {
+		out := map[grant][]string{}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if g == "*" || res == "*" || v == "*" {
+							t.Errorf("wildcard rule %+v", r)
+						}
+						out[grant{g, res, v}] = append(out[grant{g, res, v}], r.ResourceNames...)
+					}
+				}
+			}
+		}
+		return out
+	}
+	cluster, ns, kubeSystem := grants(p.Cluster), grants(p.Namespace), grants(p.KubeSystem)
+	for _, res := range []string{"secrets", "configmaps", "serviceaccounts", "services"} {
+		if _, ok := cluster[grant{"", res, "get"}]; ok {
+			t.Errorf("%s are readable cluster-wide", res)
+		}
+		if _, ok := ns[grant{"", res, "create"}]; !ok {
+			t.Errorf("%s cannot be created in the operator's namespace", res)
+		}
+	}
+	for _, g := range []grant{{"batch", "jobs", "create"}, {"coordination.k8s.io", "leases", "update"}, {"apps", "daemonsets", "update"}, {"rbac.authorization.k8s.io", "roles", "create"}} {
+		if _, ok := cluster[g]; ok {
+			t.Errorf("%v granted cluster-wide", g)
+		}
+		if _, ok := ns[g]; !ok {
+			t.Errorf("%v not granted in the operator's namespace", g)
+		}
+	}
+	s, err := Generate(&DeploymentConfig{Namespace: "kubevirt", Registry: "r", Version: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBind := func(where string, got map[grant][]string, resource string, want []string) {
+		t.Helper()
+		names, ok := got[grant{"rbac.authorization.k8s.io", resource, "bind"}]
+		if !ok {
+			t.Errorf("%s: no bind on %s", where, resource)
+			return
+		}
+		if len(names) == 0 {
+			t.Errorf("%s: bind on every %s, want only the ones an installation binds", where, resource)
+		}
+		for _, n := range want {
+			if !slices.Contains(names, n) {
+				t.Errorf("%s: may not bind %s %s, which the installation binds", where, resource, n)
+			}
+		}
+		for _, n := range names {
+			if !slices.Contains(want, n) {
+				t.Errorf("%s: may bind %s %s, which the installation does not bind", where, resource, n)
+			}
+		}
+	}
+	var clusterRoles, roles, kubeSystemRoles []string
+	for _, b := range s.ClusterRoleBindings {
+		clusterRoles = appendNew(clusterRoles, b.RoleRef.Name)
+	}
+	for _, b := range s.RoleBindings {
+		if b.Namespace == "kube-system" {
+			kubeSystemRoles = appendNew(kubeSystemRoles, b.RoleRef.Name)
+		} else {
+			roles = appendNew(roles, b.RoleRef.Name)
+		}
+	}
+	checkBind("ClusterRole", cluster, "clusterroles", clusterRoles)
+	checkBind("Role in kubevirt", ns, "roles", roles)
+	checkBind("Role in kube-system", kubeSystem, "roles", kubeSystemRoles)
+	if !slices.Contains(clusterRoles, "system:auth-delegator") || !slices.Contains(kubeSystemRoles, "extension-apiserver-authentication-reader") {
+		t.Errorf("the roles virt-api is bound to are missing: %v %v", clusterRoles, kubeSystemRoles)
 	}
 }

@@ -3,20 +3,25 @@ package operator_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -86,9 +91,38 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The controller runs as the operator's service account with only the
+	// permissions the operator's own installation grants it
+	// (installstrategy.OperatorObjects): installing, upgrading and
+	// removing vmkit below is the check that they are enough.
+	opObjs, err := installstrategy.OperatorObjects(installstrategy.OperatorConfig{Namespace: "kubevirt", Image: "quay.io/kubevirt/virt-operator:v1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminDyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opObjs {
+		switch o.(type) {
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding:
+		default:
+			continue
+		}
+		if err := createObject(ctx, adminDyn, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asOperator := rest.CopyConfig(env.Config)
+	asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kubevirt:" + installstrategy.OperatorServiceAccount}
+	opKube, err := kubernetes.NewForConfig(asOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The controller's clients count their writes.
 	counter := &writeCounter{}
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(asOperator)
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
 	client, err := versioned.NewForConfig(cfg)
@@ -105,7 +139,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	}
 	opCfg := (&installstrategy.DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0"}).SetID()
 	factory := externalversions.NewSharedInformerFactory(client, 0)
-	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace("kubevirt"),
+	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(opKube, 0, kubeinformers.WithNamespace("kubevirt"),
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = installstrategy.ManagedSelector }))
 	ctl, err := operator.New(operator.Config{
 		Client: client, Dynamic: dyn, KubeVirts: factory.Kubevirt().V1().KubeVirts(),
@@ -312,6 +346,26 @@ func condition(kv *v1.KubeVirt, typ v1.KubeVirtConditionType) *v1.KubeVirtCondit
 		if kv.Status.Conditions[i].Type == typ {
 			return &kv.Status.Conditions[i]
 		}
+	}
+	return nil
+}
+
+// createObject creates o (a typed object of an installation) with c.
+func createObject(ctx context.Context, c dynamic.Interface, o installstrategy.Object) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	gvk := obj.GroupVersionKind()
+	resource := strings.ToLower(gvk.Kind) + "s"
+	gvr := gvk.GroupVersion().WithResource(resource)
+	var ri dynamic.ResourceInterface = c.Resource(gvr)
+	if ns := obj.GetNamespace(); ns != "" {
+		ri = c.Resource(gvr).Namespace(ns)
+	}
+	if _, err := ri.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	return nil
 }
