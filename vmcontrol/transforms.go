@@ -58,8 +58,18 @@ func slimPod(obj any) (any, error) {
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
 	}}
-	if uid, ok := pod.Labels[v1.CreatedByLabel]; ok {
-		slim.Labels = map[string]string{v1.CreatedByLabel: uid}
+	// The VMI's UID, and on a migration's target pod the migration's UID
+	// and name, which the migration controller finds it by.
+	for _, k := range []string{v1.CreatedByLabel, v1.MigrationJobLabel} {
+		if v, ok := pod.Labels[k]; ok {
+			if slim.Labels == nil {
+				slim.Labels = map[string]string{}
+			}
+			slim.Labels[k] = v
+		}
+	}
+	if v, ok := pod.Annotations[migrationJobNameAnnotation]; ok {
+		slim.Annotations = map[string]string{migrationJobNameAnnotation: v}
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		slim.OwnerReferences = []metav1.OwnerReference{*ref}
@@ -83,7 +93,7 @@ func slimPod(obj any) (any, error) {
 
 // slimClaim is the claim informer's transform: the VMI controller reads
 // whether a claim exists, whether it is being deleted, its volume mode and
-// phase, the VM controller the labels naming a default instance type and
+// phase, the migration controller its access modes (ReadWriteMany can migrate), the VM controller the labels naming a default instance type and
 // preference; the rest (other labels, annotations, requests, conditions) is
 // dropped.
 func slimClaim(obj any) (any, error) {
@@ -103,8 +113,8 @@ func slimClaim(obj any) (any, error) {
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, Labels: labels,
 			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
-		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase},
+		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode, AccessModes: pvc.Spec.AccessModes},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase, AccessModes: pvc.Status.AccessModes},
 	}, nil
 }
 
@@ -129,3 +139,7 @@ func slimNode(obj any) (any, error) {
 	}
 	return slim, nil
 }
+
+// migrationJobNameAnnotation on a migration's target pod holds the
+// migration's name (KubeVirt's kubevirt.io/migrationJobName).
+const migrationJobNameAnnotation = "kubevirt.io/migrationJobName"

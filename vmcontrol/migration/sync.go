@@ -101,7 +101,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		syncErr = c.act(ctx, key, m, vmi, pod)
 	}
 	status, events := c.nextStatus(m, vmi, pod, c.isHandedOff(key, m, vmi))
-	if !equality.Semantic.DeepEqual(status, m.Status) {
+	if before := m.Status.Phase; !equality.Semantic.DeepEqual(status, m.Status) {
 		updated := m.DeepCopy()
 		updated.Status = status
 		if m, err = c.client.VirtualMachineInstanceMigrations(ns).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
@@ -110,7 +110,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		for _, e := range events {
 			c.recorder.Event(m, e.typ, e.reason, e.msg)
 		}
-		if status.Phase != updated.Status.Phase || m.IsFinal() {
+		if status.Phase != before {
 			klog.FromContext(ctx).Info("migration phase", "migration", key, "vmi", m.Spec.VMIName, "phase", status.Phase)
 		}
 	}
@@ -202,7 +202,7 @@ func (c *Controller) targetPod(m *v1.VirtualMachineInstanceMigration, vmi *v1.Vi
 	}
 	var out *corev1.Pod
 	for _, p := range pods {
-		if p.Labels[v1.MigrationJobLabel] == string(m.UID) && p.Labels[v1.AppLabel] == v1.VirtLauncherValue {
+		if p.Labels[v1.MigrationJobLabel] == string(m.UID) {
 			if out == nil || out.CreationTimestamp.Before(&p.CreationTimestamp) {
 				out = p
 			}
