@@ -20,6 +20,10 @@ func Convert(vmi *v1.VirtualMachineInstance, opts Options) (*libvirtxml.Domain, 
 	if vmi == nil {
 		return nil, errors.New("domainxml: nil VirtualMachineInstance")
 	}
+	if errs := Unsupported(vmi); len(errs) > 0 {
+		// Never a domain without what the VMI asked for.
+		return nil, &FieldError{Field: errs[0].Field, Message: errs[0].Detail, Unsupported: true}
+	}
 	var c converter
 	if err := c.init(vmi, &opts); err != nil {
 		return nil, err

@@ -11,6 +11,9 @@ type FieldError struct {
 	Field string
 	// Message says what is wrong with it.
 	Message string
+	// Unsupported is set when the field is valid but vmkit cannot honour
+	// it yet (see Unsupported).
+	Unsupported bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Message }

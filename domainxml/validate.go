@@ -9,8 +9,9 @@ import (
 )
 
 // Validate reports what would keep vmi from running on any node: what
-// v1.ValidateVirtualMachineInstance rejects and what Convert rejects, as
-// field errors naming the field. Admission (virt-api's webhook) and the VMI
+// v1.ValidateVirtualMachineInstance rejects, the fields vmkit cannot honour
+// yet (Unsupported: every one, each of type NotSupported) and what Convert
+// rejects, as field errors naming the field. Admission (virt-api's webhook) and the VMI
 // controller (before it creates a launcher pod) call it, so a VMI that
 // passes never gets a pod only to fail its domain conversion there.
 //
@@ -25,6 +26,11 @@ func Validate(vmi *v1.VirtualMachineInstance, emulation bool) field.ErrorList {
 		return field.ErrorList{field.Required(field.NewPath("spec"), "a VirtualMachineInstance is required")}
 	}
 	if errs := v1.ValidateVirtualMachineInstance(vmi); len(errs) > 0 {
+		return errs
+	}
+	if errs := Unsupported(vmi); len(errs) > 0 {
+		// Valid, but not something vmkit runs yet: every such field,
+		// each an error of type NotSupported (OnlyUnsupported tells).
 		return errs
 	}
 	if vmi.UID == "" || vmi.Name == "" {

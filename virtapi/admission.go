@@ -47,7 +47,9 @@ type AdmissionConfig struct {
 // VirtualMachineInstanceReplicaSet's template (on create and update) must
 // be something a node can run (domainxml.Validate) and use only what the
 // cluster's feature gates allow: the API server refuses it otherwise, with
-// every field error in the message.
+// every field error in the message. A spec whose only errors are fields
+// vmkit cannot honour yet (domainxml.Unsupported: a GPU, a TPM, SR-IOV...)
+// is admitted with one warning per field.
 func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 	check := func(vmi *v1.VirtualMachineInstance) field.ErrorList {
 		return append(gated(vmi, cfg.FeatureGates), domainxml.Validate(vmi, cfg.Emulation)...)
@@ -144,6 +146,13 @@ func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, erro
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
 					Message: fmt.Sprintf("decoding %s %s/%s: %v", review.Request.Kind.Kind, review.Request.Namespace, review.Request.Name, err)}
+			case domainxml.OnlyUnsupported(errs):
+				// Valid, but vmkit cannot run it yet: admitted (a KubeVirt
+				// manifest applies), with a warning per field; the VMI
+				// controller reports the same fields on the VMI.
+				for _, e := range errs {
+					resp.Warnings = append(resp.Warnings, e.Error())
+				}
 			case len(errs) > 0:
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,

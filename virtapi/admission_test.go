@@ -99,6 +99,33 @@ func TestAdmission(t *testing.T) {
 	}
 }
 
+// A VMI asking for what vmkit cannot do yet (a GPU, SR-IOV) is admitted, as
+// KubeVirt admits it, with a warning naming each field; the same spec with
+// a mistake besides is refused, naming both.
+func TestAdmissionWarnsOfUnsupported(t *testing.T) {
+	spec := runnableSpec()
+	spec.Domain.Devices.GPUs = []v1.GPU{{Name: "gpu1", DeviceName: "nvidia.com/TU104GL_Tesla_T4"}}
+	spec.Domain.Devices.Interfaces = []v1.Interface{{Name: "sriov", InterfaceBindingMethod: v1.InterfaceBindingMethod{SRIOV: &v1.InterfaceSRIOV{}}}}
+	spec.Networks = []v1.Network{{Name: "sriov", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "sriov-net"}}}}
+	resp := review(t, ValidateVMIPath, admissionv1.Create, &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec})
+	if !resp.Allowed {
+		t.Fatalf("refused: %+v", resp.Result)
+	}
+	if len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.domain.devices.gpus") || !strings.Contains(resp.Warnings[1], "spec.domain.devices.interfaces[0].sriov") {
+		t.Fatalf("warnings %q, want one naming spec.domain.devices.gpus and one spec.domain.devices.interfaces[0].sriov", resp.Warnings)
+	}
+	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyHalted), Template: &v1.VirtualMachineInstanceTemplateSpec{Spec: spec}}}
+	if resp := review(t, ValidateVMPath, admissionv1.Create, vm); !resp.Allowed || len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.template.spec.domain.devices.gpus") {
+		t.Fatalf("VM: allowed %v warnings %q, want admitted with warnings naming spec.template.spec.domain.devices.gpus", resp.Allowed, resp.Warnings)
+	}
+	spec.Domain.Resources.Requests = nil
+	resp = review(t, ValidateVMIPath, admissionv1.Create, &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec})
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "spec.domain.resources.requests.memory") {
+		t.Fatalf("a spec without memory was admitted or not named: %+v", resp.Result)
+	}
+}
+
 func withHostDisk() v1.VirtualMachineInstanceSpec {
 	s := runnableSpec()
 	s.Volumes[0].VolumeSource = v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/lib/kubelet/pki/x.img", Type: v1.HostDiskExists}}

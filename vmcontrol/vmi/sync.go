@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/domainxml"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 )
@@ -23,7 +24,11 @@ import (
 const (
 	ReasonFailedCreate = "FailedCreate"
 	// ReasonInvalidSpec: the VMI cannot run on any node (domainxml.Validate).
-	ReasonInvalidSpec  = "InvalidSpec"
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonUnsupported: the VMI asks for what vmkit cannot do yet (a GPU,
+	// a host device, a TPM...; domainxml.Unsupported names the fields). It
+	// stays Pending, without a launcher, until the spec changes.
+	ReasonUnsupported  = "Unsupported"
 	ReasonFailedDelete = "FailedDelete"
 	ReasonPodFailed    = "PodFailed"
 	ReasonPodDeleted   = "PodDeleted"
@@ -210,10 +215,14 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 	if c.validate != nil {
 		if errs := c.validate(vmi); len(errs) > 0 {
 			err := errs.ToAggregate()
-			if old := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized); old == nil || old.Reason != ReasonInvalidSpec || old.Message != err.Error() {
-				c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonInvalidSpec, "Cannot run VirtualMachineInstance %s: %v", key, err)
+			reason, what := ReasonInvalidSpec, "Cannot run"
+			if domainxml.OnlyUnsupported(errs) {
+				reason, what = ReasonUnsupported, "vmkit cannot run yet"
 			}
-			return nil, &syncError{reason: ReasonInvalidSpec, err: &renderError{err}}
+			if old := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized); old == nil || old.Reason != reason || old.Message != err.Error() {
+				c.recorder.Eventf(vmi, corev1.EventTypeWarning, reason, "%s VirtualMachineInstance %s: %v", what, key, err)
+			}
+			return nil, &syncError{reason: reason, err: &renderError{err}}
 		}
 	}
 	pod, err := c.renderer.RenderLaunchPod(vmi)

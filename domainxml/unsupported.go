@@ -1,0 +1,194 @@
+package domainxml
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Unsupported lists the fields of vmi that vmkit accepts (they are
+// KubeVirt's and valid) but cannot honour yet: devices the nodes cannot
+// give (GPUs, host devices, a TPM), bindings and features the launcher
+// does not implement. Each is a field.Error of type
+// field.ErrorTypeNotSupported naming the field. Convert refuses a VMI with
+// any of them (the first, as a *FieldError with Unsupported set), so none
+// is ever dropped from a domain silently; virt-api admits such a VMI with
+// a warning per field, and the VMI controller holds it in Pending with a
+// Synchronized=False condition (reason Unsupported) and an event naming
+// the fields, instead of starting a launcher.
+func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
+	if vmi == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	add := func(path *field.Path, format string, args ...any) {
+		errs = append(errs, &field.Error{Type: field.ErrorTypeNotSupported, Field: path.String(), BadValue: field.OmitValueType{},
+			Detail: unsupportedPrefix + fmt.Sprintf(format, args...) + " yet"})
+	}
+	spec := field.NewPath("spec")
+	s := &vmi.Spec
+	if len(s.AccessCredentials) > 0 {
+		add(spec.Child("accessCredentials"), "inject access credentials (put SSH keys in the cloud-init user data)")
+	}
+	if s.LivenessProbe != nil {
+		add(spec.Child("livenessProbe"), "probe guests")
+	}
+	if s.ReadinessProbe != nil {
+		add(spec.Child("readinessProbe"), "probe guests")
+	}
+	if len(s.ResourceClaims) > 0 {
+		add(spec.Child("resourceClaims"), "attach dynamically allocated resources")
+	}
+	if len(s.UtilityVolumes) > 0 {
+		add(spec.Child("utilityVolumes"), "attach utility volumes")
+	}
+	for i, vol := range s.Volumes {
+		p := spec.Child("volumes").Index(i)
+		switch {
+		case vol.MemoryDump != nil:
+			add(p.Child("memoryDump"), "dump guest memory")
+		case vol.DownwardMetrics != nil:
+			add(p.Child("downwardMetrics"), "serve downward metrics")
+		case vol.ContainerPath != nil:
+			add(p.Child("containerPath"), "share container paths with the guest")
+		}
+	}
+
+	dom := &s.Domain
+	dp := spec.Child("domain")
+	if dom.LaunchSecurity != nil {
+		add(dp.Child("launchSecurity"), "launch confidential guests")
+	}
+	if dom.Chassis != nil {
+		add(dp.Child("chassis"), "set the SMBIOS chassis")
+	}
+	if dom.RebootPolicy != nil && *dom.RebootPolicy == v1.RebootPolicyTerminate {
+		add(dp.Child("rebootPolicy"), "end a VMI on a guest reboot")
+	}
+	if fw := dom.Firmware; fw != nil && fw.ACPI != nil {
+		add(dp.Child("firmware", "acpi"), "add ACPI tables")
+	}
+	if m := dom.Memory; m != nil && m.ReservedOverhead != nil {
+		add(dp.Child("memory", "reservedOverhead"), "adjust the reserved memory overhead")
+	}
+	if cpu := dom.CPU; cpu != nil {
+		if cpu.NUMA != nil {
+			add(dp.Child("cpu", "numa"), "map the guest's NUMA topology to the host's")
+		}
+		if cpu.Realtime != nil {
+			add(dp.Child("cpu", "realtime"), "tune guests for realtime")
+		}
+	}
+	if f := dom.Features; f != nil {
+		if f.Hyperv != nil {
+			add(dp.Child("features", "hyperv"), "give guests Hyper-V enlightenments")
+		}
+		if f.HypervPassthrough != nil {
+			add(dp.Child("features", "hypervPassthrough"), "give guests Hyper-V enlightenments")
+		}
+	}
+	if c := dom.Clock; c != nil && c.Timer != nil && c.Timer.Hyperv != nil {
+		add(dp.Child("clock", "timer", "hyperv"), "give guests the Hyper-V clock")
+	}
+
+	d := &dom.Devices
+	devp := dp.Child("devices")
+	if len(d.GPUs) > 0 {
+		add(devp.Child("gpus"), "give guests GPUs")
+	}
+	if len(d.HostDevices) > 0 {
+		add(devp.Child("hostDevices"), "give guests host devices")
+	}
+	if d.TPM != nil && (d.TPM.Enabled == nil || *d.TPM.Enabled) {
+		add(devp.Child("tpm"), "give guests a TPM (no swtpm in the launcher)")
+	}
+	if d.Sound != nil {
+		add(devp.Child("sound"), "give guests a sound device")
+	}
+	if d.Video != nil {
+		add(devp.Child("video"), "choose the video device's type")
+	}
+	if len(d.PanicDevices) > 0 {
+		add(devp.Child("panicDevices"), "give guests panic devices")
+	}
+	if len(d.Filesystems) > 0 {
+		add(devp.Child("filesystems"), "share file systems with guests (no virtiofsd in the launcher)")
+	}
+	if d.DownwardMetrics != nil {
+		add(devp.Child("downwardMetrics"), "serve downward metrics")
+	}
+	if d.ClientPassthrough != nil {
+		add(devp.Child("clientPassthrough"), "pass client USB devices through")
+	}
+	if d.AutoattachVSOCK != nil && *d.AutoattachVSOCK {
+		add(devp.Child("autoattachVSOCK"), "give guests a VSOCK device")
+	}
+	if d.Watchdog != nil && d.Watchdog.Diag288 != nil {
+		add(devp.Child("watchdog", "diag288"), "give guests a diag288 watchdog")
+	}
+	for i, disk := range d.Disks {
+		p := devp.Child("disks").Index(i)
+		if disk.BlockSize != nil {
+			add(p.Child("blockSize"), "set disk block sizes")
+		}
+		if disk.ErrorPolicy != nil {
+			add(p.Child("errorPolicy"), "set disk error policies")
+		}
+		if disk.ChangedBlockTracking != nil && *disk.ChangedBlockTracking {
+			add(p.Child("changedBlockTracking"), "track changed blocks")
+		}
+	}
+	for i, iface := range d.Interfaces {
+		p := devp.Child("interfaces").Index(i)
+		b := iface.InterfaceBindingMethod
+		switch {
+		case b.SRIOV != nil:
+			add(p.Child("sriov"), "bind interfaces with SR-IOV (use bridge or masquerade)")
+		case b.Slirp != nil:
+			add(p.Child("slirp"), "bind interfaces with slirp (use bridge or masquerade)")
+		case b.Macvtap != nil:
+			add(p.Child("macvtap"), "bind interfaces with macvtap (use bridge or masquerade)")
+		case b.Passt != nil:
+			add(p.Child("passt"), "bind interfaces with passt (use bridge or masquerade)")
+		case b.PasstBinding != nil:
+			add(p.Child("passtBinding"), "bind interfaces with passt (use bridge or masquerade)")
+		case b.Binding != nil:
+			add(p.Child("binding"), "run network binding plugins (use bridge or masquerade)")
+		}
+		if iface.DHCPOptions != nil {
+			add(p.Child("dhcpOptions"), "give guests extra DHCP options")
+		}
+		if iface.ACPIIndex != 0 {
+			add(p.Child("acpiIndex"), "set interfaces' ACPI index")
+		}
+		if iface.State == v1.InterfaceStateLinkDown || iface.State == v1.InterfaceStateAbsent {
+			add(p.Child("state"), "set an interface's link %s", iface.State)
+		}
+	}
+	return errs
+}
+
+// unsupportedPrefix starts the detail of every error Unsupported returns,
+// which tells them from validation's NotSupported errors (a value outside
+// an enum).
+const unsupportedPrefix = "vmkit cannot "
+
+// IsUnsupported reports whether e is one of Unsupported's errors: vmkit
+// cannot do it yet, the spec is not wrong.
+func IsUnsupported(e *field.Error) bool {
+	return e != nil && e.Type == field.ErrorTypeNotSupported && strings.HasPrefix(e.Detail, unsupportedPrefix)
+}
+
+// OnlyUnsupported reports whether errs is not empty and every error of it
+// is one of Unsupported's.
+func OnlyUnsupported(errs field.ErrorList) bool {
+	for _, e := range errs {
+		if !IsUnsupported(e) {
+			return false
+		}
+	}
+	return len(errs) > 0
+}
