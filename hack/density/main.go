@@ -210,7 +210,10 @@ func prepare(ctx context.Context, env *testenv.Env, nNodes int) error {
 			ObjectMeta: metav1.ObjectMeta{
 				Name:        fmt.Sprintf("kwok-node-%d", i),
 				Labels:      map[string]string{v1.NodeSchedulable: "true", "type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				// A fresh virt-handler heartbeat: the node controller marks a
+				// node without one unschedulable (the run ends long before the
+				// heartbeat would expire).
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", v1.VirtHandlerHeartbeat: time.Now().UTC().Format(time.RFC3339)},
 			},
 			// What a node running vmkit's node agent advertises, device plugins included.
 			Status: corev1.NodeStatus{Allocatable: nodeResources(), Capacity: nodeResources()},
