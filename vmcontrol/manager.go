@@ -1,6 +1,7 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
 // VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
-// VirtualMachinePool and migration controllers of virt-controller) together: one set of
+// VirtualMachinePool, migration and evacuation controllers of virt-controller)
+// together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
 // and /healthz and /readyz. It reaches the API server through the typed
@@ -8,7 +9,8 @@
 // does not link every Kubernetes API group.
 //
 // Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset,
-// vmcontrol/node, vmcontrol/pool, vmcontrol/migration) is also usable alone: it has
+// vmcontrol/node, vmcontrol/pool, vmcontrol/migration, vmcontrol/evacuation)
+// is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
 package vmcontrol
@@ -50,6 +52,7 @@ import (
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/evacuation"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
@@ -80,9 +83,10 @@ type Options struct {
 	// looks their mode up itself. Missing claims hold pods back either way.
 	Renderer vmi.PodRenderer
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
-	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3) and
-	// MigrationWorkers (default 3), as KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers int
+	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3),
+	// MigrationWorkers (default 3) and EvacuationWorkers (default 3), as
+	// KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers int
 	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
 	// before the node controller marks its node unschedulable and fails the
 	// VMIs stranded there (default 5m, as KubeVirt).
@@ -397,7 +401,14 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		controllers = append(controllers, migrationController)
+		evacuationController, err := evacuation.New(evacuation.Config{
+			Client: m.client, Nodes: nodes, VMIs: vmis, Migrations: migrations, KubeVirts: kubevirts,
+			Recorder: recorder, Workers: m.opts.EvacuationWorkers, Observe: m.metrics.observer("evacuation"),
+		})
+		if err != nil {
+			return err
+		}
+		controllers = append(controllers, migrationController, evacuationController)
 	} else {
 		log.Info("the pod renderer does not render migration target pods: VirtualMachineInstanceMigrations are not reconciled")
 	}

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol"
+	"github.com/vmkit/vmkit/vmcontrol/evacuation"
 	"github.com/vmkit/vmkit/vmcontrol/migration"
 )
 
@@ -333,4 +334,85 @@ func otherNode(pod *corev1.Pod) string {
 		return "node02"
 	}
 	return "node01"
+}
+
+// TestEvacuation: tainting a node kubevirt.io/drain:NoSchedule makes the
+// Manager's evacuation controller create a migration (annotated with the
+// node) for its VMI with evictionStrategy LiveMigrate, none for a VMI
+// without one; a VMI whose status.evacuationNodeName names its node (a
+// refused eviction) gets one on an untainted node.
+func TestEvacuation(t *testing.T) {
+	c := startCluster(t)
+	holdTargets := c.migrationKubelet(t)
+	holdTargets.Store(true) // the migrations need not proceed
+	c.startManager(t, vmcontrol.LeaderElection{})
+	ctx := context.Background()
+	for _, name := range []string{"node01", "node02"} {
+		if _, err := c.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	masquerade := func(strategy *v1.EvictionStrategy) func(*v1.VirtualMachineInstance) {
+		return func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.EvictionStrategy = strategy
+			vmi.Spec.Domain.Devices.Interfaces = []v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}
+			vmi.Spec.Networks = []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}
+		}
+	}
+	c.runningVMI(t, "leaver", masquerade(ptr(v1.EvictionStrategyLiveMigrate)))
+	c.runningVMI(t, "stayer", masquerade(nil))
+	for _, name := range []string{"leaver", "stayer"} {
+		waitFor(t, 30*time.Second, name+" LiveMigratable", func(ctx context.Context) (bool, error) {
+			v, err := c.vmi(ctx, name)
+			return err == nil && conditionStatus(v, v1.VirtualMachineInstanceIsMigratable) == corev1.ConditionTrue, nil
+		})
+	}
+	evacuations := func(ctx context.Context) map[string]int {
+		list, err := c.client.KubevirtV1().VirtualMachineInstanceMigrations(ns).List(ctx, metav1.ListOptions{})
+		out := map[string]int{}
+		if err != nil {
+			return out
+		}
+		for _, m := range list.Items {
+			if m.Annotations[evacuation.MigrationAnnotation] == "node01" {
+				out[m.Spec.VMIName]++
+			}
+		}
+		return out
+	}
+	time.Sleep(2 * time.Second)
+	if got := evacuations(ctx); len(got) != 0 {
+		t.Fatalf("migrations before the node was drained: %v", got)
+	}
+	node, err := c.kube.CoreV1().Nodes().Get(ctx, "node01", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = []corev1.Taint{{Key: evacuation.DrainTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "an evacuation migration for leaver", func(ctx context.Context) (bool, error) {
+		return evacuations(ctx)["leaver"] == 1, nil
+	})
+	time.Sleep(2 * time.Second)
+	if got := evacuations(ctx); got["leaver"] != 1 || got["stayer"] != 0 {
+		t.Errorf("evacuation migrations %v, want one for leaver only", got)
+	}
+
+	// A refused eviction on an untainted node: evacuationNodeName.
+	node, _ = c.kube.CoreV1().Nodes().Get(ctx, "node01", metav1.GetOptions{})
+	node.Spec.Taints = nil
+	if _, err := c.kube.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.runningVMI(t, "evicted", masquerade(ptr(v1.EvictionStrategyLiveMigrate)))
+	waitFor(t, 30*time.Second, "evicted LiveMigratable", func(ctx context.Context) (bool, error) {
+		v, err := c.vmi(ctx, "evicted")
+		return err == nil && conditionStatus(v, v1.VirtualMachineInstanceIsMigratable) == corev1.ConditionTrue, nil
+	})
+	c.agentWrites(t, "evicted", map[string]any{"evacuationNodeName": "node01"})
+	waitFor(t, 30*time.Second, "an evacuation migration for evicted", func(ctx context.Context) (bool, error) {
+		return evacuations(ctx)["evicted"] == 1, nil
+	})
 }

@@ -120,8 +120,9 @@ func slimClaim(obj any) (any, error) {
 
 // slimNode is the node informer's transform: the node controller reads a
 // node's name, the node agent's schedulable label and heartbeat annotation,
-// and the resourceVersion it patches the label at. The rest (the status with
-// its image list, the other labels and annotations, the spec) is dropped.
+// and the resourceVersion it patches the label at, the evacuation controller
+// its taints. The rest (the status with its image list, the other labels
+// and annotations, the rest of the spec) is dropped.
 func slimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -137,6 +138,8 @@ func slimNode(obj any) (any, error) {
 	if v, ok := node.Annotations[v1.VirtHandlerHeartbeat]; ok {
 		slim.Annotations = map[string]string{v1.VirtHandlerHeartbeat: v}
 	}
+	// The evacuation controller reads the kubevirt.io/drain taint.
+	slim.Spec.Taints = node.Spec.Taints
 	return slim, nil
 }
 
