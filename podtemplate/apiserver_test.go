@@ -14,8 +14,9 @@ import (
 // TestAPIServerAcceptsGoldenPods creates every golden pod with a
 // server-side dry run against a real kube-apiserver: defaulting, validation
 // and admission (ServiceAccount, Priority, PodSecurity) all run, nothing is
-// stored. It also checks which pods the Pod Security "baseline" level
-// admits, since that decides where VMs may run on clusters enforcing it.
+// stored. It also checks the strictest Pod Security level that admits each
+// pod (goldenCases' level), since that decides where VMs may run on
+// clusters enforcing it: the default launcher pod meets "restricted".
 func TestAPIServerAcceptsGoldenPods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver; run without -short")
@@ -29,16 +30,20 @@ func TestAPIServerAcceptsGoldenPods(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const baselineNS = "baseline"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   baselineNS,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// One namespace per enforced Pod Security level, named after it.
+	levels := []string{"baseline", "restricted"}
+	strictness := map[string]int{"privileged": 0, "baseline": 1, "restricted": 2}
+	for _, level := range levels {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name:   level,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": level},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Without kube-controller-manager nobody creates service accounts; the
 	// ServiceAccount admission plugin rejects pods whose account is missing.
-	for _, ns := range []string{"default", baselineNS} {
+	for _, ns := range append([]string{"default"}, levels...) {
 		for _, sa := range []string{"default", "vm-agent"} {
 			if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
 				ObjectMeta: metav1.ObjectMeta{Name: sa},
@@ -61,22 +66,27 @@ func TestAPIServerAcceptsGoldenPods(t *testing.T) {
 			}
 			// The server's view of what the pod gets: its QoS class.
 			wantQoS := corev1.PodQOSBurstable
-			if c.name == "dedicated-cpus" {
+			if strings.HasPrefix(c.name, "dedicated-cpus") {
 				wantQoS = corev1.PodQOSGuaranteed
 			}
 			if created.Status.QOSClass != wantQoS {
 				t.Errorf("QoS class %q, want %q", created.Status.QOSClass, wantQoS)
 			}
 
-			pod.Namespace = baselineNS
-			_, err = kube.CoreV1().Pods(baselineNS).Create(ctx, pod, dryRun)
-			switch {
-			case c.baseline && err != nil:
-				t.Errorf("a namespace enforcing Pod Security baseline rejects the pod: %v", err)
-			case !c.baseline && err == nil:
-				t.Errorf("a namespace enforcing Pod Security baseline admits the pod; expected a rejection (update goldenCases if the pod got safer)")
-			case !c.baseline:
-				t.Logf("baseline rejects it, as expected: %v", err)
+			// The pod's level and every laxer one admit it; each stricter
+			// level refuses it.
+			for _, level := range levels {
+				admits := strictness[level] <= strictness[c.level]
+				pod.Namespace = level
+				_, err := kube.CoreV1().Pods(level).Create(ctx, pod, dryRun)
+				switch {
+				case admits && err != nil:
+					t.Errorf("a namespace enforcing Pod Security %s rejects the pod (goldenCases says %s): %v", level, c.level, err)
+				case !admits && err == nil:
+					t.Errorf("a namespace enforcing Pod Security %s admits the pod (goldenCases says %s); update goldenCases if the pod got safer", level, c.level)
+				case !admits:
+					t.Logf("%s rejects it, as expected: %v", level, err)
+				}
 			}
 		})
 	}

@@ -35,6 +35,13 @@ const (
 // pod mounts a directory of the node read-write.
 const HostDiskGate = "HostDisk"
 
+// RootGate is the KubeVirt feature gate that runs the launcher as root
+// inside its container (libvirt's system instance), as vmkit did before
+// launchers ran as the qemu user 107 by default; for users whose storage
+// or devices a non-root QEMU cannot open. Root launcher pods do not meet
+// the Pod Security "restricted" level.
+const RootGate = "Root"
+
 // Config is what a Renderer needs besides the VMI. Only LauncherImage is
 // required; every other zero value means the default named on the field.
 type Config struct {
@@ -94,8 +101,8 @@ type Config struct {
 
 	// FeatureGates are the KubeVirt feature gates turned on, as listed in
 	// the KubeVirt CR's spec.configuration.developerConfiguration.featureGates.
-	// The renderer consults HostDiskGate; it ignores the others. None by
-	// default.
+	// The renderer consults HostDiskGate and RootGate; it ignores the
+	// others. None by default.
 	FeatureGates []string
 
 	// HostNetwork puts launcher pods on the node's network namespace: for

@@ -63,26 +63,31 @@ func (r *Renderer) launcherArgs(vmi *v1.VirtualMachineInstance, f *guestFacts) [
 
 // computeContainer is the container running virt-launcher.
 func (r *Renderer) computeContainer(vmi *v1.VirtualMachineInstance, f *guestFacts, res corev1.ResourceRequirements, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) corev1.Container {
+	nonRoot := r.nonRoot()
 	env := &struct {
-		vars  [1]corev1.EnvVar
+		vars  [1 + len(xdgEnv)]corev1.EnvVar
 		src   corev1.EnvVarSource
 		field corev1.ObjectFieldSelector
 	}{}
 	env.field.FieldPath = "metadata.name"
 	env.src.FieldRef = &env.field
 	env.vars[0] = corev1.EnvVar{Name: "POD_NAME", ValueFrom: &env.src}
+	n := 1
+	if nonRoot {
+		n += copy(env.vars[1:], xdgEnv[:])
+	}
 	return corev1.Container{
 		Name:                     ComputeContainerName,
 		Image:                    r.cfg.LauncherImage,
 		ImagePullPolicy:          r.cfg.ImagePullPolicy,
 		Command:                  []string{launcherBinary},
 		Args:                     r.launcherArgs(vmi, f),
-		Env:                      env.vars[:],
+		Env:                      env.vars[:n:n],
 		Resources:                res,
 		VolumeMounts:             mounts,
 		VolumeDevices:            devices,
 		Ports:                    containerPorts(vmi.Spec.Domain.Devices.Interfaces),
-		SecurityContext:          computeSecurityContext(f.dedicated),
+		SecurityContext:          computeSecurityContext(f.dedicated, nonRoot),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }

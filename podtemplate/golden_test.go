@@ -30,18 +30,21 @@ type goldenCase struct {
 	featureGates []string
 	// migration renders a migration target for testdata/<name>.migration.yaml.
 	migration bool
-	// baseline says whether the pod meets the Pod Security "baseline" level.
-	baseline bool
+	// level is the strictest Pod Security level that admits the pod:
+	// "restricted", "baseline" or "privileged".
+	level string
 }
 
 var goldenCases = []goldenCase{
-	{name: "containerdisk-minimal", baseline: true},
-	{name: "containerdisk-emulation", vmi: "containerdisk-minimal", emulation: true, baseline: true},
-	{name: "pvc-cloudinit-two-nics", baseline: true},
-	{name: "dedicated-cpus", baseline: false}, // SYS_NICE to pin vCPUs
-	{name: "kernel-boot", baseline: true},
-	{name: "migration-target", migration: true, baseline: true},
-	{name: "storage-kinds", featureGates: []string{HostDiskGate}, baseline: false}, // a hostPath volume for the host disk
+	{name: "containerdisk-minimal", level: "restricted"},
+	{name: "containerdisk-emulation", vmi: "containerdisk-minimal", emulation: true, level: "restricted"},
+	{name: "containerdisk-root", vmi: "containerdisk-minimal", featureGates: []string{RootGate}, level: "baseline"}, // root, NET_BIND_SERVICE
+	{name: "pvc-cloudinit-two-nics", level: "restricted"},
+	{name: "dedicated-cpus", level: "restricted"},
+	{name: "dedicated-cpus-root", vmi: "dedicated-cpus", featureGates: []string{RootGate}, level: "privileged"}, // SYS_NICE to pin vCPUs
+	{name: "kernel-boot", level: "restricted"},
+	{name: "migration-target", migration: true, level: "restricted"},
+	{name: "storage-kinds", featureGates: []string{HostDiskGate}, level: "privileged"}, // a hostPath volume for the host disk
 }
 
 func (c goldenCase) vmiFile() string {
@@ -136,6 +139,9 @@ func TestGoldenPods(t *testing.T) {
 			header := fmt.Sprintf(goldenHeader, c.vmiFile())
 			if c.emulation {
 				header += "# With Config.EmulationAllowed.\n"
+			}
+			if len(c.featureGates) > 0 {
+				header += fmt.Sprintf("# With Config.FeatureGates %q.\n", c.featureGates)
 			}
 			if c.migration {
 				header += "# As the target of testdata/" + c.name + ".migration.yaml.\n"

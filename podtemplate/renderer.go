@@ -181,7 +181,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 			Volumes:                       storage.volumes,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &scalars.grace,
-			SecurityContext:               podSecurityContext(),
+			SecurityContext:               podSecurityContext(r.nonRoot(), r.cfg.HostNetwork),
 			ServiceAccountName:            storage.serviceAccount,
 			AutomountServiceAccountToken:  &scalars.automount,
 			EnableServiceLinks:            &scalars.serviceLinks,
@@ -204,3 +204,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 	}
 	return pod, nil
 }
+
+// nonRoot reports whether launchers run as the qemu user (the default) or
+// as root (the Root feature gate).
+func (r *Renderer) nonRoot() bool { return !r.cfg.gateEnabled(RootGate) }

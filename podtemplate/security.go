@@ -3,36 +3,89 @@ package podtemplate
 import corev1 "k8s.io/api/core/v1"
 
 const (
-	// nonRootUID is the qemu user of KubeVirt's images; helper containers run
-	// as it, and pod volumes are group-owned by it so QEMU can use them.
+	// nonRootUID is the qemu user of KubeVirt's images: the launcher runs as
+	// it (unless the Root feature gate is on), helper containers always do,
+	// and pod volumes are group-owned by it so QEMU can use them.
 	nonRootUID = 107
 
 	capNetBindService = "NET_BIND_SERVICE"
 	capSysNice        = "SYS_NICE"
 	capNetRaw         = "NET_RAW"
+
+	// unprivilegedPortSysctl lets a process without capabilities bind the
+	// ports from its value up, in the pod's own network namespace only. A
+	// non-root launcher serves DHCP (UDP 67) to the guest of a bridge or
+	// masquerade binding; this namespaced sysctl, one of Kubernetes' safe
+	// set (allowed by Pod Security baseline and restricted), lets it do so
+	// with every capability dropped, where KubeVirt adds NET_BIND_SERVICE
+	// and sets it as a file capability on its binaries.
+	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
+	dhcpServerPort         = "67"
 )
+
+// xdgEnv are the compute container's XDG directories in non-root mode,
+// KubeVirt's: libvirt's session daemons keep their configuration, domain
+// definitions, logs and capability cache under the private volume
+// (XDG_CONFIG_HOME, XDG_CACHE_HOME) and their sockets under
+// $XDG_RUNTIME_DIR/libvirt, the libvirt-runtime volume at /var/run/libvirt.
+var xdgEnv = [...]corev1.EnvVar{
+	{Name: "XDG_CACHE_HOME", Value: privateDir},
+	{Name: "XDG_CONFIG_HOME", Value: privateDir},
+	{Name: "XDG_RUNTIME_DIR", Value: "/var/run"},
+}
+
+// podSecurity holds the pod's security context and the values its pointers
+// point at, so that one allocation serves them all.
+type podSecurity struct {
+	ctx         corev1.PodSecurityContext
+	fsGroup     int64
+	user, group int64
+	policy      corev1.PodFSGroupChangePolicy
+	nonRoot     bool
+	seccomp     corev1.SeccompProfile
+	sysctls     [1]corev1.Sysctl
+}
 
 // podSecurityContext makes pod volumes group-owned by the qemu group,
 // changing ownership only when a volume's root does not already match (a
-// full recursive chown of a large PVC at every start is slow).
-func podSecurityContext() *corev1.PodSecurityContext {
-	s := &struct {
-		ctx    corev1.PodSecurityContext
-		group  int64
-		policy corev1.PodFSGroupChangePolicy
-	}{group: nonRootUID, policy: corev1.FSGroupChangeOnRootMismatch}
-	s.ctx.FSGroup = &s.group
+// full recursive chown of a large PVC at every start is slow). A non-root
+// pod also runs every container as the qemu user and group, requires a
+// non-root user, uses the runtime's default seccomp profile and, unless it
+// is on the host network (where network sysctls are not the pod's own),
+// lets unprivileged processes bind the DHCP server's port.
+func podSecurityContext(nonRoot, hostNetwork bool) *corev1.PodSecurityContext {
+	s := &podSecurity{fsGroup: nonRootUID, user: nonRootUID, group: nonRootUID, policy: corev1.FSGroupChangeOnRootMismatch, nonRoot: true}
+	s.ctx.FSGroup = &s.fsGroup
 	s.ctx.FSGroupChangePolicy = &s.policy
+	if !nonRoot {
+		return &s.ctx
+	}
+	s.ctx.RunAsUser = &s.user
+	s.ctx.RunAsGroup = &s.group
+	s.ctx.RunAsNonRoot = &s.nonRoot
+	s.seccomp.Type = corev1.SeccompProfileTypeRuntimeDefault
+	s.ctx.SeccompProfile = &s.seccomp
+	if !hostNetwork {
+		s.sysctls[0] = corev1.Sysctl{Name: unprivilegedPortSysctl, Value: dhcpServerPort}
+		s.ctx.Sysctls = s.sysctls[:1:1]
+	}
 	return &s.ctx
 }
 
 // computeSecurityContext is what libvirt and QEMU need in the compute
-// container, and no more: root inside the container (libvirt's system
-// instance), never privileged, NET_BIND_SERVICE for the DHCP server of
-// bridge and masquerade bindings, SYS_NICE to pin vCPUs when they are
+// container, and no more. Non-root (the default): the qemu user and group,
+// no privilege escalation, every capability dropped and the runtime's
+// default seccomp profile; libvirt runs as a session instance, the node
+// agent prepares what needs privilege (taps and devices owned by the qemu
+// user). Root (the Root feature gate): root inside the container (libvirt's
+// system instance), never privileged, NET_BIND_SERVICE for the DHCP server
+// of bridge and masquerade bindings, SYS_NICE to pin vCPUs when they are
 // dedicated, and NET_RAW dropped. Devices come from device plugins, not
-// from privileges.
-func computeSecurityContext(dedicated bool) *corev1.SecurityContext {
+// from privileges, either way.
+func computeSecurityContext(dedicated, nonRoot bool) *corev1.SecurityContext {
+	if nonRoot {
+		return new(helperSecurity).initCompute()
+	}
 	s := &struct {
 		ctx                 corev1.SecurityContext
 		caps                corev1.Capabilities
@@ -57,7 +110,7 @@ func computeSecurityContext(dedicated bool) *corev1.SecurityContext {
 	return &s.ctx
 }
 
-// helperSecurity holds a helper container's security context and the
+// helperSecurity holds a non-root container's security context and the
 // values its pointers point at, so that one allocation serves a context
 // (and one slice of them all helpers of a pod).
 type helperSecurity struct {
@@ -78,9 +131,21 @@ func helperSecurityContext() *corev1.SecurityContext {
 	return new(helperSecurity).init()
 }
 
-// init fills s in and returns its context.
+// init fills s in as a helper's and returns its context.
 func (s *helperSecurity) init() *corev1.SecurityContext {
-	*s = helperSecurity{uid: nonRootUID, gid: nonRootUID, nonRoot: true, readOnlyRoot: true}
+	s.initCompute()
+	s.readOnlyRoot = true
+	s.ctx.ReadOnlyRootFilesystem = &s.readOnlyRoot
+	return &s.ctx
+}
+
+// initCompute fills s in as a non-root compute container's and returns its
+// context: a helper's but for the root filesystem, which stays writable as
+// in KubeVirt's non-root launcher (libvirt's session daemons write only to
+// the pod's volumes, but nothing has shown every path QEMU and libvirt may
+// take to be read-only safe).
+func (s *helperSecurity) initCompute() *corev1.SecurityContext {
+	*s = helperSecurity{uid: nonRootUID, gid: nonRootUID, nonRoot: true}
 	s.drop[0] = "ALL"
 	s.caps.Drop = s.drop[:1:1]
 	s.seccomp.Type = corev1.SeccompProfileTypeRuntimeDefault
@@ -89,7 +154,6 @@ func (s *helperSecurity) init() *corev1.SecurityContext {
 	s.ctx.RunAsNonRoot = &s.nonRoot
 	s.ctx.Privileged = &s.privileged
 	s.ctx.AllowPrivilegeEscalation = &s.escalate
-	s.ctx.ReadOnlyRootFilesystem = &s.readOnlyRoot
 	s.ctx.Capabilities = &s.caps
 	s.ctx.SeccompProfile = &s.seccomp
 	return &s.ctx

@@ -15,15 +15,33 @@ func TestSecurityContexts(t *testing.T) {
 		got  *corev1.SecurityContext
 		want *corev1.SecurityContext
 	}{{
-		name: "compute: root for libvirt, never privileged, NET_RAW dropped",
-		got:  computeSecurityContext(false),
+		name: "compute: the qemu user with nothing at all, root filesystem writable",
+		got:  computeSecurityContext(false, true),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}, {
+		name: "non-root compute with dedicated CPUs gets no SYS_NICE either (KubeVirt's)",
+		got:  computeSecurityContext(true, true),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}, {
+		name: "Root gate: compute as root for libvirt, never privileged, NET_RAW dropped",
+		got:  computeSecurityContext(false, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"NET_RAW"}},
 		},
 	}, {
-		name: "compute with dedicated CPUs may pin them",
-		got:  computeSecurityContext(true),
+		name: "Root gate: compute with dedicated CPUs may pin them",
+		got:  computeSecurityContext(true, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "SYS_NICE"}, Drop: []corev1.Capability{"NET_RAW"}},
@@ -45,19 +63,54 @@ func TestSecurityContexts(t *testing.T) {
 			}
 		})
 	}
-	want := &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch)}
-	if diff := cmp.Diff(want, podSecurityContext()); diff != "" {
-		t.Errorf("pod (-want +got):\n%s", diff)
+	pods := []struct {
+		name                 string
+		nonRoot, hostNetwork bool
+		want                 *corev1.PodSecurityContext
+	}{{
+		name: "non-root", nonRoot: true,
+		want: &corev1.PodSecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "67"}},
+		},
+	}, {
+		name: "non-root on the host network: no network sysctl", nonRoot: true, hostNetwork: true,
+		want: &corev1.PodSecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}, {
+		name: "Root gate",
+		want: &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch)},
+	}}
+	for _, p := range pods {
+		if diff := cmp.Diff(p.want, podSecurityContext(p.nonRoot, p.hostNetwork)); diff != "" {
+			t.Errorf("pod, %s (-want +got):\n%s", p.name, diff)
+		}
 	}
 }
 
 // TestSecurityContextPointersAreDistinct: the contexts carve their
 // pointers out of one allocation; each must still point at its own value.
 func TestSecurityContextPointersAreDistinct(t *testing.T) {
-	c := computeSecurityContext(true)
+	c := computeSecurityContext(true, false)
 	*c.Privileged = true
 	if *c.RunAsNonRoot {
 		t.Error("compute: RunAsNonRoot and Privileged share a bool")
+	}
+	c = computeSecurityContext(false, true)
+	*c.AllowPrivilegeEscalation = true
+	*c.RunAsUser = 0
+	if *c.Privileged || *c.RunAsGroup != 107 || !*c.RunAsNonRoot {
+		t.Errorf("non-root compute: fields share memory: %+v", c)
+	}
+	p := podSecurityContext(true, false)
+	*p.RunAsUser = 0
+	if *p.RunAsGroup != 107 || *p.FSGroup != 107 {
+		t.Errorf("pod: fields share memory: %+v", p)
 	}
 	h := helperSecurityContext()
 	*h.RunAsUser = 5

@@ -197,6 +197,7 @@ func pvcVMs(t testing.TB, c *cluster.Cluster) (fsVM, blockVM *v1.VirtualMachine)
 	pod.Containers[0].VolumeMounts = pod.Containers[0].VolumeMounts[:1]
 	pod.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "pvc", DevicePath: "/dev/pvc"}}
 	pod.Containers[0].Command = []string{"/tools/busybox", "dd", "if=/disk/tiny.img", "of=/dev/pvc", "bs=1M", "conv=fsync"}
+	pod.Containers[0].SecurityContext = nil // the node's device is root's: dd as root
 	runJob(t, c, blockJob)
 	t.Logf("claims filled in %v", time.Since(began).Round(time.Millisecond))
 
