@@ -56,6 +56,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
@@ -110,6 +111,10 @@ type Config struct {
 	// Registerer, when set, gets the agent's metrics too (they are always
 	// on Registry()).
 	Registerer prometheus.Registerer
+	// Migration lets the agent take part in live migrations as source
+	// and target (migration.go); without it the agent leaves migrations
+	// alone.
+	Migration *MigrationConfig
 	// StatsTimeout bounds how long a scrape of the agent's metrics waits
 	// for the launchers' domain statistics, KubeVirt's per-VMI metrics
 	// (default DefaultStatsTimeout, 5s). A launcher that has not answered
@@ -145,6 +150,14 @@ type Agent struct {
 	// node its status.activePods ever listed: the only pods whose volumes
 	// the agent looks in for the VMI's launcher (see podsOf).
 	launcherPods map[types.UID]map[types.UID]bool
+
+	// Live migration (migration.go): the VMIs this node is the migration
+	// target of, the proxies, and the target listeners' VMI UIDs by key.
+	targetFactory  externalversions.SharedInformerFactory
+	targetInformer cache.SharedIndexInformer
+	targetLister   listers.VirtualMachineInstanceLister
+	proxy          *migrationproxy.Manager
+	targets        map[string]types.UID
 }
 
 // New checks cfg and wires the agent's informer.
@@ -187,6 +200,11 @@ func New(cfg Config) (*Agent, error) {
 		networks:     map[types.UID][]network.Result{},
 		launcherPods: map[types.UID]map[types.UID]bool{},
 	}
+	proxy, err := newMigrationProxy(cfg.Migration)
+	if err != nil {
+		return nil, err
+	}
+	a.proxy, a.targets = proxy, map[string]types.UID{}
 	a.metrics = newMetrics(newVMIStatsCollector(a))
 	if cfg.Registerer != nil {
 		if err := a.metrics.register(cfg.Registerer); err != nil {
@@ -208,6 +226,21 @@ func New(cfg Config) (*Agent, error) {
 		AddFunc:    a.enqueue,
 		UpdateFunc: func(_, obj any) { a.enqueue(obj) },
 		DeleteFunc: a.onDelete,
+	}); err != nil {
+		return nil, fmt.Errorf("nodeagent: %w", err)
+	}
+	// The VMIs this node is the migration target of (KubeVirt's
+	// migration target controller's informer).
+	a.targetFactory = externalversions.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
+		externalversions.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = v1.MigrationTargetNodeNameLabel + "=" + cfg.NodeName
+		}))
+	targets := a.targetFactory.Kubevirt().V1().VirtualMachineInstances()
+	a.targetInformer, a.targetLister = targets.Informer(), targets.Lister()
+	if _, err := a.targetInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    a.enqueueTarget,
+		UpdateFunc: func(_, obj any) { a.enqueueTarget(obj) },
+		DeleteFunc: a.enqueueTarget,
 	}); err != nil {
 		return nil, fmt.Errorf("nodeagent: %w", err)
 	}
@@ -422,7 +455,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.queue.ShutDown()
 	a.factory.Start(ctx.Done())
 	defer a.factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced) {
+	a.targetFactory.Start(ctx.Done())
+	defer a.targetFactory.Shutdown()
+	if a.proxy != nil {
+		defer a.proxy.Close()
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced, a.targetInformer.HasSynced) {
 		return fmt.Errorf("nodeagent on %s: the VMI cache did not sync", a.cfg.NodeName)
 	}
 	log.Info("node agent started")

@@ -68,10 +68,13 @@ func launcherCandidates(shareDir, podsDir string) map[types.UID][]string {
 
 // wantsLauncher reports whether vmi, as the API server has it, still owns
 // a launcher on node: not being deleted, not final, and placed on node or
-// not placed yet (its launcher pod may start before the VMI is Scheduled).
+// not placed yet (its launcher pod may start before the VMI is Scheduled),
+// or migrating to node (the target launcher, before the switch-over).
 func wantsLauncher(vmi *v1.VirtualMachineInstance, node string) bool {
+	ms := vmi.Status.MigrationState
+	target := ms != nil && ms.TargetNode == node && !migrationDone(ms)
 	return vmi.DeletionTimestamp == nil && !vmi.IsFinal() &&
-		(vmi.Status.NodeName == node || vmi.Status.NodeName == "")
+		(vmi.Status.NodeName == node || vmi.Status.NodeName == "" || target)
 }
 
 // runOrphanSweeps sweeps for orphan launchers now and then every

@@ -26,6 +26,9 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	if isOrphanKey(key) {
 		return a.syncGone(ctx, key) // a launcher without a VMI here (orphans.go)
 	}
+	if isTargetKey(key) {
+		return a.syncMigrationTarget(ctx, key) // migration.go
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return 0, nil
@@ -109,6 +112,17 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			}
 		}
 		obs.launcher = &st
+	}
+	if a.isMigrationSource(vmi) {
+		handled, again, err := a.syncMigrationSource(ctx, key, vmi, c, obs.launcher)
+		if handled || err != nil {
+			return again, err
+		}
+	}
+	if st := obs.launcher; st != nil && st.Final && st.Reason == hypervisor.ReasonMigrated {
+		// The guest migrated away: not a phase of this VMI; the VMI leaves
+		// this node when the migration is written completed.
+		return a.cfg.PollInterval, nil
 	}
 	if st := obs.launcher; st != nil {
 		a.metrics.setDomainState(vmi, string(st.State))

@@ -53,6 +53,8 @@ func run() error {
 		insecure, devicePlugins                     bool
 		devicePluginsDir                            string
 		heartbeat, poll, orphanSweep                time.Duration
+		podIP                                       string
+		mig                                         migrationFlags
 	)
 	fs := flag.NewFlagSet("virt-handler", flag.ContinueOnError)
 	fs.StringVar(&node, "hostname-override", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME, else the host name)")
@@ -75,7 +77,8 @@ func run() error {
 	klog.InitFlags(klogFlags)
 	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
 	// Accepted for compatibility with KubeVirt's DaemonSet; unused.
-	fs.String("pod-ip-address", "", "unused")
+	fs.StringVar(&podIP, "pod-ip-address", "", "this node agent's IP address: the default --migration-address")
+	mig.register(fs)
 	fs.Int("max-metric-request", 3, "unused")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -123,9 +126,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	migration, err := mig.config(podIP, tlsConfig, clientCA)
+	if err != nil {
+		return err
+	}
 	agent, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir, KubeletPodsDir: podsDir,
 		HeartbeatInterval: heartbeat, PollInterval: poll, OrphanSweepInterval: orphanSweep,
+		Migration: migration,
 	})
 	if err != nil {
 		return err

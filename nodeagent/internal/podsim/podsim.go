@@ -1,0 +1,493 @@
+// Package podsim runs launchers the way launcher pods run them, on one
+// machine, for tests of live migration: each "pod" is a mount namespace
+// in which the pod's own directory is mounted at the same path (Root), as
+// every launcher pod has /var/run/kubevirt; with its own /etc/passwd
+// holding KubeVirt's qemu user (uid 107); running its own libvirtd in
+// session mode as that user (a non-root launcher, as KubeVirt's) with its
+// own host UUID (libvirt refuses to migrate to the same host); and
+// virt-launcher as that user. A node agent reaches a pod's sockets through
+// /proc/<launcher pid>/root, as on a real node.
+//
+// It also provides the tiny guest's ticking initramfs (TickerInitramfs:
+// "TICK <uptime>" on the console every second, to tell that a migrated
+// guest is the same one) and a CA with node agent certificates (TLS).
+package podsim
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const (
+	// Root is where each pod's directory is mounted in its namespace.
+	Root = "/run/vmkmig"
+	// QEMUUID is KubeVirt's non-root launcher user.
+	QEMUUID = 107
+)
+
+// Require fails the test, naming the command that installs them, when
+// the tools pods need are missing or the test does not run as root.
+func Require(t testing.TB) testenv.Guest {
+	t.Helper()
+	for _, tool := range []string{"libvirtd", "setpriv", "qemu-system-x86_64", "qemu-img"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (make test-deps installs libvirt and QEMU: hack/setup-libvirt.sh)", tool)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("launcher pods run in their own mount namespaces and as uid 107: run this test as root")
+	}
+	return testenv.RequireGuest(t)
+}
+
+// Base makes the directory pods live in (removed at the end of the test)
+// with a virt-launcher built from this module, and the mount point Root.
+func Base(t testing.TB) (dir, launcherBinary string) {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.MkdirTemp("/tmp", "vmkmig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "virt-launcher")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/virt-launcher")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building virt-launcher (needs libvirt-dev and pkg-config: make test-deps): %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(Root) }) // only when empty: another run may use it
+	return base, bin
+}
+
+// Pod is one launcher pod: its libvirtd and virt-launcher.
+type Pod struct {
+	Name string
+	// Dir is the pod's directory on the host (Root inside).
+	Dir string
+	// Done is closed when the launcher exited, with Err.
+	Done chan struct{}
+	Err  error
+	// Client talks to the launcher.
+	Client *launcher.Client
+
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+	mu   sync.Mutex
+}
+
+// VMI is the tiny guest with an empty disk (so a migration copies a
+// local disk: block migration) and the ticking initramfs, without a network.
+func VMI(uid types.UID) *v1.VirtualMachineInstance {
+	grace := int64(2)
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vm-mig", UID: uid},
+		Spec: v1.VirtualMachineInstanceSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Domain: v1.DomainSpec{
+				Machine: &v1.Machine{Type: "pc"},
+				Firmware: &v1.Firmware{KernelBoot: &v1.KernelBoot{
+					KernelArgs: "console=ttyS0 panic=-1 quiet mitigations=off cryptomgr.notests tsc=reliable no_timer_check",
+					Container:  &v1.KernelBootContainer{Image: "vmkit/tiny-guest", KernelPath: "/boot/vmlinux", InitrdPath: "/boot/ticker.cpio.gz"},
+				}},
+				Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}},
+				Devices: v1.Devices{
+					AutoattachMemBalloon: v1.BoolPtr(false), AutoattachPodInterface: v1.BoolPtr(false),
+					Disks: []v1.Disk{{Name: "scratch", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}}},
+				},
+			},
+			Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("16Mi")}}}},
+		},
+	}
+}
+
+// Start prepares a pod directory under base and starts its libvirtd and
+// launcher for vmi; the test's end stops them.
+func Start(t testing.TB, base, name, bin string, vmi *v1.VirtualMachineInstance, kernel, initrd string) *Pod {
+	t.Helper()
+	dir := filepath.Join(base, name)
+	kb := filepath.Join(dir, "cd", string(vmi.UID), "kernel-boot")
+	for _, d := range []string{"share", "eph", "priv", "run", "home", "cache", "config/libvirt", kb[len(dir)+1:]} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(kernel, filepath.Join(kb, "vmlinux")))
+	must(os.Symlink(initrd, filepath.Join(kb, "ticker.cpio.gz")))
+	hostUUID := fmt.Sprintf("6d0d1a5e-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffffffff)
+	must(os.WriteFile(filepath.Join(dir, "config/libvirt/libvirtd.conf"), []byte("host_uuid = \""+hostUUID+"\"\n"), 0o644))
+	// The pod's /etc/passwd and /etc/group: the host's plus the qemu user,
+	// as the launcher image has it.
+	for _, f := range []struct{ name, line string }{{"passwd", "qemu:x:107:107:qemu user:" + Root + "/home:/usr/sbin/nologin\n"}, {"group", "qemu:x:107:\n"}} {
+		b, err := os.ReadFile("/etc/" + f.name)
+		must(err)
+		must(os.WriteFile(filepath.Join(dir, f.name), append(b, f.line...), 0o644))
+	}
+	must(filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, QEMUUID, QEMUUID)
+	}))
+	must(os.Chmod(filepath.Join(dir, "run"), 0o700))
+
+	uri := "qemu+unix:///session?socket=" + Root + "/run/libvirt/libvirt-sock"
+	launcherArgs := []string{bin, "--name", vmi.Name, "--uid", string(vmi.UID), "--namespace", vmi.Namespace,
+		"--kubevirt-share-dir", Root + "/share", "--ephemeral-disk-dir", Root + "/eph",
+		"--container-disk-dir", Root + "/cd", "--private-dir", Root + "/priv",
+		"--qemu-timeout", "5m", "--grace-period-seconds", "5", "--use-emulation", "--force-emulation",
+		"--libvirt-uri", uri}
+	// Inside the pod: libvirtd in the background (under the launcher's
+	// reaper), then the launcher.
+	inner := fmt.Sprintf("libvirtd --pid-file %[1]s/libvirtd.pid >%[1]s/libvirtd.log 2>&1 & "+
+		"i=0; while [ ! -S %[1]s/run/libvirt/libvirt-sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exec %[2]s",
+		Root, shellJoin(launcherArgs))
+	script := fmt.Sprintf("mount --bind %[1]s/passwd /etc/passwd && mount --bind %[1]s/group /etc/group && mount --bind %[1]s %[2]s && "+
+		"exec setpriv --reuid=%[3]d --regid=%[3]d --clear-groups env -i PATH=%[4]s HOME=%[2]s/home XDG_RUNTIME_DIR=%[2]s/run "+
+		"XDG_CONFIG_HOME=%[2]s/config XDG_CACHE_HOME=%[2]s/cache %[5]s --reap sh -c %[6]s",
+		dir, Root, QEMUUID, os.Getenv("PATH"), bin, shellQuote(inner))
+	p := &Pod{Name: name, Dir: dir, Done: make(chan struct{}), logs: &bytes.Buffer{}}
+	p.cmd = exec.Command("sh", "-c", script)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
+	p.cmd.Stdout, p.cmd.Stderr = (*lockedWriter)(p), (*lockedWriter)(p)
+	must(p.cmd.Start())
+	go func() { p.Err = p.cmd.Wait(); close(p.Done) }()
+	t.Cleanup(func() { p.Stop(t) })
+	p.Client = launcher.NewClient(filepath.Join(dir, "share", "sockets", string(vmi.UID), launcher.SocketFile))
+	return p
+}
+
+type lockedWriter Pod
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.logs.Write(b)
+}
+
+// Log is the launcher's output and the end of libvirtd's log.
+func (p *Pod) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	libvirtd, _ := os.ReadFile(filepath.Join(p.Dir, "libvirtd.log"))
+	return p.logs.String() + "\n--- libvirtd ---\n" + lastLines(string(libvirtd), 30)
+}
+
+// stop ends what the pod started: the launcher (SIGTERM, then SIGKILL to
+// its process group), the domains its libvirtd still runs, then libvirtd.
+// Stop ends what the pod started (the test's end calls it).
+func (p *Pod) Stop(t testing.TB) {
+	select {
+	case <-p.Done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.Done
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(p.Dir, "libvirtd.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	// QEMU processes of this libvirtd (children of the pod's reaper, then
+	// of init): find them by their pid files in the pod's run directory.
+	qemus, _ := filepath.Glob(filepath.Join(p.Dir, "run", "libvirt", "qemu", "run", "*.pid"))
+	for _, f := range qemus {
+		if b, err := os.ReadFile(f); err == nil {
+			q, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			// Only a QEMU of this pod: its command line names the pod's paths.
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", q))
+			if err == nil && q > 1 && bytes.Contains(cmdline, []byte("qemu")) && bytes.Contains(cmdline, []byte(Root+"/")) {
+				t.Logf("pod %s: killing the leftover QEMU %d", p.Name, q)
+				_ = syscall.Kill(q, syscall.SIGKILL)
+			}
+		}
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// Sync sends vmi to the pod's launcher, retrying while its socket is not
+// up yet.
+func Sync(ctx context.Context, t testing.TB, p *Pod, vmi *v1.VirtualMachineInstance) launcher.Status {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st, err := p.Client.Sync(ctx, vmi)
+		if err == nil {
+			return st
+		}
+		if time.Now().After(deadline) || !launcher.IsGone(err) {
+			t.Fatalf("pod %s: sync: %v; log:\n%s", p.Name, err, p.Log())
+		}
+		select {
+		case <-p.Done:
+			t.Fatalf("pod %s exited: %v; log:\n%s", p.Name, p.Err, p.Log())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// WaitStatus polls the launcher until cond holds.
+func WaitStatus(ctx context.Context, t testing.TB, c *launcher.Client, timeout time.Duration, what string, cond func(launcher.Status) bool) launcher.Status {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last launcher.Status
+	var lastErr error
+	for time.Now().Before(deadline) {
+		st, err := c.State(ctx)
+		if err == nil && cond(st) {
+			return st
+		}
+		last, lastErr = st, err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("waiting %v for %s: last status %+v (migration %+v), error %v", timeout, what, last, last.Migration, lastErr)
+	return last
+}
+
+// FailIfMigrationFailed ends the test when the source reports its
+// migration failed (it is not aborted in these waits).
+func FailIfMigrationFailed(ctx context.Context, t testing.TB, src *Pod) {
+	t.Helper()
+	st, err := src.Client.State(ctx)
+	if err == nil && st.Migration != nil && st.Migration.Failed && st.Migration.AbortStatus == "" {
+		t.Fatalf("the migration failed: %s\nsource log:\n%s", st.Migration.FailureReason, src.Log())
+	}
+}
+
+// ProcRoot is the launcher's root directory as the node agent reaches it.
+func ProcRoot(ctx context.Context, t testing.TB, c *launcher.Client) string {
+	t.Helper()
+	pid, err := c.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("/proc/%d/root", pid)
+}
+
+// Ticks follows "TICK <uptime>" lines on a launcher's console.
+type Ticks struct {
+	mu   sync.Mutex
+	max  float64
+	seen chan struct{}
+}
+
+// WatchTicks follows the launcher's console (with its history).
+func WatchTicks(ctx context.Context, t testing.TB, c *launcher.Client) *Ticks {
+	t.Helper()
+	var console interface {
+		Read([]byte) (int, error)
+		Close() error
+	}
+	var err error
+	for i := 0; i < 50; i++ {
+		if console, err = c.Console(ctx, true); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	tk := &Ticks{seen: make(chan struct{}, 1)}
+	go func() {
+		defer console.Close()
+		sc := bufio.NewScanner(console)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && f[0] == "TICK" {
+				if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+					tk.mu.Lock()
+					if v > tk.max {
+						tk.max = v
+					}
+					tk.mu.Unlock()
+					select {
+					case tk.seen <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return tk
+}
+
+// Last is the highest uptime seen.
+func (tk *Ticks) Last() float64 {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return tk.max
+}
+
+// WaitAbove waits for an uptime above v.
+func (tk *Ticks) WaitAbove(t testing.TB, v float64, timeout time.Duration, what string) float64 {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		if m := tk.Last(); m > v {
+			return m
+		}
+		select {
+		case <-tk.seen:
+		case <-deadline:
+			t.Fatalf("waiting %v for %s: uptime %.2f, want above %.2f", timeout, what, tk.Last(), v)
+		}
+	}
+}
+
+// TickerInitramfs is the idle guest's initramfs with an /init that prints
+// "TICK <uptime>" on the console every second: Linux unpacks concatenated
+// archives in order, so a second archive replaces /init.
+func TickerInitramfs(t testing.TB, idle string) string {
+	t.Helper()
+	base, err := os.ReadFile(idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := "#!/bin/busybox sh\n/bin/busybox mount -t proc proc /proc\n" +
+		"echo \"GUEST-BOOTED uptime=$(/bin/busybox cat /proc/uptime)\"\n" +
+		"while :; do read up idle </proc/uptime; echo \"TICK $up\"; /bin/busybox sleep 1; done\n"
+	var cpio bytes.Buffer
+	writeNewc(&cpio, "init", 0o100755, []byte(init))
+	writeNewc(&cpio, "TRAILER!!!", 0, nil)
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	_, _ = w.Write(cpio.Bytes())
+	_ = w.Close()
+	f, err := os.CreateTemp("/tmp", "vmkmig-ticker-*.cpio.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	_, err = f.Write(append(base, gz.Bytes()...))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// writeNewc writes one entry of a cpio archive in the "newc" format the
+// kernel's initramfs unpacker reads.
+func writeNewc(w *bytes.Buffer, name string, mode uint32, data []byte) {
+	fmt.Fprintf(w, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		1, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
+	w.WriteString(name)
+	w.WriteByte(0)
+	for w.Len()%4 != 0 {
+		w.WriteByte(0)
+	}
+	w.Write(data)
+	for w.Len()%4 != 0 {
+		w.WriteByte(0)
+	}
+}
+
+// TLS is a CA with the node agents' server and client
+// certificates, as the installation's (installstrategy.EnsureCertificates).
+func TLS(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubevirt.io"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	leaf := func(serial int64, cn string, dns []string, usage x509.ExtKeyUsage) tls.Certificate {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, DNSNames: dns, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{leaf(2, "kubevirt.io:system:node:virt-handler", []string{"virt-handler"}, x509.ExtKeyUsageServerAuth)},
+		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	client = &tls.Config{Certificates: []tls.Certificate{leaf(3, "kubevirt.io:system:client:virt-handler", nil, x509.ExtKeyUsageClientAuth)},
+		RootCAs: pool, ServerName: "virt-handler", MinVersion: tls.VersionTLS12}
+	return server, client
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
