@@ -79,6 +79,8 @@ const (
 	webhookVMIPath        = "/virtualmachineinstances-validate-create"
 	webhookVMPath         = "/virtualmachines-validate"
 	webhookReplicaSetPath = "/virtualmachinereplicaset-validate"
+	// webhookPodEvictionPath is virtapi.PodEvictionPath.
+	webhookPodEvictionPath = "/pod-eviction-validate"
 )
 
 // addValidatingWebhooks adds virt-api's validating webhooks: a VMI (on
@@ -122,6 +124,36 @@ func (s *Strategy) addValidatingWebhooks(c *DeploymentConfig) {
 			hook("virtualmachineinstances-create-validator.kubevirt.io", webhookVMIPath, "virtualmachineinstances", create),
 			hook("virtualmachine-validator.kubevirt.io", webhookVMPath, "virtualmachines", create, update),
 			hook("virtualmachinereplicaset-validator.kubevirt.io", webhookReplicaSetPath, "virtualmachineinstancereplicasets", create, update),
+			launcherEvictionHook(c),
 		},
 	})
+}
+
+// launcherEvictionHook is KubeVirt's virt-launcher-eviction-interceptor:
+// evictions of launcher pods (pods/eviction, names starting virt-launcher)
+// go to virt-api, which turns them into live migrations. failurePolicy
+// Ignore, as KubeVirt's: while virt-api is down, drains are not blocked.
+func launcherEvictionHook(c *DeploymentConfig) admissionregistrationv1.ValidatingWebhook {
+	ignore := admissionregistrationv1.Ignore
+	noneOnDryRun := admissionregistrationv1.SideEffectClassNoneOnDryRun
+	equivalent := admissionregistrationv1.Equivalent
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: "virt-launcher-eviction-interceptor.kubevirt.io",
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Namespace: c.Namespace, Name: APIServiceName, Path: ptr(webhookPodEvictionPath), Port: ptr(int32(443))},
+		},
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.OperationAll},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+				Resources: []string{"pods/eviction"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+		}},
+		MatchConditions:         []admissionregistrationv1.MatchCondition{{Name: "only-vms", Expression: `object.metadata.name.startsWith("virt-launcher")`}},
+		NamespaceSelector:       &metav1.LabelSelector{},
+		ObjectSelector:          &metav1.LabelSelector{},
+		FailurePolicy:           &ignore,
+		MatchPolicy:             &equivalent,
+		SideEffects:             &noneOnDryRun,
+		TimeoutSeconds:          ptr(int32(10)),
+		AdmissionReviewVersions: []string{"v1"},
+	}
 }

@@ -69,7 +69,9 @@ func Rules() []ComponentRules {
 				rule(kv, []string{"virtualmachines"}, readWrite...),
 				rule(kv, []string{"virtualmachines/status"}, status...),
 				rule(kv, []string{"virtualmachineinstancemigrations"}, "get", "list", "watch", "create"),
-				rule("", []string{"pods"}, "list", "delete"),
+				// The pod eviction webhook reads the evicted pod and sets
+				// its VMI's status.evacuationNodeName (the VMI patch above).
+				rule("", []string{"pods"}, "get", "list", "delete"),
 				rule("", []string{"nodes"}, "get"),
 				rule("instancetype.kubevirt.io", []string{"virtualmachineinstancetypes", "virtualmachineclusterinstancetypes", "virtualmachinepreferences", "virtualmachineclusterpreferences"}, "get"),
 				rule("apps", []string{"controllerrevisions"}, "get"),

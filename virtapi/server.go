@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 // Group and version virt-api serves.
@@ -194,6 +195,7 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
 		root.Handle("POST "+p, admission)
 	}
+	root.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: s.cfg.Kube, Kubevirt: s.cfg.Kubevirt, ClusterStrategy: s.clusterEvictionStrategy}))
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
@@ -249,4 +251,19 @@ func notSupported(what string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewBadRequest(what+" is not supported by vmkit yet"))
 	}
+}
+
+// clusterEvictionStrategy is the KubeVirt CR's evictionStrategy, nil when
+// unset or when no KubeVirt CR can be read.
+func (s *Server) clusterEvictionStrategy(ctx context.Context) *v1.EvictionStrategy {
+	list, err := s.cfg.Kubevirt.KubevirtV1().KubeVirts("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	for _, kv := range list.Items {
+		if kv.DeletionTimestamp == nil {
+			return kv.Spec.Configuration.EvictionStrategy
+		}
+	}
+	return nil
 }
