@@ -40,15 +40,21 @@ import (
 //     targetNodeDomainReadyTimestamp once it runs there.
 //   - The source agent, seeing the target's ports, serves the proxy's
 //     sockets in the source launcher's file system, asks the launcher to
-//     migrate and writes startTimestamp and mode. When the guest runs on the
-//     target (the source launcher ended Migrated and the target reported
-//     the domain ready) it switches the VMI over in one write: completed,
-//     endTimestamp, status.nodeName and the kubevirt.io/nodeName label
-//     become the target's, evacuationNodeName is cleared. A migration that
-//     failed writes failed and endTimestamp (the guest runs on the source);
-//     abortRequested aborts the migration under way.
-//   - The target agent then removes the migrationTargetNodeName label and
-//     stops its listeners; on failure it stops the target launcher.
+//     migrate (with status.migrationState.migrationConfiguration's
+//     bandwidth, completion timeout, auto-converge and post-copy, else the
+//     agent's) and writes startTimestamp and mode. When the guest runs on
+//     the target (the source launcher ended Migrated and the target
+//     reported the domain ready) it writes completed and endTimestamp. A
+//     migration that failed or was aborted gets failed, completed,
+//     endTimestamp and failureReason (the guest runs on the source);
+//     abortRequested aborts the migration under way, or ends one not
+//     started yet.
+//   - The target agent then switches the VMI over in one write (KubeVirt's
+//     ackMigrationCompletion and finalCleanup): status.nodeName and the
+//     kubevirt.io/nodeName label become its node, evacuationNodeName is
+//     cleared, the migrationTargetNodeName label goes; it stops its
+//     listeners. On failure it stops the target launcher and drops the
+//     label.
 //
 // The source launcher's end (Shutoff, Migrated) never becomes a VMI phase.
 
@@ -221,26 +227,34 @@ func (a *Agent) syncMigrationTarget(ctx context.Context, key string) (time.Durat
 }
 
 // finishTarget ends this node's part of a migration that completed or
-// failed: on success the VMI is this node's now and the target label goes;
-// on failure the target launcher is stopped (virt-controller deletes its
-// pod). The listeners stop either way.
+// failed. On success the VMI becomes this node's: status.nodeName and the
+// kubevirt.io/nodeName label, evacuationNodeName cleared, the target label
+// removed, in one write. On failure the target launcher is stopped
+// (virt-controller deletes its pod) and the target label removed. The
+// listeners stop either way.
 func (a *Agent) finishTarget(ctx context.Context, vmi *v1.VirtualMachineInstance) error {
 	key, _ := cache.MetaNamespaceKeyFunc(vmi)
 	a.stopTargetProxies(key)
-	state := vmi.Status.MigrationState
-	if state.Failed {
+	updated := vmi.DeepCopy()
+	delete(updated.Labels, v1.MigrationTargetNodeNameLabel)
+	if vmi.Status.MigrationState.Failed {
 		if _, err := a.client(vmi.UID).Shutdown(ctx); err != nil && !launcher.IsGone(err) {
 			return fmt.Errorf("stopping the target launcher of failed migration %s: %w", key, err)
 		}
-	} else if vmi.Status.NodeName != a.cfg.NodeName {
-		return nil // the source has not switched the VMI over yet
+		return a.updateVMI(ctx, vmi, updated)
 	}
-	if _, ok := vmi.Labels[v1.MigrationTargetNodeNameLabel]; !ok {
-		return nil
+	switched := vmi.Status.NodeName != a.cfg.NodeName
+	updated.Status.NodeName = a.cfg.NodeName
+	updated.Labels[v1.NodeNameLabel] = a.cfg.NodeName
+	updated.Status.EvacuationNodeName = ""
+	if err := a.updateVMI(ctx, vmi, updated); err != nil {
+		return err
 	}
-	updated := vmi.DeepCopy()
-	delete(updated.Labels, v1.MigrationTargetNodeNameLabel)
-	return a.updateVMI(ctx, vmi, updated)
+	if switched {
+		klog.FromContext(ctx).Info("the VMI migrated here", "vmi", key, "from", vmi.Status.NodeName)
+		a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMigrated, "The VirtualMachineInstance migrated to node %s.", a.cfg.NodeName)
+	}
+	return nil
 }
 
 func (a *Agent) stopTarget(vmi *v1.VirtualMachineInstance) {
@@ -282,7 +296,8 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 	now := metav1.NewTime(a.now())
 	switch {
 	case mig != nil && mig.Completed:
-		// The guest left: switch the VMI over once the target runs it.
+		// The guest left: completed once the target runs it (the target
+		// agent then switches the VMI over).
 		if ms.StartTimestamp == nil {
 			ms.StartTimestamp = mig.StartTimestamp
 		}
@@ -295,6 +310,7 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 				return true, a.cfg.PollInterval, a.updateVMI(ctx, vmi, updated)
 			}
 			ms.Completed, ms.Failed, ms.EndTimestamp = true, true, &end
+			ms.FailureReason = "the domain was never observed running on the target after the migration completed"
 			a.enterPhase(&updated.Status, v1.Failed, ReasonMigrationFailed, now)
 			a.recorder.Event(vmi, corev1.EventTypeWarning, ReasonMigrated, "The VirtualMachineInstance's domain was never observed on the target after the migration completed within the timeout period.")
 			a.proxy.StopSource(string(vmi.UID))
@@ -304,12 +320,6 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 		if ms.EndTimestamp == nil {
 			ms.EndTimestamp = &now
 		}
-		updated.Status.NodeName = ms.TargetNode
-		if updated.Labels == nil {
-			updated.Labels = map[string]string{}
-		}
-		updated.Labels[v1.NodeNameLabel] = ms.TargetNode
-		updated.Status.EvacuationNodeName = ""
 		if err := a.updateVMI(ctx, vmi, updated); err != nil {
 			return true, 0, err
 		}
@@ -317,10 +327,9 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 		if p := mig.Progress; p != nil {
 			log.Info("migrated", "target", ms.TargetNode, "elapsed", p.Elapsed, "downtime", p.Downtime)
 		}
-		a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMigrated, "The VirtualMachineInstance migrated to node %s.", ms.TargetNode)
-		return true, 0, nil
+		return true, a.cfg.PollInterval, nil
 	case mig != nil && mig.Failed && mig.EndTimestamp != nil:
-		ms.Failed, ms.EndTimestamp, ms.Mode = true, mig.EndTimestamp, mig.Mode
+		ms.Failed, ms.Completed, ms.EndTimestamp, ms.Mode, ms.FailureReason = true, true, mig.EndTimestamp, mig.Mode, mig.FailureReason
 		if ms.StartTimestamp == nil {
 			ms.StartTimestamp = mig.StartTimestamp
 		}
@@ -335,7 +344,8 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 	case state.AbortRequested:
 		if mig == nil {
 			// Not started: nothing to abort; the migration ends failed.
-			ms.Failed, ms.EndTimestamp = true, &now
+			ms.Failed, ms.Completed, ms.EndTimestamp = true, true, &now
+			ms.FailureReason = "Migration aborted before it started"
 			a.proxy.StopSource(string(vmi.UID))
 			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMigrating, "Migration %s aborted before it started.", state.MigrationUID)
 			return true, a.cfg.PollInterval, a.updateVMI(ctx, vmi, updated)
@@ -376,7 +386,7 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 	})
 	if err != nil {
 		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonMigrated, "VirtualMachineInstance migration uid %s failed. reason:%v", state.MigrationUID, err)
-		ms.Failed, ms.EndTimestamp = true, &now
+		ms.Failed, ms.Completed, ms.EndTimestamp, ms.FailureReason = true, true, &now, err.Error()
 		return true, 0, errors.Join(err, a.updateVMI(ctx, vmi, updated))
 	}
 	req := a.migrateRequest(vmi)
@@ -392,8 +402,9 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 	return true, a.cfg.PollInterval, a.updateVMI(ctx, vmi, updated)
 }
 
-// migrateRequest is the launcher's migration request for vmi with the
-// agent's migration settings.
+// migrateRequest is the launcher's migration request for vmi: the
+// settings the controller copied into migrationState.migrationConfiguration
+// (the KubeVirt CR's), else the agent's.
 func (a *Agent) migrateRequest(vmi *v1.VirtualMachineInstance) launcher.MigrateRequest {
 	m := a.cfg.Migration
 	req := launcher.MigrateRequest{
@@ -403,6 +414,29 @@ func (a *Agent) migrateRequest(vmi *v1.VirtualMachineInstance) launcher.MigrateR
 	perGiB := m.CompletionTimeoutPerGiB
 	if perGiB == 0 {
 		perGiB = DefaultCompletionTimeoutPerGiB
+	}
+	if c := vmi.Status.MigrationState.MigrationConfiguration; c != nil {
+		if q := c.BandwidthPerMigration; q != nil {
+			req.BandwidthMiB = uint64(max(q.Value(), 0)) >> 20
+			if q.Value() > 0 && req.BandwidthMiB == 0 {
+				req.BandwidthMiB = 1 // below 1 MiB/s: libvirt's smallest limit
+			}
+		}
+		if c.CompletionTimeoutPerGiB != nil {
+			perGiB = *c.CompletionTimeoutPerGiB
+			if perGiB == 0 {
+				perGiB = -1
+			}
+		}
+		if c.AllowAutoConverge != nil {
+			req.AutoConverge = *c.AllowAutoConverge
+		}
+		if c.AllowPostCopy != nil {
+			req.PostCopy = *c.AllowPostCopy
+		}
+		if c.UnsafeMigrationOverride != nil {
+			req.Unsafe = *c.UnsafeMigrationOverride
+		}
 	}
 	if perGiB > 0 {
 		gib := 1.0

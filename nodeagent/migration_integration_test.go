@@ -6,11 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -68,7 +70,7 @@ func TestAgentsMigrate(t *testing.T) {
 		v.Status.Phase, v.Status.NodeName = v1.Scheduled, "mig-a"
 	})
 	serverTLS, clientTLS := podsim.TLS(t)
-	agentA := startAgent(ctx, t, client, env.Kube, "mig-a", filepath.Join(podA.Dir, "share"), serverTLS, clientTLS, 1)
+	agentA := startAgent(ctx, t, client, env.Kube, "mig-a", filepath.Join(podA.Dir, "share"), serverTLS, clientTLS, 0)
 	waitVMI(ctx, t, client, created.Name, 90*time.Second, "Running on mig-a", func(v *v1.VirtualMachineInstance) bool {
 		return v.Status.Phase == v1.Running
 	})
@@ -84,15 +86,19 @@ func TestAgentsMigrate(t *testing.T) {
 	if err := os.Symlink(filepath.Join(podB.Dir, "share", "sockets"), filepath.Join(bShare, "sockets")); err != nil {
 		t.Fatal(err)
 	}
-	startMigration := func(uid string) {
+	startMigration := func(uid string, cfg *v1.MigrationConfiguration) {
 		update(ctx, t, client, created.Name, func(v *v1.VirtualMachineInstance) {
 			v.Labels[v1.MigrationTargetNodeNameLabel] = "mig-b"
 			v.Status.MigrationState = &v1.VirtualMachineInstanceMigrationState{
 				MigrationUID: types.UID(uid), SourceNode: "mig-a", TargetNode: "mig-b", TargetPod: "virt-launcher-b",
+				MigrationConfiguration: cfg,
 			}
 		})
 	}
-	startMigration("m-abort")
+	// 1 MiB/s (the KubeVirt CR's bandwidthPerMigration, as the controller
+	// copies it): the transfer lasts long enough to abort it.
+	slow := resource.MustParse("1Mi")
+	startMigration("m-abort", &v1.MigrationConfiguration{BandwidthPerMigration: &slow})
 	agentB := startAgent(ctx, t, client, env.Kube, "mig-b", bShare, serverTLS, clientTLS, 0)
 	defer agentB.stop()
 
@@ -111,7 +117,10 @@ func TestAgentsMigrate(t *testing.T) {
 			ms := v.Status.MigrationState
 			return ms.Failed && ms.EndTimestamp != nil
 		})
-		if v.Status.NodeName != "mig-a" || v.Labels[v1.NodeNameLabel] != "mig-a" || v.Status.Phase != v1.Running || v.Status.MigrationState.Completed {
+		if ms := v.Status.MigrationState; !ms.Completed || !strings.Contains(ms.FailureReason, "aborted") {
+			t.Errorf("aborted migration state: completed %v, failure reason %q", ms.Completed, ms.FailureReason)
+		}
+		if v.Status.NodeName != "mig-a" || v.Labels[v1.NodeNameLabel] != "mig-a" || v.Status.Phase != v1.Running {
 			t.Errorf("after the abort: node %s, label %s, phase %s, migration %+v", v.Status.NodeName, v.Labels[v1.NodeNameLabel], v.Status.Phase, v.Status.MigrationState)
 		}
 		ticksA.WaitAbove(t, ticksA.Last()+2, 30*time.Second, "the guest ticking on mig-a after the abort")
@@ -128,8 +137,7 @@ func TestAgentsMigrate(t *testing.T) {
 	})
 
 	t.Run("MigrationMovesTheGuest", func(t *testing.T) {
-		// A fresh agent on mig-a without the bandwidth limit (a restarted
-		// agent keeps nothing), and a new target pod.
+		// A restarted agent on mig-a (it keeps nothing), and a new target pod.
 		agentA.stop()
 		agentA = startAgent(ctx, t, client, env.Kube, "mig-a", filepath.Join(podA.Dir, "share"), serverTLS, clientTLS, 0)
 		defer agentA.stop()
@@ -142,9 +150,9 @@ func TestAgentsMigrate(t *testing.T) {
 		}
 		last := ticksA.Last()
 		start := time.Now()
-		startMigration("m-2")
+		startMigration("m-2", nil)
 		v := waitVMI(ctx, t, client, created.Name, 3*time.Minute, "the VMI switched over to mig-b", func(v *v1.VirtualMachineInstance) bool {
-			return v.Status.MigrationState != nil && v.Status.MigrationState.Completed
+			return v.Status.MigrationState != nil && v.Status.MigrationState.Completed && v.Status.NodeName == "mig-b"
 		})
 		took := time.Since(start)
 		ms := v.Status.MigrationState
