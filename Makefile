@@ -69,9 +69,10 @@ clean:
 	rm -rf $(OUT)
 
 ## density: the controller density benchmark (real API server + scheduler, KWOK nodes).
-## DENSITY_VMS and DENSITY_NODES choose the size (default 1000 VMs on 100 nodes).
+## DENSITY_VMS and DENSITY_NODES choose the size (default 1000 VMs on 100 nodes);
+## DENSITY_VMIRS=1 creates one VirtualMachineInstanceReplicaSet of DENSITY_VMS replicas instead.
 DENSITY_VMS ?= 1000
 DENSITY_NODES ?= 100
 density: test-deps
 	[ -x $(OUT)/bin/kwok ] || GOBIN=$(OUT)/bin go install sigs.k8s.io/kwok/cmd/kwok@v0.7.0
-	go run ./hack/density -vms $(DENSITY_VMS) -nodes $(DENSITY_NODES)
+	go run ./hack/density -vms $(DENSITY_VMS) -nodes $(DENSITY_NODES) $(if $(DENSITY_VMIRS),-vmirs)

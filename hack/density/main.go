@@ -5,11 +5,14 @@
 // waits until every VirtualMachineInstance is Scheduled, and reports the
 // wall time, the create-to-Scheduled latency, the API writes the controllers
 // made per VM (from kube-apiserver's apiserver_request_total), and the
-// controller's CPU seconds and peak RSS.
+// controller's CPU seconds and peak RSS. With -vmirs it creates one
+// VirtualMachineInstanceReplicaSet of N replicas instead, and reports the
+// same per VMI (the latency from the replica set's creation).
 //
-// Usage (make density runs it with the defaults):
+// Usage (make density runs it with the defaults; DENSITY_VMIRS=1 the replica set):
 //
 //	go run ./hack/density -vms 1000 -nodes 100
+//	go run ./hack/density -vms 1000 -nodes 100 -vmirs
 //
 // Environment: DENSITY_CONTROLLER_ENV adds variables to the controller's
 // environment (e.g. "GOGC=50"); DENSITY_SMAPS=1 saves the idle controller's
@@ -59,16 +62,17 @@ func main() {
 	vms := flag.Int("vms", 100, "number of VirtualMachines to create")
 	nodes := flag.Int("nodes", 100, "number of KWOK fake nodes")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	replicaSet := flag.Bool("vmirs", false, "create one VirtualMachineInstanceReplicaSet of -vms replicas instead of -vms VirtualMachines")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, *vms, *nodes); err != nil {
+	if err := run(ctx, *vms, *nodes, *replicaSet); err != nil {
 		fmt.Fprintln(os.Stderr, "density:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, nVMs, nNodes int) error {
+func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		return err
@@ -147,7 +151,11 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 		}
 	}
 	began := time.Now()
-	if err := createVMs(ctx, client, nVMs); err != nil {
+	create, what := createVMs, "VMs"
+	if replicaSet {
+		create, what = createReplicaSet, "VMIs of one VirtualMachineInstanceReplicaSet"
+	}
+	if err := create(ctx, client, nVMs); err != nil {
 		return err
 	}
 	created := time.Since(began)
@@ -175,16 +183,17 @@ func run(ctx context.Context, nVMs, nNodes int) error {
 	w := writes(before, after)
 	perVM := func(n float64) string { return fmt.Sprintf("%.2f", n/float64(nVMs)) }
 	slices.Sort(latencies)
-	fmt.Printf("density: %d VMs on %d KWOK nodes\n", nVMs, nNodes)
+	fmt.Printf("density: %d %s on %d KWOK nodes\n", nVMs, what, nNodes)
 	fmt.Printf("| metric | value |\n|---|---|\n")
-	fmt.Printf("| VMs created (harness) in | %v |\n", created.Round(time.Millisecond))
+	fmt.Printf("| %s created (harness) in | %v |\n", what, created.Round(time.Millisecond))
 	fmt.Printf("| all VMIs Scheduled after | %v |\n", wall.Round(time.Millisecond))
 	fmt.Printf("| VMIs Scheduled per second | %.1f |\n", float64(nVMs)/wall.Seconds())
-	fmt.Printf("| VM created→VMI Scheduled p50 / p99 | %v / %v |\n", pct(latencies, 50), pct(latencies, 99))
-	fmt.Printf("| controller writes per VM (total) | %s |\n", perVM(w.total()))
+	fmt.Printf("| VM (or replica set) created→VMI Scheduled p50 / p99 | %v / %v |\n", pct(latencies, 50), pct(latencies, 99))
+	fmt.Printf("| controller writes per VMI (total) | %s |\n", perVM(w.total()))
 	fmt.Printf("| — VMI create / update / status / patch | %s / %s / %s / %s |\n", perVM(w.vmiCreate), perVM(w.vmiUpdate), perVM(w.vmiStatus), perVM(w.vmiPatch))
 	fmt.Printf("| — pod create | %s |\n", perVM(w.podCreate))
 	fmt.Printf("| — VM status / update | %s / %s |\n", perVM(w.vmStatus), perVM(w.vmUpdate))
+	fmt.Printf("| — replica set status | %s |\n", perVM(w.rsStatus))
 	fmt.Printf("| — of which refused as conflicts (409) | %s |\n", perVM(w.conflicts))
 	fmt.Printf("| controller CPU seconds | %.2f |\n", cpuAfter-cpuBefore)
 	fmt.Printf("| controller peak RSS | %d MiB |\n", rss/1024)
@@ -208,8 +217,8 @@ func prepare(ctx context.Context, env *testenv.Env, nNodes int) error {
 	for i := range nNodes {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:        fmt.Sprintf("kwok-node-%d", i),
-				Labels:      map[string]string{v1.NodeSchedulable: "true", "type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+				Name:   fmt.Sprintf("kwok-node-%d", i),
+				Labels: map[string]string{v1.NodeSchedulable: "true", "type": "kwok", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
 				// A fresh virt-handler heartbeat: the node controller marks a
 				// node without one unschedulable (the run ends long before the
 				// heartbeat would expire).
@@ -299,8 +308,26 @@ func vm(i int) *v1.VirtualMachine {
 	}
 }
 
+// createReplicaSet creates one VirtualMachineInstanceReplicaSet of n
+// replicas of vm's template.
+func createReplicaSet(ctx context.Context, client versioned.Interface, n int) error {
+	tmpl := vm(0).Spec.Template
+	tmpl.ObjectMeta.Labels = map[string]string{"density": "vmirs"}
+	replicas := int32(n)
+	_, err := client.KubevirtV1().VirtualMachineInstanceReplicaSets(ns).Create(ctx, &v1.VirtualMachineInstanceReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "density", Namespace: ns},
+		Spec: v1.VirtualMachineInstanceReplicaSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.ObjectMeta.Labels},
+			Template: tmpl,
+		},
+	}, metav1.CreateOptions{})
+	return err
+}
+
 // waitScheduled polls until n VMIs are Scheduled and returns, for each, the
-// time from its VM's creation to Scheduled (whole seconds: the API's timestamps).
+// time from the creation of its VM (or of the replica set that owns it) to
+// Scheduled (whole seconds: the API's timestamps).
 func waitScheduled(ctx context.Context, client versioned.Interface, n int) ([]time.Duration, error) {
 	vms, err := client.KubevirtV1().VirtualMachines(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -310,6 +337,13 @@ func waitScheduled(ctx context.Context, client versioned.Interface, n int) ([]ti
 	for _, vm := range vms.Items {
 		createdAt[vm.Name] = vm.CreationTimestamp.Time
 	}
+	sets, err := client.KubevirtV1().VirtualMachineInstanceReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range sets.Items {
+		createdAt["rs/"+string(rs.UID)] = rs.CreationTimestamp.Time
+	}
 	for {
 		list, err := client.KubevirtV1().VirtualMachineInstances(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err == nil {
@@ -317,7 +351,13 @@ func waitScheduled(ctx context.Context, client versioned.Interface, n int) ([]ti
 			for _, vmi := range list.Items {
 				for _, t := range vmi.Status.PhaseTransitionTimestamps {
 					if t.Phase == v1.Scheduled {
-						lat = append(lat, t.PhaseTransitionTimestamp.Sub(createdAt[vmi.Name]))
+						created, ok := createdAt[vmi.Name]
+						if ref := metav1.GetControllerOf(&vmi); ref != nil && ref.Kind == "VirtualMachineInstanceReplicaSet" {
+							created, ok = createdAt["rs/"+string(ref.UID)]
+						}
+						if ok {
+							lat = append(lat, t.PhaseTransitionTimestamp.Sub(created))
+						}
 					}
 				}
 			}
@@ -341,13 +381,13 @@ func pct(d []time.Duration, p int) time.Duration {
 }
 
 type writeCounts struct {
-	vmiCreate, vmiUpdate, vmiStatus, vmiPatch, podCreate, vmStatus, vmUpdate float64
+	vmiCreate, vmiUpdate, vmiStatus, vmiPatch, podCreate, vmStatus, vmUpdate, rsStatus float64
 	// conflicts are writes (counted above) the API server refused with 409.
 	conflicts float64
 }
 
 func (w writeCounts) total() float64 {
-	return w.vmiCreate + w.vmiUpdate + w.vmiStatus + w.vmiPatch + w.podCreate + w.vmStatus + w.vmUpdate
+	return w.vmiCreate + w.vmiUpdate + w.vmiStatus + w.vmiPatch + w.podCreate + w.vmStatus + w.vmUpdate + w.rsStatus
 }
 
 type requestKey struct{ verb, resource, subresource, code string }
@@ -359,7 +399,7 @@ func writes(before, after map[requestKey]float64) writeCounts {
 	}
 	conflicts := 0.0
 	for k, v := range after {
-		if k.code == "409" && (k.resource == "virtualmachineinstances" || k.resource == "virtualmachines" || k.resource == "pods") && k.verb != "POST" {
+		if k.code == "409" && (k.resource == "virtualmachineinstances" || k.resource == "virtualmachines" || k.resource == "virtualmachineinstancereplicasets" || k.resource == "pods") && k.verb != "POST" {
 			conflicts += v - before[k]
 		}
 	}
@@ -371,6 +411,7 @@ func writes(before, after map[requestKey]float64) writeCounts {
 		podCreate: d("POST", "pods", ""),
 		vmStatus:  d("PUT", "virtualmachines", "status") + d("PATCH", "virtualmachines", "status"),
 		vmUpdate:  d("PUT", "virtualmachines", "") + d("PATCH", "virtualmachines", ""),
+		rsStatus:  d("PUT", "virtualmachineinstancereplicasets", "status") + d("PATCH", "virtualmachineinstancereplicasets", "status"),
 		conflicts: conflicts,
 	}
 }
