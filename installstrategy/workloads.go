@@ -298,6 +298,9 @@ const (
 
 	handlerServerCertDir = "/etc/virt-handler/servercertificates"
 	handlerCADir         = "/etc/virt-handler/clientcertificates"
+	// handlerClientCertDir holds the client certificate the node agent's
+	// migration proxy presents to other nodes' agents.
+	handlerClientCertDir = "/etc/virt-handler/migrationcertificates"
 )
 
 func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosity string) *appsv1.DaemonSet {
@@ -310,6 +313,12 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		"--tls-cert-file=" + handlerServerCertDir + "/" + corev1.TLSCertKey,
 		"--tls-key-file=" + handlerServerCertDir + "/" + corev1.TLSPrivateKeyKey,
 		"--client-ca-file=" + handlerCADir + "/" + CABundleKey,
+		// Live migration: the proxy listens on the pod's IP (the node's on
+		// the host network), as KubeVirt's --pod-ip-address, and presents
+		// the installation's virt-handler client certificate.
+		"--pod-ip-address=$(MY_POD_IP)",
+		"--migration-client-cert-file=" + handlerClientCertDir + "/" + corev1.TLSCertKey,
+		"--migration-client-key-file=" + handlerClientCertDir + "/" + corev1.TLSPrivateKeyKey,
 	}
 	if c.HostNetwork != "" {
 		args = append(args, "--listen-address="+c.HostNetwork)
@@ -320,6 +329,9 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 	ctr.Env = append([]corev1.EnvVar{{
 		Name:      "NODE_NAME",
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "spec.nodeName"}},
+	}, {
+		Name:      "MY_POD_IP",
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}},
 	}}, ctr.Env...)
 	ctr.Resources = requests(10, 325<<20)
 	// The node agent creates devices, cgroups and mounts for the domains of
@@ -343,9 +355,11 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 	// The REST API's certificate and the CA its clients' certificates chain to (see EnsureCertificates).
 	volumes = append(volumes,
 		corev1.Volume{Name: "server-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerServerCertSecretName}}},
+		corev1.Volume{Name: "client-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerClientCertSecretName}}},
 		corev1.Volume{Name: "ca-bundle", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: CABundleConfigMapName}}}})
 	ctr.VolumeMounts = append(ctr.VolumeMounts,
 		corev1.VolumeMount{Name: "server-certs", MountPath: handlerServerCertDir, ReadOnly: true},
+		corev1.VolumeMount{Name: "client-certs", MountPath: handlerClientCertDir, ReadOnly: true},
 		corev1.VolumeMount{Name: "ca-bundle", MountPath: handlerCADir, ReadOnly: true})
 	spec := podSpec(c, HandlerServiceAccount, placement, ctr)
 	spec.Volumes = volumes
