@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"context"
-	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -156,6 +155,48 @@ func TestWriteISOErrors(t *testing.T) {
 	})
 }
 
+// checkISO checks the outcome of writing an image at path: an error
+// containing wantErr when it is set, else an image labelled label that holds
+// the files want.
+func checkISO(t *testing.T, err error, wantErr, path, label string, want map[string]string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("got error %v, want one containing %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := readISO(t, path)
+	if img.Label != label {
+		t.Errorf("label %q, want %q", img.Label, label)
+	}
+	if diff := cmp.Diff(want, img.Files); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+// cloudInitLauncher is a launcher whose private directory holds secret's
+// files where the pod mounts the Secret of a cloud-init volume named
+// "cloudinit".
+func cloudInitLauncher(t *testing.T, secret map[string]string) *Launcher {
+	t.Helper()
+	l := diskLauncher(t)
+	l.cfg.PrivateDir = t.TempDir()
+	for k, v := range secret {
+		p := filepath.Join(l.cfg.PrivateDir, "secret", "cloudinit", k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
 func configDriveVMI(src *v1.CloudInitConfigDriveSource) (*v1.VirtualMachineInstance, *v1.Volume) {
 	vmi := &v1.VirtualMachineInstance{}
 	vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
@@ -208,41 +249,12 @@ func TestConfigDriveISO(t *testing.T) {
 		wantErr: "network data: illegal base64",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t)
-			l.cfg.PrivateDir = t.TempDir()
-			for k, v := range tc.secret {
-				p := filepath.Join(l.cfg.PrivateDir, "secret", "cloudinit", k)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			l := cloudInitLauncher(t, tc.secret)
 			vmi, vol := configDriveVMI(&tc.src)
 			vmi.Spec.Domain.Firmware, vmi.Spec.Hostname = tc.fw, tc.host
 			path := filepath.Join(t.TempDir(), "configdrive.iso")
 			err := l.configDriveISO(context.Background(), vmi, vol, path)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("configDriveISO = %v, want an error containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			img := readISO(t, path)
-			if img.Label != "config-2" {
-				t.Errorf("label %q, want config-2", img.Label)
-			}
-			if diff := cmp.Diff(tc.want, img.Files); diff != "" {
-				t.Errorf("files (-want +got):\n%s", diff)
-			}
-			var meta map[string]any
-			if err := json.Unmarshal([]byte(img.Files["openstack/latest/meta_data.json"]), &meta); err != nil {
-				t.Errorf("meta_data.json: %v", err)
-			}
+			checkISO(t, err, tc.wantErr, path, "config-2", tc.want)
 		})
 	}
 }
@@ -297,39 +309,14 @@ func TestNoCloudISO(t *testing.T) {
 		wantErr: "user data: illegal base64",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t)
-			l.cfg.PrivateDir = t.TempDir()
-			for k, v := range tc.secret {
-				p := filepath.Join(l.cfg.PrivateDir, "secret", "cloudinit", k)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			l := cloudInitLauncher(t, tc.secret)
 			vmi := &v1.VirtualMachineInstance{}
 			vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
 			vmi.Spec.Domain.Firmware, vmi.Spec.Hostname = tc.fw, tc.host
 			vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &tc.src}}}
 			path := filepath.Join(t.TempDir(), "noCloud.iso")
 			err := l.noCloudISO(context.Background(), vmi, &vmi.Spec.Volumes[0], path)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("noCloudISO = %v, want an error containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			img := readISO(t, path)
-			if img.Label != "cidata" {
-				t.Errorf("label %q, want cidata", img.Label)
-			}
-			if diff := cmp.Diff(tc.want, img.Files); diff != "" {
-				t.Errorf("files (-want +got):\n%s", diff)
-			}
+			checkISO(t, err, tc.wantErr, path, "cidata", tc.want)
 		})
 	}
 }
