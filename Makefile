@@ -52,8 +52,10 @@ bench:
 
 ## demo: a real single-node cluster (kubelet + containerd), vmkit installed by its operator,
 ## examples/vm-tiny.yaml booted and its console shown; the cluster keeps running. Needs root.
+## DEMO_NODES=2 runs two nodes (localhost and localhost-2, each its own containerd and kubelet).
+DEMO_NODES ?= 1
 demo:
-	hack/demo.sh
+	DEMO_NODES=$(DEMO_NODES) hack/demo.sh
 
 ## demo-down: stop the cluster `make demo` left running.
 demo-down:

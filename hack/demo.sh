@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: vmkit on a real single-node cluster of this machine, installed by
-# its operator, with a VM that boots (hack/cluster up). Each step installs or
+# its operator, with a VM that boots (hack/cluster up). DEMO_NODES=2 (make demo
+# DEMO_NODES=2) runs two nodes, each its own containerd and kubelet. Each step installs or
 # builds what it needs, idempotent and cached under _output/, and prints how
 # long it took. The cluster keeps running afterwards; `make demo-down` stops
 # it. Needs root (containerd, kubelet, mounts).
@@ -15,4 +16,4 @@ step "tiny guest (hack/make-guest.sh)" hack/make-guest.sh "$VMKIT_GUEST_DIR"
 step "images: virt-operator, virt-controller, virt-api, virt-handler, virt-launcher, guest, storage (hack/build-images.sh)" \
   env VERIFY=0 hack/build-images.sh
 step "the demo driver (go build ./hack/cluster)" go build -o "$OUT/bin/cluster" ./hack/cluster
-exec "$OUT/bin/cluster" up
+exec "$OUT/bin/cluster" up -nodes "${DEMO_NODES:-1}"

@@ -1,6 +1,6 @@
 // Command cluster is what `make demo` and `make demo-down` run: vmkit on a
-// real single-node cluster of this machine (internal/cluster), installed by
-// its operator, with a VM that boots.
+// real cluster of this machine (internal/cluster: one node, or -nodes of
+// them), installed by its operator, with a VM that boots.
 //
 //	cluster up   starts the cluster in the background (if it is not running),
 //	             installs the operator, which installs vmkit, and the
@@ -11,7 +11,10 @@
 //	             network) and GETs its guest's web page at the VMI's IP, and
 //	             leaves everything running with a KUBECONFIG to reach it.
 //	             With -host-network, vmkit's components run in host-network
-//	             mode instead of on the pod network.
+//	             mode instead of on the pod network. With -nodes 2 the
+//	             cluster has two nodes, localhost and localhost-2 (each its
+//	             own containerd and kubelet, see docs/cluster.md), and up
+//	             also waits until both are schedulable.
 //	cluster down stops the cluster and everything it started.
 //	cluster serve (internal) runs the cluster until SIGTERM.
 //
@@ -54,6 +57,7 @@ const (
 	kubeconfigFile = "kubeconfig"
 	runDirFile     = "rundir"
 	readyFile      = "ready"
+	nodesFile      = "nodes"
 )
 
 func main() {
@@ -64,6 +68,7 @@ func main() {
 	netManifest := fs.String("net-manifest", filepath.Join(root, "examples", "vm-net.yaml"), "VirtualMachine vm-net on the pod network `up` applies next")
 	kubectl := fs.String("kubectl", filepath.Join(root, "_output", "k8s-bin", "kubectl"), "kubectl binary")
 	hostNetwork := fs.Bool("host-network", false, "install vmkit's components in host-network mode instead of on the pod network")
+	nodes := fs.Int("nodes", 1, fmt.Sprintf("number of nodes (1 to %d), each its own containerd and kubelet", testenv.MaxNodes))
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: cluster up|down|serve [flags]")
 		os.Exit(2)
@@ -73,11 +78,11 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(*state, *manifest, *netManifest, *kubectl, cluster.Options{HostNetwork: *hostNetwork})
+		err = up(*state, *manifest, *netManifest, *kubectl, cluster.Options{HostNetwork: *hostNetwork, Nodes: *nodes})
 	case "down":
 		err = down(*state)
 	case "serve":
-		err = serve(*state)
+		err = serve(*state, *nodes)
 	default:
 		err = fmt.Errorf("unknown command %q: up, down or serve", cmd)
 	}
@@ -87,11 +92,11 @@ func main() {
 	}
 }
 
-// serve runs the control plane and the node until SIGTERM or SIGINT.
-func serve(state string) error {
+// serve runs the control plane and the nodes until SIGTERM or SIGINT.
+func serve(state string, nodes int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	opts, err := cluster.NodeOptions(cluster.Options{})
+	opts, err := cluster.NodeOptions(cluster.Options{Nodes: nodes})
 	if err != nil {
 		return err
 	}
@@ -103,7 +108,7 @@ func serve(state string) error {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping:", err)
 		}
-		for _, f := range []string{readyFile, kubeconfigFile, runDirFile, pidFile} {
+		for _, f := range []string{readyFile, kubeconfigFile, runDirFile, nodesFile, pidFile} {
 			_ = os.Remove(filepath.Join(state, f))
 		}
 		fmt.Println("cluster stopped")
@@ -118,10 +123,17 @@ func serve(state string) error {
 	if err := os.WriteFile(filepath.Join(state, runDirFile), []byte(env.Dir), 0o644); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(state, nodesFile), []byte(strconv.Itoa(len(env.Nodes))), 0o644); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(state, readyFile), nil, 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("cluster running: API server %s, run directory %s\n", env.Config.Host, env.Dir)
+	var names []string
+	for _, n := range env.Nodes {
+		names = append(names, n.Name)
+	}
+	fmt.Printf("cluster running: API server %s, nodes %s, run directory %s\n", env.Config.Host, strings.Join(names, ", "), env.Dir)
 	<-ctx.Done()
 	return nil
 }
@@ -141,7 +153,7 @@ func running(state string) int {
 
 // start runs `cluster serve` in its own session, detached from this one,
 // and waits until it is ready.
-func start(state string) error {
+func start(state string, nodes int) error {
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return err
 	}
@@ -155,7 +167,7 @@ func start(state string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "serve", "-state", state)
+	cmd := exec.Command(self, "serve", "-state", state, "-nodes", strconv.Itoa(nodes))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -242,7 +254,13 @@ func (d *demo) diagnose() {
 		fmt.Fprint(os.Stderr, d.c.PodLogs(ctx, "default", v1.AppLabel, 30))
 	}
 	if dir, err := os.ReadFile(filepath.Join(d.state, runDirFile)); err == nil {
-		for _, name := range []string{"kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver"} {
+		names := []string{"kubelet", "containerd"}
+		if d.c != nil {
+			for i := 1; i < d.c.Nodes; i++ {
+				names = append(names, "kubelet-"+testenv.NodeNameAt(i), "containerd-"+testenv.NodeNameAt(i))
+			}
+		}
+		for _, name := range append(names, "kube-scheduler", "kube-controller-manager", "kube-apiserver") {
 			path := filepath.Join(string(dir), name+".log")
 			fmt.Fprintf(os.Stderr, "==> %s <==\n%s\n", path, tailFile(path, 15))
 		}
@@ -251,10 +269,21 @@ func (d *demo) diagnose() {
 
 func up(state, manifest, netManifest, kubectl string, opts cluster.Options) error {
 	d := &demo{state: state, kubectl: kubectl, began: time.Now()}
+	if opts.Nodes == 0 {
+		opts.Nodes = 1
+	}
+	what := "containerd, kubelet"
+	if opts.Nodes > 1 {
+		what = fmt.Sprintf("%d nodes (containerd, kubelet each)", opts.Nodes)
+	}
 	if pid := running(state); pid != 0 {
+		data, _ := os.ReadFile(filepath.Join(state, nodesFile))
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(data))); n != opts.Nodes {
+			return fmt.Errorf("a cluster of %s nodes runs (pid %d); %d asked for: stop it first (make demo-down)", strings.TrimSpace(string(data)), pid, opts.Nodes)
+		}
 		fmt.Printf("==> cluster already running (pid %d); reusing it\n", pid)
-	} else if err := d.step("start etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet; import images", func(context.Context) error {
-		return start(state)
+	} else if err := d.step("start etcd, kube-apiserver, controller-manager, scheduler, "+what+"; import images", func(context.Context) error {
+		return start(state, opts.Nodes)
 	}); err != nil {
 		return err
 	}
@@ -276,9 +305,18 @@ func up(state, manifest, netManifest, kubectl string, opts cluster.Options) erro
 			if err != nil {
 				return err
 			}
-			return d.c.InstallStorage(ctx, cluster.StorageOptions{Dir: testenv.NodeStorageDir(strings.TrimSpace(string(runDir)))})
+			dir := strings.TrimSpace(string(runDir))
+			o := cluster.StorageOptions{Dir: testenv.NodeStorageDir(dir), OtherNodeDirs: map[string]string{}}
+			for i := 1; i < opts.Nodes; i++ {
+				o.OtherNodeDirs[testenv.NodeNameAt(i)] = testenv.NodeStorageDirAt(dir, i)
+			}
+			return d.c.InstallStorage(ctx, o)
 		}},
 		{"operator installs vmkit: virt-controller and virt-handler running (KubeVirt Available)", d.c.WaitAvailable},
+		{"every node schedulable (its virt-handler labels it kubevirt.io/schedulable=true)", d.c.WaitNodesSchedulable},
+		{"kubectl get nodes", func(ctx context.Context) error {
+			return d.run(ctx, kubeconfig, "get", "nodes", "-o", "wide", "-L", v1.NodeSchedulable)
+		}},
 		{"the storage provisioner is ready", d.c.WaitStorage},
 		{"kubectl apply -f " + manifest, func(ctx context.Context) error {
 			return d.run(ctx, kubeconfig, "apply", "-f", manifest)

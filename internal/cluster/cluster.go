@@ -75,11 +75,17 @@ type Options struct {
 	// Tag of vmkit's images (default "devel").
 	Tag string
 	// HostNetwork installs the components in host-network mode (see the
-	// package doc) instead of on the pod network.
+	// package doc) instead of on the pod network. Only with one node: the
+	// nodes share the host's network, where two node agents would listen
+	// on the same address and ports.
 	HostNetwork bool
+	// Nodes is how many nodes the cluster has (default 1; see
+	// testenv.NodeOptions.Nodes): Node localhost, then localhost-2, ...
+	Nodes int
 }
 
-// Cluster is a running single-node cluster with vmkit installed.
+// Cluster is a running cluster of one node (or Options.Nodes) with vmkit
+// installed.
 type Cluster struct {
 	// Env is the control plane and node when this process runs them
 	// (New); nil for a cluster another process runs (Connect).
@@ -93,9 +99,20 @@ type Cluster struct {
 	Tag string
 	// HostNetwork: the components run in host-network mode.
 	HostNetwork bool
+	// Nodes is the number of nodes.
+	Nodes int
 }
 
 func (o *Options) defaults() error {
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.Nodes < 1 || o.Nodes > testenv.MaxNodes {
+		return fmt.Errorf("cluster: Options.Nodes is %d; 1 to %d nodes run on one machine", o.Nodes, testenv.MaxNodes)
+	}
+	if o.HostNetwork && o.Nodes > 1 {
+		return fmt.Errorf("cluster: Options.HostNetwork with %d nodes: every node agent would listen on the host's network at the same address and ports; host-network mode runs one node", o.Nodes)
+	}
 	if o.Tag == "" {
 		o.Tag = DefaultTag
 	}
@@ -138,7 +155,7 @@ func NodeOptions(o Options) (testenv.Options, error) {
 	if err != nil {
 		return testenv.Options{}, err
 	}
-	return testenv.Options{WithControllerManager: true, WithScheduler: true, Node: &testenv.NodeOptions{Images: images}}, nil
+	return testenv.Options{WithControllerManager: true, WithScheduler: true, Node: &testenv.NodeOptions{Images: images, Nodes: o.Nodes}}, nil
 }
 
 // New wraps a running control plane and node (started with NodeOptions).
@@ -148,6 +165,9 @@ func New(env *testenv.Env, o Options) (*Cluster, error) {
 	}
 	if env.Node == nil {
 		return nil, errors.New("cluster: the environment runs no node")
+	}
+	if len(env.Nodes) != o.Nodes {
+		return nil, fmt.Errorf("cluster: the environment runs %d nodes, Options.Nodes says %d", len(env.Nodes), o.Nodes)
 	}
 	c, err := Connect(env.Config, o)
 	if err != nil {
@@ -162,7 +182,7 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, Tag: o.Tag, HostNetwork: o.HostNetwork}
+	c := &Cluster{Config: cfg, Tag: o.Tag, HostNetwork: o.HostNetwork, Nodes: o.Nodes}
 	var err error
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -332,9 +352,57 @@ func (c *Cluster) waitKubeVirtAvailable(ctx context.Context) error {
 	return nil
 }
 
-// HandlerAddress is where the node agent's REST API listens: its pod's
-// address, or kube-apiserver's in host-network mode.
+// WaitNodesSchedulable waits until every node of the cluster (Nodes of
+// them) is Ready and labeled kubevirt.io/schedulable=true with a heartbeat
+// by the node agent running on it (a Running virt-handler pod on the node):
+// launcher pods can go to any of them.
+func (c *Cluster) WaitNodesSchedulable(ctx context.Context) error {
+	last := "no nodes"
+	err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
+		nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		handlers, err := c.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		handlerOn := map[string]bool{}
+		for _, p := range handlers.Items {
+			handlerOn[p.Spec.NodeName] = handlerOn[p.Spec.NodeName] || (p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil)
+		}
+		var waiting []string
+		for _, n := range nodes.Items {
+			ready := false
+			for _, cond := range n.Status.Conditions {
+				ready = ready || (cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue)
+			}
+			if !ready || n.Labels[v1.NodeSchedulable] != "true" || n.Annotations[v1.VirtHandlerHeartbeat] == "" || !handlerOn[n.Name] {
+				waiting = append(waiting, fmt.Sprintf("%s (Ready %v, %s=%q, heartbeat %q, virt-handler running %v)", n.Name, ready,
+					v1.NodeSchedulable, n.Labels[v1.NodeSchedulable], n.Annotations[v1.VirtHandlerHeartbeat], handlerOn[n.Name]))
+			}
+		}
+		last = fmt.Sprintf("%d of %d nodes; waiting for %s", len(nodes.Items), c.Nodes, strings.Join(waiting, ", "))
+		return len(nodes.Items) == c.Nodes && len(waiting) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not schedulable: %w (last seen: %s)", err, last)
+	}
+	return nil
+}
+
+// HandlerAddress is where a node agent's REST API listens: its pod's
+// address, or kube-apiserver's in host-network mode. With several nodes it
+// is any node's agent; HandlerAddressOn names the node.
 func (c *Cluster) HandlerAddress(ctx context.Context) (string, error) {
+	return c.HandlerAddressOn(ctx, "")
+}
+
+// HandlerAddressOn is where the node agent of node listens (any node's
+// when node is empty).
+func (c *Cluster) HandlerAddressOn(ctx context.Context, node string) (string, error) {
 	port := fmt.Sprint(installstrategy.HandlerConsolePort)
 	if c.HostNetwork {
 		host, _ := c.apiServerAddress()
@@ -345,22 +413,41 @@ func (c *Cluster) HandlerAddress(ctx context.Context) (string, error) {
 		return "", err
 	}
 	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil && (node == "" || p.Spec.NodeName == node) {
 			return net.JoinHostPort(p.Status.PodIP, port), nil
 		}
+	}
+	if node != "" {
+		return "", fmt.Errorf("no running virt-handler pod on node %s in namespace %s", node, Namespace)
 	}
 	return "", fmt.Errorf("no running virt-handler pod in namespace %s", Namespace)
 }
 
-// Console reads the serial console of a VMI through the node agent's
-// console endpoint (with the client certificate the operator created)
+// vmiHandlerAddress is the address of the node agent of the node a VMI
+// runs on.
+func (c *Cluster) vmiHandlerAddress(ctx context.Context, namespace, name string) (string, error) {
+	if c.Nodes <= 1 {
+		return c.HandlerAddress(ctx)
+	}
+	vmi, err := c.Client.KubevirtV1().VirtualMachineInstances(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if vmi.Status.NodeName == "" {
+		return "", fmt.Errorf("VMI %s/%s is on no node yet (phase %s)", namespace, name, vmi.Status.Phase)
+	}
+	return c.HandlerAddressOn(ctx, vmi.Status.NodeName)
+}
+
+// Console reads the serial console of a VMI through the console endpoint
+// of the node agent of its node (with the client certificate the operator created)
 // until a line holding marker arrived, and returns the console's lines.
 func (c *Cluster) Console(ctx context.Context, namespace, name, marker string) ([]string, error) {
 	tlsConfig, err := c.handlerTLS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := c.HandlerAddress(ctx)
+	addr, err := c.vmiHandlerAddress(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -396,14 +483,15 @@ func (c *Cluster) handlerTLS(ctx context.Context) (*tls.Config, error) {
 	return installstrategy.HandlerClientTLS(secret.Data, bundle.Data[installstrategy.CABundleKey])
 }
 
-// HandlerGet GETs a VMI's subresource from the node agent's REST API (for
+// HandlerGet GETs a VMI's subresource from the REST API of the node agent
+// of its node (for
 // instance "guestosinfo") and returns the status code and body.
 func (c *Cluster) HandlerGet(ctx context.Context, namespace, name, subresource string) (int, []byte, error) {
 	tlsConfig, err := c.handlerTLS(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	addr, err := c.HandlerAddress(ctx)
+	addr, err := c.vmiHandlerAddress(ctx, namespace, name)
 	if err != nil {
 		return 0, nil, err
 	}

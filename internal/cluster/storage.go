@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -65,31 +67,52 @@ const (
 const (
 	DefaultBlockVolumes    = 4
 	DefaultBlockVolumeSize = 1 << 30
+	// DefaultOtherNodeBlockVolumes is how many block volumes each node
+	// after the first gets.
+	DefaultOtherNodeBlockVolumes = 2
 )
 
 // StorageOptions configure the storage InstallStorage sets up.
 type StorageOptions struct {
-	// Dir is the node's storage directory (testenv.Node.StorageDir; a
-	// cluster from New knows it, one from Connect must be told, see
+	// Dir is the first node's storage directory (testenv.Node.StorageDir;
+	// a cluster from New knows it, one from Connect must be told, see
 	// testenv.NodeStorageDir). The provisioner keeps its volumes in
 	// Dir/local-path, the block devices' backing files are Dir/block/<PV>.
 	Dir string
-	// BlockVolumes is how many local block PersistentVolumes to offer
-	// (default DefaultBlockVolumes); BlockVolumeSize their size in bytes
-	// (default DefaultBlockVolumeSize; sparse files, they take what is
-	// written).
+	// OtherNodeDirs are the storage directories of the nodes after the
+	// first, by node name (testenv.NodeStorageDirAt; known to a cluster
+	// from New): each node's volumes are in its own directory.
+	OtherNodeDirs map[string]string
+	// BlockVolumes is how many local block PersistentVolumes to offer on
+	// the first node (default DefaultBlockVolumes; the other nodes get
+	// DefaultOtherNodeBlockVolumes each); BlockVolumeSize their size in
+	// bytes (default DefaultBlockVolumeSize; sparse files, they take what
+	// is written).
 	BlockVolumes    int
 	BlockVolumeSize int64
 }
 
+// BlockVolumeName is the name of block volume i of node: vmkit-local-block-<i>
+// on the first node (testenv.NodeName), vmkit-local-block-<node>-<i> on the
+// others.
+func BlockVolumeName(node string, i int) string {
+	if node == testenv.NodeName {
+		return BlockVolumePrefix + strconv.Itoa(i)
+	}
+	return BlockVolumePrefix + node + "-" + strconv.Itoa(i)
+}
+
 // StorageObjects are the objects of the cluster's storage but the block
 // volumes: the provisioner's Namespace, ServiceAccount, RBAC (as upstream),
-// ConfigMap (volumes in dataDir, helper pods running busybox) and
-// Deployment, the default StorageClass and the block StorageClass.
-func StorageObjects(tag, dataDir string) ([]runtime.Object, error) {
-	config, err := json.MarshalIndent(map[string]any{
-		"nodePathMap": []map[string]any{{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []string{dataDir}}},
-	}, "", "  ")
+// ConfigMap (volumes in dataDir, on the nodes named in otherDataDirs in
+// their directory, helper pods running busybox) and Deployment, the
+// default StorageClass and the block StorageClass.
+func StorageObjects(tag, dataDir string, otherDataDirs map[string]string) ([]runtime.Object, error) {
+	pathMap := []map[string]any{{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []string{dataDir}}}
+	for _, node := range slices.Sorted(maps.Keys(otherDataDirs)) {
+		pathMap = append(pathMap, map[string]any{"node": node, "paths": []string{otherDataDirs[node]}})
+	}
+	config, err := json.MarshalIndent(map[string]any{"nodePathMap": pathMap}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -197,13 +220,13 @@ spec:
 	}, nil
 }
 
-// BlockVolume is the PersistentVolume of one local block device of the
-// node: Block mode, ReadWriteOnce, bound to the node, retained.
-func BlockVolume(name, device string, size int64) *corev1.PersistentVolume {
+// BlockVolume is the PersistentVolume of one local block device of node:
+// Block mode, ReadWriteOnce, bound to the node, retained.
+func BlockVolume(name, node, device string, size int64) *corev1.PersistentVolume {
 	block := corev1.PersistentVolumeBlock
 	return &corev1.PersistentVolume{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": BlockStorageClass}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": BlockStorageClass, corev1.LabelHostname: node}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
 			VolumeMode:                    &block,
@@ -212,7 +235,7 @@ func BlockVolume(name, device string, size int64) *corev1.PersistentVolume {
 			StorageClassName:              BlockStorageClass,
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: device}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{testenv.NodeName}}},
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 			}}}},
 		},
 	}
@@ -261,17 +284,30 @@ func (c *Cluster) applyStorage(ctx context.Context, o runtime.Object) error {
 
 // InstallStorage sets up the cluster's storage: the provisioner and the
 // default StorageClass (StorageObjects, server-side applied, so it can run
-// again), and o.BlockVolumes local block devices: sparse files in
-// o.Dir/block attached to loop devices (testenv.AttachLoop), offered as
-// PersistentVolumes of BlockStorageClass. A block volume whose
-// PersistentVolume exists is kept as it is. The node detaches the loop
-// devices when it stops. WaitStorage waits for the provisioner.
+// again), and on each node local block devices (o.BlockVolumes on the
+// first, DefaultOtherNodeBlockVolumes on the others): sparse files in the
+// node's storage directory's block/ attached to loop devices
+// (testenv.AttachLoop), offered as PersistentVolumes of BlockStorageClass
+// bound to the node (BlockVolumeName). A block volume whose
+// PersistentVolume exists is kept as it is. The nodes detach the loop
+// devices when they stop. WaitStorage waits for the provisioner.
 func (c *Cluster) InstallStorage(ctx context.Context, o StorageOptions) error {
-	if o.Dir == "" && c.Env != nil && c.Env.Node != nil {
-		o.Dir = c.Env.Node.StorageDir
+	if c.Env != nil && c.Env.Node != nil {
+		if o.Dir == "" {
+			o.Dir = c.Env.Node.StorageDir
+		}
+		if o.OtherNodeDirs == nil {
+			o.OtherNodeDirs = map[string]string{}
+			for _, n := range c.Env.Nodes[1:] {
+				o.OtherNodeDirs[n.Name] = n.StorageDir
+			}
+		}
 	}
 	if o.Dir == "" {
 		return errors.New("cluster: InstallStorage needs the node's storage directory (StorageOptions.Dir, testenv.NodeStorageDir)")
+	}
+	if len(o.OtherNodeDirs) != c.Nodes-1 {
+		return fmt.Errorf("cluster: InstallStorage: StorageOptions.OtherNodeDirs names %d nodes, the cluster has %d after the first (testenv.NodeStorageDirAt)", len(o.OtherNodeDirs), c.Nodes-1)
 	}
 	if o.BlockVolumes == 0 {
 		o.BlockVolumes = DefaultBlockVolumes
@@ -279,13 +315,24 @@ func (c *Cluster) InstallStorage(ctx context.Context, o StorageOptions) error {
 	if o.BlockVolumeSize == 0 {
 		o.BlockVolumeSize = DefaultBlockVolumeSize
 	}
-	dataDir, blockDir := filepath.Join(o.Dir, "local-path"), filepath.Join(o.Dir, "block")
-	for _, d := range []string{dataDir, blockDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+	type nodeStorage struct {
+		name, dir string
+		volumes   int
+	}
+	nodes := []nodeStorage{{testenv.NodeName, o.Dir, o.BlockVolumes}}
+	otherDataDirs := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(o.OtherNodeDirs)) {
+		nodes = append(nodes, nodeStorage{name, o.OtherNodeDirs[name], DefaultOtherNodeBlockVolumes})
+		otherDataDirs[name] = filepath.Join(o.OtherNodeDirs[name], "local-path")
+	}
+	for _, n := range nodes {
+		for _, d := range []string{filepath.Join(n.dir, "local-path"), filepath.Join(n.dir, "block")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
 		}
 	}
-	objs, err := StorageObjects(c.Tag, dataDir)
+	objs, err := StorageObjects(c.Tag, filepath.Join(o.Dir, "local-path"), otherDataDirs)
 	if err != nil {
 		return err
 	}
@@ -294,24 +341,26 @@ func (c *Cluster) InstallStorage(ctx context.Context, o StorageOptions) error {
 			return err
 		}
 	}
-	for i := range o.BlockVolumes {
-		name := BlockVolumePrefix + strconv.Itoa(i)
-		switch _, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
-		case err == nil:
-			continue
-		case !apierrors.IsNotFound(err):
-			return err
-		}
-		file := filepath.Join(blockDir, name+".img")
-		if err := makeSparse(file, o.BlockVolumeSize); err != nil {
-			return err
-		}
-		dev, err := testenv.AttachLoop(file)
-		if err != nil {
-			return err
-		}
-		if err := c.applyStorage(ctx, BlockVolume(name, dev, o.BlockVolumeSize)); err != nil {
-			return err
+	for _, n := range nodes {
+		for i := range n.volumes {
+			name := BlockVolumeName(n.name, i)
+			switch _, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{}); {
+			case err == nil:
+				continue
+			case !apierrors.IsNotFound(err):
+				return err
+			}
+			file := filepath.Join(n.dir, "block", name+".img")
+			if err := makeSparse(file, o.BlockVolumeSize); err != nil {
+				return err
+			}
+			dev, err := testenv.AttachLoop(file)
+			if err != nil {
+				return err
+			}
+			if err := c.applyStorage(ctx, BlockVolume(name, n.name, dev, o.BlockVolumeSize)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 // volumes in the data directory; helper pods and the provisioner on the
 // cluster's images; every object of a kind InstallStorage can apply.
 func TestStorageObjects(t *testing.T) {
-	objs, err := StorageObjects("v9", "/run/x/node/storage/local-path")
+	objs, err := StorageObjects("v9", "/run/x/node/storage/local-path", map[string]string{"localhost-2": "/run/x/node-2/storage/local-path"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,9 @@ func TestStorageObjects(t *testing.T) {
 	if err := json.Unmarshal([]byte(cm.Data["config.json"]), &config); err != nil {
 		t.Fatal(err)
 	}
-	if len(config.NodePathMap) != 1 || !cmp.Equal(config.NodePathMap[0].Paths, []string{"/run/x/node/storage/local-path"}) {
-		t.Errorf("config.json %s: want the volumes in the data directory", cm.Data["config.json"])
+	if len(config.NodePathMap) != 2 || !cmp.Equal(config.NodePathMap[0].Paths, []string{"/run/x/node/storage/local-path"}) ||
+		config.NodePathMap[1].Node != "localhost-2" || !cmp.Equal(config.NodePathMap[1].Paths, []string{"/run/x/node-2/storage/local-path"}) {
+		t.Errorf("config.json %s: want the volumes in the data directory, localhost-2's in its own", cm.Data["config.json"])
 	}
 	if !strings.Contains(cm.Data["helperPod.yaml"], "image: vmkit/busybox:v9\n") {
 		t.Errorf("helper pod not on vmkit/busybox:v9:\n%s", cm.Data["helperPod.yaml"])
@@ -73,14 +74,20 @@ func TestStorageObjects(t *testing.T) {
 }
 
 func TestBlockVolume(t *testing.T) {
-	pv := BlockVolume("vmkit-local-block-0", "/dev/loop3", 1<<30)
+	if got := BlockVolumeName("localhost", 0); got != "vmkit-local-block-0" {
+		t.Errorf("the first node's first block volume is %s", got)
+	}
+	if got := BlockVolumeName("localhost-2", 1); got != "vmkit-local-block-localhost-2-1" {
+		t.Errorf("localhost-2's second block volume is %s", got)
+	}
+	pv := BlockVolume("vmkit-local-block-localhost-2-1", "localhost-2", "/dev/loop3", 1<<30)
 	if pv.Spec.Local == nil || pv.Spec.Local.Path != "/dev/loop3" || *pv.Spec.VolumeMode != corev1.PersistentVolumeBlock ||
 		pv.Spec.StorageClassName != BlockStorageClass || pv.Spec.Capacity.Storage().String() != "1Gi" ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		t.Errorf("block volume %+v", pv.Spec)
 	}
 	terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
-	if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "localhost" {
-		t.Errorf("node affinity %+v, want the node localhost", terms)
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "localhost-2" {
+		t.Errorf("node affinity %+v, want the node localhost-2", terms)
 	}
 }

@@ -109,8 +109,11 @@ type Env struct {
 	// AdminToken is a bearer token for the same admin identity, for clients
 	// that cannot present a client certificate.
 	AdminToken string
-	// Node is the running node when Options.Node was set.
+	// Node is the running node when Options.Node was set (the first of
+	// Nodes).
 	Node *Node
+	// Nodes are the running nodes (NodeOptions.Nodes of them), in order.
+	Nodes []*Node
 
 	etcdClientURL string
 	etcdPeerURL   string
@@ -118,6 +121,7 @@ type Env struct {
 	componentURLs map[string]string
 
 	launcher *launcher
+	procsMu  sync.Mutex
 	procs    []*process // in start order
 	nodeLock *os.File   // held from start until the Node owns it
 
@@ -208,8 +212,8 @@ func (e *Env) stop() error {
 	// The logs as they were when the test ended, before shutdown noise.
 	e.logTails = e.readLogTails()
 	var nodeErr error
-	if e.Node != nil {
-		nodeErr = e.Node.stop()
+	for i := len(e.Nodes) - 1; i >= 0; i-- { // the first, which owns the host's paths, last
+		nodeErr = errors.Join(nodeErr, e.Nodes[i].stop())
 	}
 	if e.nodeLock != nil { // the node never started
 		nodeErr = removePodNetwork() // the bridge made for kube-apiserver
@@ -300,6 +304,9 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	}
 	if opts.Node != nil {
 		names = append(names, "kubelet", "kube-proxy")
+		if opts.Node.Nodes < 0 || opts.Node.Nodes > MaxNodes {
+			return fmt.Errorf("Options.Node.Nodes: %d nodes asked for; 1 to %d run on one machine", opts.Node.Nodes, MaxNodes)
+		}
 	}
 	bins, err := findBinaries(binDir, names)
 	if err != nil {
@@ -363,7 +370,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 
 	apiserverExtra := opts.APIServerArgs
 	if opts.Node != nil {
-		nodeArgs, err := nodeAPIServerArgs(p, filepath.Join(e.Dir, "pki"))
+		nodeArgs, err := nodeAPIServerArgs(p, filepath.Join(e.Dir, "pki"), max(opts.Node.Nodes, 1))
 		if err != nil {
 			return err
 		}
@@ -409,9 +416,9 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		}
 	}
 	if opts.Node != nil {
-		nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout)
+		nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout*time.Duration(max(opts.Node.Nodes, 1)))
 		defer cancel()
-		return e.startNode(nodeCtx, p, opts.Node, bins)
+		return e.startNodes(nodeCtx, p, opts.Node, bins)
 	}
 	return nil
 }
@@ -800,7 +807,9 @@ func (e *Env) startProcess(name, bin string, args ...string) (*process, error) {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
+	e.procsMu.Lock() // nodes start side by side
 	e.procs = append(e.procs, p)
+	e.procsMu.Unlock()
 	return p, nil
 }
 

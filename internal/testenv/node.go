@@ -7,14 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,11 +25,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// NodeName is the name the kubelet of [Options.Node] registers.
+// NodeName is the name the kubelet of [Options.Node] registers (the
+// first node's, when [NodeOptions.Nodes] asks for more).
 const NodeName = "localhost"
 
-// Host paths a node owns while it runs. Only one node can run on a machine
-// at a time: the node agent's DaemonSet mounts these exact paths.
+// NodeNameAt is the name of the cluster's node i (from 0): [NodeName] for
+// the first, localhost-2, localhost-3, ... for the others.
+func NodeNameAt(i int) string {
+	if i == 0 {
+		return NodeName
+	}
+	return NodeName + "-" + strconv.Itoa(i+1)
+}
+
+// Host paths a node owns while it runs. Only one cluster can run on a
+// machine at a time: the node agent's DaemonSet mounts these exact paths.
+// The first node owns the host's; every other node of the cluster sees its
+// own directories at the same paths (its own mount namespace, see
+// [NodeOptions.Nodes]).
 const (
 	KubeletRootDir = "/var/lib/kubelet"
 	nodeLockFile   = "/run/vmkit-node.lock"
@@ -50,17 +66,30 @@ const rootSharedMarker = ".vmkit-root-shared"
 // removed when the node stops, if they did not exist before.
 var hostDirs = []string{"/var/run/kubevirt", "/var/run/kubevirt-private"}
 
+// podLogDirs are where the kubelet keeps its containers' logs (fixed paths,
+// made by the first node's kubelet and left as any kubelet leaves them).
+var podLogDirs = []string{"/var/log/pods", "/var/log/containers"}
+
 // Pod network of the node: the CNI bridge plugin with host-local IPAM on a
 // node-local bridge. The range is private to the machine: the host has no
 // route out for it and does not forward, so no pod traffic leaves the
 // machine. kube-proxy (nftables mode) routes ClusterIP Services.
+//
+// These are the first node's; node i (from 0) has 10.244.i.0/24 with the
+// gateway 10.244.i.1 on bridge vmkit-cni<i>. The host routes between the
+// nodes' bridges, so pods on different nodes reach each other by their
+// addresses, without NAT.
 const (
 	PodCIDR        = "10.244.0.0/24"
 	PodGateway     = "10.244.0.1"
 	PodBridge      = "vmkit-cni0"
 	podNetworkName = "vmkit-pods"
-	// hostLocalDir is where host-local IPAM keeps the node's allocations.
-	hostLocalDir      = "/var/lib/cni/networks/" + podNetworkName
+	// ClusterPodCIDR holds every node's PodCIDR.
+	ClusterPodCIDR = "10.244.0.0/16"
+	// hostLocalRoot is where host-local IPAM keeps the nodes' allocations,
+	// in a directory named as the node's network.
+	hostLocalRoot     = "/var/lib/cni/networks"
+	hostLocalDir      = hostLocalRoot + "/" + podNetworkName
 	kubeProxyHealthz  = "127.0.0.1:10256"
 	kubeProxyMetrics  = "127.0.0.1:10249"
 	kubeProxyUser     = "system:kube-proxy" // bound to system:node-proxier by default
@@ -74,24 +103,53 @@ const (
 // ([PodCIDR] on bridge [PodBridge]) and kube-proxy for Services.
 type NodeOptions struct {
 	// Images are image tarballs (docker save or OCI layout) imported into
-	// containerd's k8s.io namespace before the kubelet starts. A pause
-	// image tagged registry.k8s.io/pause:3.10 must be among them: the
-	// kubelet's pod sandboxes use it and nothing can pull it.
+	// containerd's k8s.io namespace before the kubelet starts (into every
+	// node's). A pause image tagged registry.k8s.io/pause:3.10 must be
+	// among them: the kubelet's pod sandboxes use it and nothing can pull
+	// it.
 	Images []string
+	// Nodes is how many nodes run on this machine (default 1; at most
+	// [MaxNodes]). Every node has its own containerd, kubelet (its own
+	// ports), cgroup root, pod network on its own bridge and directories;
+	// node i registers as NodeNameAt(i). The first node runs in the host's
+	// mount namespace and owns /var/lib/kubelet as with one node; each
+	// other one runs its containerd and kubelet in a mount namespace of
+	// its own where its directories are bind-mounted over
+	// /var/lib/kubelet, /var/run/kubevirt, /var/run/kubevirt-private,
+	// /var/log/pods and /var/log/containers, so that the kubelet,
+	// containerd and the host paths of its pods (the node agent's
+	// included) are that node's (every kubelet also removes the log
+	// directories of pods it does not know). The network namespace is the
+	// host's for all: one kube-proxy serves every node.
+	Nodes int
 }
+
+// MaxNodes bounds NodeOptions.Nodes (the nodes' kubelet ports and pod
+// networks are numbered).
+const MaxNodes = 4
 
 // Node is a running containerd and kubelet.
 type Node struct {
-	// Name is the Node's name ([NodeName]).
+	// Name is the Node's name (NodeNameAt(Index)).
 	Name string
+	// Index is the node's place in Env.Nodes.
+	Index int
 	// ContainerdSocket is containerd's address, for `ctr -a`.
 	ContainerdSocket string
 	// StorageDir is the node's local storage, a directory under its run
-	// directory (NodeStorageDir): internal/cluster keeps its volumes there
-	// and the backing files of the node's block devices (AttachLoop). It
-	// goes when the node stops, after the loop devices over files in it
-	// or under the kubelet's directory are detached.
+	// directory (NodeStorageDirAt): internal/cluster keeps its volumes
+	// there and the backing files of the node's block devices
+	// (AttachLoop). It goes when the node stops, after the loop devices
+	// over files in it or under the kubelet's directory are detached.
 	StorageDir string
+	// PodCIDR is the node's pod network, PodGateway the host's address on
+	// it, on bridge PodBridge.
+	PodCIDR, PodGateway, PodBridge string
+	// KubeletRootDir is, as this process sees it, the directory the
+	// node's kubelet and pods see at /var/lib/kubelet: that path itself
+	// for the first node, a directory in the node's run directory for the
+	// others (see HostPath).
+	KubeletRootDir string
 
 	dir        string
 	lock       *os.File
@@ -100,13 +158,101 @@ type Node struct {
 	kubeProxy  *process
 	created    []string // host directories the node created
 	rootShared bool     // the node made / shared
+
+	// The nodes after the first.
+	mountNS     *process          // holds the node's mount namespace
+	binds       map[string]string // host path as the node sees it -> its directory
+	cgroupRoot  string            // the kubelet's cgroup root (under every hierarchy), "" for /
+	networkName string            // the CNI network's name (host-local's directory)
 }
 
-// NodeStorageDir is the StorageDir of the node whose control plane has the
-// run directory runDir (Env.Dir), for a process that reaches a node
-// another process runs.
+// NodeStorageDir is the StorageDir of the first node of the cluster whose
+// control plane has the run directory runDir (Env.Dir), for a process that
+// reaches a node another process runs.
 func NodeStorageDir(runDir string) string {
-	return filepath.Join(runDir, "node", "storage")
+	return NodeStorageDirAt(runDir, 0)
+}
+
+// NodeStorageDirAt is the StorageDir of node i (from 0) of the cluster
+// whose control plane has the run directory runDir.
+func NodeStorageDirAt(runDir string, i int) string {
+	return filepath.Join(nodeDir(runDir, i), "storage")
+}
+
+// nodeDir is node i's directory in the run directory: node, node-2, ...
+func nodeDir(runDir string, i int) string {
+	if i == 0 {
+		return filepath.Join(runDir, "node")
+	}
+	return filepath.Join(runDir, "node-"+strconv.Itoa(i+1))
+}
+
+// Kubelet ports: the first node's are the kubelet's defaults, node i's are
+// 10*i above.
+const (
+	kubeletPort        = 10250
+	kubeletHealthzPort = 10248
+	nodePortStep       = 10
+)
+
+// nodeCgroupPrefix names the cgroup root of the nodes after the first
+// (vmkit-node-localhost-2); the first node's pods are in /kubepods.
+const nodeCgroupPrefix = "vmkit-node-"
+
+// newNode lays out node i of a cluster of count nodes whose control plane
+// runs in runDir.
+func newNode(runDir string, i int) *Node {
+	n := &Node{
+		Name:           NodeNameAt(i),
+		Index:          i,
+		dir:            nodeDir(runDir, i),
+		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i),
+		PodGateway:     fmt.Sprintf("10.244.%d.1", i),
+		PodBridge:      "vmkit-cni" + strconv.Itoa(i),
+		KubeletRootDir: KubeletRootDir,
+		networkName:    podNetworkName,
+	}
+	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
+	n.StorageDir = NodeStorageDirAt(runDir, i)
+	if i > 0 {
+		n.networkName = podNetworkName + "-" + strconv.Itoa(i+1)
+		n.cgroupRoot = nodeCgroupPrefix + n.Name
+		n.KubeletRootDir = filepath.Join(n.dir, "kubelet")
+		n.binds = map[string]string{KubeletRootDir: n.KubeletRootDir}
+		for _, d := range hostDirs {
+			n.binds[d] = filepath.Join(n.dir, "run", filepath.Base(d))
+		}
+		// Every kubelet removes the directories of pods it does not know
+		// from these (container log garbage collection).
+		for _, d := range podLogDirs {
+			n.binds[d] = filepath.Join(n.dir, "log", filepath.Base(d))
+		}
+	}
+	return n
+}
+
+// HostPath returns where this process finds path as the node's kubelet,
+// containerd and pods see it (a host path of a pod, a file under the
+// kubelet's directory): path itself on the first node; on the others the
+// node's own directory for paths under /var/lib/kubelet, /var/run/kubevirt,
+// /var/run/kubevirt-private, /var/log/pods and /var/log/containers.
+func (n *Node) HostPath(path string) string {
+	for seen, dir := range n.binds {
+		if under(path, seen) {
+			return dir + strings.TrimPrefix(path, seen)
+		}
+	}
+	return path
+}
+
+// MountNamespacePID is a process in the node's mount namespace (for
+// `nsenter -t PID -m`), 0 for the first node, which runs in this
+// process's.
+func (n *Node) MountNamespacePID() int {
+	if n.mountNS == nil {
+		return 0
+	}
+	return n.mountNS.cmd.Process.Pid
 }
 
 // pauseImage is the sandbox image the kubelet and containerd use.
@@ -116,64 +262,64 @@ func nodeInstallHint(what string) string {
 	return fmt.Sprintf("%s is missing: install it with `apt-get install -y containerd runc containernetworking-plugins nftables` (hack/setup-node.sh, run by `make test-deps`)", what)
 }
 
-// startNode starts containerd and the kubelet against the running control
-// plane and waits until the Node is Ready.
-func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map[string]string) error {
+// startNodes starts the nodes' containerd and kubelet against the running
+// control plane, the nodes after the first in their own mount namespaces,
+// waits until every Node is Ready, then starts kube-proxy.
+func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins map[string]string) error {
+	bins = maps.Clone(bins)
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nft"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return errors.New(nodeInstallHint(bin))
 		}
 	}
+	count := max(opts.Nodes, 1)
+	if count > 1 {
+		for _, bin := range []string{"unshare", "nsenter", "sleep"} {
+			path, err := exec.LookPath(bin)
+			if err != nil {
+				return fmt.Errorf("%s is missing: a node after the first runs in its own mount namespace: install it with `apt-get install -y util-linux coreutils`", bin)
+			}
+			bins[bin] = path
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("a node needs root (containerd, kubelet and mounts)")
 	}
-	n := &Node{Name: NodeName, dir: filepath.Join(e.Dir, "node"), lock: e.nodeLock}
-	e.Node, e.nodeLock = n, nil
-	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
-	n.StorageDir = NodeStorageDir(e.Dir)
-	var err error
-	if err := n.prepareHost(); err != nil {
-		return err
-	}
-	if err := n.writeConfig(p, e.Config.Host); err != nil {
-		return err
-	}
-	if n.containerd, err = e.startProcess("containerd", "containerd", "--config", filepath.Join(n.dir, "containerd.toml")); err != nil {
-		return err
-	}
-	if err := poll(ctx, n.containerd, "containerd", func(ctx context.Context) (bool, string) {
-		out, err := exec.CommandContext(ctx, "ctr", "-a", n.ContainerdSocket, "version").CombinedOutput()
-		return err == nil, string(out)
-	}); err != nil {
-		return err
-	}
-	if err := n.ImportImages(ctx, opts.Images...); err != nil {
-		return err
-	}
-	if n.kubelet, err = e.startProcess("kubelet", bins["kubelet"],
-		"--config="+filepath.Join(n.dir, "kubelet-config.yaml"),
-		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
-		"--hostname-override="+n.Name,
-		"--root-dir="+KubeletRootDir,
-	); err != nil {
-		return err
-	}
-	if err := poll(ctx, n.kubelet, "Node "+n.Name+" Ready", func(ctx context.Context) (bool, string) {
-		node, err := e.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
+	for i := range count {
+		n := newNode(e.Dir, i)
+		if i == 0 {
+			n.lock, e.nodeLock = e.nodeLock, nil
+			e.Node = n
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message
-			}
+		e.Nodes = append(e.Nodes, n)
+		// In order: the others' mount namespaces copy the first's shared
+		// root and the directories it made.
+		if err := e.prepareNode(ctx, n, bins); err != nil {
+			return err
 		}
-		return false, "no Ready condition yet"
-	}); err != nil {
+		if err := n.writeConfig(p, e.Config.Host, count); err != nil {
+			return err
+		}
+	}
+	// The nodes start side by side: most of a node's start is importing
+	// images and waiting for its kubelet.
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i, n := range e.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.runNode(ctx, n, opts, bins, count)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	// kube-proxy reads its Node's addresses at start: after the kubelet
 	// registered it.
+	n := e.Node
+	var err error
 	if n.kubeProxy, err = e.startProcess("kube-proxy", bins["kube-proxy"], "--config="+filepath.Join(n.dir, "kube-proxy.yaml")); err != nil {
 		return err
 	}
@@ -203,6 +349,151 @@ func (e *Env) startNode(ctx context.Context, p *pki, opts *NodeOptions, bins map
 		conn.Close()
 		return true, ""
 	})
+}
+
+// prepareNode makes the node's directories and mounts: for the first node
+// the host's (prepareHost); for the others their cgroup root, their pod
+// network's bridge (the kubelet listens on its gateway) and a mount
+// namespace of their own, held by a process that sleeps until the node
+// stops, with the node's directories bind-mounted over the host paths its
+// pods see (Node.HostPath). That namespace is a slave of the host's (mounts
+// and unmounts of the host reach it, its own never reach the host) and
+// shared in itself, for the node agent's Bidirectional mounts.
+func (e *Env) prepareNode(ctx context.Context, n *Node, bins map[string]string) error {
+	if n.Index == 0 {
+		return n.prepareHost()
+	}
+	for _, d := range append(append([]string{filepath.Join(n.dir, "cni"), n.StorageDir}, slices.Collect(maps.Values(n.binds))...), podLogDirs...) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := createCgroup(n.cgroupRoot); err != nil {
+		return err
+	}
+	if err := createBridge(n.PodBridge, n.PodGateway, n.PodCIDR); err != nil {
+		return err
+	}
+	var err error
+	if n.mountNS, err = e.startProcess("mountns-"+n.Name, bins["unshare"], "--mount", "--propagation", "slave", "--", bins["sleep"], "infinity"); err != nil {
+		return err
+	}
+	sleep := resolve(bins["sleep"])
+	if err := poll(ctx, n.mountNS, "the mount namespace of node "+n.Name, func(context.Context) (bool, string) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.MountNamespacePID()))
+		return err == nil && exe == sleep, "running " + exe
+	}); err != nil {
+		return err
+	}
+	mounts := [][]string{}
+	for _, seen := range slices.Sorted(maps.Keys(n.binds)) {
+		mounts = append(mounts, []string{"--bind", n.binds[seen], seen})
+	}
+	mounts = append(mounts, []string{"--make-rshared", "/"})
+	for _, args := range mounts {
+		cmd := append([]string{"--target", strconv.Itoa(n.MountNamespacePID()), "--mount", "--", "mount"}, args...)
+		if out, err := exec.CommandContext(ctx, bins["nsenter"], cmd...).CombinedOutput(); err != nil {
+			return fmt.Errorf("node %s: nsenter %s: %v: %s", n.Name, strings.Join(cmd, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// inNode returns the command line that runs bin with args in the node's
+// mount namespace.
+func (n *Node) inNode(bins map[string]string, bin string, args ...string) (string, []string) {
+	if n.mountNS == nil {
+		return bin, args
+	}
+	return bins["nsenter"], append([]string{"--target", strconv.Itoa(n.MountNamespacePID()), "--mount", "--", bin}, args...)
+}
+
+// procName names a process of the node: as it is for the first node
+// (containerd.log, kubelet.log), with the node's name for the others.
+func (n *Node) procName(name string) string {
+	if n.Index == 0 {
+		return name
+	}
+	return name + "-" + n.Name
+}
+
+// runNode starts the node's containerd, imports the images, starts its
+// kubelet and waits until its Node is Ready.
+func (e *Env) runNode(ctx context.Context, n *Node, opts *NodeOptions, bins map[string]string, count int) error {
+	containerdBin, err := exec.LookPath("containerd")
+	if err != nil {
+		return err
+	}
+	bin, args := n.inNode(bins, containerdBin, "--config", filepath.Join(n.dir, "containerd.toml"))
+	if n.containerd, err = e.startProcess(n.procName("containerd"), bin, args...); err != nil {
+		return err
+	}
+	if err := poll(ctx, n.containerd, "containerd", func(ctx context.Context) (bool, string) {
+		out, err := exec.CommandContext(ctx, "ctr", "-a", n.ContainerdSocket, "version").CombinedOutput()
+		return err == nil, string(out)
+	}); err != nil {
+		return err
+	}
+	if err := n.ImportImages(ctx, opts.Images...); err != nil {
+		return err
+	}
+	kubeletArgs := []string{
+		"--config=" + filepath.Join(n.dir, "kubelet-config.yaml"),
+		"--kubeconfig=" + filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"--hostname-override=" + n.Name,
+		"--root-dir=" + KubeletRootDir,
+	}
+	if count > 1 {
+		// kube-apiserver reaches each kubelet at its InternalIP (their
+		// names do not resolve), the node's pod gateway, where it listens.
+		kubeletArgs = append(kubeletArgs, "--node-ip="+n.PodGateway)
+	}
+	bin, args = n.inNode(bins, bins["kubelet"], kubeletArgs...)
+	if n.kubelet, err = e.startProcess(n.procName("kubelet"), bin, args...); err != nil {
+		return err
+	}
+	return poll(ctx, n.kubelet, "Node "+n.Name+" Ready", func(ctx context.Context) (bool, string) {
+		node, err := e.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Ready condition yet"
+	})
+}
+
+// createCgroup creates the cgroup name below the root of every cgroup v1
+// hierarchy (or the v2 one) for a kubelet's cgroup root; in the cpuset
+// hierarchy it gets its parent's CPUs and memory nodes, without which no
+// process can join it.
+func createCgroup(name string) error {
+	hierarchies := []string{cgroupRoot}
+	if !exists(filepath.Join(cgroupRoot, "cgroup.controllers")) {
+		hierarchies, _ = filepath.Glob(filepath.Join(cgroupRoot, "*"))
+	}
+	for _, h := range hierarchies {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+			continue
+		}
+		d := filepath.Join(h, name)
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("creating cgroup %s: %w", d, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			v, err := os.ReadFile(filepath.Join(h, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(d, f), v, 0o644); err != nil {
+				return fmt.Errorf("creating cgroup %s: %s: %w", d, f, err)
+			}
+		}
+	}
+	return nil
 }
 
 // ImportImages imports image tarballs into containerd's k8s.io namespace,
@@ -313,9 +604,10 @@ func makeRootPrivate() error {
 }
 
 // writeConfig writes containerd's and the kubelet's configuration, the
-// loopback CNI network and the kubelet's kubeconfig with a node client
-// certificate.
-func (n *Node) writeConfig(p *pki, server string) error {
+// node's CNI network, the kubelet's kubeconfig with a node client
+// certificate and, on the first node, kube-proxy's configuration and
+// kubeconfig. count is the number of nodes of the cluster.
+func (n *Node) writeConfig(p *pki, server string, count int) error {
 	cniBin := "/usr/lib/cni"
 	for _, plugin := range []string{"loopback", "bridge", "host-local"} {
 		if _, err := os.Stat(filepath.Join(cniBin, plugin)); err != nil {
@@ -342,11 +634,20 @@ state = %q
     SystemdCgroup = false
 `, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), n.ContainerdSocket,
 		pauseImage, cniBin, filepath.Join(n.dir, "cni"))
+	// One node listens on 127.0.0.1 and kube-apiserver reaches it by its
+	// name, localhost; with several, each listens on its pod gateway (its
+	// InternalIP, --node-ip) on ports of its own.
+	listen := "address: 127.0.0.1\nhealthzBindAddress: 127.0.0.1\n"
+	if count > 1 {
+		listen = fmt.Sprintf("address: %s\nport: %d\nhealthzBindAddress: 127.0.0.1\nhealthzPort: %d\n",
+			n.PodGateway, kubeletPort+nodePortStep*n.Index, kubeletHealthzPort+nodePortStep*n.Index)
+	}
+	if n.cgroupRoot != "" {
+		listen += "cgroupRoot: /" + n.cgroupRoot + "\n"
+	}
 	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
+%sreadOnlyPort: 0
 authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: %q}}
 authorization: {mode: Webhook}
 cgroupDriver: cgroupfs
@@ -359,15 +660,25 @@ serializeImagePulls: false
 # kube-proxy owns the node's packet filter; the kubelet's iptables chains
 # (KUBE-FIREWALL, canaries) would outlive the node.
 makeIPTablesUtilChains: false
-`, p.caCertFile, n.ContainerdSocket)
+`, listen, p.caCertFile, n.ContainerdSocket)
 	// containerd sets up each sandbox's loopback itself and uses the first
 	// network configuration in conf_dir.
 	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{
   "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
 }]}
-`, podNetworkName, PodBridge, PodCIDR, PodGateway)
-	kubeProxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+`, n.networkName, n.PodBridge, n.PodCIDR, n.PodGateway)
+	files := map[string]string{
+		"containerd.toml":            containerd,
+		"kubelet-config.yaml":        kubelet,
+		"cni/10-vmkit-pods.conflist": podNetwork,
+	}
+	if n.Index == 0 {
+		clusterCIDR := PodCIDR
+		if count > 1 {
+			clusterCIDR = ClusterPodCIDR
+		}
+		files["kube-proxy.yaml"] = fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %q}
 hostnameOverride: %q
@@ -377,12 +688,7 @@ healthzBindAddress: %q
 metricsBindAddress: %q
 # Leave the host's conntrack limits alone (these machines cannot raise them).
 conntrack: {maxPerCore: 0, min: 0}
-`, filepath.Join(n.dir, "kube-proxy.kubeconfig"), n.Name, PodCIDR, kubeProxyHealthz, kubeProxyMetrics)
-	files := map[string]string{
-		"containerd.toml":            containerd,
-		"kubelet-config.yaml":        kubelet,
-		"kube-proxy.yaml":            kubeProxy,
-		"cni/10-vmkit-pods.conflist": podNetwork,
+`, filepath.Join(n.dir, "kube-proxy.kubeconfig"), n.Name, clusterCIDR, kubeProxyHealthz, kubeProxyMetrics)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(n.dir, name), []byte(data), 0o644); err != nil {
@@ -398,6 +704,9 @@ conntrack: {maxPerCore: 0, min: 0}
 	if err := writeKubeconfig(filepath.Join(n.dir, "kubelet.kubeconfig"), server, p.caCertPEM, user, cert, key); err != nil {
 		return err
 	}
+	if n.Index > 0 {
+		return nil
+	}
 	cert, key, err = p.clientCert(pkix.Name{CommonName: kubeProxyUser})
 	if err != nil {
 		return fmt.Errorf("kube-proxy certificate: %w", err)
@@ -407,10 +716,15 @@ conntrack: {maxPerCore: 0, min: 0}
 
 // nodeAPIServerArgs are kube-apiserver's flags for reaching the kubelet
 // (logs, exec, port-forward): by host name, with a client certificate.
-func nodeAPIServerArgs(p *pki, dir string) ([]string, error) {
+// With several nodes it reaches each at its InternalIP (see writeConfig).
+func nodeAPIServerArgs(p *pki, dir string, count int) ([]string, error) {
 	cert, key, err := p.clientCert(pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{mastersGroup}})
 	if err != nil {
 		return nil, fmt.Errorf("kubelet client certificate: %w", err)
+	}
+	addressType := "Hostname"
+	if count > 1 {
+		addressType = "InternalIP"
 	}
 	p.kubeletClientCertFile = filepath.Join(dir, "kubelet-client.crt")
 	p.kubeletClientKeyFile = filepath.Join(dir, "kubelet-client.key")
@@ -423,18 +737,22 @@ func nodeAPIServerArgs(p *pki, dir string) ([]string, error) {
 	return []string{
 		"--kubelet-client-certificate=" + p.kubeletClientCertFile,
 		"--kubelet-client-key=" + p.kubeletClientKeyFile,
-		"--kubelet-preferred-address-types=Hostname",
+		"--kubelet-preferred-address-types=" + addressType,
 	}, nil
 }
 
 // stop ends the kubelet, every pod's processes, the containerd shims and
-// containerd, then removes the node's mounts and directories.
+// containerd, then removes the node's mounts and directories. The nodes
+// after the first stop before it (Env.stop).
 func (n *Node) stop() error {
 	if n.kubeProxy != nil {
 		n.kubeProxy.stop(stopGrace)
 	}
 	if n.kubelet != nil {
 		n.kubelet.stop(stopGrace)
+	}
+	if n.Index > 0 {
+		return n.stopOther()
 	}
 	err := errors.Join(killCgroup(kubepodsCgroup), killShims(n.ContainerdSocket), removePodNetwork())
 	if n.containerd != nil {
@@ -463,29 +781,71 @@ func (n *Node) stop() error {
 	return err
 }
 
+// stopOther is stop for a node after the first: its pods, shims and
+// containerd go, then the loop devices its kubelet attached (named by their
+// path in the node's mount namespace, /var/lib/kubelet/...) and those over
+// its storage; the process holding its mount namespace ends, which takes
+// every mount of the node with it; its bridge, host-local's allocations,
+// cgroup root and directory go last.
+func (n *Node) stopOther() error {
+	err := errors.Join(killCgroup(n.cgroupRoot), killShims(n.ContainerdSocket))
+	if n.containerd != nil {
+		n.containerd.stop(stopGrace)
+	}
+	err = errors.Join(err, detachLoops(func(backing string) bool {
+		return under(backing, resolve(n.dir)) || under(backing, KubeletRootDir)
+	}))
+	if n.mountNS != nil {
+		n.mountNS.stop(stopGrace)
+	}
+	return errors.Join(err, removeBridge(n.PodBridge), os.RemoveAll(filepath.Join(hostLocalRoot, n.networkName)),
+		removeCgroup(n.cgroupRoot), os.RemoveAll(n.dir))
+}
+
 // CleanupNode removes what a node killed before it could stop leaves
 // behind: pod processes, containerd shims of testenv's containerd sockets,
 // mounts under the kubelet's root directory and the shared bind mounts. It
 // must only be called while holding the node lock (a running node would be
 // destroyed); startNode calls it.
 func CleanupNode() error {
-	err := errors.Join(killCgroup(kubepodsCgroup), killShims(""), removePodNetwork())
+	// The pods of the nodes after the first, in their cgroup roots; the
+	// processes holding their mount namespaces died with the process that
+	// started them, and the namespaces (and every mount of those nodes)
+	// die with the last of their pods and shims.
+	var otherNodes []string
+	for _, d := range cgroupDirs(nodeCgroupPrefix + "*") {
+		otherNodes = append(otherNodes, filepath.Base(d))
+	}
+	slices.Sort(otherNodes)
+	otherNodes = slices.Compact(otherNodes)
+	err := killCgroup(kubepodsCgroup)
+	for _, name := range otherNodes {
+		err = errors.Join(err, killCgroup(name))
+	}
+	err = errors.Join(err, killShims(""), removePodNetwork())
+	for _, name := range otherNodes {
+		err = errors.Join(err, removeCgroup(name))
+	}
 	// Loop devices of a dead node's block volumes: over files in its
 	// storage directory, or attached by its kubelet.
 	runDirs := filepath.Join(resolve(os.TempDir()), "vmkit-testenv-")
 	err = errors.Join(err, detachLoops(func(backing string) bool {
-		return (strings.HasPrefix(backing, runDirs) && strings.Contains(backing, "/node/")) || under(backing, resolve(KubeletRootDir))
+		return (strings.HasPrefix(backing, runDirs) && nodeDirPattern.MatchString(backing)) || under(backing, resolve(KubeletRootDir))
 	}))
-	// containerd's sandboxes and root file systems of the dead node's run
-	// directory (its control plane's files are left to the OS's temp cleanup).
-	deadNodes := map[string]bool{}
+	// containerd's sandboxes and root file systems of the dead nodes' run
+	// directory, then the nodes' directories (containerd's images, the
+	// kubelet's directories of the nodes after the first: gigabytes). Their
+	// control plane's files are left to the OS's temp cleanup. Only a
+	// cluster holding the node lock has node directories, so every one
+	// found is a dead cluster's.
 	for _, mp := range mountPoints(runDirs) {
-		if i := strings.Index(mp, "/node/"); i >= 0 {
+		if nodeDirPattern.MatchString(mp) {
 			err = errors.Join(err, unmount(mp))
-			deadNodes[mp[:i+len("/node")]] = true
 		}
 	}
-	for dir := range deadNodes {
+	deadNodes, _ := filepath.Glob(runDirs + "*/node")
+	others, _ := filepath.Glob(runDirs + "*/node-[0-9]*")
+	for _, dir := range append(deadNodes, others...) {
 		err = errors.Join(err, os.RemoveAll(dir))
 	}
 	if _, serr := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); serr != nil {
@@ -499,6 +859,10 @@ func CleanupNode() error {
 	err = errors.Join(err, removeCgroup(kubepodsCgroup), removeContents(KubeletRootDir))
 	return err
 }
+
+// nodeDirPattern finds a node's directory in a path of its run directory:
+// /node/ for the first, /node-2/ and on for the others.
+var nodeDirPattern = regexp.MustCompile(`/node(-[0-9]+)?/`)
 
 // killCgroup SIGKILLs every process in the named cgroup, and below it, of
 // every cgroup v1 hierarchy (or the v2 one).
@@ -678,35 +1042,55 @@ func removeContents(dir string) error {
 	return errors.Join(errs...)
 }
 
-// createPodBridge creates the pod network's bridge with the gateway
-// address before kube-apiserver starts, so that it can listen there; the
-// CNI bridge plugin finds the bridge and its address and keeps both.
+// createPodBridge creates the first node's pod network bridge with the
+// gateway address before kube-apiserver starts, so that it can listen
+// there; the CNI bridge plugin finds the bridge and its address and keeps
+// both.
 func createPodBridge() error {
+	return createBridge(PodBridge, PodGateway, PodCIDR)
+}
+
+// createBridge creates a node's pod network bridge with its gateway address.
+func createBridge(bridge, gateway, cidr string) error {
 	for _, args := range [][]string{
-		{"link", "add", PodBridge, "type", "bridge"},
-		{"addr", "add", PodGateway + "/" + strings.Split(PodCIDR, "/")[1], "dev", PodBridge},
-		{"link", "set", PodBridge, "up"},
+		{"link", "add", bridge, "type", "bridge"},
+		{"addr", "add", gateway + "/" + strings.Split(cidr, "/")[1], "dev", bridge},
+		{"link", "set", bridge, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			_ = removePodNetwork()
+			_ = removeBridge(bridge)
 			return fmt.Errorf("creating the pod network's bridge: ip %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	return nil
 }
 
-// removePodNetwork removes what the pod network and kube-proxy leave on the
-// host once every pod is gone: the bridge, host-local's allocations and
-// kube-proxy's nftables tables (kube-proxy does not remove them on exit).
+// removeBridge deletes a pod network's bridge if it is there.
+func removeBridge(bridge string) error {
+	if _, err := os.Stat("/sys/class/net/" + bridge); err != nil {
+		return nil
+	}
+	if out, err := exec.Command("ip", "link", "delete", bridge).CombinedOutput(); err != nil {
+		return fmt.Errorf("deleting bridge %s: %v: %s", bridge, err, out)
+	}
+	return nil
+}
+
+// removePodNetwork removes what the pod networks of every node and
+// kube-proxy leave on the host once every pod is gone: the bridges
+// (vmkit-cni0, vmkit-cni1, ...), host-local's allocations and kube-proxy's
+// nftables tables (kube-proxy does not remove them on exit).
 func removePodNetwork() error {
 	var errs []error
-	if _, err := os.Stat("/sys/class/net/" + PodBridge); err == nil {
-		if out, err := exec.Command("ip", "link", "delete", PodBridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("deleting bridge %s: %v: %s", PodBridge, err, out))
-		}
+	bridges, _ := filepath.Glob("/sys/class/net/vmkit-cni[0-9]*")
+	for _, b := range bridges {
+		errs = append(errs, removeBridge(filepath.Base(b)))
 	}
-	if err := os.RemoveAll(hostLocalDir); err != nil {
-		errs = append(errs, err)
+	allocations, _ := filepath.Glob(hostLocalDir + "*")
+	for _, d := range allocations {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// containerd pins each sandbox's network namespace at /run/netns/cni-*
 	// and removes it only when it tears the sandbox down, which a stopped

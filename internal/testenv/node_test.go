@@ -93,6 +93,31 @@ func TestNode(t *testing.T) {
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	checkNodeGone(t, env)
+}
+
+// checkNodeGone checks that a stopped environment left none of its nodes'
+// bridges, nftables tables, network namespaces, mounts or processes. It
+// holds the node lock meanwhile: the next test's node may start as soon as
+// this one released it.
+func checkNodeGone(t *testing.T, env *Env) {
+	t.Helper()
+	lock, err := lockNode(env.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = lock.Truncate(0)
+		lock.Close()
+	}()
+	for _, n := range env.Nodes {
+		if _, err := os.Stat("/sys/class/net/" + n.PodBridge); err == nil {
+			t.Errorf("the pod network's bridge %s of node %s is left", n.PodBridge, n.Name)
+		}
+		if dirs := cgroupDirs(n.cgroupRoot); n.cgroupRoot != "" && len(dirs) > 0 {
+			t.Errorf("node %s's cgroups are left: %v", n.Name, dirs)
+		}
+	}
 	if _, err := os.Stat("/sys/class/net/" + PodBridge); err == nil {
 		t.Errorf("the pod network's bridge %s is left", PodBridge)
 	}
@@ -179,5 +204,45 @@ func testClusterIP(t *testing.T, env *Env) {
 			t.Fatalf("GET %s (ClusterIP Service to %s:%d) after 30s: %v", url, PodGateway, port, err)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestNodeLayout: the first node keeps the single node's names, addresses
+// and host paths; the second has its own name, pod network, cgroup root
+// and directories, which its pods see at the host's paths.
+func TestNodeLayout(t *testing.T) {
+	first, second := newNode("/tmp/run", 0), newNode("/tmp/run", 1)
+	if first.Name != NodeName || first.PodCIDR != PodCIDR || first.PodGateway != PodGateway || first.PodBridge != PodBridge ||
+		first.cgroupRoot != "" || first.networkName != podNetworkName || first.StorageDir != NodeStorageDir("/tmp/run") {
+		t.Errorf("first node %+v, want the single node's layout", first)
+	}
+	if got := first.HostPath("/var/lib/kubelet/pods/x"); got != "/var/lib/kubelet/pods/x" {
+		t.Errorf("first node: HostPath(/var/lib/kubelet/pods/x) = %s", got)
+	}
+	if second.Name != "localhost-2" || second.PodCIDR != "10.244.1.0/24" || second.PodGateway != "10.244.1.1" || second.PodBridge != "vmkit-cni1" ||
+		second.cgroupRoot != "vmkit-node-localhost-2" || second.networkName != "vmkit-pods-2" || second.StorageDir != "/tmp/run/node-2/storage" {
+		t.Errorf("second node %+v", second)
+	}
+	for seen, want := range map[string]string{
+		"/var/lib/kubelet/pods/x":          "/tmp/run/node-2/kubelet/pods/x",
+		"/var/lib/kubelet":                 "/tmp/run/node-2/kubelet",
+		"/var/run/kubevirt/sockets":        "/tmp/run/node-2/run/kubevirt/sockets",
+		"/var/run/kubevirt-private/x":      "/tmp/run/node-2/run/kubevirt-private/x",
+		"/var/log/pods/ns_p_uid/c/0.log":   "/tmp/run/node-2/log/pods/ns_p_uid/c/0.log",
+		"/var/lib/kubeletx":                "/var/lib/kubeletx",
+		"/tmp/run/node-2/storage/block/b0": "/tmp/run/node-2/storage/block/b0",
+	} {
+		if got := second.HostPath(seen); got != want {
+			t.Errorf("second node: HostPath(%s) = %s, want %s", seen, got, want)
+		}
+	}
+	for _, c := range []struct{ path, dir string }{
+		{"/tmp/vmkit-testenv-1/node/storage/x", "/node/"},
+		{"/tmp/vmkit-testenv-1/node-2/kubelet/x", "/node-2/"},
+		{"/tmp/vmkit-testenv-1/nodes/x", ""},
+	} {
+		if got := nodeDirPattern.FindString(c.path); got != c.dir {
+			t.Errorf("node directory in %s: %q, want %q", c.path, got, c.dir)
+		}
 	}
 }

@@ -1,0 +1,386 @@
+// Package e2e2node runs vmkit end to end on a real two-node cluster of this
+// machine (internal/cluster with Options.Nodes 2): Node localhost in the
+// host's mount namespace and Node localhost-2 with its own containerd,
+// kubelet, cgroup root, ports, pod network (10.244.1.0/24 on bridge
+// vmkit-cni1) and directories in a mount namespace of its own
+// (docs/cluster.md). What needs two nodes (live migration, evacuation)
+// is tested here; everything else is in test/e2e, on one node.
+//
+// One cluster serves the whole package (TestMain). After the tests it is
+// stopped and TestMain checks that nothing of it is left: no process of its
+// run directory, bridge, cgroup, mount or loop device.
+package e2e2node
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/testenv"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+const (
+	guestMarker = "GUEST-BOOTED"
+	nodes       = 2
+)
+
+// shared is the package's cluster, nil with -short.
+var shared *cluster.Cluster
+
+// startErr is why the cluster did not start.
+var startErr error
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	code := func() (code int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		o := cluster.Options{Nodes: nodes}
+		opts, err := cluster.NodeOptions(o)
+		if err != nil {
+			startErr = err
+			return m.Run()
+		}
+		began := time.Now()
+		env, err := testenv.Launch(ctx, opts)
+		if err != nil {
+			startErr = fmt.Errorf("starting the cluster: %w", err)
+			return m.Run()
+		}
+		fmt.Printf("e2e2node: control plane and %d nodes ready in %v\n", nodes, time.Since(began).Round(time.Millisecond))
+		defer func() {
+			if err := stopAndCheck(env); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e2node: stopping the cluster:", err)
+				code = 1
+			}
+		}()
+		c, err := cluster.New(env, o)
+		if err == nil {
+			began := time.Now()
+			if err = c.InstallOperator(ctx); err == nil {
+				err = c.InstallStorage(ctx, cluster.StorageOptions{})
+			}
+			if err == nil {
+				err = c.WaitAvailable(ctx)
+			}
+			if err == nil {
+				err = c.WaitNodesSchedulable(ctx)
+			}
+			if err == nil {
+				err = c.WaitStorage(ctx)
+			}
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, c.PodLogs(context.Background(), cluster.Namespace, v1.AppLabel, 40))
+			} else {
+				fmt.Printf("e2e2node: vmkit installed by the operator, both nodes schedulable in %v\n", time.Since(began).Round(time.Millisecond))
+			}
+		}
+		startErr = err
+		shared = c
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// stopAndCheck stops the cluster and reports what it left behind.
+func stopAndCheck(env *testenv.Env) error {
+	began := time.Now()
+	if err := env.Stop(); err != nil {
+		return err
+	}
+	fmt.Printf("e2e2node: cluster stopped in %v\n", time.Since(began).Round(time.Millisecond))
+	var left []string
+	for _, n := range env.Nodes {
+		if _, err := os.Stat("/sys/class/net/" + n.PodBridge); err == nil {
+			left = append(left, "bridge "+n.PodBridge)
+		}
+	}
+	if cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/vmkit-node-*"); len(cgroups) > 0 {
+		left = append(left, fmt.Sprintf("cgroups %v", cgroups))
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(l, env.Dir) {
+			left = append(left, "mount "+l)
+		}
+	}
+	if _, err := os.Stat(env.Dir); err == nil {
+		left = append(left, "run directory "+env.Dir)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, _ := os.ReadFile(p)
+		if strings.Contains(string(cmdline), env.Dir) {
+			left = append(left, "process "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, l := range loops {
+		backing, _ := os.ReadFile(l)
+		if strings.Contains(string(backing), env.Dir) {
+			left = append(left, "loop device over "+strings.TrimSpace(string(backing)))
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	return nil
+}
+
+// need returns the cluster, or fails the test with why there is none.
+func need(t testing.TB) *cluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: starts a two-node cluster")
+	}
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	return shared
+}
+
+// componentLogs are the last log lines of every vmkit pod, for failures.
+func componentLogs(c *cluster.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return c.PodLogs(ctx, cluster.Namespace, v1.AppLabel, 40) + c.PodLogs(ctx, "default", v1.AppLabel, 40)
+}
+
+// waitFor polls f every 250ms until it returns true or timeout passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, componentLogs(shared))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// netVM reads examples/vm-net.yaml (the tiny guest, masquerade on the pod
+// network, answering HTTP) as VM name pinned to node.
+func netVM(t testing.TB, name, node string) *v1.VirtualMachine {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "examples", "vm-net.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := &v1.VirtualMachine{}
+	if err := yaml.UnmarshalStrict(data, vm); err != nil {
+		t.Fatal(err)
+	}
+	vm.Name, vm.Namespace = name, "default"
+	vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"] = name
+	vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	return vm
+}
+
+// createVM creates vm and deletes it (and waits for its pods to go) when
+// the test ends.
+func createVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
+	t.Helper()
+	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Delete(ctx, vm.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting VM %s: %v", vm.Name, err)
+		}
+		waitFor(t, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
+			pods, err := c.Kube.CoreV1().Pods(vm.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + vm.Name})
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
+		})
+	})
+}
+
+// waitVMI waits until the VMI of name satisfies cond and returns it.
+func waitVMI(t testing.TB, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+	t.Helper()
+	var out *v1.VirtualMachineInstance
+	waitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
+		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		out = vmi
+		return cond(vmi), fmt.Sprintf("phase %s on %q", vmi.Status.Phase, vmi.Status.NodeName)
+	})
+	return out
+}
+
+// httpGetUntil GETs url until the body contains want, and returns it.
+func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	var body string
+	waitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, want), fmt.Sprintf("%s: %q", resp.Status, b)
+	})
+	return body
+}
+
+func guestURL(ip string, path string) string {
+	return "http://" + net.JoinHostPort(ip, "80") + path
+}
+
+// TestNodes: both Nodes are Ready, each at its own address (its pod
+// gateway) and kubelet port, labeled schedulable with a heartbeat by the
+// virt-handler running on it; kube-apiserver reaches each kubelet (the
+// logs of each node's virt-handler); each node has its own block volumes.
+func TestNodes(t *testing.T) {
+	c := need(t)
+	for i, n := range c.Env.Nodes {
+		node, err := c.Kube.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Name != testenv.NodeNameAt(i) {
+			t.Errorf("node %d is %s, want %s", i, n.Name, testenv.NodeNameAt(i))
+		}
+		var internalIP string
+		for _, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				internalIP = a.Address
+			}
+		}
+		if wantPort := int32(10250 + 10*i); internalIP != n.PodGateway || node.Status.DaemonEndpoints.KubeletEndpoint.Port != wantPort {
+			t.Errorf("Node %s: InternalIP %s, kubelet port %d; want its pod gateway %s and port %d", n.Name, internalIP,
+				node.Status.DaemonEndpoints.KubeletEndpoint.Port, n.PodGateway, wantPort)
+		}
+		if node.Labels[v1.NodeSchedulable] != "true" || node.Annotations[v1.VirtHandlerHeartbeat] == "" {
+			t.Errorf("Node %s: %s=%q, heartbeat %q", n.Name, v1.NodeSchedulable, node.Labels[v1.NodeSchedulable], node.Annotations[v1.VirtHandlerHeartbeat])
+		}
+		handlers, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{
+			LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue, FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(handlers.Items) != 1 {
+			t.Fatalf("%d virt-handler pods on %s, want 1", len(handlers.Items), n.Name)
+		}
+		h := handlers.Items[0]
+		_, podNet, _ := net.ParseCIDR(n.PodCIDR)
+		if !podNet.Contains(net.ParseIP(h.Status.PodIP)) {
+			t.Errorf("virt-handler %s on %s has IP %s, not in the node's pod network %s", h.Name, n.Name, h.Status.PodIP, n.PodCIDR)
+		}
+		logs, err := c.Kube.CoreV1().Pods(cluster.Namespace).GetLogs(h.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+		if err != nil || len(logs) == 0 {
+			t.Errorf("logs of virt-handler %s through the kubelet of %s: %v (%d bytes)", h.Name, n.Name, err, len(logs))
+		}
+		// The node agent's host paths are its node's: its pod directory
+		// is in the node's kubelet directory, not in any other node's.
+		if _, err := os.Stat(n.HostPath(filepath.Join(testenv.KubeletRootDir, "pods", string(h.UID)))); err != nil {
+			t.Errorf("virt-handler %s's pod directory is not in %s's kubelet directory %s: %v", h.Name, n.Name, n.KubeletRootDir, err)
+		}
+		for _, other := range c.Env.Nodes {
+			if other != n {
+				if _, err := os.Stat(other.HostPath(filepath.Join(testenv.KubeletRootDir, "pods", string(h.UID)))); err == nil {
+					t.Errorf("virt-handler %s of %s has a pod directory in %s's kubelet directory %s", h.Name, n.Name, other.Name, other.KubeletRootDir)
+				}
+			}
+		}
+		pv, err := c.Kube.CoreV1().PersistentVolumes().Get(t.Context(), cluster.BlockVolumeName(n.Name, 0), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms; len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != n.Name {
+			t.Errorf("block volume %s is bound to %+v, want node %s", pv.Name, terms, n.Name)
+		}
+	}
+}
+
+// TestVMIOnEachNode boots examples/vm-net.yaml's guest on each node
+// (nodeSelector kubernetes.io/hostname): each VMI turns Running on its
+// node, with its launcher pod on that node in the node's pod network and
+// its socket in that node's kubelet directory (the node's virt-handler
+// started it); the console comes through the node's virt-handler; the
+// guest on the first node fetches a page from the guest on the second
+// over the pod network, which sees the first's pod IP (no NAT between
+// the nodes), and the other way round.
+func TestVMIOnEachNode(t *testing.T) {
+	c := need(t)
+	began := time.Now()
+	for _, n := range c.Env.Nodes {
+		createVM(t, c, netVM(t, "vm-"+n.Name, n.Name))
+	}
+	podIP := map[string]string{}
+	for _, n := range c.Env.Nodes {
+		name := "vm-" + n.Name
+		vmi := waitVMI(t, c, name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+			return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+		})
+		if vmi.Status.NodeName != n.Name || vmi.Labels[v1.NodeNameLabel] != n.Name {
+			t.Errorf("VMI %s runs on %q (label %q), want %s", name, vmi.Status.NodeName, vmi.Labels[v1.NodeNameLabel], n.Name)
+		}
+		pods, err := c.Kube.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(vmi.UID)})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("launcher pods of %s: %v (err %v)", name, len(pods.Items), err)
+		}
+		pod := pods.Items[0]
+		_, podNet, _ := net.ParseCIDR(n.PodCIDR)
+		if pod.Spec.NodeName != n.Name || !podNet.Contains(net.ParseIP(pod.Status.PodIP)) || vmi.Status.Interfaces[0].IP != pod.Status.PodIP {
+			t.Errorf("launcher pod %s on %s with IP %s (VMI reports %s); want it on %s in %s", pod.Name, pod.Spec.NodeName, pod.Status.PodIP,
+				vmi.Status.Interfaces[0].IP, n.Name, n.PodCIDR)
+		}
+		sockets, _ := filepath.Glob(n.HostPath(filepath.Join(testenv.KubeletRootDir, "pods", string(pod.UID), "volumes", "*", "sockets", string(vmi.UID))))
+		if len(sockets) != 1 {
+			t.Errorf("launcher %s's socket directory for VMI %s in %s's kubelet directory: %v", pod.Name, vmi.UID, n.Name, sockets)
+		}
+		podIP[n.Name] = pod.Status.PodIP
+		httpGetUntil(t, guestURL(pod.Status.PodIP, "/"), "vmkit guest "+name, 90*time.Second)
+		t.Logf("%s: create → Running on %s, guest answers HTTP at %s %v after create", name, n.Name, pod.Status.PodIP, time.Since(began).Round(time.Millisecond))
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		lines, err := c.Console(ctx, "default", name, guestMarker)
+		cancel()
+		if err != nil {
+			t.Errorf("console of %s through %s's virt-handler: %v (so far %q)", name, n.Name, err, lines)
+		}
+	}
+	first, second := c.Env.Nodes[0].Name, c.Env.Nodes[1].Name
+	// The guest's fetch runs in its launcher pod's network (masquerade:
+	// NAT to the pod's IP), so the other guest sees that pod's address.
+	httpGetUntil(t, guestURL(podIP[first], "/cgi-bin/fetch?"+guestURL(podIP[second], "/cgi-bin/client")), "client "+podIP[first]+"\n", 60*time.Second)
+	httpGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
+	t.Logf("pods reach each other across the nodes: %s (%s) <-> %s (%s), %v after create", podIP[first], first, podIP[second], second,
+		time.Since(began).Round(time.Millisecond))
+}
