@@ -77,7 +77,13 @@ type MigrationConfig struct {
 	// CR's completionTimeoutPerGiB); DefaultCompletionTimeoutPerGiB when
 	// zero, none when negative.
 	CompletionTimeoutPerGiB int64
-	// AllowAutoConverge and AllowPostCopy are the KubeVirt CR's.
+	// ProgressTimeout aborts a migration whose data left has not shrunk
+	// for this many seconds (the KubeVirt CR's progressTimeout);
+	// DefaultProgressTimeout when zero, none when negative.
+	ProgressTimeout int64
+	// AllowAutoConverge and AllowPostCopy are the KubeVirt CR's: with
+	// post-copy a migration past its completion timeout switches to
+	// post-copy instead of being aborted.
 	AllowAutoConverge, AllowPostCopy bool
 	// ParallelConnections sends memory over that many connections when
 	// above 1 (KubeVirt's parallel migration threads).
@@ -88,8 +94,11 @@ type MigrationConfig struct {
 	TargetReadyTimeout time.Duration
 }
 
-// DefaultCompletionTimeoutPerGiB is KubeVirt's completionTimeoutPerGiB.
-const DefaultCompletionTimeoutPerGiB = 150
+// KubeVirt's defaults of completionTimeoutPerGiB and progressTimeout.
+const (
+	DefaultCompletionTimeoutPerGiB = 150
+	DefaultProgressTimeout         = 150
+)
 
 // Events of migrations (KubeVirt's reasons).
 const (
@@ -415,7 +424,17 @@ func (a *Agent) migrateRequest(vmi *v1.VirtualMachineInstance) launcher.MigrateR
 	if perGiB == 0 {
 		perGiB = DefaultCompletionTimeoutPerGiB
 	}
+	progress := m.ProgressTimeout
+	if progress == 0 {
+		progress = DefaultProgressTimeout
+	}
 	if c := vmi.Status.MigrationState.MigrationConfiguration; c != nil {
+		if c.ProgressTimeout != nil {
+			progress = *c.ProgressTimeout
+			if progress == 0 {
+				progress = -1
+			}
+		}
 		if q := c.BandwidthPerMigration; q != nil {
 			req.BandwidthMiB = uint64(max(q.Value(), 0)) >> 20
 			if q.Value() > 0 && req.BandwidthMiB == 0 {
@@ -444,6 +463,9 @@ func (a *Agent) migrateRequest(vmi *v1.VirtualMachineInstance) launcher.MigrateR
 			gib = math.Max(1, float64(mem)/(1<<30))
 		}
 		req.Timeout = metav1.Duration{Duration: time.Duration(float64(perGiB)*gib) * time.Second}
+	}
+	if progress > 0 {
+		req.ProgressTimeout = metav1.Duration{Duration: time.Duration(progress) * time.Second}
 	}
 	return req
 }

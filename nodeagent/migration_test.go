@@ -28,16 +28,16 @@ func TestMigrateRequest(t *testing.T) {
 		want  launcher.MigrateRequest
 	}{
 		{"agent defaults, small guest: one GiB's timeout", MigrationConfig{}, mem("128Mi"), nil,
-			launcher.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: 150 * time.Second}}},
+			launcher.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: 150 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
 		{"4 GiB guest", MigrationConfig{BandwidthMiB: 64, AllowAutoConverge: true}, mem("4Gi"), nil,
-			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 64, AutoConverge: true, Timeout: metav1.Duration{Duration: 600 * time.Second}}},
-		{"no timeout", MigrationConfig{CompletionTimeoutPerGiB: -1}, mem("1Gi"), nil,
+			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 64, AutoConverge: true, Timeout: metav1.Duration{Duration: 600 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
+		{"no timeout", MigrationConfig{CompletionTimeoutPerGiB: -1, ProgressTimeout: -1}, mem("1Gi"), nil,
 			launcher.MigrateRequest{MigrationUID: "m"}},
 		{"the controller's migrationConfiguration wins", MigrationConfig{BandwidthMiB: 64, ParallelConnections: 4}, mem("2Gi"),
-			&v1.MigrationConfiguration{BandwidthPerMigration: q("32Mi"), CompletionTimeoutPerGiB: i64(10), AllowPostCopy: yes(), UnsafeMigrationOverride: yes()},
-			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 32, PostCopy: true, Unsafe: true, ParallelConnections: 4, Timeout: metav1.Duration{Duration: 20 * time.Second}}},
+			&v1.MigrationConfiguration{BandwidthPerMigration: q("32Mi"), CompletionTimeoutPerGiB: i64(10), ProgressTimeout: i64(30), AllowPostCopy: yes(), UnsafeMigrationOverride: yes()},
+			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 32, PostCopy: true, Unsafe: true, ParallelConnections: 4, Timeout: metav1.Duration{Duration: 20 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 30 * time.Second}}},
 		{"bandwidth below 1 MiB/s and a zero timeout", MigrationConfig{}, mem("1Gi"),
-			&v1.MigrationConfiguration{BandwidthPerMigration: q("100Ki"), CompletionTimeoutPerGiB: i64(0)},
+			&v1.MigrationConfiguration{BandwidthPerMigration: q("100Ki"), CompletionTimeoutPerGiB: i64(0), ProgressTimeout: i64(0)},
 			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 1}},
 	} {
 		a := &Agent{cfg: Config{Migration: &tc.agent}}

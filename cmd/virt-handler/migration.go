@@ -19,6 +19,7 @@ type migrationFlags struct {
 	clientCert, clientKey   string
 	bandwidthMiB            uint64
 	completionTimeoutPerGiB int64
+	progressTimeout         int64
 	autoConverge, postCopy  bool
 	parallelConnections     int
 }
@@ -29,8 +30,9 @@ func (m *migrationFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.clientKey, "migration-client-key-file", "", "key of --migration-client-cert-file")
 	fs.Uint64Var(&m.bandwidthMiB, "migration-bandwidth-mib", 0, "bandwidth per migration in MiB/s (the KubeVirt CR's bandwidthPerMigration); 0 is unlimited")
 	fs.Int64Var(&m.completionTimeoutPerGiB, "migration-completion-timeout-per-gib", nodeagent.DefaultCompletionTimeoutPerGiB, "abort a migration not completed within this many seconds per GiB of guest memory; negative: never")
+	fs.Int64Var(&m.progressTimeout, "migration-progress-timeout", nodeagent.DefaultProgressTimeout, "abort a migration whose data left has not shrunk for this many seconds; 0: never")
 	fs.BoolVar(&m.autoConverge, "migration-allow-auto-converge", false, "throttle guests that dirty memory faster than it is sent")
-	fs.BoolVar(&m.postCopy, "migration-allow-post-copy", false, "allow post-copy migrations")
+	fs.BoolVar(&m.postCopy, "migration-allow-post-copy", false, "switch a migration past its completion timeout to post-copy instead of aborting it")
 	fs.IntVar(&m.parallelConnections, "migration-parallel-connections", 0, "send memory over this many connections (multifd) when above 1")
 }
 
@@ -56,6 +58,10 @@ func (m *migrationFlags) config(podIP string, serverTLS *tls.Config, caFile stri
 	}
 	if m.completionTimeoutPerGiB == 0 {
 		cfg.CompletionTimeoutPerGiB = -1 // 0 given: never (the agent's zero means the default)
+	}
+	cfg.ProgressTimeout = m.progressTimeout
+	if m.progressTimeout == 0 {
+		cfg.ProgressTimeout = -1
 	}
 	if serverTLS == nil {
 		return cfg, nil // migrationproxy refuses a non-loopback address without TLS

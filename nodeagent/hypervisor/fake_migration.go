@@ -10,10 +10,12 @@ var _ Migrator = (*Fake)(nil)
 
 // fakeMigration is a migration in progress on a Fake.
 type fakeMigration struct {
-	opts    MigrateOptions
-	started time.Time
-	abort   chan struct{}
-	aborted bool
+	opts      MigrateOptions
+	started   time.Time
+	abort     chan struct{}
+	aborted   bool
+	postCopy  bool
+	remaining uint64
 }
 
 // HoldMigrations makes the Fake's migrations wait, in progress, until
@@ -134,7 +136,47 @@ func (f *Fake) MigrationProgress(ctx context.Context, name string) (MigrationPro
 	if d.migration == nil {
 		return MigrationProgress{}, fmt.Errorf("migration progress of %s: %w", name, ErrNoMigration)
 	}
-	return MigrationProgress{Elapsed: time.Since(d.migration.started)}, nil
+	return MigrationProgress{Elapsed: time.Since(d.migration.started), DataRemaining: d.migration.remaining}, nil
+}
+
+// StartPostCopy implements Migrator: it records the switch (PostCopies).
+func (f *Fake) StartPostCopy(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "StartPostCopy", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("start post-copy of", name)
+	if err != nil {
+		return err
+	}
+	if d.migration == nil {
+		return fmt.Errorf("start post-copy of %s: %w", name, ErrNoMigration)
+	}
+	if !d.migration.opts.PostCopy {
+		return fmt.Errorf("start post-copy of %s: the migration was not started with post-copy: %w", name, ErrInvalidState)
+	}
+	d.migration.postCopy = true
+	return nil
+}
+
+// MigrationRemaining sets the data left that MigrationProgress reports
+// for the named domain's migration.
+func (f *Fake) MigrationRemaining(name string, remaining uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.domains[name]; ok && d.migration != nil {
+		d.migration.remaining = remaining
+	}
+}
+
+// PostCopy reports whether the named domain's migration in progress was
+// switched to post-copy.
+func (f *Fake) PostCopy(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.domains[name]
+	return ok && d.migration != nil && d.migration.postCopy
 }
 
 // Incoming defines the named domain from domainXML in state Paused with

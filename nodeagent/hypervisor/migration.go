@@ -26,6 +26,11 @@ type Migrator interface {
 	// MigrationProgress reports the named domain's migration job.
 	// Without one it fails with ErrNoMigration.
 	MigrationProgress(ctx context.Context, name string) (MigrationProgress, error)
+	// StartPostCopy switches the named domain's migration, started with
+	// MigrateOptions.PostCopy, to post-copy: the guest runs on the
+	// destination at once and fetches the memory left on demand. Without
+	// a migration it fails with ErrNoMigration.
+	StartPostCopy(ctx context.Context, name string) error
 }
 
 // ErrNoMigration: the domain has no migration in progress.

@@ -94,7 +94,7 @@ type MigrationStatus struct {
 	// AbortStatus is KubeVirt's: Aborting, Succeeded or Failed, once an
 	// abort was asked for.
 	AbortStatus string `json:"abortStatus,omitempty"`
-	// Mode is PreCopy (vmkit does not switch to post-copy yet).
+	// Mode is PreCopy, or PostCopy once switched (MigrateRequest.Timeout).
 	Mode string `json:"mode,omitempty"`
 	// DomainDetected (target): the incoming domain exists here.
 	DomainDetected bool `json:"domainDetected,omitempty"`
@@ -128,9 +128,15 @@ type MigrateRequest struct {
 	// definition to the target's (see hypervisor.MigrateOptions.PathMap):
 	// empty between launcher pods, which lay their files out alike.
 	PathMap map[string]string `json:"pathMap,omitempty"`
-	// Timeout aborts the migration when it has not completed in this time
-	// (the KubeVirt CR's completion timeout); none when zero.
+	// Timeout is the migration's acceptable completion time (the KubeVirt
+	// CR's completionTimeoutPerGiB times the guest's size): past it the
+	// migration switches to post-copy when PostCopy allows it, else it is
+	// aborted. None when zero.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
+	// ProgressTimeout aborts the migration when the data left to send has
+	// not shrunk for this long (the KubeVirt CR's progressTimeout); none
+	// when zero.
+	ProgressTimeout metav1.Duration `json:"progressTimeout,omitempty"`
 }
 
 // PathMapTo maps the directories of a launcher reported in from (its own
@@ -296,12 +302,10 @@ func (l *Launcher) Migrate(ctx context.Context, req MigrateRequest) (Status, err
 	now := metav1.Now()
 	l.migration = &MigrationStatus{UID: req.MigrationUID, Role: "source", Mode: "PreCopy", StartTimestamp: &now}
 	l.migrating = true
-	mctx, cancel := context.WithCancel(l.runCtx)
-	if req.Timeout.Duration > 0 {
-		mctx, cancel = context.WithTimeout(l.runCtx, req.Timeout.Duration)
-	}
-	l.cancelMigration = cancel
-	go l.runMigration(klog.NewContext(mctx, klog.FromContext(ctx)), cancel, m, l.domain, opts)
+	mctx, cancel := context.WithCancelCause(l.runCtx)
+	l.cancelMigration = func() { cancel(errors.New("the launcher is stopping")) }
+	mon := monitor{timeout: req.Timeout.Duration, progressTimeout: req.ProgressTimeout.Duration, postCopy: req.PostCopy, cancel: cancel}
+	go l.runMigration(klog.NewContext(mctx, klog.FromContext(ctx)), mon, m, l.domain, opts)
 	return l.statusLocked(), nil
 }
 
@@ -314,14 +318,33 @@ func (l *Launcher) localDiskDirs() []string {
 		filepath.Join(priv, "downwardapi-disks"), filepath.Join(priv, "service-account-disk")}
 }
 
-func (l *Launcher) runMigration(ctx context.Context, cancel context.CancelFunc, m hypervisor.Migrator, name string, opts hypervisor.MigrateOptions) {
-	defer cancel()
+// monitor is KubeVirt's migration monitor: the completion and progress
+// timeouts.
+type monitor struct {
+	timeout, progressTimeout time.Duration
+	postCopy                 bool
+	cancel                   context.CancelCauseFunc
+	// interval between looks; 1 s when zero.
+	interval time.Duration
+}
+
+// errTimeout is the cause of a migration aborted by a timeout.
+type errTimeout struct{ msg string }
+
+func (e errTimeout) Error() string { return e.msg }
+
+func (l *Launcher) runMigration(ctx context.Context, mon monitor, m hypervisor.Migrator, name string, opts hypervisor.MigrateOptions) {
+	defer mon.cancel(nil)
 	log := klog.FromContext(ctx).WithValues("vmi", l.key())
 	log.Info("migrating", "destination", opts.DestURI, "memory", opts.MigrateURI, "copyDisksUnder", opts.CopyDisksUnder)
 	done := make(chan struct{})
-	go l.followMigration(ctx, m, name, done)
+	go l.followMigration(ctx, mon, m, name, done)
 	result, err := m.Migrate(ctx, name, opts)
 	close(done)
+	var timeout errTimeout
+	if cause := context.Cause(ctx); err != nil && errors.As(cause, &timeout) {
+		err = fmt.Errorf("%s: %w", timeout.msg, err)
+	}
 	now := metav1.Now()
 	l.mu.Lock()
 	mig := l.migration
@@ -334,8 +357,6 @@ func (l *Launcher) runMigration(ctx context.Context, cancel context.CancelFunc, 
 		if mig.AbortStatus == AbortInProgress {
 			mig.AbortStatus = AbortSucceeded
 			mig.FailureReason = "Live migration aborted: " + err.Error()
-		} else if errors.Is(err, context.DeadlineExceeded) {
-			mig.FailureReason = "Live migration did not complete in time and was aborted: " + err.Error()
 		}
 		l.mu.Unlock()
 		log.Error(err, "migration failed; the guest keeps running here")
@@ -348,25 +369,66 @@ func (l *Launcher) runMigration(ctx context.Context, cancel context.CancelFunc, 
 	l.end(context.WithoutCancel(ctx), hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonMigrated}, "the domain migrated to the target")
 }
 
-// followMigration records the job's progress every second until done.
-func (l *Launcher) followMigration(ctx context.Context, m hypervisor.Migrator, name string, done <-chan struct{}) {
-	t := time.NewTicker(time.Second)
+// followMigration records the job's progress every second until done,
+// and applies the monitor's timeouts as KubeVirt's launcher does: past the
+// completion timeout it switches to post-copy when allowed, else aborts;
+// it aborts when the data left has not shrunk for the progress timeout.
+func (l *Launcher) followMigration(ctx context.Context, mon monitor, m hypervisor.Migrator, name string, done <-chan struct{}) {
+	interval := mon.interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
 	defer t.Stop()
+	start := time.Now()
+	lastProgress, watermark, seen := start, uint64(0), false
+	log := klog.FromContext(ctx).WithValues("vmi", l.key())
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
 		}
+		now := time.Now()
 		p, err := m.MigrationProgress(ctx, name)
-		if err != nil {
-			continue
+		if err == nil {
+			if !seen || p.DataRemaining < watermark {
+				watermark, lastProgress, seen = p.DataRemaining, now, true
+			}
+			l.mu.Lock()
+			if l.migrating && l.migration != nil {
+				l.migration.Progress = &p
+			}
+			l.mu.Unlock()
 		}
 		l.mu.Lock()
-		if l.migrating && l.migration != nil {
-			l.migration.Progress = &p
-		}
+		postCopy := l.migration != nil && l.migration.Mode == "PostCopy"
 		l.mu.Unlock()
+		switch {
+		case postCopy:
+			// Post-copy cannot be aborted: the target runs the guest.
+		case mon.progressTimeout > 0 && now.Sub(lastProgress) > mon.progressTimeout:
+			msg := fmt.Sprintf("Live migration stuck for %d seconds and has been aborted", int(now.Sub(lastProgress).Seconds()))
+			log.Info(msg)
+			mon.cancel(errTimeout{msg})
+			return
+		case mon.timeout > 0 && now.Sub(start) > mon.timeout && mon.postCopy:
+			if err := m.StartPostCopy(ctx, name); err != nil {
+				log.Error(err, "switching the migration to post-copy")
+				continue
+			}
+			log.Info("the migration did not complete in time: switched to post-copy", "after", now.Sub(start))
+			l.mu.Lock()
+			if l.migration != nil {
+				l.migration.Mode = "PostCopy"
+			}
+			l.mu.Unlock()
+		case mon.timeout > 0 && now.Sub(start) > mon.timeout:
+			msg := fmt.Sprintf("Live migration is not completed after %d seconds and has been aborted", int(mon.timeout.Seconds()))
+			log.Info(msg)
+			mon.cancel(errTimeout{msg})
+			return
+		}
 	}
 }
 

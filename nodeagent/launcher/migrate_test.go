@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
@@ -204,5 +207,60 @@ func TestMigrationTargetAdoptsTheIncomingDomain(t *testing.T) {
 		f.run <- final
 	case <-time.After(5 * time.Second):
 		t.Fatal("the launcher did not end")
+	}
+}
+
+func TestMigrationTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		req        MigrateRequest
+		remaining  uint64
+		wantReason string // failure; "" for a switch to post-copy
+	}{
+		{"past the completion timeout with post-copy: switches", MigrateRequest{MigrationUID: "m", PostCopy: true, Timeout: metav1.Duration{Duration: time.Second}}, 0, ""},
+		{"past the completion timeout: aborted", MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: time.Second}}, 0, "not completed after 1 seconds"},
+		{"no progress: aborted", MigrateRequest{MigrationUID: "m", ProgressTimeout: metav1.Duration{Duration: time.Second}}, 4096, "stuck for"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startMigratable(t)
+			ctx := context.Background()
+			if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+				t.Fatal(err)
+			}
+			f.h.HoldMigrations()
+			if _, err := f.c.Migrate(ctx, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
+			f.h.MigrationRemaining("ns_vm1", tc.remaining)
+			var st Status
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				st, _ = f.c.State(ctx)
+				if st.Migration.EndTimestamp != nil || st.Migration.Mode == "PostCopy" {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tc.wantReason == "" {
+				if st.Migration.Mode != "PostCopy" || !f.h.PostCopy("ns_vm1") || st.Migration.Failed {
+					t.Fatalf("migration = %+v, fake post-copy %v; want switched to post-copy", st.Migration, f.h.PostCopy("ns_vm1"))
+				}
+				f.h.ReleaseMigrations()
+				select {
+				case final := <-f.run:
+					if final.Reason != hypervisor.ReasonMigrated || final.Migration.Mode != "PostCopy" {
+						t.Errorf("final = %+v %+v", final, final.Migration)
+					}
+					f.run <- final
+				case <-time.After(5 * time.Second):
+					t.Fatal("the launcher did not end after the post-copy migration")
+				}
+				return
+			}
+			if m := st.Migration; !m.Failed || !strings.Contains(m.FailureReason, tc.wantReason) || st.State != hypervisor.StateRunning {
+				t.Errorf("migration = %+v, state %s; want failed with %q, the guest running", m, st.State, tc.wantReason)
+			}
+		})
 	}
 }

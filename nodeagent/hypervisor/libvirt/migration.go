@@ -238,6 +238,21 @@ func (h *Hypervisor) MigrationProgress(ctx context.Context, name string) (hyperv
 	return out, err
 }
 
+// StartPostCopy implements hypervisor.Migrator with
+// virDomainMigrateStartPostCopy.
+func (h *Hypervisor) StartPostCopy(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "start post-copy of", name, func(d *golibvirt.Domain) error {
+		info, err := d.GetJobInfo()
+		if err != nil {
+			return err
+		}
+		if info.Type != golibvirt.DOMAIN_JOB_UNBOUNDED {
+			return hypervisor.ErrNoMigration
+		}
+		return d.MigrateStartPostCopy(0)
+	})
+}
+
 func progress(info *golibvirt.DomainJobInfo) hypervisor.MigrationProgress {
 	return hypervisor.MigrationProgress{
 		Elapsed:              time.Duration(info.TimeElapsed) * time.Millisecond,
