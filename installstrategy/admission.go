@@ -157,3 +157,53 @@ func launcherEvictionHook(c *DeploymentConfig) admissionregistrationv1.Validatin
 		AdmissionReviewVersions: []string{"v1"},
 	}
 }
+
+// Virt-api's mutating admission webhook, with KubeVirt's names and path
+// (package virtapi serves it).
+const (
+	// MutatingWebhookName names the MutatingWebhookConfiguration.
+	MutatingWebhookName = "virt-api-mutator"
+	// webhookVMIMutatePath is virtapi.MutateVMIPath.
+	webhookVMIMutatePath = "/virtualmachineinstances-mutate"
+)
+
+// addMutatingWebhooks adds virt-api's mutating webhook on VMI creation,
+// which applies the VirtualMachineInstancePresets whose selector matches
+// the new VMI (KubeVirt's virtualmachineinstances-mutator.kubevirt.io).
+// KubeVirt's also mutates VMI updates and VMs; vmkit's VMs are defaulted by
+// their CRD schema and VMI updates are guarded by the admission policy
+// (VMIUpdatePolicyName), so only creates are sent. failurePolicy Fail, as
+// KubeVirt's: while virt-api is down no VMI is created without its presets.
+// The caBundle is the installation CA, which Apply writes
+// (ApplyOptions.CABundle).
+func (s *Strategy) addMutatingWebhooks(c *DeploymentConfig) {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	s.MutatingWebhooks = append(s.MutatingWebhooks, &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: objectMeta(c, MutatingWebhookName, MutatingWebhookName, ""),
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "virtualmachineinstances-mutator.kubevirt.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service: &admissionregistrationv1.ServiceReference{Namespace: c.Namespace, Name: APIServiceName, Path: ptr(webhookVMIMutatePath), Port: ptr(int32(443))},
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"},
+					Resources: []string{"virtualmachineinstances"}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+			}},
+			// Every field the API server would default is set, so the
+			// live object compares equal to this one.
+			NamespaceSelector:       &metav1.LabelSelector{},
+			ObjectSelector:          &metav1.LabelSelector{},
+			FailurePolicy:           &fail,
+			MatchPolicy:             &equivalent,
+			SideEffects:             &none,
+			TimeoutSeconds:          ptr(int32(10)),
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &never,
+		}},
+	})
+}

@@ -136,8 +136,19 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		// the VMIs they create; no virt-api runs here.
 		vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "unchecked", Namespace: "default"}}
 		_, err := versioned.NewForConfigOrDie(c.env.Config).KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{})
+		// The mutating webhook (presets) is called first.
+		if err == nil || !strings.Contains(err.Error(), "virtualmachineinstances-mutator.kubevirt.io") {
+			t.Fatalf("creating a VMI with virt-api down: %v, want a refusal by virt-api's mutating webhook", err)
+		}
+		if err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, MutatingWebhookName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = versioned.NewForConfigOrDie(c.env.Config).KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), "virtualmachineinstances-create-validator.kubevirt.io") {
-			t.Fatalf("creating a VMI with virt-api down: %v, want a refusal by virt-api's webhook", err)
+			t.Fatalf("creating a VMI with virt-api down: %v, want a refusal by virt-api's validating webhook", err)
+		}
+		if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	})
 
@@ -145,6 +156,9 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		// Without virt-api running, its webhook refuses every VMI create:
 		// out of the way for this test, put back by the next Apply.
 		if err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ValidatingWebhookName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, MutatingWebhookName, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		testVMIUpdatePolicy(t, ctx, c.env.Config, s.Config.Namespace)
@@ -288,6 +302,9 @@ func TestDeleteRefusesWhileVMsExist(t *testing.T) {
 	// No virt-api runs here to answer its webhook, which refuses every
 	// VMI create without it.
 	if err := c.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ValidatingWebhookName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.env.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, MutatingWebhookName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	vmi := map[string]any{
@@ -450,7 +467,7 @@ func testAPIServiceCABundle(t *testing.T, ctx context.Context, c *cluster, s *St
 		t.Fatal(err)
 	}
 	// virt-api's webhook configuration carries the same bundle.
-	bundled := []string{"APIService " + name, "ValidatingWebhookConfiguration " + ValidatingWebhookName}
+	bundled := []string{"APIService " + name, "ValidatingWebhookConfiguration " + ValidatingWebhookName, "MutatingWebhookConfiguration " + MutatingWebhookName}
 	apply(first.CABundle, bundled)
 	apply(first.CABundle, nil)
 
@@ -473,6 +490,15 @@ func testAPIServiceCABundle(t *testing.T, ctx context.Context, c *cluster, s *St
 	for _, h := range hooks.Webhooks {
 		if string(h.ClientConfig.CABundle) != string(rotated.CABundle) {
 			t.Errorf("webhook %s: caBundle is not the rotated CA", h.Name)
+		}
+	}
+	mutators, err := c.env.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, MutatingWebhookName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range mutators.Webhooks {
+		if string(h.ClientConfig.CABundle) != string(rotated.CABundle) {
+			t.Errorf("mutating webhook %s: caBundle is not the rotated CA", h.Name)
 		}
 	}
 

@@ -71,6 +71,7 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}, resource: "validatingadmissionpolicies", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}, resource: "validatingadmissionpolicybindings", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"}, resource: "validatingwebhookconfigurations", compare: sameFields("webhooks")},
+	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "MutatingWebhookConfiguration"}, resource: "mutatingwebhookconfigurations", compare: sameFields("webhooks")},
 	{gvk: ServiceMonitorGVK, resource: "servicemonitors", namespaced: true, compare: sameFields("spec"), monitoring: true},
 	{gvk: PrometheusRuleGVK, resource: "prometheusrules", namespaced: true, compare: sameFields("spec"), monitoring: true},
 }
@@ -136,7 +137,8 @@ type ApplyOptions struct {
 	// CRDTimeout bounds the wait for each CRD to be Established (default 60s).
 	CRDTimeout time.Duration
 	// CABundle (PEM) is written into spec.caBundle of every APIService of
-	// the strategy: the CA that signed virt-api's serving certificate
+	// the strategy (and into clientConfig.caBundle of each webhook of its
+	// validating and mutating webhook configurations): the CA that signed virt-api's serving certificate
 	// (Certificates.CABundle, from EnsureCertificates), which the
 	// aggregator verifies virt-api against. A strategy is pure and holds
 	// no random certificate, so its APIServices carry none; the operator
@@ -189,6 +191,13 @@ func Apply(ctx context.Context, c dynamic.Interface, s *Strategy, opts ApplyOpti
 			obj = a
 		}
 		if w, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && len(opts.CABundle) > 0 {
+			w = w.DeepCopy()
+			for i := range w.Webhooks {
+				w.Webhooks[i].ClientConfig.CABundle = opts.CABundle
+			}
+			obj = w
+		}
+		if w, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok && len(opts.CABundle) > 0 {
 			w = w.DeepCopy()
 			for i := range w.Webhooks {
 				w.Webhooks[i].ClientConfig.CABundle = opts.CABundle

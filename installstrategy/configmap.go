@@ -151,6 +151,8 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.AdmissionPolicyBindings)
 	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"):
 		return decodeInto(doc, &s.ValidatingWebhooks)
+	case admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):
+		return decodeInto(doc, &s.MutatingWebhooks)
 	case ServiceMonitorGVK:
 		return decodeInto(doc, &s.ServiceMonitors)
 	case PrometheusRuleGVK:

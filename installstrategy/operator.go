@@ -251,7 +251,7 @@ func OperatorRules(namespace string) (OperatorPermissions, error) {
 			rule("rbac.authorization.k8s.io", []string{"clusterroles", "roles"}, "escalate"),
 			bind("clusterroles", clusterRoles),
 			rule("apiregistration.k8s.io", []string{"apiservices"}, all...),
-			rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations"}, all...),
+			rule("admissionregistration.k8s.io", []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, all...),
 		},
 		Namespace: []rbacv1.PolicyRule{
 			rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),

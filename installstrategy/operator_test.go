@@ -57,8 +57,8 @@ func TestOperatorObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.APIServices) != 0 {
-		t.Errorf("WithoutVirtAPI still installs %d APIServices", len(s.APIServices))
+	if len(s.APIServices) != 0 || len(s.ValidatingWebhooks) != 0 || len(s.MutatingWebhooks) != 0 {
+		t.Errorf("WithoutVirtAPI still installs %d APIServices, %d validating and %d mutating webhook configurations", len(s.APIServices), len(s.ValidatingWebhooks), len(s.MutatingWebhooks))
 	}
 	for _, dep := range s.Deployments {
 		if dep.Name == "virt-api" {

@@ -66,6 +66,8 @@ func Rules() []ComponentRules {
 			Cluster: []rbacv1.PolicyRule{
 				rule(kv, []string{"virtualmachineinstances"}, "get", "list", "watch", "patch"),
 				rule(kv, []string{"kubevirts"}, read...),
+				// The VMI mutating webhook applies presets from an informer.
+				rule(kv, []string{"virtualmachineinstancepresets"}, "list", "watch"),
 				rule(kv, []string{"virtualmachines"}, readWrite...),
 				rule(kv, []string{"virtualmachines/status"}, status...),
 				rule(kv, []string{"virtualmachineinstancemigrations"}, "get", "list", "watch", "create"),

@@ -61,6 +61,8 @@ func TestVirtAPIRules(t *testing.T) {
 		{kv, "virtualmachineinstancemigrations", "create", true},
 		{kv, "virtualmachineinstancemigrations", "delete", false},
 		{kv, "kubevirts", "get", true},
+		{kv, "virtualmachineinstancepresets", "watch", true},
+		{kv, "virtualmachineinstancepresets", "create", false},
 		{core, "nodes", "get", true},
 		{core, "nodes", "patch", false},
 		{core, "pods", "list", true},

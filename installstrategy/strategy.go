@@ -50,6 +50,9 @@ type Strategy struct {
 	// ValidatingWebhooks are virt-api's admission webhooks (see
 	// ValidatingWebhookName); none without virt-api.
 	ValidatingWebhooks []*admissionregistrationv1.ValidatingWebhookConfiguration
+	// MutatingWebhooks are virt-api's mutating webhooks (see
+	// MutatingWebhookName); none without virt-api.
+	MutatingWebhooks []*admissionregistrationv1.MutatingWebhookConfiguration
 	// ServiceMonitors and PrometheusRules are the Prometheus Operator's
 	// kinds (monitoring.coreos.com/v1), which vmkit has no Go types of:
 	// KubeVirt's ServiceMonitor and its recording rules and alerts. Apply
@@ -79,6 +82,7 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.AdmissionPolicies)
 	out = appendAll(out, s.AdmissionPolicyBindings)
 	out = appendAll(out, s.ValidatingWebhooks)
+	out = appendAll(out, s.MutatingWebhooks)
 	out = appendAll(out, s.ServiceMonitors)
 	out = appendAll(out, s.PrometheusRules)
 	return out
@@ -156,6 +160,7 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 		return s, nil
 	}
 	s.addValidatingWebhooks(&c)
+	s.addMutatingWebhooks(&c)
 	s.APIServices = append(s.APIServices, &apiregv1.APIService{
 		TypeMeta:   metav1.TypeMeta{APIVersion: apiregv1.SchemeGroupVersion.String(), Kind: "APIService"},
 		ObjectMeta: objectMeta(&c, v1.VirtAPIValue, "v1."+SubresourcesGroup, ""),

@@ -159,6 +159,7 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"ValidatingAdmissionPolicy kubevirt-vmi-update",
 		"ValidatingAdmissionPolicyBinding kubevirt-vmi-update",
 		"ValidatingWebhookConfiguration virt-api-validator",
+		"MutatingWebhookConfiguration virt-api-mutator",
 		"ServiceMonitor kubevirt/prometheus-kubevirt-rules",
 		"PrometheusRule kubevirt/prometheus-kubevirt-rules",
 	}

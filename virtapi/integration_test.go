@@ -321,6 +321,109 @@ func TestAggregatedAPI(t *testing.T) {
 	if _, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, good, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("creating a runnable VMI through the webhook: %v", err)
 	}
+
+	testPresetWebhook(t, ctx, env.Kube, kv, strategy, port, certPEM)
+}
+
+// testPresetWebhook installs the install strategy's mutating webhook
+// configuration (pointed at the virt-api of the test) and creates VMIs
+// through kube-apiserver: a VMI matching a preset's selector is stored with
+// the preset's CPU and watchdog and its annotation, a VMI that matches no
+// preset is stored unchanged, and two matching presets that disagree refuse
+// the VMI.
+func testPresetWebhook(t *testing.T, ctx context.Context, kube kubernetes.Interface, kv versioned.Interface, strategy *installstrategy.Strategy, port int, caBundle []byte) {
+	if len(strategy.MutatingWebhooks) != 1 {
+		t.Fatalf("the install strategy has %d mutating webhook configurations, want virt-api-mutator", len(strategy.MutatingWebhooks))
+	}
+	mutator := strategy.MutatingWebhooks[0].DeepCopy()
+	for i := range mutator.Webhooks {
+		svc := mutator.Webhooks[i].ClientConfig.Service
+		if svc.Path == nil || *svc.Path != MutateVMIPath {
+			t.Fatalf("webhook %s calls %v, want virt-api's %s", mutator.Webhooks[i].Name, svc.Path, MutateVMIPath)
+		}
+		svc.Namespace, svc.Port = "default", ptr(int32(port))
+		mutator.Webhooks[i].ClientConfig.CABundle = caBundle
+	}
+	if _, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mutator, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	small := &v1.VirtualMachineInstancePreset{
+		ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: "default"},
+		Spec: v1.VirtualMachineInstancePresetSpec{
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"kubevirt.io/flavor": "small"}},
+			Domain: &v1.DomainSpec{
+				CPU:     &v1.CPU{Cores: 2},
+				Devices: v1.Devices{Watchdog: &v1.Watchdog{Name: "wd", WatchdogDevice: v1.WatchdogDevice{I6300ESB: &v1.I6300ESBWatchdog{Action: "poweroff"}}}},
+			},
+		},
+	}
+	presets := kv.KubevirtV1().VirtualMachineInstancePresets("default")
+	if _, err := presets.Create(ctx, small, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vmis := kv.KubevirtV1().VirtualMachineInstances("default")
+	matching := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "preset-small", Namespace: "default", Labels: map[string]string{"kubevirt.io/flavor": "small"}}, Spec: runnableSpec()}
+	var got *v1.VirtualMachineInstance
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		got, err = vmis.Create(ctx, matching, metav1.CreateOptions{})
+		if err == nil && got.Annotations[PresetAnnotationPrefix+"small"] != "" {
+			break
+		}
+		if err == nil { // created before the webhook configuration took effect
+			if err := vmis.Delete(ctx, matching.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating a VMI a preset selects: %v, annotations %v; want the preset applied", err, got.GetAnnotations())
+		}
+		time.Sleep(200 * time.Millisecond) // the webhook configuration takes effect asynchronously
+	}
+	if got.Annotations[PresetAnnotationPrefix+"small"] != "kubevirt.io/v1" {
+		t.Errorf("annotation %s = %q, want kubevirt.io/v1", PresetAnnotationPrefix+"small", got.Annotations[PresetAnnotationPrefix+"small"])
+	}
+	if got.Spec.Domain.CPU == nil || got.Spec.Domain.CPU.Cores != 2 {
+		t.Errorf("stored VMI's cpu %+v, want the preset's 2 cores", got.Spec.Domain.CPU)
+	}
+	if w := got.Spec.Domain.Devices.Watchdog; w == nil || w.Name != "wd" || w.I6300ESB == nil || w.I6300ESB.Action != "poweroff" {
+		t.Errorf("stored VMI's watchdog %+v, want the preset's i6300esb poweroff", w)
+	}
+	if len(got.Spec.Domain.Devices.Disks) != 1 || got.Spec.Domain.Resources.Requests.Memory().String() != "64Mi" {
+		t.Errorf("stored VMI lost its own spec: disks %v, requests %v", got.Spec.Domain.Devices.Disks, got.Spec.Domain.Resources.Requests)
+	}
+
+	other := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "preset-none", Namespace: "default", Labels: map[string]string{"kubevirt.io/flavor": "large"}}, Spec: runnableSpec()}
+	stored, err := vmis.Create(ctx, other, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Spec.Domain.CPU != nil || len(stored.Annotations) != 0 {
+		t.Errorf("a VMI no preset selects was changed: cpu %+v, annotations %v", stored.Spec.Domain.CPU, stored.Annotations)
+	}
+
+	// A second preset for the same VMIs with other CPUs: KubeVirt refuses
+	// the VMI rather than pick one.
+	conflicting := small.DeepCopy()
+	conflicting.Name = "four-cores"
+	conflicting.Spec.Domain = &v1.DomainSpec{CPU: &v1.CPU{Cores: 4}}
+	if _, err := presets.Create(ctx, conflicting, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused := matching.DeepCopy()
+	refused.Name = "preset-conflict"
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, err := vmis.Create(ctx, refused, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), `presets "small" and "four-cores" conflict: cpu differs`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating a VMI two conflicting presets select: %v, want a refusal naming both presets", err)
+		}
+		time.Sleep(200 * time.Millisecond) // the informer sees the new preset asynchronously
+	}
 }
 
 func mustRequest(t *testing.T, method, url string) *http.Request {

@@ -1,6 +1,7 @@
 package virtapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,12 +9,15 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
+	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -232,4 +236,44 @@ func mutateWithPresets(req *admissionv1.AdmissionRequest, resp *admissionv1.Admi
 	resp.Patch, resp.PatchType = patch, &pt
 	resp.Warnings = []string{PresetDeprecationWarning}
 	return nil
+}
+
+// presetSyncTimeout bounds how long an admission waits for the preset
+// informer's first list (the API server gives the webhook 10 s).
+const presetSyncTimeout = 5 * time.Second
+
+// watchPresets starts an informer of every namespace's
+// VirtualMachineInstancePresets, stopped when ctx ends, and returns
+// PresetHandler's list function over it. Until the informer has listed
+// once, a list waits up to presetSyncTimeout and then fails (the VMI is
+// refused and the client retries) rather than admit a VMI without its
+// presets.
+func (s *Server) watchPresets(ctx context.Context) func(namespace string) ([]v1.VirtualMachineInstancePreset, error) {
+	factory := informers.NewSharedInformerFactory(s.cfg.Kubevirt, 0)
+	informer := factory.Kubevirt().V1().VirtualMachineInstancePresets()
+	lister := informer.Lister()
+	synced := informer.Informer().HasSynced
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	return func(namespace string) ([]v1.VirtualMachineInstancePreset, error) {
+		if !synced() {
+			wait, cancel := context.WithTimeout(ctx, presetSyncTimeout)
+			defer cancel()
+			if !cache.WaitForCacheSync(wait.Done(), synced) {
+				return nil, errors.New("the VirtualMachineInstancePreset informer has not synced yet")
+			}
+		}
+		list, err := lister.VirtualMachineInstancePresets(namespace).List(labels.Everything())
+		if err != nil {
+			return nil, err
+		}
+		out := make([]v1.VirtualMachineInstancePreset, len(list))
+		for i, p := range list {
+			out[i] = *p
+		}
+		return out, nil
+	}
 }

@@ -122,7 +122,7 @@ type ServeOptions struct {
 // every client's discovery read them with the front-proxy certificate and
 // no user) and health (the kubelet's probes).
 var unauthenticated = sets.New("/apis", "/apis/"+Group, Prefix, Prefix+"/healthz", "/healthz", "/openapi/v2", "/openapi/v3",
-	ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath)
+	ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath, MutateVMIPath)
 
 // Serve serves the API on opts' address with the cluster's authentication
 // and authorization until ctx ends. It returns once the listener is open;
@@ -195,6 +195,7 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
 		root.Handle("POST "+p, admission)
 	}
+	root.Handle("POST "+MutateVMIPath, PresetHandler(s.watchPresets(ctx)))
 	root.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: s.cfg.Kube, Kubevirt: s.cfg.Kubevirt, ClusterStrategy: s.clusterEvictionStrategy}))
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
