@@ -9,8 +9,8 @@ import (
 
 // convertFeatures sets the platform features: ACPI (on unless disabled; on
 // arm64 only with EFI, which arm64 ACPI needs), APIC with paravirtual EOI,
-// SMM (forced on for secure boot), the KVM signature and paravirtual
-// spinlocks. The last two only mean something under KVM: under emulation
+// SMM (forced on for secure boot), the KVM signature, paravirtual
+// spinlocks and the Hyper-V enlightenments (convertHyperv). The last two only mean something under KVM: under emulation
 // there is no KVM signature to hide and no paravirtual spinlock to turn on,
 // so they are left out.
 func (c *converter) convertFeatures() error {
@@ -68,7 +68,7 @@ func (c *converter) convertFeatures() error {
 			fl.PVSpinlock = &libvirtxml.DomainFeatureState{State: onOff(on)}
 		}
 	}
-	return nil
+	return c.convertHyperv(fl)
 }
 
 // convertClock sets the guest clock: UTC (plus an offset) or a time zone,
@@ -131,6 +131,12 @@ func (c *converter) convertClock() error {
 			return fieldErrorf("spec.domain.clock.timer.rtc.track", "unknown track %q (want guest or wall)", t.RTC.Track)
 		}
 		clk.Timer = append(clk.Timer, libvirtxml.DomainTimer{Name: "rtc", Track: t.RTC.Track, TickPolicy: t.RTC.TickPolicy, Present: yesNo(enabled(t.RTC.Enabled, true))})
+	}
+	if t.Hyperv != nil {
+		if !x86 {
+			return fieldErrorf("spec.domain.clock.timer.hyperv", "not supported on %s", c.opts.arch.name)
+		}
+		clk.Timer = append(clk.Timer, hypervTimer(t.Hyperv))
 	}
 	return nil
 }

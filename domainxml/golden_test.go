@@ -27,6 +27,7 @@ var goldenCases = []struct {
 	{"efi-secureboot", Options{}},
 	{"kernel-boot", Options{Emulation: true}},
 	{"dedicated-hugepages", Options{CPUSet: []uint{2, 3, 4, 5, 6}}},
+	{"windows-hyperv", Options{Disks: map[string]DiskSource{"pvcdisk": {Path: "/var/run/kubevirt-private/vmi-disks/pvcdisk/disk.img"}}}},
 	{"many-disks", Options{
 		Emulation: true,
 		Disks: map[string]DiskSource{

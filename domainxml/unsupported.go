@@ -82,17 +82,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 			add(dp.Child("cpu", "realtime"), "tune guests for realtime")
 		}
 	}
-	if f := dom.Features; f != nil {
-		if f.Hyperv != nil {
-			add(dp.Child("features", "hyperv"), "give guests Hyper-V enlightenments")
-		}
-		if f.HypervPassthrough != nil {
-			add(dp.Child("features", "hypervPassthrough"), "give guests Hyper-V enlightenments")
-		}
-	}
-	if c := dom.Clock; c != nil && c.Timer != nil && c.Timer.Hyperv != nil {
-		add(dp.Child("clock", "timer", "hyperv"), "give guests the Hyper-V clock")
-	}
 
 	d := &dom.Devices
 	devp := dp.Child("devices")

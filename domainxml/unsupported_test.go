@@ -19,12 +19,12 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		d.HostDevices = []v1.HostDevice{{Name: "nic", DeviceName: "intel.com/sriov"}}
 		d.TPM = &v1.TPMDevice{}
 		d.Filesystems = []v1.Filesystem{{Name: "shared"}}
-		vmi.Spec.Domain.Features = &v1.Features{Hyperv: &v1.FeatureHyperv{}}
+		vmi.Spec.Domain.Chassis = &v1.Chassis{Asset: "a1"}
 		vmi.Spec.ReadinessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}}
 	})
 	want := []string{
 		"spec.readinessProbe",
-		"spec.domain.features.hyperv",
+		"spec.domain.chassis",
 		"spec.domain.devices.gpus",
 		"spec.domain.devices.hostDevices",
 		"spec.domain.devices.tpm",
