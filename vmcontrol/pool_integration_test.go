@@ -9,6 +9,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -97,13 +98,19 @@ func TestPool(t *testing.T) {
 	}
 	scale := func(n int32) {
 		t.Helper()
-		// What `kubectl scale --replicas=n vmpool/web` sends.
-		s, err := pools.GetScale(ctx, "web", metav1.GetOptions{})
+		// What `kubectl scale --replicas=n vmpool/web` sends; like kubectl,
+		// read again and retry when the controller's status write got in
+		// between (the scale carries the pool's resourceVersion).
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := pools.GetScale(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = pools.UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: s.ObjectMeta, Spec: s.Spec}, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := pools.UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: s.ObjectMeta, Spec: s.Spec}, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

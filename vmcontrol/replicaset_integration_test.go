@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol"
@@ -90,13 +91,18 @@ func TestReplicaSet(t *testing.T) {
 
 	scale := func(n int32) {
 		t.Helper()
-		// What `kubectl scale --replicas=n` sends.
-		s, err := sets.GetScale(ctx, "web", metav1.GetOptions{})
+		// What `kubectl scale --replicas=n` sends; like kubectl, read again
+		// and retry when the controller's status write got in between.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := sets.GetScale(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Spec.Replicas = n
+			_, err = sets.UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: s.ObjectMeta, Spec: s.Spec}, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Replicas = n
-		if _, err := sets.UpdateScale(ctx, "web", &autoscalingv1.Scale{ObjectMeta: s.ObjectMeta, Spec: s.Spec}, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
