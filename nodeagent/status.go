@@ -21,6 +21,9 @@ const (
 	ReasonDomainDestroyed = "DomainDestroyed"
 	// ReasonDomainFailed: the domain ended for another reason, or never started.
 	ReasonDomainFailed = "DomainFailed"
+	// ReasonLibvirtUnavailable: the launcher's libvirt stayed unavailable
+	// past its timeout and the launcher killed the guest.
+	ReasonLibvirtUnavailable = "LibvirtUnavailable"
 	// ReasonLauncherExited: the launcher is gone without reporting how the
 	// domain ended (killed, crashed, or its pod was removed).
 	ReasonLauncherExited = "LauncherExited"
@@ -149,6 +152,8 @@ func failureReason(st *launcher.Status) string {
 		return ReasonGuestCrashed
 	case st.Reason == hypervisor.ReasonDestroyed:
 		return ReasonDomainDestroyed
+	case st.Reason == hypervisor.ReasonLibvirtUnavailable:
+		return ReasonLibvirtUnavailable
 	}
 	return ReasonDomainFailed
 }

@@ -78,6 +78,11 @@ func TestCalculateStatus(t *testing.T) {
 		obs:  observation{launcher: final(hypervisor.StateCrashed, hypervisor.ReasonUnknown, false)},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Failed, Reason: ReasonGuestCrashed, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Failed)},
 	}, {
+		name: "libvirt unavailable, even with a stop requested: Failed LibvirtUnavailable",
+		vmi:  vmiIn(v1.Running),
+		obs:  observation{launcher: final(hypervisor.StateShutoff, hypervisor.ReasonLibvirtUnavailable, true)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Failed, Reason: ReasonLibvirtUnavailable, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Failed)},
+	}, {
 		name: "launcher gone without a final status: Failed",
 		vmi:  vmiIn(v1.Running),
 		obs:  observation{launcherGone: true},

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ import (
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == reapFlag {
 		os.Exit(reap(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == superviseFlag {
+		os.Exit(supervise(os.Args[2:]))
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
@@ -66,6 +70,7 @@ func run() error {
 	fs.BoolVar(&cfg.ForceEmulation, "force-emulation", false, "run the guest under TCG even where libvirt offers KVM (a /dev/kvm that does not run guests)")
 	fs.StringVar(&uri, "libvirt-uri", "", "libvirt daemon to use; empty starts virtlogd and libvirtd in this container")
 	fs.DurationVar(&libvirtWait, "libvirt-wait", 60*time.Second, "how long to wait for libvirt to answer")
+	fs.DurationVar(&cfg.HypervisorTimeout, "libvirt-unavailable-timeout", launcher.DefaultHypervisorTimeout, "how long libvirt may stay unavailable before the launcher kills the guest and fails (LibvirtUnavailable)")
 	// Accepted for compatibility with the pod podtemplate renders; unused.
 	fs.Int("hook-sidecars", 0, "number of hook sidecars (unused)")
 	fs.Int("less-pvc-space-toleration", 10, "percent of PVC space that may be missing (unused)")
@@ -100,6 +105,9 @@ func run() error {
 			return err
 		}
 		defer daemons()
+		// libvirt gone for good: stopping the daemons' supervisors kills
+		// the QEMU left below them (supervise.go).
+		cfg.KillDomain = func(context.Context) error { daemons(); return nil }
 	}
 	cfg.LibvirtSocket, cfg.LibvirtSession = libvirtEndpoint(uri) // for live migration (migration.go)
 	connectCtx, cancel := context.WithTimeout(ctx, libvirtWait)
@@ -137,14 +145,17 @@ func connect(ctx context.Context, uri string) (*libvirt.Hypervisor, error) {
 }
 
 // startLibvirt starts virtlogd and libvirtd as children of the launcher and
-// returns a function that stops them.
+// returns a function that stops them (once; later calls do nothing).
 func startLibvirt(ctx context.Context) (func(), error) {
 	var procs []*exec.Cmd
+	var once sync.Once
 	stopAll := func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			_ = procs[i].Process.Signal(syscall.SIGTERM)
-			_ = procs[i].Wait()
-		}
+		once.Do(func() {
+			for i := len(procs) - 1; i >= 0; i-- {
+				_ = procs[i].Process.Signal(syscall.SIGTERM)
+				_ = procs[i].Wait()
+			}
+		})
 	}
 	for _, name := range []string{"virtlogd", "libvirtd"} {
 		path, err := exec.LookPath(name)
@@ -152,13 +163,14 @@ func startLibvirt(ctx context.Context) (func(), error) {
 			stopAll()
 			return nil, fmt.Errorf("starting %s (or pass --libvirt-uri): %w", name, err)
 		}
-		// Each daemon runs under this binary's reaper (see reap).
+		// Each daemon runs under this binary's supervisor, which restarts
+		// it when it dies (see supervise).
 		self, err := os.Executable()
 		if err != nil {
 			stopAll()
 			return nil, err
 		}
-		cmd := exec.Command(self, reapFlag, path)
+		cmd := exec.Command(self, superviseFlag, path)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {

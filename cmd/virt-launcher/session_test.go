@@ -59,6 +59,63 @@ const nobody = 65534
 // domain it defines must boot the test guest with QEMU running as that
 // user.
 func TestNonRootLauncherBootsGuest(t *testing.T) {
+	nl := startNonRootLauncher(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, dirs, exited := nl.c, nl.dirs, nl.exited
+	log, _ := os.ReadFile(nl.logPath)
+	if want := "qemu+unix:///session?socket=" + dirs["run"] + "/libvirt/libvirt-sock"; !strings.Contains(string(log), want) {
+		t.Errorf("the launcher log does not show libvirt at %s:\n%s", want, log)
+	}
+	nl.boot(ctx, t)
+
+	pids := qemuPIDs(t, nl.ns)
+	if len(pids) != 1 {
+		t.Fatalf("%d QEMU processes of domain %s_tiny, want 1", len(pids), nl.ns)
+	}
+	if u := procUID(t, pids[0]); u != nobody {
+		t.Errorf("QEMU runs as uid %d, want the launcher's %d", u, nobody)
+	}
+
+	if _, err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("virt-launcher: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("virt-launcher did not exit after the shutdown")
+	}
+	final, err := launcher.ReadFinal(dirs["share"], nl.uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !final.Succeeded() {
+		t.Errorf("final status %+v, want a clean end", final)
+	}
+}
+
+// nonRootLauncher is a virt-launcher binary running as nobody with its own
+// libvirt (startNonRootLauncher), serving its command socket.
+type nonRootLauncher struct {
+	c       *launcher.Client
+	dirs    map[string]string
+	uid, ns string
+	guest   testenv.Guest
+	logPath string
+	bin     string
+	exited  chan error // the launcher's exit; put the value back after reading it
+	start   time.Time
+}
+
+// startNonRootLauncher builds virt-launcher and runs it as nobody without
+// --libvirt-uri, as the default launcher pod does; it returns once the
+// command socket answers. Cleanup stops it and kills any QEMU left.
+func startNonRootLauncher(t *testing.T, args ...string) *nonRootLauncher {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test starts virt-launcher as another user: run it as root")
 	}
@@ -123,6 +180,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 		"--kubevirt-share-dir", dirs["share"], "--ephemeral-disk-dir", dirs["eph"],
 		"--container-disk-dir", dirs["cd"], "--private-dir", dirs["p"],
 		"--use-emulation", "--qemu-timeout", "120s", "--grace-period-seconds", "5")
+	cmd.Args = append(cmd.Args, args...)
 	// XDG_CONFIG_HOME and XDG_CACHE_HOME unset: the launcher defaults them
 	// to its private directory, as the pod sets them.
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "XDG_RUNTIME_DIR=" + dirs["run"]}
@@ -160,7 +218,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c := launcher.NewClient(launcher.SocketPath(dirs["share"], string(uid)))
-	defer c.Close()
+	t.Cleanup(c.Close)
 	start := time.Now()
 	for {
 		if _, err := c.Ping(ctx); err == nil {
@@ -176,10 +234,13 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 		}
 	}
 	t.Logf("serving after %v", time.Since(start).Round(time.Millisecond))
-	log, _ := os.ReadFile(logPath)
-	if want := "qemu+unix:///session?socket=" + dirs["run"] + "/libvirt/libvirt-sock"; !strings.Contains(string(log), want) {
-		t.Errorf("the launcher log does not show libvirt at %s:\n%s", want, log)
-	}
+	return &nonRootLauncher{c: c, dirs: dirs, uid: string(uid), ns: ns, guest: guest, logPath: logPath, bin: bin, exited: exited, start: start}
+}
+
+// boot syncs the tiny guest and waits until its console shows it booted.
+func (nl *nonRootLauncher) boot(ctx context.Context, t *testing.T) {
+	t.Helper()
+	c, ns, uid, guest, start := nl.c, nl.ns, types.UID(nl.uid), nl.guest, nl.start
 
 	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tiny", UID: uid},
@@ -227,34 +288,6 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 		t.Fatal("the guest did not boot")
 	}
 	console.Close()
-
-	pids := qemuPIDs(t, ns)
-	if len(pids) != 1 {
-		t.Fatalf("%d QEMU processes of domain %s_tiny, want 1", len(pids), ns)
-	}
-	if u := procUID(t, pids[0]); u != nobody {
-		t.Errorf("QEMU runs as uid %d, want the launcher's %d", u, nobody)
-	}
-
-	if _, err := c.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("virt-launcher: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("virt-launcher did not exit after the shutdown")
-	}
-	final, err := launcher.ReadFinal(dirs["share"], string(uid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !final.Succeeded() {
-		t.Errorf("final status %+v, want a clean end", final)
-	}
 }
 
 func copyTo(t *testing.T, src, dst string) {

@@ -28,6 +28,7 @@ type Fake struct {
 	domains        map[string]*fakeDomain
 	calls          []string
 	failNext       map[string]error
+	unavailable    bool // see SetUnavailable
 	ignoreShutdown bool
 	agents         map[string]GuestAgentFunc
 	stats          map[string]DomainStats
@@ -94,6 +95,15 @@ func (f *Fake) FailNext(method string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failNext[method] = err
+}
+
+// SetUnavailable makes every call fail with an error matching
+// ErrUnavailable, as calls fail while libvirtd is down, until it is set
+// back to false; the domains keep their state, as QEMU keeps running.
+func (f *Fake) SetUnavailable(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unavailable = down
 }
 
 // SetGuestAgent makes agent answer the guest agent commands of the named
@@ -190,6 +200,9 @@ func (f *Fake) begin(ctx context.Context, method, arg string) error {
 	f.calls = append(f.calls, method+" "+arg)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s %s: %w", method, arg, err)
+	}
+	if f.unavailable {
+		return fmt.Errorf("%s %s: fake libvirt is down: %w", method, arg, ErrUnavailable)
 	}
 	if err, ok := f.failNext[method]; ok {
 		delete(f.failNext, method)

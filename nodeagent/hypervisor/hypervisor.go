@@ -167,6 +167,10 @@ const (
 	ReasonFailed     Reason = "Failed"
 	ReasonSaved      Reason = "Saved"
 	ReasonDaemon     Reason = "Daemon"
+	// ReasonLibvirtUnavailable is not libvirt's: a launcher whose libvirt
+	// stayed unreachable (ErrUnavailable) past its timeout killed the
+	// guest and ended with it.
+	ReasonLibvirtUnavailable Reason = "LibvirtUnavailable"
 )
 
 // Errors that callers act on; implementations wrap them with the operation
@@ -179,6 +183,9 @@ var (
 	ErrInvalidState = errors.New("operation invalid in the domain's state")
 	// ErrAgentUnavailable: no QEMU guest agent answers in the domain.
 	ErrAgentUnavailable = errors.New("guest agent not connected")
+	// ErrUnavailable: the hypervisor's daemon does not answer (libvirtd
+	// is not running or restarting); the domain may still run.
+	ErrUnavailable = errors.New("hypervisor unavailable")
 )
 
 // DefaultCallTimeout bounds a hypervisor call whose context has no deadline.

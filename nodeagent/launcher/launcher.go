@@ -81,6 +81,19 @@ type Config struct {
 	// SyncTimeout ends the launcher with an error when no VMI was synced in
 	// this time (--qemu-timeout); no limit when zero.
 	SyncTimeout time.Duration
+	// HypervisorTimeout is how long the hypervisor may stay unavailable
+	// (calls failing with hypervisor.ErrUnavailable: libvirtd died and
+	// is not back) before the launcher gives the domain up: it kills the
+	// guest with KillDomain and ends with reason
+	// hypervisor.ReasonLibvirtUnavailable. 60s when zero (see
+	// unavailable.go).
+	HypervisorTimeout time.Duration
+	// KillDomain ends the guest's processes without the hypervisor, when
+	// it stayed unavailable past HypervisorTimeout. cmd/virt-launcher
+	// stops the libvirt it started, whose supervisor kills the QEMU left
+	// below it. Nil: a guest of a daemon the launcher does not own is left
+	// as it is (the final status says so).
+	KillDomain func(context.Context) error
 	// Emulation allows running the guest under QEMU's TCG emulator when the
 	// hypervisor reports no usable KVM for the guest's architecture
 	// (--use-emulation, the KubeVirt CR's useEmulation). Where KVM works the
@@ -148,6 +161,10 @@ type Launcher struct {
 	migration       *MigrationStatus // the last migration, as source or target
 	migrating       bool             // a migration from here is under way
 	cancelMigration context.CancelFunc
+
+	// The hypervisor's availability (unavailable.go).
+	unavailableSince time.Time // first of the calls failing with ErrUnavailable since the last answer
+	abandoned        bool      // given up: end makes no more hypervisor calls
 }
 
 // Status is what the launcher reports about its domain.
@@ -267,6 +284,9 @@ func New(cfg Config) (*Launcher, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
+	if cfg.HypervisorTimeout <= 0 {
+		cfg.HypervisorTimeout = DefaultHypervisorTimeout
+	}
 	if cfg.ConsoleHistory <= 0 {
 		cfg.ConsoleHistory = 64 << 10
 	}
@@ -370,6 +390,10 @@ func (l *Launcher) poll(ctx context.Context) {
 		return // a migration's end is runMigration's to record
 	}
 	st, err := l.h.State(ctx, name)
+	if l.hypervisorLost(err) {
+		l.abandon(ctx, err)
+		return
+	}
 	switch {
 	case errors.Is(err, hypervisor.ErrNotFound):
 		l.end(ctx, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonUnknown}, "the domain disappeared")
@@ -407,16 +431,23 @@ func (l *Launcher) stop(ctx context.Context, graceful bool) {
 		l.end(ctx, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, "stopped before the domain started")
 		return
 	}
-	var err error
-	if graceful {
-		_, err = hypervisor.StopGracefully(ctx, l.h, name, l.cfg.GracePeriod, l.cfg.PollInterval)
-	} else {
-		err = l.h.Destroy(ctx, name)
-	}
-	if err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-		klog.FromContext(ctx).Error(err, "stopping the domain", "vmi", l.key())
-		if derr := l.h.Destroy(ctx, name); derr != nil && !errors.Is(derr, hypervisor.ErrNotFound) {
-			klog.FromContext(ctx).Error(derr, "destroying the domain", "vmi", l.key())
+	// While libvirt is unavailable the stop is retried until it answers
+	// again or the launcher gives the domain up: a stop is never recorded
+	// as done while the guest may still run.
+	for {
+		err := l.halt(ctx, name, graceful)
+		if !errors.Is(err, hypervisor.ErrUnavailable) {
+			break
+		}
+		if l.hypervisorLost(err) {
+			l.abandon(ctx, err)
+			return
+		}
+		klog.FromContext(ctx).Info("libvirt unavailable, the stop waits for it", "vmi", l.key(), "err", err.Error())
+		select {
+		case <-l.done: // given up by poll meanwhile
+			return
+		case <-time.After(time.Second):
 		}
 	}
 	st, err := l.h.State(ctx, name)
@@ -424,6 +455,31 @@ func (l *Launcher) stop(ctx context.Context, graceful bool) {
 		st = hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}
 	}
 	l.end(ctx, st, "")
+}
+
+// halt stops the guest, gracefully or at once; an error matching
+// hypervisor.ErrUnavailable when libvirt did not answer.
+func (l *Launcher) halt(ctx context.Context, name string, graceful bool) error {
+	var err error
+	if graceful {
+		_, err = hypervisor.StopGracefully(ctx, l.h, name, l.cfg.GracePeriod, l.cfg.PollInterval)
+	} else {
+		err = l.h.Destroy(ctx, name)
+	}
+	l.hypervisorLost(err)
+	if err == nil || errors.Is(err, hypervisor.ErrNotFound) || errors.Is(err, hypervisor.ErrUnavailable) {
+		return err
+	}
+	klog.FromContext(ctx).Error(err, "stopping the domain", "vmi", l.key())
+	derr := l.h.Destroy(ctx, name)
+	l.hypervisorLost(derr)
+	if derr != nil && !errors.Is(derr, hypervisor.ErrNotFound) {
+		klog.FromContext(ctx).Error(derr, "destroying the domain", "vmi", l.key())
+	}
+	if errors.Is(derr, hypervisor.ErrUnavailable) {
+		return derr
+	}
+	return nil
 }
 
 // end records the final status, removes the domain and what the launcher
@@ -437,7 +493,7 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 	final := l.statusLocked()
 	final.State, final.Reason, final.Final, final.Message = st.State, st.Reason, true, msg
 	l.final = &final
-	name, defined := l.domain, l.domain != ""
+	name, defined := l.domain, l.domain != "" && !l.abandoned
 	dirs := l.createdAt
 	l.mu.Unlock()
 
@@ -490,7 +546,7 @@ func (l *Launcher) statusLocked() Status {
 	return Status{
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
 		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Time: time.Now().UTC(),
-		Migration: mig,
+		Migration: mig, Message: l.unavailableMessageLocked(),
 	}
 }
 
@@ -603,7 +659,18 @@ func (l *Launcher) Shutdown(ctx context.Context) Status {
 
 // Kill destroys the domain at once.
 func (l *Launcher) Kill(ctx context.Context) Status {
-	l.stop(ctx, false)
+	// The stop outlives a caller that gives up waiting (libvirt may be
+	// unavailable for a while): ending it half-way would record a stop
+	// that did not happen.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.stop(context.WithoutCancel(ctx), false)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	return l.Status()
 }
 

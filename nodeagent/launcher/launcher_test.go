@@ -55,6 +55,12 @@ type fixture struct {
 // served for testVMI; qemu-img is not used (copy and sparse raw).
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with changes to the launcher's configuration.
+func startWith(t *testing.T, configure func(*Config)) *fixture {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "lt")
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +81,9 @@ func start(t *testing.T) *fixture {
 		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
 		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
 		GracePeriod: 200 * time.Millisecond, Emulation: true,
+	}
+	if configure != nil {
+		configure(&f.cfg)
 	}
 	f.l, err = New(f.cfg)
 	if err != nil {

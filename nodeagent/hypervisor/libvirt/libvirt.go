@@ -6,8 +6,11 @@
 //
 // One connection is opened and shared by all calls. When libvirtd restarts
 // the connection breaks; the next call notices, reconnects and is retried
-// once on the new connection. Every call is bounded by its context or, when
-// the context has no deadline, by Options.CallTimeout. libvirt's C calls
+// once on the new connection. A call that finds libvirtd gone (no
+// connection can be opened, or the new one dies too) fails with an error
+// naming libvirt that matches hypervisor.ErrUnavailable. Every call is
+// bounded by its context or, when the context has no deadline, by
+// Options.CallTimeout. libvirt's C calls
 // cannot be interrupted: a call that times out returns at once while the C
 // call finishes in the background.
 package libvirt
@@ -134,18 +137,28 @@ func (h *Hypervisor) call(ctx context.Context, op, name string, fn func(*golibvi
 	done := make(chan error, 1)
 	go func() {
 		conn, err := h.connection()
-		if err == nil {
-			err = fn(conn)
-			if err != nil && !h.alive(conn) {
-				if conn, cerr := h.connection(); cerr == nil {
-					err = fn(conn)
-				}
+		if err != nil {
+			done <- h.unavailable(err)
+			return
+		}
+		err = fn(conn)
+		if err != nil && !h.alive(conn) {
+			conn, cerr := h.connection()
+			if cerr != nil {
+				done <- h.unavailable(cerr)
+				return
+			}
+			if err = fn(conn); err != nil && !h.alive(conn) {
+				err = h.unavailable(err)
 			}
 		}
 		done <- err
 	}()
 	select {
 	case err := <-done:
+		if errors.Is(err, hypervisor.ErrUnavailable) {
+			return fmt.Errorf("%s %s: %w", op, name, err)
+		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", op, name, translate(err))
 		}
@@ -153,6 +166,18 @@ func (h *Hypervisor) call(ctx context.Context, op, name string, fn func(*golibvi
 	case <-ctx.Done():
 		return fmt.Errorf("%s %s: %w", op, name, ctx.Err())
 	}
+}
+
+// unavailable is err of a call that found no live connection to libvirt
+// (libvirtd not running, or died under the call): it names libvirt and
+// matches hypervisor.ErrUnavailable.
+func (h *Hypervisor) unavailable(err error) error {
+	var lerr golibvirt.Error
+	msg := err.Error()
+	if errors.As(err, &lerr) {
+		msg = lerr.Message
+	}
+	return &wrapped{"libvirt at " + h.uri + " is unavailable: " + msg, hypervisor.ErrUnavailable}
 }
 
 // onDomain runs fn on the named domain.

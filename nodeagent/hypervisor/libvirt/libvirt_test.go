@@ -422,3 +422,14 @@ func TestKVMSupported(t *testing.T) {
 		t.Errorf("test driver: KVMSupported = %v, %v; want false", kvm, err)
 	}
 }
+
+// TestUnavailableNamesLibvirt: with no libvirtd behind the URI, calls fail
+// with an error that names libvirt and matches hypervisor.ErrUnavailable,
+// which the launcher waits out (nodeagent/launcher's unavailable.go).
+func TestUnavailableNamesLibvirt(t *testing.T) {
+	uri := "qemu+unix:///session?socket=" + filepath.Join(t.TempDir(), "libvirt-sock")
+	_, err := New(context.Background(), Options{URI: uri})
+	if !errors.Is(err, hypervisor.ErrUnavailable) || !strings.Contains(err.Error(), "libvirt at "+uri+" is unavailable") {
+		t.Errorf("New without a daemon: %v, want an ErrUnavailable naming libvirt at %s", err, uri)
+	}
+}
