@@ -1,7 +1,7 @@
 // Package kubeclient is a small typed client for the Kubernetes resources
 // vmkit's controllers read and write: pods, persistent volume claims, nodes
-// and events (core/v1), leases (coordination.k8s.io/v1) and controller
-// revisions (apps/v1), plus the one discovery question the Manager asks (is
+// and events (core/v1), leases (coordination.k8s.io/v1), controller
+// revisions (apps/v1) and pod disruption budgets (policy/v1), plus the one discovery question the Manager asks (is
 // a resource served?).
 //
 // It is client-go underneath: client-go's generic typed client (gentype) on
@@ -32,6 +32,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,6 +117,35 @@ func (f ControllerRevisionsGetterFunc) ControllerRevisions(namespace string) Con
 	return f(namespace)
 }
 
+// PodDisruptionBudgetInterface creates, patches, deletes, reads and
+// watches the pod disruption budgets of a namespace. A client-go
+// clientset's PolicyV1().PodDisruptionBudgets(namespace) satisfies it.
+type PodDisruptionBudgetInterface interface {
+	Create(ctx context.Context, pdb *policyv1.PodDisruptionBudget, opts metav1.CreateOptions) (*policyv1.PodDisruptionBudget, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*policyv1.PodDisruptionBudget, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*policyv1.PodDisruptionBudget, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*policyv1.PodDisruptionBudgetList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// PodDisruptionBudgetsGetter returns the pod disruption budgets of a
+// namespace ("" for all namespaces, to list and watch). *Client satisfies
+// it.
+type PodDisruptionBudgetsGetter interface {
+	PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface
+}
+
+// PodDisruptionBudgetsGetterFunc adapts a function, such as one returning a
+// client-go clientset's PolicyV1().PodDisruptionBudgets(namespace), to
+// PodDisruptionBudgetsGetter.
+type PodDisruptionBudgetsGetterFunc func(namespace string) PodDisruptionBudgetInterface
+
+// PodDisruptionBudgets calls f.
+func (f PodDisruptionBudgetsGetterFunc) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface {
+	return f(namespace)
+}
+
 // LeaseInterface reads and writes the leases of a namespace.
 type LeaseInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
@@ -123,11 +153,11 @@ type LeaseInterface interface {
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
 
-// Client reaches the API server for pods, claims, nodes, events, leases and
-// controller revisions.
+// Client reaches the API server for pods, claims, nodes, events, leases,
+// controller revisions and pod disruption budgets.
 type Client struct {
-	core, coordination, apps rest.Interface
-	params                   runtime.ParameterCodec
+	core, coordination, apps, policy rest.Interface
+	params                           runtime.ParameterCodec
 }
 
 // newScheme holds the kinds this package serves, and the meta types their
@@ -135,7 +165,7 @@ type Client struct {
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, appsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -186,7 +216,11 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, coordination: coordination, apps: apps, params: runtime.NewParameterCodec(scheme)}, nil
+	policy, err := clientFor("/apis", policyv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core, coordination: coordination, apps: apps, policy: policy, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 // Pods returns the pods of a namespace.
@@ -229,6 +263,14 @@ func (c *Client) ControllerRevisions(namespace string) ControllerRevisionInterfa
 		func() *appsv1.ControllerRevision { return &appsv1.ControllerRevision{} },
 		func() *appsv1.ControllerRevisionList { return &appsv1.ControllerRevisionList{} },
 		gentype.PrefersProtobuf[*appsv1.ControllerRevision]())
+}
+
+// PodDisruptionBudgets returns the pod disruption budgets of a namespace.
+func (c *Client) PodDisruptionBudgets(namespace string) PodDisruptionBudgetInterface {
+	return gentype.NewClientWithList("poddisruptionbudgets", c.policy, c.params, namespace,
+		func() *policyv1.PodDisruptionBudget { return &policyv1.PodDisruptionBudget{} },
+		func() *policyv1.PodDisruptionBudgetList { return &policyv1.PodDisruptionBudgetList{} },
+		gentype.PrefersProtobuf[*policyv1.PodDisruptionBudget]())
 }
 
 // Serves reports whether the API server serves the resource (its group

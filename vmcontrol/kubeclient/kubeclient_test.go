@@ -11,11 +11,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -250,6 +252,47 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("no watch event")
+		}
+	})
+
+	t.Run("poddisruptionbudgets", func(t *testing.T) {
+		pdbs := c.PodDisruptionBudgets("default")
+		w, err := c.PodDisruptionBudgets("").Watch(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		one := intstr.FromInt32(1)
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "kubeclient-test-", Labels: map[string]string{"app": "kubeclient-test"}},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "kubeclient-test"}}},
+		}
+		created, err := pdbs.Create(ctx, pdb, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patched, err := pdbs.Patch(ctx, created.Name, types.MergePatchType, []byte(`{"spec":{"minAvailable":2}}`), metav1.PatchOptions{})
+		if err != nil || patched.Spec.MinAvailable.IntValue() != 2 {
+			t.Fatalf("Patch = %+v, %v; want minAvailable 2", patched, err)
+		}
+		list, err := c.PodDisruptionBudgets("").List(ctx, metav1.ListOptions{LabelSelector: "app=kubeclient-test"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].Spec.MinAvailable.IntValue() != 2 {
+			t.Fatalf("List = %v, %v; want the one budget at 2", list, err)
+		}
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type != watch.Added || ev.Object.(*policyv1.PodDisruptionBudget).Name != created.Name {
+				t.Fatalf("watch event %v %v, want the budget added", ev.Type, ev.Object)
+			}
+		case <-ctx.Done():
+			t.Fatal("no watch event")
+		}
+		if err := pdbs.Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pdbs.Get(ctx, created.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get after Delete = %v, want NotFound", err)
 		}
 	})
 
