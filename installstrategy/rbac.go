@@ -122,6 +122,9 @@ func Rules() []ComponentRules {
 				// The node controller marks nodes whose agent stopped unschedulable.
 				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
 				rule("", []string{"events"}, "create", "patch"),
+				// The disruption-budget controller keeps a
+				// PodDisruptionBudget per VMI that migrates on eviction.
+				rule("policy", []string{"poddisruptionbudgets"}, "get", "list", "watch", "create", "patch", "delete"),
 			},
 			Namespace: []rbacv1.PolicyRule{
 				rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),

@@ -1,6 +1,7 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
 // VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
-// VirtualMachinePool, migration and evacuation controllers of virt-controller)
+// VirtualMachinePool, migration, evacuation and disruption-budget controllers
+// of virt-controller)
 // together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
 // election on a coordination.k8s.io Lease, Prometheus metrics on /metrics,
@@ -9,7 +10,8 @@
 // does not link every Kubernetes API group.
 //
 // Each controller (vmcontrol/vm, vmcontrol/vmi, vmcontrol/replicaset,
-// vmcontrol/node, vmcontrol/pool, vmcontrol/migration, vmcontrol/evacuation)
+// vmcontrol/node, vmcontrol/pool, vmcontrol/migration, vmcontrol/evacuation,
+// vmcontrol/disruptionbudget)
 // is also usable alone: it has
 // a constructor taking informers and satisfies Start(ctx) error, so it can be
 // added to a controller-runtime manager as a Runnable.
@@ -31,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -52,6 +55,7 @@ import (
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
@@ -84,9 +88,9 @@ type Options struct {
 	Renderer vmi.PodRenderer
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
 	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3),
-	// MigrationWorkers (default 3) and EvacuationWorkers (default 3), as
-	// KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers int
+	// MigrationWorkers (default 3), EvacuationWorkers (default 3) and
+	// DisruptionBudgetWorkers (default 3), as KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers, DisruptionBudgetWorkers int
 	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
 	// before the node controller marks its node unschedulable and fails the
 	// VMIs stranded there (default 5m, as KubeVirt).
@@ -317,7 +321,9 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	nodes := newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil)
 	migrations := newInformer(m.client.VirtualMachineInstanceMigrations(""), &v1.VirtualMachineInstanceMigration{}, resync, stripManagedFields, nil)
 	kubevirts := newInformer(m.client.KubeVirts(""), &v1.KubeVirt{}, resync, stripManagedFields, nil)
-	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts}
+	// Every budget: the controller finds its own by their owner reference.
+	budgets := newInformer(m.kube.PodDisruptionBudgets(""), &policyv1.PodDisruptionBudget{}, resync, stripManagedFields, nil)
+	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts, budgets}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
@@ -390,7 +396,16 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController}
+	// Budgets protect VMIs that should migrate on eviction whether or not
+	// this Manager migrates them (KubeVirt runs the controller always).
+	budgetController, err := disruptionbudget.New(disruptionbudget.Config{
+		Client: m.kube, VMIs: vmis, Budgets: budgets, Pods: pods, Migrations: migrations, KubeVirts: kubevirts,
+		Recorder: recorder, Workers: m.opts.DisruptionBudgetWorkers, Observe: m.metrics.observer("disruptionbudget"),
+	})
+	if err != nil {
+		return err
+	}
+	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController, budgetController}
 	// Live migration needs a renderer of target pods.
 	if target, ok := renderer.(migration.TargetRenderer); ok {
 		migrationController, err := migration.New(migration.Config{

@@ -1,6 +1,6 @@
 // Command virt-controller runs vmkit's VirtualMachine,
 // VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node, pool,
-// migration and evacuation controllers (vmcontrol.Manager): flags in, wiring, Run. Everything else
+// migration, evacuation and disruption-budget controllers (vmcontrol.Manager): flags in, wiring, Run. Everything else
 // lives in the packages it imports.
 package main
 
@@ -50,6 +50,7 @@ func main() {
 	flag.IntVar(&o.manager.PoolWorkers, "pool-workers", 3, "concurrent VirtualMachinePool syncs")
 	flag.IntVar(&o.manager.MigrationWorkers, "migration-workers", 3, "concurrent VirtualMachineInstanceMigration syncs (the migration controller)")
 	flag.IntVar(&o.manager.EvacuationWorkers, "evacuation-workers", 3, "concurrent node syncs of the evacuation controller")
+	flag.IntVar(&o.manager.DisruptionBudgetWorkers, "disruption-budget-workers", 3, "concurrent VMI syncs of the disruption-budget controller (PodDisruptionBudgets of VMIs that migrate on eviction)")
 	flag.DurationVar(&o.manager.NodeHeartbeatTimeout, "node-heartbeat-timeout", 5*time.Minute, "age of a node agent's heartbeat after which its node is marked unschedulable and the VMIs stranded there fail")
 	flag.Float64Var(&o.qps, "qps", 200, "API client queries per second")
 	flag.IntVar(&o.manager.Burst, "burst", 400, "API client burst")

@@ -1,9 +1,9 @@
 // Command embed shows vmkit's controllers running inside a platform team's
 // own controller-runtime manager: the manager provides leader election,
 // metrics and health checks; vmkit's VirtualMachine,
-// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node and
-// VirtualMachinePool controllers are added to it as Runnables, on vmkit's generated shared
-// informers and client-go's.
+// VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
+// VirtualMachinePool and disruption-budget controllers are added to it as
+// Runnables, on vmkit's generated shared informers and client-go's.
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/pool"
@@ -87,6 +88,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The clientset's budgets satisfy kubeclient's narrower interface too.
+	budgets, err := disruptionbudget.New(disruptionbudget.Config{
+		Client: kubeclient.PodDisruptionBudgetsGetterFunc(func(ns string) kubeclient.PodDisruptionBudgetInterface {
+			return kube.PolicyV1().PodDisruptionBudgets(ns)
+		}),
+		VMIs: vmInformers.VirtualMachineInstances().Informer(), Budgets: kubeFactory.Policy().V1().PodDisruptionBudgets().Informer(),
+		Pods: kubeFactory.Core().V1().Pods().Informer(), Migrations: vmInformers.VirtualMachineInstanceMigrations().Informer(),
+		KubeVirts: vmInformers.KubeVirts().Informer()})
+	if err != nil {
+		return err
+	}
 	// Informers first, then each controller: Start(ctx) error is all
 	// controller-runtime asks of a Runnable. They run only on the leader.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -99,7 +111,7 @@ func run() error {
 	})); err != nil {
 		return err
 	}
-	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start), manager.RunnableFunc(nodes.Start), manager.RunnableFunc(vmPools.Start)} {
+	for _, c := range []manager.Runnable{manager.RunnableFunc(vms.Start), manager.RunnableFunc(vmis.Start), manager.RunnableFunc(sets.Start), manager.RunnableFunc(nodes.Start), manager.RunnableFunc(vmPools.Start), manager.RunnableFunc(budgets.Start)} {
 		if err := mgr.Add(c); err != nil {
 			return err
 		}
