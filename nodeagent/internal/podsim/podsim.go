@@ -90,10 +90,14 @@ func Base(t testing.TB) (dir, launcherBinary string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building virt-launcher (needs libvirt-dev and pkg-config: make test-deps): %v\n%s", err, out)
 	}
+	// Root stays (an empty directory on /run's tmpfs): tests of other
+	// packages that run at the same time (go test ./... runs packages in
+	// parallel) mount their pods' directories there, and removing it under
+	// them made their launchers fail with "mkdir /run/vmkmig: permission
+	// denied".
 	if err := os.MkdirAll(Root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.Remove(Root) }) // only when empty: another run may use it
 	return base, bin
 }
 
