@@ -15,8 +15,11 @@ export VMKIT_GUEST_DIR ?= $(OUT)/guest
 all: test
 
 ## test: install what the tests need, check generated code and lint, run every test.
+## The two-node end-to-end tests run after the others: only one cluster runs on a machine,
+## and test/e2e's single-node cluster would otherwise wait for theirs (or they for it).
 test: test-deps verify lint
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/e2e2node)
+	go test $(GO_TEST_FLAGS) ./test/e2e2node
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
 ## test-deps: Kubernetes + etcd from source, containerd + runc, libvirt + QEMU, the test guests
