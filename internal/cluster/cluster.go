@@ -1,6 +1,7 @@
 // Package cluster brings up vmkit the way a user meets it, on one machine:
 // a real control plane and a real node (containerd + kubelet, see
-// internal/testenv), vmkit's images imported into containerd, the
+// internal/testenv; or two nodes, Options.Nodes), vmkit's images imported
+// into containerd, the
 // operator's own installation applied, and a KubeVirt CR from which the
 // operator installs everything else. The end-to-end tests and `make demo`
 // use it.

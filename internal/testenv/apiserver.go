@@ -215,6 +215,10 @@ func (e *Env) stop() error {
 	for i := len(e.Nodes) - 1; i >= 0; i-- { // the first, which owns the host's paths, last
 		nodeErr = errors.Join(nodeErr, e.Nodes[i].stop())
 	}
+	if len(e.Nodes) > 0 {
+		nodeErr = errors.Join(nodeErr, e.leftovers())
+		e.Nodes[0].unlock()
+	}
 	if e.nodeLock != nil { // the node never started
 		nodeErr = removePodNetwork() // the bridge made for kube-apiserver
 		e.nodeLock.Close()

@@ -35,5 +35,9 @@
 // [PodCIDR]) and kube-proxy; kube-apiserver then listens on the bridge's
 // address [PodGateway], a private network the environment creates, and
 // publishes it as the endpoint of the kubernetes Service, so pods reach it
-// as in any cluster. See docs/cluster.md.
+// as in any cluster. [NodeOptions.Nodes] runs more nodes on the same
+// machine (localhost-2, ...), each with its own containerd, kubelet, ports,
+// cgroup root, pod network and, in a mount namespace of its own, its own
+// /var/lib/kubelet; pods on different nodes reach each other through the
+// host. See docs/cluster.md.
 package testenv

@@ -774,11 +774,82 @@ func (n *Node) stop() error {
 		// Ours (the marker says so) but older than this node: keep the directory, drop its contents.
 		err = errors.Join(err, removeContents(KubeletRootDir))
 	}
+	return err
+}
+
+// unlock releases the node lock the first node holds.
+func (n *Node) unlock() {
 	if n.lock != nil {
 		_ = n.lock.Truncate(0)
 		n.lock.Close()
+		n.lock = nil
 	}
-	return err
+}
+
+// leftovers reports what the stopped nodes left on the host: their
+// bridges, host-local allocations, cgroups, mounts (under their
+// directories and the kubelet's), pinned sandbox network namespaces,
+// kube-proxy's nftables table, processes of their directories (containerd,
+// kubelets, shims) and loop devices over their files. Env.stop checks this
+// while it still holds the node lock: the next cluster may start the
+// moment it lets go, and its bridge would look like ours.
+func (e *Env) leftovers() error {
+	var left []string
+	dirs := []string{resolve(KubeletRootDir) + "/"}
+	for _, n := range e.Nodes {
+		if exists("/sys/class/net/" + n.PodBridge) {
+			left = append(left, "bridge "+n.PodBridge)
+		}
+		if exists(filepath.Join(hostLocalRoot, n.networkName)) {
+			left = append(left, "host-local allocations "+filepath.Join(hostLocalRoot, n.networkName))
+		}
+		cgroup := kubepodsCgroup
+		if n.cgroupRoot != "" {
+			cgroup = n.cgroupRoot
+		}
+		if cg := cgroupDirs(cgroup); len(cg) > 0 {
+			left = append(left, "cgroups "+strings.Join(cg, " "))
+		}
+		dirs = append(dirs, resolve(n.dir)+"/")
+	}
+	for _, d := range dirs {
+		if mps := mountPoints(d); len(mps) > 0 {
+			left = append(left, "mounts "+strings.Join(mps, " "))
+		}
+	}
+	if pinned, _ := filepath.Glob(filepath.Join(sandboxNetnsDir, "cni-*")); len(pinned) > 0 {
+		left = append(left, "sandbox network namespaces "+strings.Join(pinned, " "))
+	}
+	if exec.Command("nft", "list", "table", "ip", kubeProxyNFTTable).Run() == nil {
+		left = append(left, "nftables table ip "+kubeProxyNFTTable)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, d := range dirs[1:] {
+			if strings.Contains(string(data), d) {
+				left = append(left, "process "+filepath.Base(filepath.Dir(p))+" ("+strings.ReplaceAll(strings.TrimRight(string(data), "\x00"), "\x00", " ")+")")
+				break
+			}
+		}
+	}
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, l := range loops {
+		data, _ := os.ReadFile(l)
+		backing := strings.TrimSpace(string(data))
+		for _, d := range dirs[1:] {
+			if strings.HasPrefix(backing, d) {
+				left = append(left, "loop device "+filepath.Base(filepath.Dir(filepath.Dir(l)))+" over "+backing)
+			}
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	return nil
 }
 
 // stopOther is stop for a node after the first: its pods, shims and

@@ -26,7 +26,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/cluster"
@@ -51,27 +53,31 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	code := func() (code int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
 		o := cluster.Options{Nodes: nodes}
 		opts, err := cluster.NodeOptions(o)
 		if err != nil {
 			startErr = err
 			return m.Run()
 		}
+		// Launch may first wait (up to 15 minutes) for another test's
+		// cluster to stop; the install gets its own 5 minutes.
+		launchCtx, cancelLaunch := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancelLaunch()
 		began := time.Now()
-		env, err := testenv.Launch(ctx, opts)
+		env, err := testenv.Launch(launchCtx, opts)
 		if err != nil {
 			startErr = fmt.Errorf("starting the cluster: %w", err)
 			return m.Run()
 		}
-		fmt.Printf("e2e2node: control plane and %d nodes ready in %v\n", nodes, time.Since(began).Round(time.Millisecond))
+		fmt.Printf("e2e2node: control plane and %d nodes ready %v after the test began (waiting for the node lock included)\n", nodes, time.Since(began).Round(time.Millisecond))
 		defer func() {
 			if err := stopAndCheck(env); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e2node: stopping the cluster:", err)
 				code = 1
 			}
 		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		c, err := cluster.New(env, o)
 		if err == nil {
 			began := time.Now()
@@ -100,7 +106,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stopAndCheck stops the cluster and reports what it left behind.
+// stopAndCheck stops the cluster (Stop fails naming what the nodes left
+// on the host: bridges, cgroups, mounts, network namespaces, processes,
+// loop devices) and reports what else of it is left.
 func stopAndCheck(env *testenv.Env) error {
 	began := time.Now()
 	if err := env.Stop(); err != nil {
@@ -108,20 +116,6 @@ func stopAndCheck(env *testenv.Env) error {
 	}
 	fmt.Printf("e2e2node: cluster stopped in %v\n", time.Since(began).Round(time.Millisecond))
 	var left []string
-	for _, n := range env.Nodes {
-		if _, err := os.Stat("/sys/class/net/" + n.PodBridge); err == nil {
-			left = append(left, "bridge "+n.PodBridge)
-		}
-	}
-	if cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/vmkit-node-*"); len(cgroups) > 0 {
-		left = append(left, fmt.Sprintf("cgroups %v", cgroups))
-	}
-	mounts, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(l, env.Dir) {
-			left = append(left, "mount "+l)
-		}
-	}
 	if _, err := os.Stat(env.Dir); err == nil {
 		left = append(left, "run directory "+env.Dir)
 	}
@@ -132,11 +126,10 @@ func stopAndCheck(env *testenv.Env) error {
 			left = append(left, "process "+strings.ReplaceAll(string(cmdline), "\x00", " "))
 		}
 	}
-	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, l := range loops {
-		backing, _ := os.ReadFile(l)
-		if strings.Contains(string(backing), env.Dir) {
-			left = append(left, "loop device over "+strings.TrimSpace(string(backing)))
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(l, env.Dir) {
+			left = append(left, "mount "+l)
 		}
 	}
 	if len(left) > 0 {
@@ -383,4 +376,135 @@ func TestVMIOnEachNode(t *testing.T) {
 	httpGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
 	t.Logf("pods reach each other across the nodes: %s (%s) <-> %s (%s), %v after create", podIP[first], first, podIP[second], second,
 		time.Since(began).Round(time.Millisecond))
+}
+
+// TestStorageOnSecondNode: a pod on localhost-2 with a claim of the
+// default StorageClass and a Block claim gets a local-path volume made in
+// localhost-2's storage directory and one of localhost-2's block volumes,
+// both bound to that node, and what it writes lands there; deleting the
+// claim removes the local-path volume's directory (the provisioner's
+// helper pod on localhost-2) and releases the block volume.
+func TestStorageOnSecondNode(t *testing.T) {
+	c := need(t)
+	n := c.Env.Nodes[1]
+	block := corev1.PersistentVolumeBlock
+	blockClass := cluster.BlockStorageClass
+	claims := []*corev1.PersistentVolumeClaim{
+		{ObjectMeta: metav1.ObjectMeta{Name: "fs-on-2", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "block-on-2", Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:       &block,
+			StorageClassName: &blockClass,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("16Mi")}},
+		}},
+	}
+	for _, claim := range claims {
+		if _, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "storage-on-2", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeSelector:  map[string]string{corev1.LabelHostname: n.Name},
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "write", Image: cluster.BusyboxImage + ":" + c.Tag, ImagePullPolicy: corev1.PullNever,
+				Command:       []string{"sh", "-c", "echo written-on-" + n.Name + " >/data/hello && echo block-on-" + n.Name + " >/dev/blk && sync"},
+				VolumeMounts:  []corev1.VolumeMount{{Name: "fs", MountPath: "/data"}},
+				VolumeDevices: []corev1.VolumeDevice{{Name: "blk", DevicePath: "/dev/blk"}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "fs", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "fs-on-2"}}},
+				{Name: "blk", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "block-on-2"}}},
+			},
+		},
+	}
+	if _, err := c.Kube.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var fsPV, blockPV *corev1.PersistentVolume
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = c.Kube.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
+		waitFor(t, "pod "+pod.Name+" gone", time.Minute, func() (bool, string) {
+			_, err := c.Kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		for _, claim := range claims {
+			if err := c.Kube.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting claim %s: %v", claim.Name, err)
+			}
+		}
+		if fsPV != nil {
+			dir := fsPV.Spec.HostPath.Path
+			waitFor(t, "local-path volume "+fsPV.Name+" and its directory gone", 2*time.Minute, func() (bool, string) {
+				_, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, fsPV.Name, metav1.GetOptions{})
+				_, serr := os.Stat(dir)
+				return apierrors.IsNotFound(err) && os.IsNotExist(serr), fmt.Sprintf("volume: %v, directory: %v", err, serr)
+			})
+		}
+		if blockPV != nil {
+			waitFor(t, "block volume "+blockPV.Name+" Released", time.Minute, func() (bool, string) {
+				v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, blockPV.Name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				return v.Status.Phase == corev1.VolumeReleased, string(v.Status.Phase)
+			})
+			patch := []byte(`[{"op": "remove", "path": "/spec/claimRef"}]`)
+			if _, err := c.Kube.CoreV1().PersistentVolumes().Patch(ctx, blockPV.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Errorf("making %s Available again: %v", blockPV.Name, err)
+			}
+		}
+	})
+	waitFor(t, "pod "+pod.Name+" Succeeded", 2*time.Minute, func() (bool, string) {
+		p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.Status.Phase == corev1.PodFailed {
+			t.Fatalf("pod %s failed: %+v", pod.Name, p.Status)
+		}
+		return p.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("%s on %q", p.Status.Phase, p.Spec.NodeName)
+	})
+	volume := func(claim string) *corev1.PersistentVolume {
+		pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), claim, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv, err := c.Kube.CoreV1().PersistentVolumes().Get(t.Context(), pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("volume of claim %s: %v", claim, err)
+		}
+		if terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms; len(terms) != 1 || len(terms[0].MatchExpressions) != 1 ||
+			terms[0].MatchExpressions[0].Values[0] != n.Name {
+			t.Errorf("volume %s of claim %s is bound to %+v, want node %s", pv.Name, claim, terms, n.Name)
+		}
+		return pv
+	}
+	fsPV, blockPV = volume("fs-on-2"), volume("block-on-2")
+	if fsPV.Spec.HostPath == nil || !strings.HasPrefix(fsPV.Spec.HostPath.Path, n.StorageDir+"/") {
+		t.Fatalf("claim fs-on-2 is bound to %s, not a directory in %s's storage %s: %+v", fsPV.Name, n.Name, n.StorageDir, fsPV.Spec.PersistentVolumeSource)
+	}
+	if data, err := os.ReadFile(filepath.Join(fsPV.Spec.HostPath.Path, "hello")); err != nil || string(data) != "written-on-"+n.Name+"\n" {
+		t.Errorf("%s/hello: %q, %v", fsPV.Spec.HostPath.Path, data, err)
+	}
+	if !strings.HasPrefix(blockPV.Name, cluster.BlockVolumeName(n.Name, 0)[:len(cluster.BlockVolumeName(n.Name, 0))-1]) || blockPV.Spec.Local == nil {
+		t.Fatalf("claim block-on-2 is bound to %s, not one of %s's block volumes", blockPV.Name, n.Name)
+	}
+	f, err := os.Open(blockPV.Spec.Local.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64)
+	if _, err := io.ReadFull(f, buf); err != nil || !strings.HasPrefix(string(buf), "block-on-"+n.Name+"\n") {
+		t.Errorf("%s (block volume %s) starts with %q (%v)", blockPV.Spec.Local.Path, blockPV.Name, buf, err)
+	}
+	t.Logf("on %s: claim fs-on-2 in %s, block-on-2 on %s (%s)", n.Name, fsPV.Spec.HostPath.Path, blockPV.Name, blockPV.Spec.Local.Path)
 }
