@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -204,11 +206,17 @@ func (a *Agent) syncMigrationTarget(ctx context.Context, key string) (time.Durat
 			return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
 		}
 		uid := string(vmi.UID)
-		ports, err = a.proxy.StartTarget(uid, map[int]string{
-			migrationproxy.LibvirtPort:         root + info.LibvirtSocket,
-			migrationproxy.DirectMigrationPort: root + launcher.MigrationSocket(info.ShareDir, uid, launcher.DirectMigrationPort),
-			migrationproxy.BlockMigrationPort:  root + launcher.MigrationSocket(info.ShareDir, uid, launcher.BlockMigrationPort),
-		})
+		sockets := map[int]string{}
+		for port, p := range map[int]string{
+			migrationproxy.LibvirtPort:         info.LibvirtSocket,
+			migrationproxy.DirectMigrationPort: launcher.MigrationSocket(info.ShareDir, uid, launcher.DirectMigrationPort),
+			migrationproxy.BlockMigrationPort:  launcher.MigrationSocket(info.ShareDir, uid, launcher.BlockMigrationPort),
+		} {
+			if sockets[port], err = inLauncherRoot(root, p); err != nil {
+				return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
+			}
+		}
+		ports, err = a.proxy.StartTarget(uid, sockets)
 		if err != nil {
 			return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
 		}
@@ -390,9 +398,12 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 		return false, 0, fmt.Errorf("migration of %s: %w", key, err)
 	}
 	uid := string(vmi.UID)
-	err = a.proxy.StartSource(uid, state.TargetNodeAddress, state.TargetDirectMigrationNodePorts, func(port int) string {
-		return root + launcher.MigrationSocket(info.ShareDir, uid, port)
-	})
+	dir, err := inLauncherRoot(root, filepath.Join(info.ShareDir, launcher.MigrationProxyDir))
+	if err == nil {
+		err = a.proxy.StartSource(uid, state.TargetNodeAddress, state.TargetDirectMigrationNodePorts, func(port int) string {
+			return filepath.Join(dir, filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)))
+		})
+	}
 	if err != nil {
 		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonMigrated, "VirtualMachineInstance migration uid %s failed. reason:%v", state.MigrationUID, err)
 		ms.Failed, ms.Completed, ms.EndTimestamp, ms.FailureReason = true, true, &now, err.Error()
@@ -506,6 +517,18 @@ func (a *Agent) updateVMI(ctx context.Context, vmi, updated *v1.VirtualMachineIn
 		return fmt.Errorf("updating VMI %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
 	return nil
+}
+
+// inLauncherRoot is path, as the launcher sees it, as the agent reaches
+// it under the launcher's root (/proc/<pid>/root): symbolic links are
+// resolved inside that root (a launcher image's /var/run is a link to
+// /run, which the agent would otherwise resolve in its own file system).
+func inLauncherRoot(root, path string) (string, error) {
+	p, err := securejoin.SecureJoin(root, path)
+	if err != nil {
+		return "", fmt.Errorf("%s in the launcher's root %s: %w", path, root, err)
+	}
+	return p, nil
 }
 
 // launcherRoot is the launcher's root directory as the agent reaches it

@@ -1,6 +1,8 @@
 package nodeagent
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,6 +67,34 @@ func TestWantsLauncherOfMigrationTarget(t *testing.T) {
 		vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node02", MigrationState: tc.ms}}
 		if got := wantsLauncher(vmi, "node01"); got != tc.want {
 			t.Errorf("%s: wantsLauncher = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestInLauncherRoot(t *testing.T) {
+	root := t.TempDir()
+	// A launcher image's /var/run is a link to /run: inside its root.
+	if err := os.MkdirAll(filepath.Join(root, "run", "kubevirt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "var"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/run", filepath.Join(root, "var", "run")); err != nil {
+		t.Fatal(err)
+	}
+	// A link that leads out of the root stays inside it.
+	if err := os.Symlink("/etc", filepath.Join(root, "run", "kubevirt", "migrationproxy")); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/var/run/libvirt/libvirt-sock":                  filepath.Join(root, "run", "libvirt", "libvirt-sock"),
+		"/var/run/kubevirt/migrationproxy/u-source.sock": filepath.Join(root, "etc", "u-source.sock"),
+		"/../../etc/passwd":                              filepath.Join(root, "etc", "passwd"),
+	} {
+		got, err := inLauncherRoot(root, path)
+		if err != nil || got != want {
+			t.Errorf("inLauncherRoot(%s) = %q, %v; want %q", path, got, err, want)
 		}
 	}
 }

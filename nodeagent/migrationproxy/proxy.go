@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"sync"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -193,7 +194,7 @@ func (m *Manager) StartSource(key, targetAddress string, ports map[string]int, s
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
 		}
 		// The launcher's libvirt and QEMU may run as another (non-root) user.
-		if err := os.Chmod(path, 0o777); err != nil {
+		if err := chmodSocket(path, 0o777); err != nil {
 			ln.Close()
 			stopAll(started)
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
@@ -373,6 +374,33 @@ func (p *proxy) stop() {
 	if p.socket != "" {
 		_ = os.Remove(p.socket)
 	}
+}
+
+// chmodSocket changes the mode of the socket the proxy bound at path,
+// and of nothing else: the directory is the launcher's, which could put a
+// symbolic link in its place, so the node is opened without following
+// links and must be a socket.
+func chmodSocket(path string, mode os.FileMode) error {
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	fd, err := unix.Openat2(int(dir.Fd()), filepath.Base(path), &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("chmod %s: not the proxy's socket", path)
+	}
+	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
 }
 
 // maxSocketPath is the longest path bind(2) and connect(2) take: sun_path

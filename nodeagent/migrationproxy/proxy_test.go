@@ -274,6 +274,43 @@ func TestLongSocketPaths(t *testing.T) {
 	}
 }
 
+func TestChmodSocketOnlyChangesTheSocket(t *testing.T) {
+	dir := shortDir(t)
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The launcher put a link where the proxy's socket was.
+	if err := os.Symlink(victim, filepath.Join(dir, "k.sock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chmodSocket(filepath.Join(dir, "k.sock"), 0o777); err == nil {
+		t.Error("chmod through a symbolic link succeeded")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "file.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := chmodSocket(filepath.Join(dir, "file.sock"), 0o777); err == nil || !strings.Contains(err.Error(), "not the proxy's socket") {
+		t.Errorf("chmod of a regular file: %v", err)
+	}
+	for _, f := range []string{victim, filepath.Join(dir, "file.sock")} {
+		if fi, _ := os.Stat(f); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s changed to %v", f, fi.Mode().Perm())
+		}
+	}
+	ln, err := listenUnix(filepath.Join(dir, "real.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := chmodSocket(filepath.Join(dir, "real.sock"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "real.sock")); fi.Mode().Perm() != 0o777 {
+		t.Errorf("socket mode %v, want 0777", fi.Mode().Perm())
+	}
+}
+
 func TestPlainTCPOnlyOnLoopback(t *testing.T) {
 	if _, err := New(Config{ListenAddress: "0.0.0.0"}); err == nil || !strings.Contains(err.Error(), "needs TLS") {
 		t.Errorf("New without TLS on 0.0.0.0: %v, want an error that it needs TLS", err)
