@@ -562,6 +562,14 @@ func Delete(ctx context.Context, c dynamic.Interface, s *Strategy, opts DeleteOp
 			if err != nil {
 				return res, fmt.Errorf("installstrategy: deleting %s: %w", name2, err)
 			}
+			if live.GetDeletionTimestamp() == nil && i == 0 && !crdServes(ctx, c, live) {
+				// Deleted while its storage is (re)initializing (right
+				// after an update, e.g. an upgrade's Apply), a CRD's
+				// finalizer fails to list the custom resources and backs
+				// off for minutes; delete it once it serves again.
+				res.Remaining = append(res.Remaining, name2)
+				continue
+			}
 			if live.GetDeletionTimestamp() == nil {
 				err := client.Delete(ctx, name, deleteOptions(false, live.GetUID()))
 				if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -587,6 +595,26 @@ func Delete(ctx context.Context, c dynamic.Interface, s *Strategy, opts DeleteOp
 		}
 	}
 	return res, nil
+}
+
+// crdServes reports whether the custom resources of crd (a live
+// CustomResourceDefinition) can be listed through its first served version.
+func crdServes(ctx context.Context, c dynamic.Interface, crd *unstructured.Unstructured) bool {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		name, _ := m["name"].(string)
+		_, err := c.Resource(schema.GroupVersionResource{Group: group, Version: name, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 1})
+		// Not allowed to list (the operator may not read every kind it
+		// installs) or not served at all: nothing to wait for.
+		return err == nil || apierrors.IsForbidden(err) || apierrors.IsNotFound(err)
+	}
+	return true // nothing served: nothing for the finalizer to list
 }
 
 func isCRD(name string) bool {
