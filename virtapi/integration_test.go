@@ -55,16 +55,6 @@ func (a *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestAggregatedAPI runs virt-api behind a real kube-apiserver's aggregation
 // layer: the APIService becomes Available, discovery lists the
 // subresources, requests carry the user through the front proxy, and RBAC
@@ -127,7 +117,7 @@ func TestAggregatedAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	serveCtx, stop := context.WithCancel(context.Background())
 	stopped, err := srv.Serve(serveCtx, ServeOptions{BindAddress: "127.0.0.1", Port: port, CertFile: certFile, KeyFile: keyFile, Kubeconfig: env.KubeconfigPath})
 	if err != nil {

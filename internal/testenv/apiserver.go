@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -341,50 +342,42 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 
-	ports, err := freePorts(5)
-	if err != nil {
-		return err
-	}
-	e.etcdClientURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	e.etcdPeerURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	apiPort, kcmPort, schedulerPort := ports[2], ports[3], ports[4]
-	e.componentURLs = map[string]string{
-		"etcd":                    e.etcdClientURL,
-		"kube-apiserver":          "https://" + net.JoinHostPort(apiHost, strconv.Itoa(apiPort)),
-		"kube-controller-manager": "https://127.0.0.1:" + strconv.Itoa(kcmPort),
-		"kube-scheduler":          "https://127.0.0.1:" + strconv.Itoa(schedulerPort),
-	}
-	e.launcher = newLauncher()
-
-	etcd, err := e.startEtcd(bins["etcd"])
-	if err != nil {
-		return err
-	}
 	// Generate keys while etcd boots.
-	p, err := newPKI(filepath.Join(e.Dir, "pki"), apiHost)
-	if err != nil {
-		return err
+	type pkiResult struct {
+		p   *pki
+		err error
 	}
-	if err := e.setupClients(p); err != nil {
-		return err
+	pkiDone := make(chan pkiResult, 1)
+	go func() {
+		p, err := newPKI(filepath.Join(e.Dir, "pki"), apiHost)
+		pkiDone <- pkiResult{p, err}
+	}()
+	var p *pki
+	getPKI := func() (*pki, error) {
+		if p == nil {
+			r := <-pkiDone
+			if r.err != nil {
+				return nil, r.err
+			}
+			p = r.p
+		}
+		return p, nil
 	}
-	if err := waitHealthy(ctx, etcd, http.DefaultClient, e.etcdClientURL+"/health"); err != nil {
-		return err
-	}
-
-	apiserverExtra := opts.APIServerArgs
-	if opts.Node != nil {
-		nodeArgs, err := nodeAPIServerArgs(p, filepath.Join(e.Dir, "pki"), max(opts.Node.Nodes, 1))
-		if err != nil {
+	var kcmPort, schedulerPort int
+	for attempt := 1; ; attempt++ {
+		kcmPort, schedulerPort, err = e.startStore(ctx, bins, apiHost, getPKI, opts)
+		if err == nil {
+			break
+		}
+		// Another process took a port between its pick and the bind.
+		if !errors.Is(err, errPortTaken) || attempt == bindAttempts {
 			return err
 		}
-		apiserverExtra = append(nodeArgs, apiserverExtra...)
+		if err := e.discardStore(); err != nil {
+			return err
+		}
 	}
-	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiHost, apiPort, apiserverExtra)...)
-	if err != nil {
-		return err
-	}
-	if err := e.waitAPIServer(ctx, apiserver); err != nil {
+	if p, err = getPKI(); err != nil {
 		return err
 	}
 
@@ -425,6 +418,78 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 		return e.startNodes(nodeCtx, p, opts.Node, bins)
 	}
 	return nil
+}
+
+// bindAttempts bounds how often Start picks new ports for etcd and
+// kube-apiserver when one of them finds its port taken.
+const bindAttempts = 3
+
+// pickPorts is freePorts; tests replace it to hand out a taken port.
+var pickPorts = freePorts
+
+// errPortTaken: a component exited because its port was in use.
+var errPortTaken = errors.New("port already in use")
+
+// startStore picks the control plane's ports and starts etcd and
+// kube-apiserver on them, returning once kube-apiserver is ready. It returns
+// the ports picked for kube-controller-manager and kube-scheduler.
+func (e *Env) startStore(ctx context.Context, bins map[string]string, apiHost string, getPKI func() (*pki, error), opts Options) (kcmPort, schedulerPort int, err error) {
+	ports, err := pickPorts(5)
+	if err != nil {
+		return 0, 0, err
+	}
+	e.etcdClientURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	e.etcdPeerURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	apiPort := ports[2]
+	kcmPort, schedulerPort = ports[3], ports[4]
+	e.componentURLs = map[string]string{
+		"etcd":                    e.etcdClientURL,
+		"kube-apiserver":          "https://" + net.JoinHostPort(apiHost, strconv.Itoa(apiPort)),
+		"kube-controller-manager": "https://127.0.0.1:" + strconv.Itoa(kcmPort),
+		"kube-scheduler":          "https://127.0.0.1:" + strconv.Itoa(schedulerPort),
+	}
+	if e.launcher == nil {
+		e.launcher = newLauncher()
+	}
+
+	etcd, err := e.startEtcd(bins["etcd"])
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := getPKI()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := e.setupClients(p); err != nil {
+		return 0, 0, err
+	}
+	if err := waitHealthy(ctx, etcd, http.DefaultClient, e.etcdClientURL+"/health"); err != nil {
+		return 0, 0, err
+	}
+
+	apiserverExtra := opts.APIServerArgs
+	if opts.Node != nil {
+		nodeArgs, err := nodeAPIServerArgs(p, filepath.Join(e.Dir, "pki"), max(opts.Node.Nodes, 1))
+		if err != nil {
+			return 0, 0, err
+		}
+		apiserverExtra = append(nodeArgs, apiserverExtra...)
+	}
+	apiserver, err := e.startProcess("kube-apiserver", bins["kube-apiserver"], e.apiserverArgs(p, apiHost, apiPort, apiserverExtra)...)
+	if err != nil {
+		return 0, 0, err
+	}
+	return kcmPort, schedulerPort, e.waitAPIServer(ctx, apiserver)
+}
+
+// discardStore stops what a failed startStore started and removes etcd's
+// data, so that the next attempt starts from nothing.
+func (e *Env) discardStore() error {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		e.procs[i].stop(stopGrace)
+	}
+	e.procs = nil
+	return os.RemoveAll(filepath.Join(e.Dir, "etcd-data"))
 }
 
 func (e *Env) startEtcd(bin string) (*process, error) {
@@ -625,8 +690,13 @@ func poll(ctx context.Context, p *process, what string, check func(context.Conte
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited (%v) while waiting for %s; last lines of %s:\n%s",
-				p.name, p.err, what, p.logPath, tail(p.logPath, logTailLines))
+			log := tail(p.logPath, logTailLines)
+			err := fmt.Errorf("%s exited (%v) while waiting for %s; last lines of %s:\n%s",
+				p.name, p.err, what, p.logPath, log)
+			if strings.Contains(log, "address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %s not ready: %w (last seen: %s); last lines of %s:\n%s",
 				p.name, what, ctx.Err(), last, p.logPath, tail(p.logPath, logTailLines))
@@ -759,7 +829,11 @@ func hasResource(list *metav1.APIResourceList, plural string) bool {
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
-// All listeners stay open until every port is picked, so none repeats.
+// All listeners stay open until every port is picked, so none repeats. The
+// ports are below the kernel's ephemeral range (net.ipv4.ip_local_port_range),
+// which outgoing connections take their local ports from: a port picked there
+// can be taken by any connection on the machine before etcd or kube-apiserver
+// binds it (seen when test packages run side by side).
 func freePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
@@ -767,16 +841,48 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	low, high := portRange()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("pick a free port: none free of 1000 tried in [%d, %d)", low, high)
+		}
+		port := low + mathrand.IntN(high-low)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
+			continue // taken
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// FreePort is a loopback port for a server a test starts, picked as the
+// control plane's ports are (see freePorts). It fails the test if none is
+// free.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}
+
+// portRange is where freePorts picks: the 10,000 ports below the ephemeral
+// range, and below the default NodePort range (30000-32767), which tests
+// with a node use.
+func portRange() (low, high int) {
+	high = 30000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 11024 {
+				high = min(high, lo)
+			}
+		}
+	}
+	return high - 10000, high
 }
 
 // process is one running control plane component.

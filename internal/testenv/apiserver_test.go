@@ -449,3 +449,55 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string))
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestStartPicksNewPortsWhenOneIsTaken: a port taken between its pick and
+// etcd's bind (by another test package's connection or server) makes Start
+// pick new ports, not fail the test.
+func TestStartPicksNewPortsWhenOneIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	calls := 0
+	pickPorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := freePorts(n)
+		if calls == 1 && err == nil {
+			ports[0] = taken.Addr().(*net.TCPAddr).Port // etcd's client port
+		}
+		return ports, err
+	}
+	t.Cleanup(func() { pickPorts = freePorts })
+	env := Start(t, Options{})
+	if calls != 2 {
+		t.Errorf("ports picked %d times, want 2 (the first set had a taken port)", calls)
+	}
+	if _, err := env.Kube.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("the control plane started on the second ports does not answer: %v", err)
+	}
+}
+
+// TestFreePortsBelowEphemeralRange: the ports are distinct and outside the
+// range outgoing connections take their local ports from.
+func TestFreePortsBelowEphemeralRange(t *testing.T) {
+	ports, err := freePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, high := portRange()
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < low || p >= high || seen[p] {
+			t.Errorf("port %d: repeated or outside [%d, %d)", p, low, high)
+		}
+		seen[p] = true
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo int
+		fmt.Sscan(string(b), &lo)
+		if high > lo {
+			t.Errorf("ports picked up to %d, in the ephemeral range from %d", high, lo)
+		}
+	}
+}
