@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -529,6 +530,56 @@ func TestValidateVirtualMachineInstance(t *testing.T) {
 		{name: "negative grace period", mutate: func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.TerminationGracePeriodSeconds = int64Ptr(-1)
 		}, want: []fieldError{{invalid, "spec.terminationGracePeriodSeconds"}}},
+
+		// Probes.
+		{name: "readiness httpGet and liveness tcpSocket probes", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(80)}, InitialDelaySeconds: int32Ptr(5), PeriodSeconds: int32Ptr(2)}
+			vmi.Spec.LivenessProbe = &v1.Probe{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(22)}, SuccessThreshold: int32Ptr(1)}
+		}},
+		{name: "exec and guest agent ping probes", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/ready"}}, SuccessThreshold: int32Ptr(2)}
+			vmi.Spec.LivenessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}}
+		}},
+		{name: "probe with no check", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{PeriodSeconds: int32Ptr(5)}
+		}, want: []fieldError{{required, "spec.readinessProbe"}}},
+		{name: "probe with two checks", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.LivenessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}, GuestAgentPing: &v1.GuestAgentPing{}}
+		}, want: []fieldError{{forbidden, "spec.livenessProbe.guestAgentPing"}}},
+		{name: "exec probe without a command", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{Exec: &corev1.ExecAction{}}
+		}, want: []fieldError{{required, "spec.readinessProbe.exec.command"}}},
+		{name: "probe ports out of range", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(0)}}
+			vmi.Spec.LivenessProbe = &v1.Probe{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(65536)}}
+		}, want: []fieldError{{invalid, "spec.readinessProbe.httpGet.port"}, {invalid, "spec.livenessProbe.tcpSocket.port"}}},
+		{name: "probe port names", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.Devices.Interfaces[0].Ports = []v1.Port{{Name: "http", Port: 80}}
+			vmi.Spec.ReadinessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http")}}
+			vmi.Spec.LivenessProbe = &v1.Probe{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("ssh")}}
+		}, want: []fieldError{{invalid, "spec.livenessProbe.tcpSocket.port"}}},
+		{name: "probe with a bad scheme, path and header", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80), Scheme: "FTP", Path: "healthz",
+				HTTPHeaders: []corev1.HTTPHeader{{Name: "bad header", Value: "x"}}}}
+		}, want: []fieldError{{notSupported, "spec.readinessProbe.httpGet.scheme"}, {invalid, "spec.readinessProbe.httpGet.path"}, {invalid, "spec.readinessProbe.httpGet.httpHeaders[0].name"}}},
+		{name: "negative probe timings", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}, InitialDelaySeconds: int32Ptr(-1), TimeoutSeconds: int32Ptr(-1),
+				PeriodSeconds: int32Ptr(-1), SuccessThreshold: int32Ptr(-1), FailureThreshold: int32Ptr(-1)}
+		}, want: []fieldError{
+			{invalid, "spec.readinessProbe.initialDelaySeconds"}, {invalid, "spec.readinessProbe.timeoutSeconds"}, {invalid, "spec.readinessProbe.periodSeconds"},
+			{invalid, "spec.readinessProbe.successThreshold"}, {invalid, "spec.readinessProbe.failureThreshold"}}},
+		{name: "initial delay that overflows with libvirt's start-up delay", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.ReadinessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}, InitialDelaySeconds: int32Ptr(2147483640)}
+		}, want: []fieldError{{invalid, "spec.readinessProbe.initialDelaySeconds"}}},
+		{name: "liveness probe with a success threshold above 1", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.LivenessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}, SuccessThreshold: int32Ptr(2)}
+		}, want: []fieldError{{invalid, "spec.livenessProbe.successThreshold"}}},
+		{name: "network probes without a pod network", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.Devices.Interfaces = nil
+			vmi.Spec.Networks = nil
+			vmi.Spec.ReadinessProbe = &v1.Probe{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}
+			vmi.Spec.LivenessProbe = &v1.Probe{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}
+		}, want: []fieldError{{forbidden, "spec.readinessProbe.httpGet"}, {forbidden, "spec.livenessProbe.tcpSocket"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
