@@ -1,6 +1,8 @@
 package vmcontrol
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,9 +95,11 @@ func slimPod(obj any) (any, error) {
 
 // slimClaim is the claim informer's transform: the VMI controller reads
 // whether a claim exists, whether it is being deleted, its volume mode and
-// phase, the migration controller its access modes (ReadWriteMany can migrate), the VM controller the labels naming a default instance type and
-// preference; the rest (other labels, annotations, requests, conditions) is
-// dropped.
+// phase, and for status.volumeStatus its requests, the bound volume's
+// capacity and CDI's preallocation annotations, the migration controller its
+// access modes (ReadWriteMany can migrate), the VM controller the labels
+// naming a default instance type and preference; the rest (other labels and
+// annotations, conditions) is dropped.
 func slimClaim(obj any) (any, error) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
@@ -110,11 +114,21 @@ func slimClaim(obj any) (any, error) {
 			labels[k] = v
 		}
 	}
+	var annotations map[string]string
+	for k, v := range pvc.Annotations {
+		if strings.HasSuffix(k, "/storage.preallocation") || strings.HasSuffix(k, "/storage.thick-provisioned") {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
+	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, Labels: labels,
+		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, Labels: labels, Annotations: annotations,
 			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
-		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode, AccessModes: pvc.Spec.AccessModes},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase, AccessModes: pvc.Status.AccessModes},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode, AccessModes: pvc.Spec.AccessModes,
+			Resources: corev1.VolumeResourceRequirements{Requests: pvc.Spec.Resources.Requests}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase, AccessModes: pvc.Status.AccessModes, Capacity: pvc.Status.Capacity},
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/vmapi/instancetype"
@@ -120,9 +121,11 @@ func TestSlimClaimKeepsTheDefaultInstancetypeLabels(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
 			Labels:      map[string]string{"team": "a", instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"},
-			Annotations: map[string]string{"a": "b"}},
-		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: &block, StorageClassName: &local},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+			Annotations: map[string]string{"a": "b", "cdi.kubevirt.io/storage.preallocation": "true"}},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: &block, StorageClassName: &local,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				Limits: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1040Mi")}},
 	}
 	got, err := slimClaim(pvc)
 	if err != nil {
@@ -130,9 +133,11 @@ func TestSlimClaimKeepsTheDefaultInstancetypeLabels(t *testing.T) {
 	}
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
-			Labels: map[string]string{instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"}},
-		Spec:   corev1.PersistentVolumeClaimSpec{VolumeMode: &block},
-		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+			Labels:      map[string]string{instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"},
+			Annotations: map[string]string{"cdi.kubevirt.io/storage.preallocation": "true"}},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: &block,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1040Mi")}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slimClaim (-want +got):\n%s", diff)

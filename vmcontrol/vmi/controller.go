@@ -22,6 +22,13 @@
 // DataVolumeNotReady, or DataVolumeError when CDI failed it. A DataVolume CDI
 // already garbage-collected counts as ready when its claim exists.
 //
+// From the hand-over (Scheduled) on, status.volumeStatus has an entry per
+// volume, and a claim volume's entry the claim's persistentVolumeClaimInfo as
+// KubeVirt reports it (capacity, requests, access modes, volume mode,
+// preallocated, filesystemOverhead DefaultFilesystemOverhead or "0" for
+// Block): the node's launcher sizes the disk.img it creates in an empty
+// Filesystem claim from it. It is written in the same update as the phase.
+//
 // Running, Succeeded and failures of the guest itself are reported by the
 // node agent, not here.
 package vmi

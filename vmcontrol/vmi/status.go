@@ -56,6 +56,11 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		s.QOSClass = &q
 	}
 	s.ActivePods = activePods(obs.pods)
+	// From the hand-over on, as KubeVirt: the node's launcher reads the
+	// claims' sizes from it.
+	if pod != nil && !vmi.IsFinal() && (s.Phase == v1.Scheduled || s.Phase == v1.Running) {
+		s.VolumeStatus = volumeStatus(vmi.Spec.Volumes, s.VolumeStatus, obs.claims)
+	}
 
 	if c := podScheduledCondition(pod); c != nil {
 		setCondition(&s, c, now)

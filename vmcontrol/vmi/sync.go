@@ -44,6 +44,9 @@ type observation struct {
 	podGone bool
 	// syncErr is a failure to report in the Synchronized condition.
 	syncErr *syncError
+	// claims are the claims of the VMI's claim volumes, by name (for
+	// status.volumeStatus).
+	claims map[string]*corev1.PersistentVolumeClaim
 }
 
 type syncError struct {
@@ -109,6 +112,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		case v1.Scheduling, v1.Scheduled, v1.Running:
 			obs.podGone = true
 		}
+	}
+	if obs.pod != nil {
+		obs.claims = c.claimsOf(vmi)
 	}
 	if err := c.writeStatus(ctx, key, vmi, obs); err != nil {
 		return err
