@@ -1,0 +1,150 @@
+package e2e2node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestLiveMigration: examples/vm-net.yaml's guest, with an empty disk,
+// not pinned to a node. A migration slowed to 1 MiB/s (the KubeVirt CR's
+// bandwidthPerMigration) is deleted while it runs: it is canceled and the
+// guest stays on its node, answering HTTP. Then a migration moves it to the
+// other node: Succeeded, the same VMI UID, nodeName and the kubevirt.io/nodeName
+// label of the other node, the guest answers on its new pod's IP, and what
+// it wrote on its empty disk before is still there (the same guest: a new
+// one would have a new, empty disk), its console shows no new boot.
+func TestLiveMigration(t *testing.T) {
+	c := need(t)
+	ctx := t.Context()
+	vm := netVM(t, "vm-mig", c.Env.Nodes[0].Name)
+	vm.Spec.Template.Spec.NodeSelector = nil // it must be free to move
+	vm.Spec.Template.Spec.Domain.Devices.Disks = append(vm.Spec.Template.Spec.Domain.Devices.Disks,
+		v1.Disk{Name: "scratch", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}})
+	vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes,
+		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("16Mi")}}})
+	createVM(t, c, vm)
+	vmi := waitVMI(t, c, vm.Name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	uid, source := vmi.UID, vmi.Status.NodeName
+	ip := vmi.Status.Interfaces[0].IP
+	httpGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	marker := fmt.Sprintf("written-before-migration-%d", time.Now().UnixNano())
+	httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda="+marker), "wrote "+marker, 30*time.Second)
+	httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
+
+	setBandwidth := func(q string) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(ctx, cluster.KubeVirtName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if kv.Spec.Configuration.MigrationConfiguration == nil {
+				kv.Spec.Configuration.MigrationConfiguration = &v1.MigrationConfiguration{}
+			}
+			if q == "" {
+				kv.Spec.Configuration.MigrationConfiguration.BandwidthPerMigration = nil
+			} else {
+				b := resource.MustParse(q)
+				kv.Spec.Configuration.MigrationConfiguration.BandwidthPerMigration = &b
+			}
+			_, err = c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Update(ctx, kv, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("DeletingAMigrationCancelsIt", func(t *testing.T) {
+		setBandwidth("1Mi")
+		defer setBandwidth("")
+		mig, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: "mig-cancel"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "migration mig-cancel Running", 3*time.Minute, func() (bool, string) {
+			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return m.Status.Phase == v1.MigrationRunning, string(m.Status.Phase)
+		})
+		if err := migrations.Delete(ctx, mig.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		v := waitVMI(t, c, vm.Name, "migration canceled", func(v *v1.VirtualMachineInstance) bool {
+			ms := v.Status.MigrationState
+			return ms != nil && ms.AbortRequested && ms.Failed && ms.EndTimestamp != nil
+		})
+		if v.Status.NodeName != source || v.Labels[v1.NodeNameLabel] != source || v.Status.Phase != v1.Running {
+			t.Errorf("after the cancel: node %s, label %s, phase %s; want Running on %s", v.Status.NodeName, v.Labels[v1.NodeNameLabel], v.Status.Phase, source)
+		}
+		waitFor(t, "migration mig-cancel gone", 2*time.Minute, func() (bool, string) {
+			_, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+	})
+
+	t.Run("MigrationMovesTheGuest", func(t *testing.T) {
+		began := time.Now()
+		mig, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: "mig-1"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
+			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if m.Status.Phase == v1.MigrationFailed {
+				t.Fatalf("migration failed: %+v", m.Status.MigrationState)
+			}
+			return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
+		})
+		took := time.Since(began)
+		v := waitVMI(t, c, vm.Name, "on the other node", func(v *v1.VirtualMachineInstance) bool {
+			return v.Status.NodeName != source && v.Status.Phase == v1.Running
+		})
+		if v.UID != uid || v.Labels[v1.NodeNameLabel] != v.Status.NodeName {
+			t.Errorf("after the migration: UID %s (was %s), node %s, label %s", v.UID, uid, v.Status.NodeName, v.Labels[v1.NodeNameLabel])
+		}
+		ms := v.Status.MigrationState
+		if ms == nil || !ms.Completed || ms.Failed || ms.TargetNode != v.Status.NodeName || ms.SourceNode != source {
+			t.Errorf("migration state = %+v", ms)
+		}
+		target := v.Status.NodeName
+		v = waitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
+			return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
+		})
+		newIP := v.Status.Interfaces[0].IP
+		got := httpGetUntil(t, guestURL(newIP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		t.Logf("migrated %s -> %s in %v (migration created -> Succeeded); the guest answers at %s with %q", source, target, took, newIP, strings.TrimSpace(got))
+		// The target's console holds what the guest printed since it
+		// arrived: a guest that booted again would have printed the marker.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lines, err := c.Console(cctx, "default", vm.Name, guestMarker)
+		cancel()
+		if err == nil {
+			t.Errorf("the guest booted again on %s: %q", target, lines)
+		}
+	})
+}
