@@ -71,15 +71,23 @@ func run() error {
 	fs.StringVar(&uri, "libvirt-uri", "", "libvirt daemon to use; empty starts virtlogd and libvirtd in this container")
 	fs.DurationVar(&libvirtWait, "libvirt-wait", 60*time.Second, "how long to wait for libvirt to answer")
 	fs.DurationVar(&cfg.HypervisorTimeout, "libvirt-unavailable-timeout", launcher.DefaultHypervisorTimeout, "how long libvirt may stay unavailable before the launcher kills the guest and fails (LibvirtUnavailable)")
+	fs.IntVar(&cfg.LessPVCSpaceToleration, "less-pvc-space-toleration", launcher.DefaultLessPVCSpaceToleration, "percent by which an empty Filesystem claim's free space may fall short of the disk.img created in it (0: none)")
+	fs.Int64Var(&cfg.MinimumPVCReserveBytes, "minimum-pvc-reserve-bytes", launcher.DefaultMinimumPVCReserveBytes, "bytes left free on an empty Filesystem claim when its disk.img is created (0: none)")
 	// Accepted for compatibility with the pod podtemplate renders; unused.
 	fs.Int("hook-sidecars", 0, "number of hook sidecars (unused)")
-	fs.Int("less-pvc-space-toleration", 10, "percent of PVC space that may be missing (unused)")
 	fs.String("ovmf-path", "/usr/share/OVMF", "OVMF firmware directory (unused: domainxml's defaults)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.Var(klogFlags.Lookup("v").Value, "v", "log verbosity")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
+	}
+	// Zero on the command line means none; in launcher.Config, the default.
+	if cfg.LessPVCSpaceToleration == 0 {
+		cfg.LessPVCSpaceToleration = -1
+	}
+	if cfg.MinimumPVCReserveBytes == 0 {
+		cfg.MinimumPVCReserveBytes = -1
 	}
 	cfg.SyncTimeout = qemuTimeout
 	cfg.GracePeriod = time.Duration(grace) * time.Second

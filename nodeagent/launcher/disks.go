@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/vmkit/vmkit/domainxml"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -96,7 +98,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			opts.Disks[vol.Name] = ds
 		case vol.PersistentVolumeClaim != nil && !vol.PersistentVolumeClaim.Hotpluggable,
 			vol.DataVolume != nil && !vol.DataVolume.Hotpluggable:
-			ds, err := l.claimDisk(vol.Name)
+			ds, err := l.claimDisk(ctx, vmi, vol.Name, true)
 			if err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
@@ -104,7 +106,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		case vol.Ephemeral != nil:
 			// A copy-on-write overlay of the claim's image, dropped with
 			// the launcher: the claim is never written.
-			backing, err := l.claimDisk(vol.Name)
+			backing, err := l.claimDisk(ctx, vmi, vol.Name, false)
 			if err != nil {
 				return opts, created, fmt.Errorf("%s: %w", field, err)
 			}
@@ -176,8 +178,11 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 // claimDisk finds the disk of a claim the launcher pod attaches as
 // podtemplate renders it, as KubeVirt lays it out: a Block claim is the
 // block device <DeviceDir>/<volume>, a Filesystem claim is mounted at
-// <PrivateDir>/vmi-disks/<volume> and holds the raw image disk.img.
-func (l *Launcher) claimDisk(name string) (domainxml.DiskSource, error) {
+// <PrivateDir>/vmi-disks/<volume> and holds the raw image disk.img. With
+// create, a Filesystem claim without disk.img gets one as KubeVirt creates
+// it (imageCreator.ensure, sized from the volume's persistentVolumeClaimInfo
+// in the VMI's status); an existing disk.img is never changed.
+func (l *Launcher) claimDisk(ctx context.Context, vmi *v1.VirtualMachineInstance, name string, create bool) (domainxml.DiskSource, error) {
 	if !isFileName(name) {
 		return domainxml.DiskSource{}, fmt.Errorf("volume name %q cannot name a device or directory", name)
 	}
@@ -193,6 +198,15 @@ func (l *Launcher) claimDisk(name string) (domainxml.DiskSource, error) {
 		return domainxml.DiskSource{}, fmt.Errorf("the claim is neither a block device at %s nor a file system mounted at %s: is it missing from the launcher pod?", dev, mount)
 	}
 	img := filepath.Join(mount, "disk.img")
+	if create {
+		created, shrunk, err := l.imageCreator().ensure(mount, img, claimInfo(vmi, name))
+		if err != nil {
+			return domainxml.DiskSource{}, fmt.Errorf("the claim's file system (mounted at %s) holds no disk.img and none could be created: %w", mount, err)
+		}
+		if created > 0 {
+			klog.FromContext(ctx).Info("created disk.img in the empty claim", "vmi", l.key(), "volume", name, "bytes", created, "shrunkToFreeSpace", shrunk)
+		}
+	}
 	fi, err := os.Stat(img)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

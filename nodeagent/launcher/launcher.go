@@ -110,6 +110,18 @@ type Config struct {
 	// does without. Without it container disks are copied and empty disks
 	// are sparse raw files.
 	QEMUImg string
+	// LessPVCSpaceToleration is the percentage by which the free space of
+	// an empty Filesystem claim may fall short of the disk.img created in
+	// it (the image then takes the free space; see claimimage.go)
+	// (--less-pvc-space-toleration, the KubeVirt CR's
+	// pvcTolerateLessSpaceUpToPercent); DefaultLessPVCSpaceToleration when
+	// zero, none when negative.
+	LessPVCSpaceToleration int
+	// MinimumPVCReserveBytes is left free on an empty Filesystem claim when
+	// its disk.img is created (--minimum-pvc-reserve-bytes, the KubeVirt
+	// CR's minimumReservePVCBytes); DefaultMinimumPVCReserveBytes when
+	// zero, none when negative.
+	MinimumPVCReserveBytes int64
 	// PollInterval is how often the domain's state is checked; 250ms when zero.
 	PollInterval time.Duration
 	// ConsoleHistory is how many bytes of console output are kept for
