@@ -237,8 +237,9 @@ func startNonRootLauncher(t *testing.T, args ...string) *nonRootLauncher {
 	return &nonRootLauncher{c: c, dirs: dirs, uid: string(uid), ns: ns, guest: guest, logPath: logPath, bin: bin, exited: exited, start: start}
 }
 
-// boot syncs the tiny guest and waits until its console shows it booted.
-func (nl *nonRootLauncher) boot(ctx context.Context, t *testing.T) {
+// boot syncs the tiny guest, changed by mutate, and waits until its
+// console shows it booted; it returns the console's lines until then.
+func (nl *nonRootLauncher) boot(ctx context.Context, t *testing.T, mutate ...func(*v1.VirtualMachineInstance)) []string {
 	t.Helper()
 	c, ns, uid, guest, start := nl.c, nl.ns, types.UID(nl.uid), nl.guest, nl.start
 
@@ -256,6 +257,9 @@ func (nl *nonRootLauncher) boot(ctx context.Context, t *testing.T) {
 			Devices:   v1.Devices{AutoattachMemBalloon: v1.BoolPtr(false), AutoattachPodInterface: v1.BoolPtr(false)},
 		}},
 	}
+	for _, m := range mutate {
+		m(vmi)
+	}
 	st, err := c.Sync(ctx, vmi)
 	if err != nil {
 		t.Fatalf("sync: %v", err)
@@ -267,27 +271,31 @@ func (nl *nonRootLauncher) boot(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	booted := make(chan string, 1)
+	booted := make(chan []string, 1)
 	go func() {
+		var lines []string
 		sc := bufio.NewScanner(console)
 		for sc.Scan() {
+			lines = append(lines, sc.Text())
 			if strings.Contains(sc.Text(), "GUEST-BOOTED") {
-				booted <- sc.Text()
+				booted <- lines
 				return
 			}
 		}
 		close(booted)
 	}()
+	defer console.Close()
 	select {
-	case line, ok := <-booted:
+	case lines, ok := <-booted:
 		if !ok {
 			t.Fatal("the console closed before the guest booted")
 		}
-		t.Logf("guest booted %v after the launcher started: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(line))
+		t.Logf("guest booted %v after the launcher started: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(lines[len(lines)-1]))
+		return lines
 	case <-ctx.Done():
 		t.Fatal("the guest did not boot")
 	}
-	console.Close()
+	return nil
 }
 
 func copyTo(t *testing.T, src, dst string) {
