@@ -30,9 +30,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 	}
 	spec := field.NewPath("spec")
 	s := &vmi.Spec
-	if len(s.AccessCredentials) > 0 {
-		add(spec.Child("accessCredentials"), "inject access credentials (put SSH keys in the cloud-init user data)")
-	}
 	if s.LivenessProbe != nil {
 		add(spec.Child("livenessProbe"), "probe guests")
 	}

@@ -29,6 +29,11 @@ const (
 	ReasonLauncherExited = "LauncherExited"
 	// ReasonPausedByUser is the Paused condition's reason, as KubeVirt's.
 	ReasonPausedByUser = "PausedByUser"
+	// ReasonAccessCredentialsSyncSuccess and ReasonAccessCredentialsSyncFailed
+	// are KubeVirt's event reasons for the AccessCredentialsSynchronized
+	// condition, which vmkit also gives the condition.
+	ReasonAccessCredentialsSyncSuccess = "AccessCredentialsSyncSuccess"
+	ReasonAccessCredentialsSyncFailed  = "AccessCredentialsSyncFailed"
 )
 
 // observation is what a sync learned about the VMI's launcher.
@@ -49,8 +54,9 @@ type observation struct {
 }
 
 // calculateStatus is the VMI's status given what the launcher and the guest
-// agent reported. It only changes the phase, the reason, the Paused and
-// AgentConnected conditions, guestOSInfo and interfaces; the Ready
+// agent reported. It only changes the phase, the reason, the Paused,
+// AgentConnected and AccessCredentialsSynchronized conditions, guestOSInfo
+// and interfaces; the Ready
 // condition belongs to the VMI controller. It is pure: sync writes the
 // result only when it differs.
 func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.VirtualMachineInstanceStatus {
@@ -98,6 +104,14 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	}
 	if ga := obs.agent; ga != nil && s.Phase == v1.Running {
 		applyGuestAgent(&s, ga, now)
+	}
+	if st != nil && st.AccessCredentials != nil && s.Phase == v1.Running {
+		c := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAccessCredentialsSynchronized,
+			Status: corev1.ConditionTrue, Reason: ReasonAccessCredentialsSyncSuccess}
+		if !st.AccessCredentials.Succeeded {
+			c.Status, c.Reason, c.Message = corev1.ConditionFalse, ReasonAccessCredentialsSyncFailed, st.AccessCredentials.Message
+		}
+		setCondition(&s, c, now)
 	}
 	if obs.network != nil && s.Phase == v1.Running {
 		if ga := obs.agent; ga != nil && ga.connected && ga.interfaces != nil {

@@ -137,6 +137,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	if err := a.writeStatus(ctx, key, vmi, status); err != nil {
 		return 0, err
 	}
+	a.accessCredentialsEvent(vmi, &status)
 	if status.Phase != vmi.Status.Phase {
 		switch status.Phase {
 		case v1.Failed:
@@ -259,4 +260,28 @@ func gracePeriod(vmi *v1.VirtualMachineInstance) time.Duration {
 		return time.Duration(*g) * time.Second
 	}
 	return 30 * time.Second
+}
+
+// accessCredentialsEvent records KubeVirt's event when the
+// AccessCredentialsSynchronized condition changes: Normal
+// AccessCredentialsSyncSuccess, Warning AccessCredentialsSyncFailed with
+// the failure.
+func (a *Agent) accessCredentialsEvent(vmi *v1.VirtualMachineInstance, status *v1.VirtualMachineInstanceStatus) {
+	var cur *v1.VirtualMachineInstanceCondition
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == v1.VirtualMachineInstanceAccessCredentialsSynchronized {
+			cur = &status.Conditions[i]
+		}
+	}
+	if cur == nil {
+		return
+	}
+	if old := vmi.VMICondition(v1.VirtualMachineInstanceAccessCredentialsSynchronized); old != nil && old.Status == cur.Status && old.Message == cur.Message {
+		return
+	}
+	if cur.Status == corev1.ConditionTrue {
+		a.recorder.Event(vmi, corev1.EventTypeNormal, ReasonAccessCredentialsSyncSuccess, "Access credentials sync successful.")
+	} else {
+		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonAccessCredentialsSyncFailed, "Access credentials sync failed: %s", cur.Message)
+	}
 }

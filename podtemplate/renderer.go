@@ -133,9 +133,13 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 		return nil, err
 	}
 	vmiVolumes, vmiMounts := storageCounts(spec)
+	vmiVolumes, vmiMounts = vmiVolumes+len(spec.AccessCredentials), vmiMounts+len(spec.AccessCredentials)
 	volumes, mounts := r.ownVolumes(f, spec, vmiVolumes, vmiMounts)
 	storage := podStorage{volumes: volumes, mounts: mounts}
 	if err := vmiStorage(f, spec, vmi.Namespace, &r.cfg, &storage); err != nil {
+		return nil, err
+	}
+	if err := accessCredentialStorage(f, spec, &storage); err != nil {
 		return nil, err
 	}
 	multusNetworks, multusDefault, err := networkAnnotations(f, spec, vmi.Namespace)

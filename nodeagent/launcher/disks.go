@@ -483,9 +483,17 @@ func (l *Launcher) noCloudISO(ctx context.Context, vmi *v1.VirtualMachineInstanc
 	if err != nil {
 		return err
 	}
+	keys, err := l.cloudInitPublicKeys(vmi, false)
+	if err != nil {
+		return err
+	}
+	publicKeys, err := noCloudPublicKeys(keys)
+	if err != nil {
+		return err
+	}
 	host := guestHostname(vmi)
 	files := []isoFile{
-		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", firmwareUUID(vmi), host))},
+		{Name: "meta-data", Data: []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n%s", firmwareUUID(vmi), host, publicKeys))},
 		{Name: "user-data", Data: user},
 	}
 	if len(network) > 0 {
@@ -506,8 +514,13 @@ func (l *Launcher) configDriveISO(ctx context.Context, vmi *v1.VirtualMachineIns
 	if err != nil {
 		return err
 	}
+	keys, err := l.cloudInitPublicKeys(vmi, true)
+	if err != nil {
+		return err
+	}
 	host := guestHostname(vmi)
-	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: firmwareUUID(vmi), Hostname: host})
+	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: firmwareUUID(vmi), Hostname: host,
+		PublicKeys: publicKeysMap(keys)})
 	if err != nil {
 		return err
 	}
@@ -527,6 +540,9 @@ type configDriveMetadata struct {
 	InstanceID string `json:"instance_id"`
 	UUID       string `json:"uuid"`
 	Hostname   string `json:"hostname,omitempty"`
+	// PublicKeys are the SSH keys of access credentials propagated by
+	// configDrive, as KubeVirt's: "0", "1", ... to a Secret value each.
+	PublicKeys map[string]string `json:"public_keys,omitempty"`
 }
 
 // cloudInitPayload reads a cloud-init volume's user and network data:

@@ -142,6 +142,11 @@ type Config struct {
 	// launcher's qemu:///session), so a migration's destination URI is
 	// qemu+unix:///session instead of qemu+unix:///system.
 	LibvirtSession bool
+	// AccessCredentialInterval is how often the Secrets of the VMI's
+	// guest-agent access credentials are read, and written into the guest
+	// when they changed (see accesscred.go);
+	// DefaultAccessCredentialInterval when zero.
+	AccessCredentialInterval time.Duration
 }
 
 // Launcher runs the domain of one VMI. Create it with New, then call Run.
@@ -167,6 +172,8 @@ type Launcher struct {
 	stopRun   context.CancelFunc
 	thawTimer *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
 	thawGen   uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
+
+	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
 	// Live migration (migrate.go).
 	incoming        string           // a migration target: the domain it waits for
@@ -202,6 +209,9 @@ type Status struct {
 	// launcher. A final status with reason Migrated is the end of a source
 	// launcher whose guest now runs on the target.
 	Migration *MigrationStatus `json:"migration,omitempty"`
+	// AccessCredentials is how the last sync of the VMI's guest-agent
+	// access credentials went; nil while none ended (or the VMI has none).
+	AccessCredentials *AccessCredentialsStatus `json:"accessCredentials,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -555,10 +565,15 @@ func (l *Launcher) statusLocked() Status {
 		m := *l.migration
 		mig = &m
 	}
+	var creds *AccessCredentialsStatus
+	if l.accessCreds != nil {
+		c := *l.accessCreds
+		creds = &c
+	}
 	return Status{
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
 		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Time: time.Now().UTC(),
-		Migration: mig, Message: l.unavailableMessageLocked(),
+		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 	}
 }
 
@@ -653,6 +668,9 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 		}
 	}
 	l.started = true
+	if hasGuestAgentCredentials(l.vmi) {
+		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
+	}
 	return nil
 }
 

@@ -1100,6 +1100,10 @@ const (
 	VirtualMachineInstanceSynchronized VirtualMachineInstanceConditionType = "Synchronized"
 	// VirtualMachineInstancePodScheduled mirrors the launcher pod's PodScheduled condition.
 	VirtualMachineInstancePodScheduled VirtualMachineInstanceConditionType = "PodScheduled"
+	// VirtualMachineInstanceAccessCredentialsSynchronized: the guest agent
+	// put the access credentials (spec.accessCredentials propagated by
+	// qemuGuestAgent) into the guest (False with the failure as message).
+	VirtualMachineInstanceAccessCredentialsSynchronized VirtualMachineInstanceConditionType = "AccessCredentialsSynchronized"
 )
 
 // VirtualMachineInstanceCondition is one condition of a VMI.

@@ -1,0 +1,50 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestAccessCredentialsCondition: the launcher's report of its guest-agent
+// access credentials becomes the AccessCredentialsSynchronized condition of
+// a Running VMI, with KubeVirt's reasons and the failure as message; no
+// report, no condition.
+func TestAccessCredentialsCondition(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ts := metav1.NewTime(now)
+	running := func(ac *launcher.AccessCredentialsStatus) observation {
+		return observation{now: now, launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateRunning,
+			Reason: hypervisor.ReasonUnpaused, AccessCredentials: ac}}
+	}
+	failed := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAccessCredentialsSynchronized, Status: corev1.ConditionFalse,
+		Reason: ReasonAccessCredentialsSyncFailed, Message: "Guest agent is offline", LastTransitionTime: ts}
+	synced := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAccessCredentialsSynchronized, Status: corev1.ConditionTrue,
+		Reason: ReasonAccessCredentialsSyncSuccess, LastTransitionTime: ts}
+	for _, tc := range []struct {
+		name string
+		in   []v1.VirtualMachineInstanceCondition
+		obs  observation
+		want []v1.VirtualMachineInstanceCondition
+	}{
+		{"no report", nil, running(nil), nil},
+		{"failed", nil, running(&launcher.AccessCredentialsStatus{Message: "Guest agent is offline"}), []v1.VirtualMachineInstanceCondition{failed}},
+		{"synchronized after a failure", []v1.VirtualMachineInstanceCondition{failed}, running(&launcher.AccessCredentialsStatus{Succeeded: true}),
+			[]v1.VirtualMachineInstanceCondition{synced}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, Conditions: tc.in}}
+			got := calculateStatus(vmi, tc.obs)
+			if d := cmp.Diff(tc.want, got.Conditions); d != "" {
+				t.Errorf("conditions (-want +got):\n%s", d)
+			}
+		})
+	}
+}

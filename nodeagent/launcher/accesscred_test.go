@@ -1,0 +1,315 @@
+package launcher
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// testPublicKey is a fresh Ed25519 key in authorized_keys form.
+func testPublicKey(t *testing.T, comment string) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) + " " + comment
+}
+
+// writeCredentialSecret lays out a Secret as the kubelet mounts it at
+// <priv>/secret/<name>-access-cred: the keys are links into ..data, a link
+// to a ..<timestamp> directory holding the files. Called again, it swaps
+// ..data as the kubelet does on an update.
+func writeCredentialSecret(t *testing.T, priv, name string, data map[string]string) {
+	t.Helper()
+	dir := filepath.Join(priv, "secret", name+"-access-cred")
+	ts := filepath.Join(dir, "..2026_11_25_"+time.Now().Format("150405.000000000"))
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(ts, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, k)
+		if _, err := os.Lstat(link); err != nil {
+			if err := os.Symlink(filepath.Join("..data", k), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if _, ok := data[e.Name()]; !ok && !strings.HasPrefix(e.Name(), "..") {
+			_ = os.Remove(filepath.Join(dir, e.Name())) // a key the update removed
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sshCred(secret string, pm v1.SSHPublicKeyAccessCredentialPropagationMethod) v1.AccessCredential {
+	return v1.AccessCredential{SSHPublicKey: &v1.SSHPublicKeyAccessCredential{
+		Source:            v1.SSHPublicKeyAccessCredentialSource{Secret: &v1.AccessCredentialSecretSource{SecretName: secret}},
+		PropagationMethod: pm,
+	}}
+}
+
+var (
+	byNoCloud     = v1.SSHPublicKeyAccessCredentialPropagationMethod{NoCloud: &v1.NoCloudSSHPublicKeyAccessCredentialPropagation{}}
+	byConfigDrive = v1.SSHPublicKeyAccessCredentialPropagationMethod{ConfigDrive: &v1.ConfigDriveSSHPublicKeyAccessCredentialPropagation{}}
+)
+
+func byAgent(users ...string) v1.SSHPublicKeyAccessCredentialPropagationMethod {
+	return v1.SSHPublicKeyAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentSSHPublicKeyAccessCredentialPropagation{Users: users}}
+}
+
+// TestCloudInitAccessCredentials: the keys of credentials propagated by
+// noCloud go into NoCloud's meta-data as public-keys, those by configDrive
+// into meta_data.json's public_keys, each Secret value one entry, as
+// KubeVirt's launcher writes them; the other credentials stay out. A value
+// that is not an SSH key, or a Secret that is not mounted, fails the ISO
+// with an error naming the field, the Secret and the key.
+func TestCloudInitAccessCredentials(t *testing.T) {
+	k1, k2, k3 := testPublicKey(t, "one"), testPublicKey(t, "two"), testPublicKey(t, "three")
+	l := cloudInitLauncher(t, nil)
+	writeCredentialSecret(t, l.cfg.PrivateDir, "nc", map[string]string{"b": k2 + "\n", "a": "# mine\n" + k1 + "\n", "empty": ""})
+	writeCredentialSecret(t, l.cfg.PrivateDir, "cd", map[string]string{"key": k3})
+	writeCredentialSecret(t, l.cfg.PrivateDir, "bad", map[string]string{"ok": k1, "typo": k2 + "\nssh-ed25519 not-base64 x\n"})
+	creds := []v1.AccessCredential{sshCred("nc", byNoCloud), sshCred("cd", byConfigDrive), sshCred("cd", byAgent("root"))}
+
+	vmi := &v1.VirtualMachineInstance{}
+	vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
+	vmi.Spec.AccessCredentials = creds
+	vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &v1.CloudInitNoCloudSource{UserData: "#cloud-config\n"}}}}
+	path := filepath.Join(t.TempDir(), "noCloud.iso")
+	err := l.noCloudISO(context.Background(), vmi, &vmi.Spec.Volumes[0], path)
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	checkISO(t, err, "", path, "cidata", map[string]string{
+		"meta-data": "instance-id: " + diskUID + "\nlocal-hostname: vm1\npublic-keys:\n" +
+			`  "0": ` + q("# mine\n"+k1+"\n") + "\n" + `  "1": ` + q(k2+"\n") + "\n",
+		"user-data": "#cloud-config\n",
+	})
+
+	dvmi, vol := configDriveVMI(&v1.CloudInitConfigDriveSource{UserData: "#cloud-config\n"})
+	dvmi.Spec.AccessCredentials = creds
+	path = filepath.Join(t.TempDir(), "configdrive.iso")
+	err = l.configDriveISO(context.Background(), dvmi, vol, path)
+	meta, _ := json.Marshal(map[string]any{"instance_id": "vm1.ns", "uuid": diskUID, "hostname": "vm1", "public_keys": map[string]string{"0": k3}})
+	var want map[string]any
+	_ = json.Unmarshal(meta, &want)
+	img := func() map[string]any {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(readISO(t, path).Files["openstack/latest/meta_data.json"]), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}()
+	if gotKeys, wantKeys := img["public_keys"], want["public_keys"]; !jsonEqual(gotKeys, wantKeys) {
+		t.Errorf("config drive public_keys %v, want %v", gotKeys, wantKeys)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cred v1.AccessCredential
+		want string
+	}{
+		{"bad key", sshCred("bad", byNoCloud), `spec.accessCredentials[1].sshPublicKey: Secret "bad", key "typo", line 2: not an SSH public key`},
+		{"secret not mounted", sshCred("gone", byNoCloud), `spec.accessCredentials[1].sshPublicKey: Secret "gone" is not mounted at ` + filepath.Join(l.cfg.PrivateDir, "secret", "gone-access-cred")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vmi.Spec.AccessCredentials = []v1.AccessCredential{sshCred("nc", byNoCloud), tc.cred}
+			err := l.noCloudISO(context.Background(), vmi, &vmi.Spec.Volumes[0], filepath.Join(t.TempDir(), "noCloud.iso"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// recordingAgent plays a guest agent that knows users "vmkit" and "root"
+// and records the commands it was sent.
+type recordingAgent struct {
+	mu       sync.Mutex
+	commands []string
+	fail     string // the error class and text of guest-ssh-add-authorized-keys, when set
+}
+
+func (a *recordingAgent) reply(cmd string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.commands = append(a.commands, cmd)
+	var c struct {
+		Execute   string         `json:"execute"`
+		Arguments map[string]any `json:"arguments"`
+	}
+	if err := json.Unmarshal([]byte(cmd), &c); err != nil {
+		return `{"error":{"class":"GenericError","desc":"bad JSON"}}`, nil
+	}
+	switch c.Execute {
+	case "guest-ping":
+		return `{"return":{}}`, nil
+	case "guest-ssh-add-authorized-keys", "guest-set-user-password":
+		if u := c.Arguments["username"]; u != "vmkit" && u != "root" {
+			return `{"error":{"class":"GenericError","desc":"failed to get passwd entry for '` + u.(string) + `'"}}`, nil
+		}
+		if a.fail != "" && c.Execute == "guest-ssh-add-authorized-keys" {
+			return `{"error":{"class":"GenericError","desc":"` + a.fail + `"}}`, nil
+		}
+		return `{"return":{}}`, nil
+	}
+	return `{"error":{"class":"CommandNotFound","desc":"The command ` + c.Execute + ` has not been found"}}`, nil
+}
+
+// sent returns the commands sent since the last call, without pings.
+func (a *recordingAgent) sent() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, c := range a.commands {
+		if !strings.Contains(c, "guest-ping") {
+			out = append(out, c)
+		}
+	}
+	a.commands = nil
+	return out
+}
+
+// TestGuestAgentAccessCredentials: with credentials propagated by the
+// guest agent the launcher replaces each listed user's authorized_keys with
+// the keys of all its credentials (guest-ssh-add-authorized-keys, reset)
+// and sets each password of a userPassword Secret (guest-set-user-password,
+// base64), reports Succeeded in its status, writes them again when the
+// kubelet swaps a Secret's files, and reports a failure naming the field,
+// the Secret and the user.
+func TestGuestAgentAccessCredentials(t *testing.T) {
+	f := startWith(t, func(c *Config) { c.AccessCredentialInterval = 20 * time.Millisecond })
+	ctx := context.Background()
+	k1, k2, k3 := testPublicKey(t, "one"), testPublicKey(t, "two"), testPublicKey(t, "three")
+	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1, "b": k2 + "\n"})
+	writeCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k3})
+	writeCredentialSecret(t, f.cfg.PrivateDir, "pw", map[string]string{"vmkit": "s3cret\n", "nobody": ""})
+	agent := &recordingAgent{}
+	f.h.SetGuestAgent("ns_vm1", agent.reply)
+
+	vmi := testVMI()
+	vmi.Spec.AccessCredentials = []v1.AccessCredential{
+		sshCred("keys", byAgent("vmkit", "root")),
+		sshCred("more", byAgent("vmkit")),
+		{UserPassword: &v1.UserPasswordAccessCredential{
+			Source:            v1.UserPasswordAccessCredentialSource{Secret: &v1.AccessCredentialSecretSource{SecretName: "pw"}},
+			PropagationMethod: v1.UserPasswordAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentUserPasswordAccessCredentialPropagation{}},
+		}},
+	}
+	if _, err := f.c.Sync(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	waitCreds := func(ok bool, msg string) AccessCredentialsStatus {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, err := f.c.State(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := st.AccessCredentials; c != nil && c.Succeeded == ok && strings.Contains(c.Message, msg) {
+				return *c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status.accessCredentials %+v, want succeeded=%v with a message holding %q", st.AccessCredentials, ok, msg)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitCreds(true, "")
+	cmd := func(execute string, args map[string]any) string {
+		b, _ := json.Marshal(map[string]any{"execute": execute, "arguments": args})
+		return string(b)
+	}
+	norm := func(cmds []string) []string {
+		out := make([]string, len(cmds))
+		for i, c := range cmds {
+			var v any
+			_ = json.Unmarshal([]byte(c), &v)
+			b, _ := json.Marshal(v)
+			out[i] = string(b)
+		}
+		return out
+	}
+	want := []string{
+		cmd("guest-ssh-add-authorized-keys", map[string]any{"username": "vmkit", "keys": []string{k1, k2, k3}, "reset": true}),
+		cmd("guest-ssh-add-authorized-keys", map[string]any{"username": "root", "keys": []string{k1, k2}, "reset": true}),
+		cmd("guest-set-user-password", map[string]any{"username": "vmkit", "password": "czNjcmV0", "crypted": false}),
+	}
+	if got := norm(agent.sent()); !slices.Equal(got, want) {
+		t.Errorf("guest agent commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Unchanged Secrets are not written again; a swapped one is.
+	time.Sleep(100 * time.Millisecond)
+	if got := agent.sent(); len(got) != 0 {
+		t.Errorf("commands while nothing changed: %q", got)
+	}
+	k4 := testPublicKey(t, "four")
+	writeCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k4})
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(agent.sent(), func(c string) bool { return strings.Contains(c, k4) && strings.Contains(c, `"vmkit"`) }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the updated Secret's key never reached the guest agent")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A user the guest does not have fails the sync, naming where it came from.
+	agent.mu.Lock()
+	agent.fail = "failed to open file '/root/.ssh/authorized_keys': Permission denied"
+	agent.mu.Unlock()
+	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k2})
+	c := waitCreds(false, `spec.accessCredentials[0].sshPublicKey (Secret "keys"): writing the authorized keys of user "root"`)
+	if !strings.Contains(c.Message, "Permission denied") {
+		t.Errorf("message %q does not say what the guest agent answered", c.Message)
+	}
+	agent.mu.Lock()
+	agent.fail = ""
+	agent.mu.Unlock()
+	waitCreds(true, "") // retried until it works
+
+	// The guest agent gone: KubeVirt's message.
+	f.h.SetGuestAgent("ns_vm1", nil)
+	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1})
+	waitCreds(false, accessCredentialsAgentOffline)
+	// A bad key: the field, the Secret and the key.
+	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": "not a key"})
+	waitCreds(false, `spec.accessCredentials[0].sshPublicKey: Secret "keys", key "a", line 1: not an SSH public key`)
+}
