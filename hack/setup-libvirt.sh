@@ -21,7 +21,7 @@ QEMU_CONF=/etc/libvirt/qemu.conf
 # image); genisoimage's isoinfo checks them (nodeagent/launcher tests).
 PACKAGES=(
   libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 libvirt-clients
-  libvirt-dev pkg-config libxml2-utils tini genisoimage xorriso
+  libvirt-dev pkg-config libxml2-utils tini genisoimage xorriso swtpm swtpm-tools
 )
 
 log() { echo "setup-libvirt: $*"; }

@@ -91,7 +91,7 @@ FROM ${DEBIAN_IMAGE} AS virt-launcher
 # libvirt-daemon-system is deliberately absent: it pulls in systemd.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash ovmf xorriso \
+      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash ovmf xorriso swtpm swtpm-tools \
  && rm -rf /var/lib/apt/lists/* \
  && rm -f /usr/bin/qemu-system-i386 /usr/bin/qemu-system-x86_64-microvm
 # (libvirtd probes every qemu-system-<arch> at start: one binary, one probe.)
@@ -118,6 +118,9 @@ namespaces = [ ]
 security_driver = "none"
 # Guest serial and QEMU output go through virtlogd (started by virt-launcher).
 stdio_handler = "logd"
+# swtpm (a guest's TPM) runs as root too: the image has no tss user.
+swtpm_user = "root"
+swtpm_group = "root"
 EOF
 COPY <<EOF /etc/libvirt/libvirtd.conf
 # Written by vmkit's hack/images for the virt-launcher container.

@@ -8,7 +8,8 @@
 #      arguments, in the foreground), libvirtd answers `virsh capabilities`
 #      and `virsh domcapabilities` (the host's virsh, through the socket in
 #      DIR), and with GUEST_DIR (hack/make-guest.sh) a guest boots under TCG
-#      to its GUEST-BOOTED marker.
+#      to its GUEST-BOOTED marker with a TPM (libvirt runs swtpm_setup and
+#      swtpm from the image), which its kernel finds.
 # Step 3 runs in new mount, PID and network namespaces: proc, sys and dev are
 # mounted into DIR only there, the daemons cannot touch the host's network,
 # and nothing outlives the check (the daemons are stopped by PID, and the
@@ -83,13 +84,14 @@ if [ "${1:-}" = "--in-namespaces" ]; then
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>/tmp/vmkit-check/vmlinux</kernel>
     <initrd>/tmp/vmkit-check/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 panic=-1 quiet</cmdline>
+    <cmdline>console=ttyS0 panic=-1 tpm_tis.force=1</cmdline>
   </os>
   <features><acpi/></features>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
     <serial type='file'><source path='/tmp/vmkit-check/console.log'/><target port='0'/></serial>
     <memballoon model='none'/>
+    <tpm model='tpm-tis'><backend type='emulator' version='2.0'/></tpm>
   </devices>
 </domain>
 EOF
@@ -105,6 +107,14 @@ EOF
       die "the guest did not print GUEST-BOOTED within 30 s"
     }
     log "guest booted under TCG: $(grep -a GUEST-BOOTED "$logs/console.log" | tr -d '\r') ($(ms_since "$start") ms from virsh create)"
+    # The TIS probe's line (tpm_tis.force=1: the vmlinux PVH boot leaves
+    # no usable ACPI tables when the machine has a TPM).
+    tpm=$(grep -a -m1 ': 2\.0 TPM (device-id' "$logs/console.log" | tr -d '\r') || {
+      cat "$logs/console.log" "$R/var/log/swtpm/libvirt/qemu/vmkit-image-check-swtpm.log" >&2 || true
+      virsh -c "$uri" destroy vmkit-image-check >/dev/null 2>&1 || true
+      die "the guest's kernel found no TPM 2.0"
+    }
+    log "guest found its TPM (swtpm): $tpm"
     virsh -c "$uri" destroy vmkit-image-check >/dev/null 2>&1 || true # it powers itself off
   fi
   exit 0

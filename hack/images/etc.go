@@ -115,6 +115,9 @@ namespaces = [ ]
 security_driver = "none"
 # Guest serial and QEMU output go through virtlogd (started by virt-launcher).
 stdio_handler = "logd"
+# swtpm (a guest's TPM) runs as root too: the image has no tss user.
+swtpm_user = "root"
+swtpm_group = "root"
 `
 
 // libvirtdConf is /etc/libvirt/libvirtd.conf of the launcher: only the
@@ -159,6 +162,9 @@ var launcherDirs = []struct {
 	{"var/log/libvirt", 0o700},
 	{"var/log/libvirt/qemu", 0o751},
 	{"etc/libvirt/qemu", 0o755},
+	// swtpm_setup's certificate authority as root (a non-root launcher's
+	// libvirt session keeps its own under XDG_CONFIG_HOME).
+	{"var/lib/swtpm-localca", 0o750},
 }
 
 // addLauncherConfig adds what makes the Debian packages a working libvirt

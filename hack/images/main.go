@@ -51,9 +51,11 @@ import (
 // Depends and PreDepends come along. dash provides /bin/sh, which
 // qemu-system-x86's /usr/bin/qemu-system-i386 wrapper needs (libvirtd
 // probes it at start). ovmf is the UEFI firmware (firmware.bootloader.efi).
+// swtpm is the TPM emulator libvirt runs for devices.tpm, swtpm-tools its
+// swtpm_setup, which makes each TPM's state and certificates.
 var launcherPackages = []string{
 	"libvirt-daemon", "libvirt-daemon-driver-qemu", "qemu-system-x86", "qemu-utils",
-	"coreutils", "libc-bin", "dash", "ovmf", "xorriso",
+	"coreutils", "libc-bin", "dash", "ovmf", "xorriso", "swtpm", "swtpm-tools",
 }
 
 // The PATH of the images: the launcher needs /usr/sbin, where virt-launcher
