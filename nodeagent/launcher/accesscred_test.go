@@ -313,3 +313,35 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": "not a key"})
 	waitCreds(false, `spec.accessCredentials[0].sshPublicKey: Secret "keys", key "a", line 1: not an SSH public key`)
 }
+
+// TestMigrationTargetKeepsAccessCredentials: the launcher a guest migrated
+// to takes over its guest-agent access credentials once it adopts the
+// domain.
+func TestMigrationTargetKeepsAccessCredentials(t *testing.T) {
+	f := startMigratable(t)
+	ctx := context.Background()
+	key := testPublicKey(t, "migrated")
+	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": key})
+	vmi := testVMI()
+	vmi.Spec.AccessCredentials = []v1.AccessCredential{sshCred("keys", byAgent("vmkit"))}
+	if _, err := f.c.PrepareMigrationTarget(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	xml := `<domain type="qemu"><name>ns_vm1</name><memory>65536</memory><os><type>hvm</type></os></domain>`
+	if _, err := f.h.Incoming(ctx, xml); err != nil {
+		t.Fatal(err)
+	}
+	agent := &recordingAgent{}
+	f.h.SetGuestAgent("ns_vm1", agent.reply)
+	if err := f.h.Resume(ctx, "ns_vm1"); err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	waitFor(t, func() bool {
+		st, _ = f.c.State(ctx)
+		return st.Started && st.AccessCredentials != nil && st.AccessCredentials.Succeeded
+	})
+	if got := agent.sent(); len(got) != 1 || !strings.Contains(got[0], key) || !strings.Contains(got[0], "guest-ssh-add-authorized-keys") {
+		t.Errorf("guest agent commands after the adoption: %q, want vmkit's authorized keys set", got)
+	}
+}

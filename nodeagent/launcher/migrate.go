@@ -245,6 +245,10 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 	}
 	// The guest runs here now: adopt the domain.
 	l.incoming, l.domain, l.started = "", name, true
+	if hasGuestAgentCredentials(l.vmi) {
+		// The guest's access credentials are this launcher's to keep now.
+		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
+	}
 	now := metav1.Now()
 	m.Completed, m.EndTimestamp = true, &now
 	if l.vmi.Spec.Domain.Devices.AutoattachSerialConsole == nil || *l.vmi.Spec.Domain.Devices.AutoattachSerialConsole {
