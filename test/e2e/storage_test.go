@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,7 +159,8 @@ func addDataDisk(vm *v1.VirtualMachine, claim string) {
 // local-path-provisioner, filled with the tiny guest's disk as disk.img by
 // the example's Job), and the same VM on a Block claim of the node's local
 // block volumes (filled with dd). Each VM has a second claim of its kind as
-// a data disk, /dev/vdb in the guest (an empty disk.img, a blank device).
+// a data disk, /dev/vdb in the guest: a Filesystem claim left empty (the
+// launcher creates its disk.img, as KubeVirt's does), a blank device.
 func pvcVMs(t testing.TB, c *cluster.Cluster) (fsVM, blockVM *v1.VirtualMachine) {
 	t.Helper()
 	ctx := t.Context()
@@ -174,22 +176,17 @@ func pvcVMs(t testing.TB, c *cluster.Cluster) (fsVM, blockVM *v1.VirtualMachine)
 		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
 		return pvc
 	}
-	fsData := claimOf("vm-pvc-data", nil, nil, "16Mi")
+	fsData := claimOf(fsDataClaim, nil, nil, "16Mi")
 	blockClaim := claimOf("vm-pvc-block-disk", &block, &blockClass, "64Mi")
 	blockData := claimOf("vm-pvc-block-data", &block, &blockClass, "16Mi")
 	for _, pvc := range []*corev1.PersistentVolumeClaim{fsClaim, fsData, blockClaim, blockData} {
 		createClaim(t, c, pvc)
 	}
 
-	// Fill: the example's Job; a blank disk.img for the Filesystem data
-	// claim; dd to the device for the Block root claim.
+	// Fill: the example's Job; dd to the device for the Block root claim.
+	// The Filesystem data claim stays empty.
 	began := time.Now()
 	runJob(t, c, fill)
-	blankJob := fill.DeepCopy()
-	blankJob.Name = "vm-pvc-fill-data"
-	blankJob.Spec.Template.Spec.Volumes[1].PersistentVolumeClaim.ClaimName = fsData.Name
-	blankJob.Spec.Template.Spec.Containers[0].Command = []string{"/tools/busybox", "truncate", "-s", "16M", "/pvc/disk.img"}
-	runJob(t, c, blankJob)
 	blockJob := fill.DeepCopy()
 	blockJob.Name = "vm-pvc-fill-block"
 	pod := &blockJob.Spec.Template.Spec
@@ -306,12 +303,26 @@ func TestPVCDisks(t *testing.T) {
 		}
 	}
 
+	// The empty Filesystem data claim: the VMI reports the claim, and the
+	// launcher made its disk.img from it.
+	vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(ctx, fsVM.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClaimInfo(t, vmi, "datadisk", fsDataClaim, "16Mi")
+	img := claimImage(t, c, fsDataClaim)
+	created := checkCreatedImage(t, img, 16<<20)
+
 	// The guests write to their data disks; the data outlives the VMIs.
 	markers := map[string]string{}
 	for _, vm := range vms {
 		markers[vm.Name] = fmt.Sprintf("%s-%d", vm.Name, time.Now().UnixNano())
 		httpGetUntil(t, guestURL(ips[vm.Name], 80, "/cgi-bin/disk?vdb="+markers[vm.Name]), "wrote "+markers[vm.Name]+" to /dev/vdb", time.Minute)
 		setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
+	}
+	// The guest's /dev/vdb is the created disk.img: the marker is its first line.
+	if data, err := os.ReadFile(img); err != nil || !bytes.HasPrefix(data, []byte(markers[fsVM.Name]+"\n")) {
+		t.Errorf("%s does not begin with the marker %q the guest wrote to /dev/vdb (%v)", img, markers[fsVM.Name], err)
 	}
 	for _, vm := range vms {
 		waitNoVMI(t, c, vm.Name)
@@ -322,6 +333,70 @@ func TestPVCDisks(t *testing.T) {
 		body := httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[vm.Name], time.Minute)
 		t.Logf("%s: after stop and start the guest reads %q from its data disk", vm.Name, strings.TrimSpace(body))
 	}
+	// The second launcher used the image as it was: same file, same size.
+	if again := checkCreatedImage(t, img, 16<<20); again.Ino != created.Ino {
+		t.Errorf("%s was replaced after the restart: inode %d, was %d", img, again.Ino, created.Ino)
+	}
+}
+
+// fsDataClaim is pvcVMs' empty Filesystem data claim.
+const fsDataClaim = "vm-pvc-data"
+
+// checkClaimInfo checks status.volumeStatus of volume: the claim's
+// persistentVolumeClaimInfo as KubeVirt's VMI controller reports it for a
+// Filesystem claim of the given size (local-path-provisioner's volumes have
+// the capacity asked for).
+func checkClaimInfo(t testing.TB, vmi *v1.VirtualMachineInstance, volume, claim, size string) {
+	t.Helper()
+	i := slices.IndexFunc(vmi.Status.VolumeStatus, func(s v1.VolumeStatus) bool { return s.Name == volume })
+	if i < 0 || vmi.Status.VolumeStatus[i].PersistentVolumeClaimInfo == nil {
+		t.Errorf("VMI %s: no persistentVolumeClaimInfo for volume %s in status.volumeStatus %+v", vmi.Name, volume, vmi.Status.VolumeStatus)
+		return
+	}
+	info := vmi.Status.VolumeStatus[i].PersistentVolumeClaimInfo
+	q := resource.MustParse(size)
+	if info.ClaimName != claim || info.Capacity.Storage().Cmp(q) != 0 || info.Requests.Storage().Cmp(q) != 0 ||
+		!slices.Equal(info.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) ||
+		info.VolumeMode == nil || *info.VolumeMode != corev1.PersistentVolumeFilesystem ||
+		info.FilesystemOverhead == nil || *info.FilesystemOverhead != "0.055" {
+		t.Errorf("VMI %s volume %s: persistentVolumeClaimInfo %+v; want claim %s, capacity and requests %s, ReadWriteOnce, Filesystem, overhead 0.055",
+			vmi.Name, volume, info, claim, size)
+	}
+}
+
+// claimImage is the node's path of the disk.img in a Filesystem claim
+// (local-path-provisioner's volumes are directories of the node).
+func claimImage(t testing.TB, c *cluster.Cluster, claim string) string {
+	t.Helper()
+	pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.Kube.CoreV1().PersistentVolumes().Get(t.Context(), pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("claim %s: %v", claim, err)
+	}
+	if pv.Spec.HostPath == nil {
+		t.Fatalf("claim %s is bound to %s, not a directory of the node: %+v", claim, pv.Name, pv.Spec.PersistentVolumeSource)
+	}
+	return filepath.Join(pv.Spec.HostPath.Path, "disk.img")
+}
+
+// checkCreatedImage checks a disk.img the launcher created: a sparse raw
+// file of size bytes, 0660, the qemu user's (107).
+func checkCreatedImage(t testing.TB, img string, size int64) *syscall.Stat_t {
+	t.Helper()
+	fi, err := os.Stat(img)
+	if err != nil {
+		t.Fatalf("the launcher created no disk.img in the empty claim: %v", err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Size() != size || fi.Mode().Perm() != 0o660 || st.Uid != 107 || st.Blocks*512 >= size {
+		t.Errorf("%s: %d bytes (%d allocated), mode %v, owner %d:%d; want %d bytes, sparse, 0660, the qemu user 107",
+			img, fi.Size(), st.Blocks*512, fi.Mode().Perm(), st.Uid, st.Gid, size)
+	}
+	t.Logf("%s: %d bytes, %d allocated, mode %v, owner %d:%d", img, fi.Size(), st.Blocks*512, fi.Mode().Perm(), st.Uid, st.Gid)
+	return st
 }
 
 // waitVMReady waits until the VM reports the condition Ready.
