@@ -24,6 +24,8 @@ type archInfo struct {
 	hasI6300ESB bool
 	// hasSMM: System Management Mode exists on this architecture.
 	hasSMM bool
+	// hasTPMCRB: QEMU has the tpm-crb TPM interface on this architecture.
+	hasTPMCRB bool
 }
 
 func lookupArch(name string) (archInfo, error) {
@@ -33,7 +35,7 @@ func lookupArch(name string) (archInfo, error) {
 			name: "amd64", libvirt: "x86_64", machine: "q35",
 			efiCode: DefaultOVMFCode, efiVars: DefaultOVMFVars,
 			video: "vga", hostCPU: "host-model",
-			hasI6300ESB: true, hasSMM: true,
+			hasI6300ESB: true, hasSMM: true, hasTPMCRB: true,
 		}, nil
 	case "arm64":
 		return archInfo{

@@ -17,7 +17,7 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		d := &vmi.Spec.Domain.Devices
 		d.GPUs = []v1.GPU{{Name: "gpu1", DeviceName: "nvidia.com/GP102GL_Tesla_P40"}}
 		d.HostDevices = []v1.HostDevice{{Name: "nic", DeviceName: "intel.com/sriov"}}
-		d.TPM = &v1.TPMDevice{}
+		d.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
 		d.Filesystems = []v1.Filesystem{{Name: "shared"}}
 		vmi.Spec.Domain.Chassis = &v1.Chassis{Asset: "a1"}
 		vmi.Spec.ReadinessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}}
@@ -27,7 +27,7 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		"spec.domain.chassis",
 		"spec.domain.devices.gpus",
 		"spec.domain.devices.hostDevices",
-		"spec.domain.devices.tpm",
+		"spec.domain.devices.tpm.persistent",
 		"spec.domain.devices.filesystems",
 	}
 	errs := Validate(vmi, true)
@@ -47,11 +47,14 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		t.Fatalf("Convert = %v, want an unsupported-field error naming spec.readinessProbe", err)
 	}
 
-	// A TPM turned off (what removes a preference's TPM) asks for nothing.
+	// A TPM turned off (what removes a preference's TPM) asks for
+	// nothing, and neither does one whose state need not persist.
 	off := false
-	vmi = newVMI(func(vmi *v1.VirtualMachineInstance) { vmi.Spec.Domain.Devices.TPM = &v1.TPMDevice{Enabled: &off} })
-	if errs := Unsupported(vmi); len(errs) != 0 {
-		t.Errorf("Unsupported of a disabled TPM = %v", errs)
+	for _, tpm := range []*v1.TPMDevice{{Enabled: &off}, {Enabled: &off, Persistent: v1.BoolPtr(true)}, {}, {Persistent: &off}} {
+		vmi = newVMI(func(vmi *v1.VirtualMachineInstance) { vmi.Spec.Domain.Devices.TPM = tpm })
+		if errs := Unsupported(vmi); len(errs) != 0 {
+			t.Errorf("Unsupported of TPM %+v = %v", tpm, errs)
+		}
 	}
 }
 

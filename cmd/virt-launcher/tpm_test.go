@@ -55,6 +55,11 @@ func TestNonRootLauncherTPM(t *testing.T) {
 	if err != nil || len(states) != 1 {
 		t.Errorf("TPM state files under the private directory: %v, %v; want one", states, err)
 	}
+	// swtpm_setup's certificate authority, which signed the TPM's EK
+	// certificate, is the session's own too (KubeVirt's non-root path).
+	if _, err := os.Stat(filepath.Join(nl.dirs["p"], "var", "lib", "swtpm-localca", "issuercert.pem")); err != nil {
+		t.Errorf("no local CA under the private directory: %v", err)
+	}
 
 	swtpms := swtpmPIDs(t, nl.ns)
 	if len(swtpms) != 1 {
