@@ -49,6 +49,8 @@ type guestFacts struct {
 	tap, virtioTap bool
 	// graphics is true when a VNC display and video device are attached.
 	graphics bool
+	// tpm is true when the guest has a TPM (libvirt runs swtpm for it).
+	tpm bool
 	// containerDisks counts containerDisk volumes; kernelBoot is true when
 	// the kernel comes from a container image.
 	containerDisks int
@@ -116,6 +118,7 @@ func inspect(vmi *v1.VirtualMachineInstance, defaultGrace int64, f *guestFacts) 
 		return err
 	}
 	f.graphics = devices.AutoattachGraphicsDevice == nil || *devices.AutoattachGraphicsDevice
+	f.tpm = hasTPM(devices)
 
 	for i := range spec.Volumes {
 		if spec.Volumes[i].ContainerDisk != nil {

@@ -111,6 +111,7 @@ func (r *Renderer) MemoryOverhead(vmi *v1.VirtualMachineInstance) resource.Quant
 		graphics:    devices.AutoattachGraphicsDevice == nil || *devices.AutoattachGraphicsDevice,
 		dedicated:   spec.Domain.CPU != nil && spec.Domain.CPU.DedicatedCPUPlacement,
 		arm64:       spec.Architecture == "arm64",
+		tpm:         hasTPM(devices),
 	}
 	return *resource.NewQuantity(memoryOverhead(in, r.cfg.Overhead), resource.BinarySI)
 }

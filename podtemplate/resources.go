@@ -30,6 +30,7 @@ const (
 	perDiskOverhead      = 4 * mi   // vmkit: qcow2 L2/refcount caches, virtqueues and bounce buffers
 	perInterfaceOverhead = 2 * mi   // vmkit: virtio-net rings, tap and vhost buffers
 	arm64Overhead        = 128 * mi // the two 64Mi UEFI pflash devices on arm64
+	tpmOverhead          = 53 * mi  // swtpm, libvirt's TPM emulator (KubeVirt: VSZ 53808 KiB)
 	dedicatedCPUOverhead = 100 * mi // headroom so a Guaranteed pod is not OOM-killed at its limit
 )
 
@@ -52,6 +53,7 @@ type overheadInput struct {
 	graphics    bool
 	dedicated   bool
 	arm64       bool
+	tpm         bool
 }
 
 // memoryOverhead returns the bytes a launcher pod needs beyond the guest's
@@ -61,7 +63,7 @@ type overheadInput struct {
 //	         + guest memory / 512 (page tables)
 //	         + 8Mi × vCPUs + 8Mi (I/O thread)
 //	         + 4Mi × disks + 2Mi × interfaces
-//	         + 32Mi with a graphics device + 128Mi on arm64
+//	         + 32Mi with a graphics device + 128Mi on arm64 + 53Mi with a TPM
 //	overhead = base × policy.Ratio + 100Mi with dedicated CPUs + policy.Extra
 func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	base := int64(fixedOverhead) +
@@ -74,6 +76,9 @@ func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	if in.arm64 {
 		base += arm64Overhead
 	}
+	if in.tpm {
+		base += tpmOverhead
+	}
 	if policy.Ratio > 1 {
 		base = int64(math.Ceil(float64(base) * policy.Ratio))
 	}
@@ -82,6 +87,12 @@ func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	}
 	base += policy.Extra.Value()
 	return (base + mi - 1) / mi * mi
+}
+
+// hasTPM reports whether devices give the guest a TPM: tpm set and not
+// enabled: false.
+func hasTPM(devices *v1.Devices) bool {
+	return devices.TPM != nil && (devices.TPM.Enabled == nil || *devices.TPM.Enabled)
 }
 
 // overheadInputOf reads the overhead's inputs from validated facts.
@@ -94,6 +105,7 @@ func overheadInputOf(f *guestFacts, arch string) overheadInput {
 		graphics:    f.graphics,
 		dedicated:   f.dedicated,
 		arm64:       arch == "arm64",
+		tpm:         f.tpm,
 	}
 }
 

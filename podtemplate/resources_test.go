@@ -30,6 +30,7 @@ func TestMemoryOverhead(t *testing.T) {
 		{"interfaces", func(in *overheadInput) { in.interfaces = 4 }, OverheadPolicy{Ratio: 1}, baseMi + 3*2},
 		{"no graphics", func(in *overheadInput) { in.graphics = false }, OverheadPolicy{Ratio: 1}, baseMi - 32},
 		{"arm64 firmware", func(in *overheadInput) { in.arm64 = true }, OverheadPolicy{Ratio: 1}, baseMi + 128},
+		{"a TPM: swtpm", func(in *overheadInput) { in.tpm = true }, OverheadPolicy{Ratio: 1}, baseMi + 53},
 		{"dedicated CPUs", func(in *overheadInput) { in.dedicated = true }, OverheadPolicy{Ratio: 1}, baseMi + 100},
 		{"ratio", nil, OverheadPolicy{Ratio: 1.5}, 414}, // ceil(276 × 1.5)
 		{"ratio spares the dedicated reserve", func(in *overheadInput) { in.dedicated = true }, OverheadPolicy{Ratio: 2}, 2*baseMi + 100},
@@ -85,6 +86,43 @@ func TestRendererMemoryOverhead(t *testing.T) {
 	bad.Spec.Domain.Resources = v1.ResourceRequirements{}
 	if got := r.MemoryOverhead(bad); got.Value() != 278*mi {
 		t.Errorf("MemoryOverhead without memory %s, want 278Mi", got.String())
+	}
+}
+
+// TestTPMOverhead: a TPM adds swtpm's 53Mi to the overhead and to the
+// rendered pod's memory request; a TPM turned off adds nothing.
+func TestTPMOverhead(t *testing.T) {
+	r := newTestRenderer(t, nil)
+	vmi := &v1.VirtualMachineInstance{}
+	readObject(t, "containerdisk-minimal.vmi.yaml", vmi)
+	request := func(vmi *v1.VirtualMachineInstance) int64 {
+		t.Helper()
+		pod, err := r.RenderLaunchPod(vmi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pod.Spec.Containers {
+			if c.Name == "compute" {
+				return c.Resources.Requests.Memory().Value()
+			}
+		}
+		t.Fatal("no compute container")
+		return 0
+	}
+	without, podWithout := r.MemoryOverhead(vmi), request(vmi)
+	off := false
+	for _, tc := range []struct {
+		tpm  *v1.TPMDevice
+		more int64
+	}{{&v1.TPMDevice{}, 53 * mi}, {&v1.TPMDevice{Enabled: &off}, 0}} {
+		with := vmi.DeepCopy()
+		with.Spec.Domain.Devices.TPM = tc.tpm
+		if got := r.MemoryOverhead(with); got.Value()-without.Value() != tc.more {
+			t.Errorf("TPM %+v: overhead %s, want %d bytes more than %s", tc.tpm, got.String(), tc.more, without.String())
+		}
+		if got := request(with); got-podWithout != tc.more {
+			t.Errorf("TPM %+v: the pod requests %d bytes, want %d more than %d", tc.tpm, got, tc.more, podWithout)
+		}
 	}
 }
 
