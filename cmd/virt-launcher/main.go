@@ -42,6 +42,9 @@ func main() {
 	if len(os.Args) > 2 && os.Args[1] == superviseFlag {
 		os.Exit(supervise(os.Args[2:]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == probeFlag {
+		os.Exit(probe(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
 		os.Exit(1)

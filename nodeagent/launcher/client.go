@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -323,6 +324,38 @@ func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.Ra
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
 	return out, nil
+}
+
+// Probe runs the VMI's readiness or liveness probe through the guest agent
+// (see Launcher.Probe), giving the guest timeout, and returns the result: a
+// failed check is a ProbeResult with Success false, not an error.
+func (c *Client) Probe(ctx context.Context, kind ProbeKind, timeout time.Duration) (ProbeResult, error) {
+	seconds := int64((timeout + time.Second - 1) / time.Second)
+	path := "/v1/probe/" + url.PathEscape(string(kind)) + "?timeoutSeconds=" + strconv.FormatInt(seconds, 10)
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout+time.Duration(seconds)*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher"+path, nil)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return ProbeResult{}, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Error == "" {
+			e.Error = resp.Status
+		}
+		return ProbeResult{}, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+	}
+	var res ProbeResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res); err != nil {
+		return ProbeResult{}, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	}
+	return res, nil
 }
 
 // Console opens the serial console: what the guest prints (after the

@@ -27,6 +27,8 @@ import (
 //	GET /v1/stats                hypervisor.DomainStats of the started domain
 //	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
 //	    (see IsGuestAgentCommand)
+//	GET /v1/probe/{readiness,liveness}[?timeoutSeconds=N]  ProbeResult of
+//	    the VMI's probe through the guest agent (see Launcher.Probe)
 //	GET /v1/console[?history=true], GET /v1/vnc
 //	    with "Connection: Upgrade" and "Upgrade: vmkit-stream": 101, then
 //	    the raw byte stream both ways.
@@ -121,6 +123,7 @@ func (l *Launcher) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/stats", l.serveStats)
 	mux.HandleFunc("GET /v1/guest-agent/{command}", l.serveGuestAgent)
+	mux.HandleFunc("GET /v1/probe/{kind}", l.serveProbe)
 	mux.HandleFunc("GET /v1/console", l.serveConsole)
 	mux.HandleFunc("GET /v1/vnc", l.serveVNC)
 	l.migrationHandlers(mux)
@@ -161,6 +164,26 @@ func (l *Launcher) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
 	default:
 		reply(w, l.Status(), err)
 	}
+}
+
+// serveProbe runs one of the VMI's probes (see Launcher.Probe) and answers
+// with its ProbeResult.
+func (l *Launcher) serveProbe(w http.ResponseWriter, r *http.Request) {
+	timeout := time.Second
+	if v := r.URL.Query().Get("timeoutSeconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "timeoutSeconds: want a number of seconds, got " + strconv.Quote(v), Status: l.Status()})
+			return
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+	res, err := l.Probe(r.Context(), ProbeKind(r.PathValue("kind")), timeout)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: l.Status()})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
