@@ -30,12 +30,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 	}
 	spec := field.NewPath("spec")
 	s := &vmi.Spec
-	if s.LivenessProbe != nil {
-		add(spec.Child("livenessProbe"), "probe guests")
-	}
-	if s.ReadinessProbe != nil {
-		add(spec.Child("readinessProbe"), "probe guests")
-	}
 	if len(s.ResourceClaims) > 0 {
 		add(spec.Child("resourceClaims"), "attach dynamically allocated resources")
 	}

@@ -89,6 +89,8 @@ func (r *Renderer) computeContainer(vmi *v1.VirtualMachineInstance, f *guestFact
 		Ports:                    containerPorts(vmi.Spec.Domain.Devices.Interfaces),
 		SecurityContext:          computeSecurityContext(f.dedicated, nonRoot),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		ReadinessProbe:           r.launcherProbe(vmi, readinessProbeKind, vmi.Spec.ReadinessProbe),
+		LivenessProbe:            r.launcherProbe(vmi, livenessProbeKind, vmi.Spec.LivenessProbe),
 	}
 }
 

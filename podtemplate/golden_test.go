@@ -45,6 +45,7 @@ var goldenCases = []goldenCase{
 	{name: "kernel-boot", level: "restricted"},
 	{name: "migration-target", migration: true, level: "restricted"},
 	{name: "storage-kinds", featureGates: []string{HostDiskGate}, level: "privileged"}, // a hostPath volume for the host disk
+	{name: "probes", level: "restricted"},
 }
 
 func (c goldenCase) vmiFile() string {

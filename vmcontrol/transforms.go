@@ -87,7 +87,10 @@ func slimPod(obj any) (any, error) {
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == vmi.ComputeContainer {
-			slim.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cs.Name, Ready: cs.Ready}}
+			// Whether it started (the VMI's phase) and is ready (its
+			// Ready condition, which follows a readiness probe).
+			slim.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: cs.Name, Ready: cs.Ready,
+				State: corev1.ContainerState{Running: cs.State.Running}}}
 		}
 	}
 	return slim, nil

@@ -679,15 +679,17 @@ func hasCondition(s *v1.VirtualMachineInstanceMigrationStatus, t v1.VirtualMachi
 	return false
 }
 
-// podReady: the pod runs on a node and is Ready (KubeVirt's IsPodReady:
-// the compute container ready).
+// podReady: the pod runs on a node and its compute container has started
+// (KubeVirt's IsPodReady). It does not wait for the container to be ready:
+// with a VMI's readiness probe, the target's compute container becomes
+// ready only once the guest runs there.
 func podReady(pod *corev1.Pod) bool {
 	if pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == "compute" {
-			return cs.Ready
+			return cs.Ready || cs.State.Running != nil
 		}
 	}
 	for _, cnd := range pod.Status.Conditions {

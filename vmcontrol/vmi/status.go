@@ -46,7 +46,7 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		if s.Phase == v1.Pending {
 			enter(v1.Scheduling)
 		}
-		if s.Phase == v1.Scheduling && podReady(pod) && pod.Spec.NodeName != "" {
+		if s.Phase == v1.Scheduling && computeStarted(pod) && pod.Spec.NodeName != "" {
 			enter(v1.Scheduled)
 			s.NodeName = pod.Spec.NodeName
 		}
@@ -92,14 +92,18 @@ func activePods(pods []*corev1.Pod) map[types.UID]string {
 	return m
 }
 
-// podReady reports whether the launcher pod runs and its compute container is ready.
-func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning {
+// computeStarted reports whether the launcher pod runs and its compute
+// container has started, which is when the node agent can take the VMI
+// over (KubeVirt's isPodReady). It does not wait for the container to be
+// ready: a VMI's readiness probe is the compute container's, and it can
+// pass only once the node agent started the guest.
+func computeStarted(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
 		return false
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == ComputeContainer {
-			return cs.Ready
+			return cs.Ready || cs.State.Running != nil
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -125,19 +129,41 @@ func podScheduledCondition(pod *corev1.Pod) *v1.VirtualMachineInstanceCondition 
 	return nil
 }
 
-// readyCondition: the VMI is ready when its guest runs and its pod is ready.
-// Until the guest runs the reason stays GuestNotRunning, so pod progress does
-// not rewrite the VMI (or, through the mirrored condition, its VM).
+// readyCondition: the VMI is ready when its guest runs and its pod is
+// ready, which with a readiness probe means the probe passes (the probe is
+// the compute container's). As KubeVirt's, once the guest runs the
+// condition is the pod's Ready condition (status, reason and message, e.g.
+// ContainersNotReady "containers with unready status: [compute]"). Until
+// the guest runs the reason stays GuestNotRunning, so pod progress does not
+// rewrite the VMI (or, through the mirrored condition, its VM).
 func readyCondition(s *v1.VirtualMachineInstanceStatus, pod *corev1.Pod) *v1.VirtualMachineInstanceCondition {
 	c := &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse}
 	switch {
 	case s.Phase != v1.Running:
 		c.Reason, c.Message = "GuestNotRunning", "the guest is not running"
-	case pod != nil && podReady(pod):
-		c.Status = corev1.ConditionTrue
-	default:
-		c.Reason, c.Message = "PodNotReady", "virt-launcher pod is not ready"
+		return c
+	case pod == nil:
+		c.Reason, c.Message = "PodNotExists", "virt-launcher pod does not exist"
+		return c
+	case pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		c.Reason, c.Message = "PodTerminating", "virt-launcher pod is terminating"
+		return c
 	}
+	for _, pc := range pod.Status.Conditions {
+		if pc.Type == corev1.PodReady {
+			c.Status, c.Reason, c.Message = pc.Status, pc.Reason, pc.Message
+			return c
+		}
+	}
+	// A pod without the condition (a fake, or a kubelet that has not
+	// reported it yet): its compute container says.
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == ComputeContainer && cs.Ready && pod.Status.Phase == corev1.PodRunning {
+			c.Status = corev1.ConditionTrue
+			return c
+		}
+	}
+	c.Reason, c.Message = "PodConditionMissing", "virt-launcher pod is missing the Ready condition"
 	return c
 }
 
