@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -83,6 +85,17 @@ func TestCloudInit(t *testing.T) {
 	userData := withAuthorizedKey(t, vol.CloudInitNoCloud.UserData, "vmkit", authorizedKey)
 	vol.CloudInitNoCloud.UserData = userData
 	vol.CloudInitNoCloud.NetworkData = fmt.Sprintf(noCloudNetwork, "02:00:00:c1:00:01", "192.168.123.45")
+	// A blank data disk on a fresh, empty Filesystem claim of 24 MiB: the
+	// launcher creates its disk.img, and the guest sees a disk of the
+	// claim's size (serial blankclaim).
+	blank := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm-cloud-blank", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("24Mi")}}}}
+	createClaim(t, c, blank)
+	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, v1.Disk{Name: "blank", Serial: "blankclaim",
+		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
+	spec.Volumes = append(spec.Volumes, v1.Volume{Name: "blank", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
+		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: blank.Name}}}})
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vm-cloud-drive-userdata", Namespace: "default"},
 		StringData: map[string]string{"userdata": userData}}
@@ -170,6 +183,16 @@ func TestCloudInit(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("%s: over SSH: %q, want it to hold %q", name, out, w)
 				}
+			}
+			if g.vm != noCloud {
+				return
+			}
+			// The disk on the empty claim: 24 MiB as the guest sees it.
+			out = run("sudo -n blockdev --getsize64 /dev/disk/by-id/virtio-blankclaim")
+			if strings.TrimSpace(out) != strconv.Itoa(24<<20) {
+				t.Errorf("%s: the disk on the empty claim %s is %q bytes in the guest, want %d", name, blank.Name, strings.TrimSpace(out), 24<<20)
+			} else {
+				t.Logf("%s: the guest sees the disk on the empty claim %s as %s bytes", name, blank.Name, strings.TrimSpace(out))
 			}
 		})
 	}
