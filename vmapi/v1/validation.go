@@ -58,6 +58,7 @@ func ValidateVirtualMachineInstanceSpec(fldPath *field.Path, spec *VirtualMachin
 	errs = append(errs, validateTerminationGracePeriod(fldPath.Child("terminationGracePeriodSeconds"), spec.TerminationGracePeriodSeconds)...)
 	errs = append(errs, validateProbe(fldPath.Child("readinessProbe"), spec.ReadinessProbe, false, spec)...)
 	errs = append(errs, validateProbe(fldPath.Child("livenessProbe"), spec.LivenessProbe, true, spec)...)
+	errs = append(errs, validateAccessCredentials(fldPath.Child("accessCredentials"), spec.AccessCredentials, spec.Volumes)...)
 	return errs
 }
 
