@@ -27,6 +27,10 @@ const (
 	// ReasonLauncherExited: the launcher is gone without reporting how the
 	// domain ended (killed, crashed, or its pod was removed).
 	ReasonLauncherExited = "LauncherExited"
+	// ReasonLauncherTerminated: the kubelet stopped the launcher of a VMI
+	// nobody asked to stop (its pod was deleted or evicted, or its liveness
+	// probe failed), and the launcher stopped the guest.
+	ReasonLauncherTerminated = "LauncherTerminated"
 	// ReasonPausedByUser is the Paused condition's reason, as KubeVirt's.
 	ReasonPausedByUser = "PausedByUser"
 	// ReasonAccessCredentialsSyncSuccess and ReasonAccessCredentialsSyncFailed
@@ -85,9 +89,14 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		enter(v1.Failed, ReasonLauncherExited)
 	case st == nil:
 	case st.Final:
-		if st.Succeeded() {
+		switch {
+		case st.Terminated && vmi.DeletionTimestamp == nil:
+			// A clean stop, but not one anybody asked for: a failed
+			// liveness probe ends the VMI as failed, as KubeVirt's.
+			enter(v1.Failed, ReasonLauncherTerminated)
+		case st.Succeeded():
 			enter(v1.Succeeded, "")
-		} else {
+		default:
 			enter(v1.Failed, failureReason(st))
 		}
 	case st.Started && running(st.State):
@@ -176,6 +185,8 @@ func failureMessage(obs observation) string {
 	switch {
 	case obs.launcherGone:
 		return "the launcher exited without reporting how the domain ended"
+	case obs.launcher != nil && obs.launcher.Terminated:
+		return "the kubelet stopped the launcher (its pod was deleted or evicted, or the VMI's liveness probe failed)"
 	case obs.launcher != nil && obs.launcher.Message != "":
 		return obs.launcher.Message
 	case obs.launcher != nil:

@@ -68,6 +68,22 @@ func TestCalculateStatus(t *testing.T) {
 		obs:  observation{launcher: final(hypervisor.StateShutoff, hypervisor.ReasonDestroyed, true)},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Succeeded, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Succeeded)},
 	}, {
+		name: "launcher terminated by the kubelet (a failed liveness probe): Failed",
+		vmi:  vmiIn(v1.Running),
+		obs: observation{launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
+			Final: true, StopRequested: true, Terminated: true}},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Failed, Reason: ReasonLauncherTerminated, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Failed)},
+	}, {
+		name: "launcher terminated while the VMI is deleted: Succeeded",
+		vmi: func() *v1.VirtualMachineInstance {
+			vmi := vmiIn(v1.Running)
+			vmi.DeletionTimestamp = &ts
+			return vmi
+		}(),
+		obs: observation{launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
+			Final: true, StopRequested: true, Terminated: true}},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Succeeded, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Succeeded)},
+	}, {
 		name: "destroyed without a request: Failed",
 		vmi:  vmiIn(v1.Running),
 		obs:  observation{launcher: final(hypervisor.StateShutoff, hypervisor.ReasonDestroyed, false)},

@@ -175,6 +175,8 @@ type Launcher struct {
 
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
+	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
+
 	// Live migration (migrate.go).
 	incoming        string           // a migration target: the domain it waits for
 	migration       *MigrationStatus // the last migration, as source or target
@@ -203,6 +205,11 @@ type Status struct {
 	StopRequested bool `json:"stopRequested,omitempty"`
 	// Final: the domain ended and the launcher is exiting or gone.
 	Final bool `json:"final,omitempty"`
+	// Terminated: the launcher itself was told to stop (SIGTERM, Run's
+	// context ended) before a stop was asked for through its socket: the
+	// kubelet killed the compute container because the pod was deleted or
+	// evicted, or because the VMI's liveness probe failed.
+	Terminated bool `json:"terminated,omitempty"`
 	// Message explains a failure, when there was one.
 	Message string `json:"message,omitempty"`
 	// Migration is the last migration of the domain, from or to this
@@ -381,6 +388,9 @@ loop:
 				break loop
 			}
 		case <-ctx.Done():
+			l.mu.Lock()
+			l.terminated = !l.stopping
+			l.mu.Unlock()
 			log.Info("stopping the guest", "grace", l.cfg.GracePeriod)
 			l.stop(context.WithoutCancel(ctx), true)
 			break loop
@@ -572,7 +582,7 @@ func (l *Launcher) statusLocked() Status {
 	}
 	return Status{
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
-		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Time: time.Now().UTC(),
+		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 	}
 }

@@ -49,6 +49,8 @@ type fixture struct {
 	c    *Client
 	run  chan Status
 	done chan struct{} // closed when Run returned
+	// cancel ends Run's context, as SIGTERM does virt-launcher's.
+	cancel context.CancelFunc
 }
 
 // start runs a launcher on the fake hypervisor with a container disk
@@ -90,6 +92,7 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
 	go func() {
 		st, err := f.l.Run(ctx)
 		if err != nil {

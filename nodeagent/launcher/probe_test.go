@@ -174,3 +174,31 @@ func TestLauncherProbeSkippedWhileMigrating(t *testing.T) {
 		t.Errorf("probe on a migration target = %+v, %v; want a skipped success", r, err)
 	}
 }
+
+// TestLauncherTerminated: a launcher told to stop by its process (the
+// kubelet's SIGTERM, for a failed liveness probe or a deleted pod) before
+// anyone asked through the socket says so in its final status; one the
+// node agent stopped first does not.
+func TestLauncherTerminated(t *testing.T) {
+	for _, asked := range []bool{false, true} {
+		f := start(t)
+		ctx := context.Background()
+		if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+		if asked {
+			if _, err := f.c.Kill(ctx); err != nil {
+				t.Fatalf("Kill: %v", err)
+			}
+		}
+		f.cancel()
+		select {
+		case st := <-f.run:
+			if !st.Final || st.Terminated == asked {
+				t.Errorf("stop asked through the socket %v: final status %+v, want Final and Terminated %v", asked, st, !asked)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return")
+		}
+	}
+}
