@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
@@ -46,5 +47,39 @@ func TestAccessCredentialsCondition(t *testing.T) {
 				t.Errorf("conditions (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestAccessCredentialsEvents: KubeVirt's events when the condition
+// changes, none while it stays.
+func TestAccessCredentialsEvents(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	a := &Agent{recorder: rec}
+	cond := func(s corev1.ConditionStatus, msg string) []v1.VirtualMachineInstanceCondition {
+		return []v1.VirtualMachineInstanceCondition{{Type: v1.VirtualMachineInstanceAccessCredentialsSynchronized, Status: s, Message: msg}}
+	}
+	vmi := &v1.VirtualMachineInstance{}
+	steps := []struct {
+		next []v1.VirtualMachineInstanceCondition
+		want string // "" for no event
+	}{
+		{nil, ""},
+		{cond(corev1.ConditionFalse, "Guest agent is offline"), "Warning AccessCredentialsSyncFailed Access credentials sync failed: Guest agent is offline"},
+		{cond(corev1.ConditionFalse, "Guest agent is offline"), ""},
+		{cond(corev1.ConditionTrue, ""), "Normal AccessCredentialsSyncSuccess Access credentials sync successful."},
+		{cond(corev1.ConditionTrue, ""), ""},
+	}
+	for i, s := range steps {
+		status := v1.VirtualMachineInstanceStatus{Conditions: s.next}
+		a.accessCredentialsEvent(vmi, &status)
+		got := ""
+		select {
+		case got = <-rec.Events:
+		default:
+		}
+		if got != s.want {
+			t.Errorf("step %d: event %q, want %q", i, got, s.want)
+		}
+		vmi.Status = status
 	}
 }
