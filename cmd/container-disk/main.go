@@ -15,7 +15,9 @@
 //
 // copies /disk and /boot (those that exist) into the copy path, keeping
 // their relative paths (<copy path>/disk/..., <copy path>/boot/...), then
-// stays alive until SIGTERM or SIGINT, and exits 0. The launcher
+// stays alive until SIGTERM or SIGINT, or until the copy path is removed
+// (the launcher removes it when its guest has ended, so that the pod
+// completes after a shutdown or a migration away), and exits 0. The launcher
 // (nodeagent/launcher) looks for the image there. The copy is atomic: it is
 // made in a hidden sibling (.<served name>.tmp-*, which the launcher never
 // matches) and renamed to the copy path when complete. Files are hard
@@ -43,6 +45,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -84,9 +87,28 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 0 // stopped while copying; the next run removes the partial copy
 	}
 	fmt.Fprintf(stderr, "container-disk: serving %s at %s\n", *root, *copyPath)
-	<-ctx.Done()
-	return 0
+	// The launcher removes the copy once its guest has ended (shut down or
+	// migrated away): then nothing is served any more, and the container
+	// exits so that the pod can complete, as KubeVirt's container disks do
+	// when their socket is gone.
+	tick := time.NewTicker(gonePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-tick.C:
+			if _, err := os.Lstat(*copyPath); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(stderr, "container-disk: %s was removed: the launcher is done with it\n", *copyPath)
+				return 0
+			}
+		}
+	}
 }
+
+// gonePoll is how often a serving container-disk checks that its copy is
+// still there.
+var gonePoll = time.Second
 
 // serve copies the served directories of root into dst, atomically: into
 // a hidden sibling, renamed to dst when complete. link makes a hard link;

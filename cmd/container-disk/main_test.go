@@ -376,3 +376,53 @@ func TestRunsUntilSIGTERM(t *testing.T) {
 		t.Fatal("still running 10s after SIGTERM")
 	}
 }
+
+// Once the launcher removed the copy (its guest ended: shut down or
+// migrated away), the sidecar exits 0 by itself so that the pod completes.
+func TestExitsWhenCopyRemoved(t *testing.T) {
+	root, cd := t.TempDir(), t.TempDir()
+	writeFiles(t, root, map[string]string{"boot/vmlinux": "kernel"})
+	dst := filepath.Join(cd, "kernel-boot")
+	cmd := exec.Command(os.Args[0], "--copy-path", dst, "--root", root)
+	cmd.Env = append(os.Environ(), containerDiskMainEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.After(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dst, "boot", "vmlinux")); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("exited before serving: %v; stderr: %s", err, &stderr)
+		case <-deadline:
+			t.Fatalf("nothing served at %s; stderr: %s", dst, &stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("exited while its copy is there: %v; stderr: %s", err, &stderr)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit once the copy was removed: %v, want 0; stderr: %s", err, &stderr)
+		}
+		if !strings.Contains(stderr.String(), "was removed") {
+			t.Errorf("stderr does not say why it exited: %s", &stderr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after its copy was removed; stderr: %s", &stderr)
+	}
+}

@@ -540,6 +540,11 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 			log.Error(err, "undefining the domain")
 		}
 	}
+	if l.cfg.ContainerDiskDir != "" && l.cfg.UID != "" {
+		// The container disks' copies: their sidecars exit once these are
+		// gone, so the pod completes (a migration's source pod too).
+		dirs = append(dirs, filepath.Join(l.cfg.ContainerDiskDir, l.cfg.UID))
+	}
 	removeDirs(log, dirs)
 	if err := writeFileAtomic(FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {
 		log.Error(err, "writing the final status")

@@ -201,7 +201,9 @@ func TestLauncherLifecycle(t *testing.T) {
 	if _, err := f.h.State(ctx, "ns_vm1"); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("domain after the end: %v, want it undefined", err)
 	}
-	for _, d := range []string{f.cfg.EphemeralDiskDir, f.cfg.PrivateDir} {
+	// The container disks' copies too: their sidecars exit when these are
+	// gone, so the pod completes.
+	for _, d := range []string{f.cfg.EphemeralDiskDir, f.cfg.PrivateDir, f.cfg.ContainerDiskDir} {
 		entries, _ := os.ReadDir(d)
 		if len(entries) != 0 {
 			t.Errorf("%s not cleaned up: %v", d, entries)
