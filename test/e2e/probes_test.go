@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestProbes: VMI readiness and liveness probes, as KubeVirt's, on
+// examples/vm-net.yaml's guest (it answers HTTP on port 80 and runs the
+// QEMU guest agent). Five VMs at once:
+//   - examples/vm-probes.yaml (an httpGet readiness probe on port 80, a
+//     guestAgentPing liveness probe): the VMI becomes Ready, and so its VM,
+//     and a Service's endpoint of it is ready;
+//   - a tcpSocket readiness probe on closed port 81: the VMI runs but stays
+//     not Ready with the pod's reason (ContainersNotReady), its endpoint
+//     not ready;
+//   - a guestAgentPing readiness probe and an exec liveness probe (a command
+//     run in the guest by the agent): Ready, and the liveness probe does
+//     not restart it;
+//   - an exec readiness probe whose command exits 1 in the guest: not Ready;
+//   - a tcpSocket liveness probe on closed port 81: the kubelet stops the
+//     launcher, the VMI fails (LauncherTerminated) and the VM, runStrategy
+//     Always, starts a new one.
+func TestProbes(t *testing.T) {
+	c := need(t)
+	probeVM := func(name string, readiness, liveness *v1.Probe) *v1.VirtualMachine {
+		vm := exampleVM(t, "vm-net.yaml", name, v1.RunStrategyAlways)
+		vm.Spec.Template.Spec.ReadinessProbe, vm.Spec.Template.Spec.LivenessProbe = readiness, liveness
+		return vm
+	}
+	i32 := func(v int32) *int32 { return &v }
+	closed := &corev1.TCPSocketAction{Port: intstr.FromInt32(81)}
+	// examples/vm-probes.yaml: httpGet readiness on port 80, guestAgentPing liveness.
+	httpReady := exampleVM(t, "vm-probes.yaml", "vm-probe-http", v1.RunStrategyAlways)
+	closedReady := probeVM("vm-probe-closed", &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(1)}, nil)
+	agent := probeVM("vm-probe-agent", &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}, PeriodSeconds: i32(2), TimeoutSeconds: i32(5)},
+		&v1.Probe{Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "test", "-d", "/www"}}, PeriodSeconds: i32(3), TimeoutSeconds: i32(5), FailureThreshold: i32(2)})
+	execFails := probeVM("vm-probe-exec", &v1.Probe{Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "false"}}, PeriodSeconds: i32(2), TimeoutSeconds: i32(5)}, nil)
+	live := probeVM("vm-probe-live", nil, &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(2)})
+
+	for _, vm := range []*v1.VirtualMachine{httpReady, closedReady, agent, execFails, live} {
+		createVM(t, c, vm)
+	}
+	svcHTTP := expose(t, c, httpReady.Name, 8000, 80)
+	expose(t, c, closedReady.Name, 8000, 80)
+
+	readyCond := func(vmi *v1.VirtualMachineInstance) v1.VirtualMachineInstanceCondition {
+		if cond := vmi.VMICondition(v1.VirtualMachineInstanceReady); cond != nil {
+			return *cond
+		}
+		return v1.VirtualMachineInstanceCondition{}
+	}
+	isReady := func(vmi *v1.VirtualMachineInstance) bool {
+		return running(vmi) && readyCond(vmi).Status == corev1.ConditionTrue
+	}
+
+	t.Run("HTTPGetReadiness", func(t *testing.T) {
+		vmi := waitVMI(t, c, httpReady.Name, "Ready", isReady)
+		t.Logf("%s: VMI created → Running %v → Ready %v (initial delay 10 s, then every 2 s)", httpReady.Name,
+			phaseAt(vmi, v1.Running).Sub(vmi.CreationTimestamp.Time), readyCond(vmi).LastTransitionTime.Sub(vmi.CreationTimestamp.Time))
+		pod := launcherPod(t, c, vmi)
+		if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntVal != 80 || p.InitialDelaySeconds != 10 {
+			t.Errorf("compute container's readiness probe %+v, want the VMI's httpGet on port 80 with initialDelaySeconds 10", p)
+		}
+		waitFor(t, "VM "+httpReady.Name+" status.ready", time.Minute, func() (bool, string) {
+			vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), httpReady.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return vm.Status.Ready, fmt.Sprintf("ready %v, printableStatus %s", vm.Status.Ready, vm.Status.PrintableStatus)
+		})
+		waitEndpoint(t, c, httpReady.Name+"-http", pod.Status.PodIP, true)
+		httpGetUntil(t, guestURL(svcHTTP, 8000, "/"), "vmkit guest "+httpReady.Name, 30*time.Second)
+	})
+
+	t.Run("ClosedPortReadiness", func(t *testing.T) {
+		vmi := waitVMI(t, c, closedReady.Name, "Running", running)
+		// Past the 10 s initial delay and several 2 s periods, the VMI must
+		// still not be Ready, with the pod's reason.
+		until := time.Now().Add(25 * time.Second)
+		for time.Now().Before(until) {
+			got, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), closedReady.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond := readyCond(got); cond.Status == corev1.ConditionTrue {
+				t.Fatalf("VMI %s became Ready with a readiness probe on a closed port: %+v", closedReady.Name, cond)
+			}
+			vmi = got
+			time.Sleep(time.Second)
+		}
+		cond := readyCond(vmi)
+		if !running(vmi) || cond.Status != corev1.ConditionFalse || cond.Reason != "ContainersNotReady" || !strings.Contains(cond.Message, "compute") {
+			t.Errorf("VMI %s: phase %s, Ready %+v; want Running, Ready False ContainersNotReady naming compute", closedReady.Name, vmi.Status.Phase, cond)
+		}
+		vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), closedReady.Name, metav1.GetOptions{})
+		if err != nil || vm.Status.Ready {
+			t.Errorf("VM %s: ready %v (err %v), want false", closedReady.Name, vm.Status.Ready, err)
+		}
+		waitEndpoint(t, c, closedReady.Name+"-http", launcherPod(t, c, vmi).Status.PodIP, false)
+	})
+
+	t.Run("GuestAgentReadinessExecLiveness", func(t *testing.T) {
+		vmi := waitVMI(t, c, agent.Name, "Ready (guest-ping)", isReady)
+		t.Logf("%s: VMI created → Running %v → Ready through guest-ping %v", agent.Name,
+			phaseAt(vmi, v1.Running).Sub(vmi.CreationTimestamp.Time), readyCond(vmi).LastTransitionTime.Sub(vmi.CreationTimestamp.Time))
+		pod := launcherPod(t, c, vmi)
+		if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.Exec == nil || !strings.Contains(strings.Join(p.Exec.Command, " "), "--probe readiness") {
+			t.Errorf("compute container's readiness probe %+v, want virt-launcher --probe readiness", p)
+		}
+		// The exec liveness probe (every 3 s, 2 failures) keeps passing:
+		// same VMI, compute container never restarted, still Ready.
+		time.Sleep(15 * time.Second)
+		got, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), agent.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.UID != vmi.UID || !isReady(got) {
+			t.Errorf("VMI %s after 15 s of exec liveness probes: uid %s (was %s), phase %s, Ready %+v", agent.Name, got.UID, vmi.UID, got.Status.Phase, readyCond(got))
+		}
+		if p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("launcher pod %s: %v, err %v; want Running", pod.Name, p.Status.Phase, err)
+		}
+	})
+
+	t.Run("ExecReadinessFails", func(t *testing.T) {
+		waitVMI(t, c, execFails.Name, "Running", running)
+		time.Sleep(20 * time.Second)
+		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), execFails.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond := readyCond(vmi); !running(vmi) || cond.Status != corev1.ConditionFalse || cond.Reason != "ContainersNotReady" {
+			t.Errorf("VMI %s with a readiness command exiting 1: phase %s, Ready %+v; want Running, not Ready", execFails.Name, vmi.Status.Phase, cond)
+		}
+	})
+
+	t.Run("LivenessFails", func(t *testing.T) {
+		first := waitVMI(t, c, live.Name, "Running", running)
+		var sawFailed string
+		next := waitVMI(t, c, live.Name, "replaced by a new VMI that runs", func(vmi *v1.VirtualMachineInstance) bool {
+			if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed {
+				sawFailed = vmi.Status.Reason
+			}
+			return vmi.UID != first.UID && running(vmi)
+		})
+		reason, failedAt := failedEvent(t, c, first.UID)
+		if sawFailed == "" {
+			sawFailed = reason
+		}
+		t.Logf("%s: VMI %s Running at %s, failed (event) %v later, next VMI created %v and Running %v later", live.Name, first.UID,
+			phaseAt(first, v1.Running).Format(time.TimeOnly), failedAt.Sub(phaseAt(first, v1.Running)),
+			next.CreationTimestamp.Sub(phaseAt(first, v1.Running)), phaseAt(next, v1.Running).Sub(phaseAt(first, v1.Running)))
+		if sawFailed != "LauncherTerminated" {
+			t.Errorf("first VMI %s: failure reason %q, want LauncherTerminated", first.UID, sawFailed)
+		}
+		if next.UID == first.UID {
+			t.Errorf("no new VMI")
+		}
+	})
+}
+
+// waitEndpoint waits until the Service's EndpointSlices hold ip with the
+// given readiness.
+func waitEndpoint(t testing.TB, c *cluster.Cluster, service, ip string, ready bool) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("endpoint %s of Service %s with ready=%v", ip, service, ready), time.Minute, func() (bool, string) {
+		slices, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				r := e.Conditions.Ready != nil && *e.Conditions.Ready
+				seen = append(seen, fmt.Sprintf("%v ready=%v", e.Addresses, r))
+				for _, a := range e.Addresses {
+					if a == ip && r == ready {
+						return true, ""
+					}
+				}
+			}
+		}
+		return false, strings.Join(seen, ", ")
+	})
+}
+
+// phaseAt is when the VMI entered phase p (zero if it did not).
+func phaseAt(vmi *v1.VirtualMachineInstance, p v1.VirtualMachineInstancePhase) time.Time {
+	for _, ts := range vmi.Status.PhaseTransitionTimestamps {
+		if ts.Phase == p {
+			return ts.PhaseTransitionTimestamp.Time
+		}
+	}
+	return time.Time{}
+}
+
+// failedEvent is the reason and time of the node agent's "The guest
+// failed" event on the VMI of uid, or "".
+func failedEvent(t testing.TB, c *cluster.Cluster, uid types.UID) (string, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := c.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.HasPrefix(e.Message, "The guest failed") {
+			at := e.LastTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			return e.Reason, at
+		}
+	}
+	return "", time.Time{}
+}
