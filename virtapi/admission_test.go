@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -56,6 +57,13 @@ func TestAdmission(t *testing.T) {
 	good := runnableSpec()
 	bad := runnableSpec()
 	bad.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+	probeless := runnableSpec()
+	two := int32(2)
+	probeless.ReadinessProbe = &v1.Probe{PeriodSeconds: &two}
+	probed := runnableSpec()
+	probed.ReadinessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}}
+	badPort := runnableSpec()
+	badPort.LivenessProbe = &v1.Probe{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(70000)}}
 	vmi := func(spec v1.VirtualMachineInstanceSpec) *v1.VirtualMachineInstance {
 		return &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec}
 	}
@@ -83,6 +91,9 @@ func TestAdmission(t *testing.T) {
 			}}, "spec.template.spec.domain.devices.disks[0].disk.bus"},
 		{"delete is not validated", ValidateVMIPath, admissionv1.Delete, vmi(bad), ""},
 		{"hostDisk without the HostDisk gate", ValidateVMIPath, admissionv1.Create, vmi(withHostDisk()), "spec.volumes[0].hostDisk"},
+		{"VMI with a guest-agent readiness probe", ValidateVMIPath, admissionv1.Create, vmi(probed), ""},
+		{"VMI with a probe that checks nothing", ValidateVMIPath, admissionv1.Create, vmi(probeless), "spec.readinessProbe"},
+		{"VM template with a liveness probe port out of range", ValidateVMPath, admissionv1.Create, vm(badPort), "spec.template.spec.livenessProbe.tcpSocket.port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := review(t, tc.path, tc.op, tc.obj)
