@@ -540,10 +540,15 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 			log.Error(err, "undefining the domain")
 		}
 	}
-	if l.cfg.ContainerDiskDir != "" && l.cfg.UID != "" {
-		// The container disks' copies: their sidecars exit once these are
-		// gone, so the pod completes (a migration's source pod too).
-		dirs = append(dirs, filepath.Join(l.cfg.ContainerDiskDir, l.cfg.UID))
+	// The container disks' copies, in the pod's own directory for them
+	// (seen at <dir>/<uid>/<name> or, where the sidecar's mount is the
+	// per-VMI subdirectory, at <dir>/<name>): their sidecars exit once
+	// these are gone, so the pod completes (a migration's source pod too).
+	if l.cfg.ContainerDiskDir != "" {
+		entries, _ := os.ReadDir(l.cfg.ContainerDiskDir)
+		for _, e := range entries {
+			dirs = append(dirs, filepath.Join(l.cfg.ContainerDiskDir, e.Name()))
+		}
 	}
 	removeDirs(log, dirs)
 	if err := writeFileAtomic(FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {

@@ -76,6 +76,10 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 	if err := os.WriteFile(filepath.Join(cd, "disk_0.img"), []byte("raw disk"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A sidecar whose mount is the per-VMI subdirectory serves at <dir>/<name>.
+	if err := os.MkdirAll(filepath.Join(dir, "cd", "kernel-boot", "boot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f := &fixture{h: hypervisor.NewFake(), run: make(chan Status, 1), done: make(chan struct{})}
 	f.cfg = Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
