@@ -329,64 +329,18 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// The sidecar is a long-running container: it serves, stays up, and exits
-// 0 on SIGTERM.
-func TestRunsUntilSIGTERM(t *testing.T) {
+// serving starts the command serving files (path: content) of a new root
+// at a copy path named name, and waits until the file at want is served.
+// It returns the copy path, the command, its exit and its stderr.
+func serving(t *testing.T, files map[string]string, name, want string) (string, *exec.Cmd, <-chan error, *bytes.Buffer) {
+	t.Helper()
 	root, cd := t.TempDir(), t.TempDir()
-	writeFiles(t, root, map[string]string{"disk/disk.img": "image"})
-	dst := filepath.Join(cd, "disk_0")
+	writeFiles(t, root, files)
+	dst := filepath.Join(cd, name)
 	cmd := exec.Command(os.Args[0], "--copy-path", dst, "--root", root)
 	cmd.Env = append(os.Environ(), containerDiskMainEnv+"=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.After(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dst, "disk", "disk.img")); err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("exited before serving: %v; stderr: %s", err, &stderr)
-		case <-deadline:
-			_ = cmd.Process.Kill()
-			t.Fatalf("nothing served at %s; stderr: %s", dst, &stderr)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("exited after serving, before SIGTERM: %v; stderr: %s", err, &stderr)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit on SIGTERM: %v, want 0; stderr: %s", err, &stderr)
-		}
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("still running 10s after SIGTERM")
-	}
-}
-
-// Once the launcher removed the copy (its guest ended: shut down or
-// migrated away), the sidecar exits 0 by itself so that the pod completes.
-func TestExitsWhenCopyRemoved(t *testing.T) {
-	root, cd := t.TempDir(), t.TempDir()
-	writeFiles(t, root, map[string]string{"boot/vmlinux": "kernel"})
-	dst := filepath.Join(cd, "kernel-boot")
-	cmd := exec.Command(os.Args[0], "--copy-path", dst, "--root", root)
-	cmd.Env = append(os.Environ(), containerDiskMainEnv+"=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -395,20 +349,48 @@ func TestExitsWhenCopyRemoved(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	deadline := time.After(10 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dst, "boot", "vmlinux")); err == nil {
-			break
+		if _, err := os.Stat(filepath.Join(dst, want)); err == nil {
+			return dst, cmd, exited, stderr
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("exited before serving: %v; stderr: %s", err, &stderr)
+			t.Fatalf("exited before serving: %v; stderr: %s", err, stderr)
 		case <-deadline:
-			t.Fatalf("nothing served at %s; stderr: %s", dst, &stderr)
+			t.Fatalf("nothing served at %s; stderr: %s", dst, stderr)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// The sidecar is a long-running container: it serves, stays up, and exits
+// 0 on SIGTERM.
+func TestRunsUntilSIGTERM(t *testing.T) {
+	_, cmd, exited, stderr := serving(t, map[string]string{"disk/disk.img": "image"}, "disk_0", "disk/disk.img")
 	select {
 	case err := <-exited:
-		t.Fatalf("exited while its copy is there: %v; stderr: %s", err, &stderr)
+		t.Fatalf("exited after serving, before SIGTERM: %v; stderr: %s", err, stderr)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit on SIGTERM: %v, want 0; stderr: %s", err, stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running 10s after SIGTERM")
+	}
+}
+
+// Once the launcher removed the copy (its guest ended: shut down or
+// migrated away), the sidecar exits 0 by itself so that the pod completes.
+func TestExitsWhenCopyRemoved(t *testing.T) {
+	dst, _, exited, stderr := serving(t, map[string]string{"boot/vmlinux": "kernel"}, "kernel-boot", "boot/vmlinux")
+	select {
+	case err := <-exited:
+		t.Fatalf("exited while its copy is there: %v; stderr: %s", err, stderr)
 	case <-time.After(1500 * time.Millisecond):
 	}
 	if err := os.RemoveAll(dst); err != nil {
@@ -417,12 +399,12 @@ func TestExitsWhenCopyRemoved(t *testing.T) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Errorf("exit once the copy was removed: %v, want 0; stderr: %s", err, &stderr)
+			t.Errorf("exit once the copy was removed: %v, want 0; stderr: %s", err, stderr)
 		}
 		if !strings.Contains(stderr.String(), "was removed") {
-			t.Errorf("stderr does not say why it exited: %s", &stderr)
+			t.Errorf("stderr does not say why it exited: %s", stderr)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatalf("still running 5s after its copy was removed; stderr: %s", &stderr)
+		t.Fatalf("still running 5s after its copy was removed; stderr: %s", stderr)
 	}
 }

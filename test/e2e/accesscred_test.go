@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,54 +142,11 @@ func TestAccessCredentials(t *testing.T) {
 	})
 }
 
-// withSSH logs in to VMI name as user with signer over SSH through
-// virt-api's port-forward to port 22, retrying until timeout (sshd may not
-// listen yet, the key may not be in place yet), checks that the guest's
-// host key is one whose fingerprint cloud-init printed on the console
-// (lines), and calls f with a function running a command (stdout and
-// stderr).
+// withSSH logs in to VMI name as user (see sshLogin) and calls f with a
+// function running a command (stdout and stderr).
 func withSSH(t *testing.T, sub *vmctl.Subresources, name, user string, signer ssh.Signer, lines []string, timeout time.Duration, f func(run func(cmd string) string)) {
 	t.Helper()
-	var hostKey ssh.PublicKey
-	var client *ssh.Client
-	waitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
-		if err != nil {
-			return false, err.Error()
-		}
-		sc, chans, reqs, err := ssh.NewClientConn(conn, name, &ssh.ClientConfig{
-			User: user,
-			Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-				hostKey = key
-				return nil
-			},
-			Timeout: 30 * time.Second,
-		})
-		if err != nil {
-			conn.Close()
-			return false, err.Error()
-		}
-		client = ssh.NewClient(sc, chans, reqs)
-		return true, ""
-	})
+	client := sshLogin(t, sub, name, user, signer, lines, timeout)
 	defer client.Close()
-	fp := ssh.FingerprintSHA256(hostKey)
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, fp) }) {
-		t.Errorf("%s: SSH host key %s %s is none of those cloud-init printed on the console", name, hostKey.Type(), fp)
-	}
-	f(func(cmd string) string {
-		s, err := client.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		out, err := s.CombinedOutput(cmd)
-		if err != nil {
-			t.Errorf("%s: %q over SSH as %s: %v: %s", name, cmd, user, err, out)
-		}
-		return string(out)
-	})
+	f(sshRunner(t, client, name, user))
 }

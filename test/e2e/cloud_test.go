@@ -198,58 +198,15 @@ func TestCloudInit(t *testing.T) {
 	}
 }
 
-// checkSSH logs in to VMI name as vmkit over SSH through virt-api's
-// port-forward to port 22, checking that the guest's host key is one whose
-// fingerprint cloud-init printed on the console (lines), and calls f with a
-// function running a command (stdout and stderr). Meanwhile a second session
-// holds a terminal, which logs vmkit in (utmp), until the guest agent's user
-// list through virt-api shows the user.
+// checkSSH logs in to VMI name as vmkit (see sshLogin) and calls f with a
+// function running a command (stdout and stderr). Meanwhile a second
+// session holds a terminal, which logs vmkit in (utmp), until the guest
+// agent's user list through virt-api shows the user.
 func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Signer, lines []string, f func(run func(cmd string) string)) {
 	t.Helper()
-	var hostKey ssh.PublicKey
-	var client *ssh.Client
-	// sshd starts after cloud-init's network stage; the first attempts
-	// may find the port closed.
-	waitFor(t, name+": SSH through port-forward", 2*time.Minute, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
-		if err != nil {
-			return false, err.Error()
-		}
-		sc, chans, reqs, err := ssh.NewClientConn(conn, name, &ssh.ClientConfig{
-			User: "vmkit",
-			Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-				hostKey = key
-				return nil
-			},
-			Timeout: 30 * time.Second,
-		})
-		if err != nil {
-			conn.Close()
-			return false, err.Error()
-		}
-		client = ssh.NewClient(sc, chans, reqs)
-		return true, ""
-	})
+	client := sshLogin(t, sub, name, "vmkit", signer, lines, 2*time.Minute)
 	defer client.Close()
-	fp := ssh.FingerprintSHA256(hostKey)
-	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, fp) }) {
-		t.Errorf("%s: SSH host key %s %s is none of those cloud-init printed on the console", name, hostKey.Type(), fp)
-	}
-	f(func(cmd string) string {
-		s, err := client.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		out, err := s.CombinedOutput(cmd)
-		if err != nil {
-			t.Errorf("%s: %q over SSH: %v: %s", name, cmd, err, out)
-		}
-		return string(out)
-	})
+	f(sshRunner(t, client, name, "vmkit"))
 
 	term, err := client.NewSession()
 	if err != nil {
@@ -270,6 +227,62 @@ func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Sig
 		return slices.ContainsFunc(users.Items, func(u v1.VirtualMachineInstanceGuestOSUser) bool { return u.UserName == "vmkit" }),
 			fmt.Sprintf("%+v", users.Items)
 	})
+}
+
+// sshLogin logs in to VMI name as user with signer over SSH through
+// virt-api's port-forward to port 22, retrying until timeout (sshd starts
+// after cloud-init's network stage, a key may not be in place yet), and
+// checks that the guest's host key is one whose fingerprint cloud-init
+// printed on the console (lines).
+func sshLogin(t *testing.T, sub *vmctl.Subresources, name, user string, signer ssh.Signer, lines []string, timeout time.Duration) *ssh.Client {
+	t.Helper()
+	var hostKey ssh.PublicKey
+	var client *ssh.Client
+	waitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
+		if err != nil {
+			return false, err.Error()
+		}
+		sc, chans, reqs, err := ssh.NewClientConn(conn, name, &ssh.ClientConfig{
+			User: user,
+			Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+				hostKey = key
+				return nil
+			},
+			Timeout: 30 * time.Second,
+		})
+		if err != nil {
+			conn.Close()
+			return false, err.Error()
+		}
+		client = ssh.NewClient(sc, chans, reqs)
+		return true, ""
+	})
+	fp := ssh.FingerprintSHA256(hostKey)
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, fp) }) {
+		t.Errorf("%s: SSH host key %s %s is none of those cloud-init printed on the console", name, hostKey.Type(), fp)
+	}
+	return client
+}
+
+// sshRunner runs a command in a new session of client, returning its
+// stdout and stderr; a failing command fails the test.
+func sshRunner(t *testing.T, client *ssh.Client, name, user string) func(cmd string) string {
+	return func(cmd string) string {
+		s, err := client.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.CombinedOutput(cmd)
+		if err != nil {
+			t.Errorf("%s: %q over SSH as %s: %v: %s", name, cmd, user, err, out)
+		}
+		return string(out)
+	}
 }
 
 // sshKey makes an Ed25519 key pair: the signer and the public key in
