@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,22 @@ func TestLiveMigration(t *testing.T) {
 			t.Errorf("migration state = %+v", ms)
 		}
 		target := v.Status.NodeName
+		// The source launcher pod completes once the guest has left.
+		waitFor(t, "the source launcher pod Succeeded", 60*time.Second, func() (bool, string) {
+			pods, err := c.Env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(uid)})
+			if err != nil {
+				return false, err.Error()
+			}
+			var phases []string
+			done := true
+			for _, p := range pods.Items {
+				if p.Spec.NodeName == source {
+					phases = append(phases, p.Name+" "+string(p.Status.Phase))
+					done = done && p.Status.Phase == corev1.PodSucceeded
+				}
+			}
+			return done, strings.Join(phases, ", ")
+		})
 		v = waitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 			return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
 		})
