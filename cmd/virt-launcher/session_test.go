@@ -62,7 +62,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 	nl := startNonRootLauncher(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	c, dirs, exited := nl.c, nl.dirs, nl.exited
+	dirs := nl.dirs
 	log, _ := os.ReadFile(nl.logPath)
 	if want := "qemu+unix:///session?socket=" + dirs["run"] + "/libvirt/libvirt-sock"; !strings.Contains(string(log), want) {
 		t.Errorf("the launcher log does not show libvirt at %s:\n%s", want, log)
@@ -77,18 +77,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 		t.Errorf("QEMU runs as uid %d, want the launcher's %d", u, nobody)
 	}
 
-	if _, err := c.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("virt-launcher: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("virt-launcher did not exit after the shutdown")
-	}
+	nl.shutdown(ctx, t)
 	final, err := launcher.ReadFinal(dirs["share"], nl.uid)
 	if err != nil {
 		t.Fatal(err)
@@ -319,6 +308,14 @@ func copyTo(t *testing.T, src, dst string) {
 
 // qemuPIDs are the QEMU processes of the domain <ns>_tiny.
 func qemuPIDs(t *testing.T, ns string) []int {
+	return pidsOf(t, func(args []string, cmdline string) bool {
+		return strings.Contains(cmdline, "qemu-system") && strings.Contains(cmdline, "guest="+ns+"_tiny")
+	})
+}
+
+// pidsOf are the processes whose command line (its arguments, and them
+// joined by NULs) match says are wanted.
+func pidsOf(t *testing.T, match func(args []string, cmdline string) bool) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -334,12 +331,30 @@ func qemuPIDs(t *testing.T, ns string) []int {
 		if err != nil {
 			continue
 		}
-		cmdline := string(b)
-		if strings.Contains(cmdline, "qemu-system") && strings.Contains(cmdline, "guest="+ns+"_tiny") {
+		if match(strings.Split(string(b), "\x00"), string(b)) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// shutdown shuts the guest down through the launcher's socket and waits
+// until virt-launcher has exited, failing the test if it exits with an
+// error or not before ctx ends.
+func (nl *nonRootLauncher) shutdown(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if _, err := nl.c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-nl.exited:
+		nl.exited <- err
+		if err != nil {
+			t.Errorf("virt-launcher: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("virt-launcher did not exit after the shutdown")
+	}
 }
 
 // procUID is the real user of a process.

@@ -63,18 +63,7 @@ func TestLibvirtdKilledComesBack(t *testing.T) {
 		t.Fatalf("QEMU processes %v after the restart, want the same %v", got, qemu)
 	}
 
-	if _, err := nl.c.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-nl.exited:
-		nl.exited <- err
-		if err != nil {
-			t.Errorf("virt-launcher: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("virt-launcher did not exit after the shutdown")
-	}
+	nl.shutdown(ctx, t)
 	final, err := launcher.ReadFinal(nl.dirs["share"], nl.uid)
 	if err != nil || !final.Succeeded() {
 		t.Errorf("final status %+v, %v: want a clean end", final, err)

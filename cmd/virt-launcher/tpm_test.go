@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,18 +68,7 @@ func TestNonRootLauncherTPM(t *testing.T) {
 		t.Errorf("swtpm runs as uid %d, want the launcher's %d", u, nobody)
 	}
 
-	if _, err := nl.c.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-nl.exited:
-		nl.exited <- err
-		if err != nil {
-			t.Errorf("virt-launcher: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("virt-launcher did not exit after the shutdown")
-	}
+	nl.shutdown(ctx, t)
 	if left := swtpmPIDs(t, nl.ns); len(left) != 0 {
 		t.Errorf("swtpm processes %v left after the launcher exited", left)
 	}
@@ -100,25 +88,7 @@ func requireSwtpm(t *testing.T) {
 // swtpmPIDs are the swtpm processes libvirt started for the domain
 // <ns>_tiny (their command line names its state or socket path).
 func swtpmPIDs(t *testing.T, ns string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) == "swtpm" && strings.Contains(string(b), ns+"_tiny") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return pidsOf(t, func(args []string, cmdline string) bool {
+		return filepath.Base(args[0]) == "swtpm" && strings.Contains(cmdline, ns+"_tiny")
+	})
 }
