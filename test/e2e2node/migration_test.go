@@ -3,6 +3,7 @@ package e2e2node
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
+// downtimeRE finds the downtimes the source agent logs for each migration.
+var downtimeRE = regexp.MustCompile(`downtime="[0-9.]+m?s"`)
+
 // TestLiveMigration: examples/vm-net.yaml's guest, with an empty disk,
 // not pinned to a node. A migration slowed to 1 MiB/s (the KubeVirt CR's
 // bandwidthPerMigration) is deleted while it runs: it is canceled and the
@@ -25,6 +29,9 @@ import (
 // label of the other node, the guest answers on its new pod's IP, and what
 // it wrote on its empty disk before is still there (the same guest: a new
 // one would have a new, empty disk), its console shows no new boot.
+// Four more migrations back and forth keep the same guest (their times and
+// the downtimes the agents logged are reported), and a migration of a VMI
+// whose bridge binding cannot move fails with the reason in its events.
 func TestLiveMigration(t *testing.T) {
 	c := need(t)
 	ctx := t.Context()
@@ -162,6 +169,78 @@ func TestLiveMigration(t *testing.T) {
 		cancel()
 		if err == nil {
 			t.Errorf("the guest booted again on %s: %q", target, lines)
+		}
+	})
+
+	t.Run("BackAndForth", func(t *testing.T) {
+		// Four more migrations, back and forth: each one's time from the
+		// migration's creation to Succeeded, and the downtime (the guest
+		// paused at the switch-over) the source agent logged.
+		var took []time.Duration
+		for i := range 4 {
+			began := time.Now()
+			name := fmt.Sprintf("mig-again-%d", i)
+			if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
+				m, err := migrations.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				if m.Status.Phase == v1.MigrationFailed {
+					t.Fatalf("migration %s failed: %+v", name, m.Status.MigrationState)
+				}
+				return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
+			})
+			took = append(took, time.Since(began))
+		}
+		v := waitVMI(t, c, vm.Name, "Running with an IP", func(v *v1.VirtualMachineInstance) bool {
+			return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != ""
+		})
+		if v.UID != uid {
+			t.Errorf("after five migrations the VMI has UID %s, was %s", v.UID, uid)
+		}
+		httpGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		logs := c.PodLogs(ctx, cluster.Namespace, "kubevirt.io=virt-handler", 200)
+		t.Logf("migrations created -> Succeeded: %v; downtimes the agents logged: %v", took, downtimeRE.FindAllString(logs, -1))
+	})
+
+	t.Run("NotMigratable", func(t *testing.T) {
+		// The bridge binding on the pod network cannot move (the guest has
+		// the pod's IP): the migration fails, saying why.
+		br := netVM(t, "vm-bridge", source)
+		br.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
+		createVM(t, c, br)
+		waitVMI(t, c, br.Name, "LiveMigratable=False", func(v *v1.VirtualMachineInstance) bool {
+			cond := v.VMICondition(v1.VirtualMachineInstanceIsMigratable)
+			return v.Status.Phase == v1.Running && cond != nil && cond.Status == corev1.ConditionFalse
+		})
+		if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: "mig-bridge"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: br.Name},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "migration mig-bridge Failed with the reason", 2*time.Minute, func() (bool, string) {
+			m, err := migrations.Get(ctx, "mig-bridge", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			evs, err := c.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=mig-bridge"})
+			if err != nil {
+				return false, err.Error()
+			}
+			var msgs []string
+			for _, e := range evs.Items {
+				msgs = append(msgs, e.Message)
+			}
+			why := strings.Join(msgs, "; ")
+			return m.Status.Phase == v1.MigrationFailed && strings.Contains(why, "InterfaceNotLiveMigratable"), string(m.Status.Phase) + ": " + why
+		})
+		if v := waitVMI(t, c, br.Name, "Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running }); v.Status.NodeName != source {
+			t.Errorf("the VMI that cannot migrate is on %s, was on %s", v.Status.NodeName, source)
 		}
 	})
 }
