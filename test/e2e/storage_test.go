@@ -417,8 +417,9 @@ func waitVMReady(t testing.TB, c *cluster.Cluster, name string) {
 }
 
 // BenchmarkPVCStart starts the VMs of pvcVMs (root disk on a Filesystem
-// claim, on a Block claim) and examples/vm-disk.yaml (the same disk from a
-// container disk) one after another, b.N times each, and reports create →
+// claim, on a Block claim), examples/vm-disk.yaml (the same disk from a
+// container disk) and examples/vm-efi.yaml (its UEFI disk, secure boot)
+// one after another, b.N times each, and reports create →
 // VM Ready and create → the guest answers HTTP, p50 and p95 in seconds
 // (docs/performance.md):
 //
@@ -427,15 +428,21 @@ func BenchmarkPVCStart(b *testing.B) {
 	c := need(b)
 	fsVM, blockVM := pvcVMs(b, c)
 	type series struct{ ready, http []time.Duration }
-	got := map[string]*series{"filesystem": {}, "block": {}, "containerdisk": {}}
+	kinds := []string{"filesystem", "block", "containerdisk", "efi"}
+	got := map[string]*series{}
+	for _, k := range kinds {
+		got[k] = &series{}
+	}
 	for i := 0; b.Loop(); i++ {
-		for _, kind := range []string{"filesystem", "block", "containerdisk"} {
+		for _, kind := range kinds {
 			var vm *v1.VirtualMachine
 			switch kind {
 			case "filesystem":
 				vm = fsVM.DeepCopy()
 			case "block":
 				vm = blockVM.DeepCopy()
+			case "efi":
+				vm = exampleVM(b, "vm-efi.yaml", "bench-efi", v1.RunStrategyAlways)
 			default:
 				vm = exampleVM(b, "vm-disk.yaml", "bench-disk", v1.RunStrategyAlways)
 			}
@@ -452,7 +459,7 @@ func BenchmarkPVCStart(b *testing.B) {
 			deleteAndWait(b, c, vm.Name)
 		}
 	}
-	for _, kind := range []string{"filesystem", "block", "containerdisk"} {
+	for _, kind := range kinds {
 		for _, m := range []struct {
 			name string
 			d    []time.Duration
