@@ -177,7 +177,14 @@ func TestLiveMigration(t *testing.T) {
 		// migration's creation to Succeeded, and the downtime (the guest
 		// paused at the switch-over) the source agent logged.
 		var took []time.Duration
+		lastIP := ""
 		for i := range 4 {
+			// Each migration moves the guest to a new pod on the other
+			// node's pod network: its IP changes.
+			before := waitVMI(t, c, vm.Name, "Running with an IP", func(v *v1.VirtualMachineInstance) bool {
+				return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != lastIP
+			})
+			lastIP = before.Status.Interfaces[0].IP
 			began := time.Now()
 			name := fmt.Sprintf("mig-again-%d", i)
 			if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
@@ -197,8 +204,8 @@ func TestLiveMigration(t *testing.T) {
 			})
 			took = append(took, time.Since(began))
 		}
-		v := waitVMI(t, c, vm.Name, "Running with an IP", func(v *v1.VirtualMachineInstance) bool {
-			return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != ""
+		v := waitVMI(t, c, vm.Name, "Running with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
+			return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != lastIP
 		})
 		if v.UID != uid {
 			t.Errorf("after five migrations the VMI has UID %s, was %s", v.UID, uid)
