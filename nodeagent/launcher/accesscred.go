@@ -408,20 +408,26 @@ func (l *Launcher) agentCall(ctx context.Context, command string, args any) erro
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(struct {
-		Execute   string `json:"execute"`
-		Arguments any    `json:"arguments"`
-	}{command, args})
+	b, err := agentRequest(command, args)
 	if err != nil {
 		return err
 	}
 	timeout := l.agentTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := l.h.GuestAgentCommand(ctx, domain, string(b))
+	out, err := l.h.GuestAgentCommand(ctx, domain, b)
 	if err != nil {
 		return fmt.Errorf("%s: %w", command, agentTimedOut(err, timeout))
 	}
 	_, err = parseAgentReply(command, out)
 	return err
+}
+
+// agentRequest is the guest agent's JSON request for command with args.
+func agentRequest(command string, args any) (string, error) {
+	b, err := json.Marshal(struct {
+		Execute   string `json:"execute"`
+		Arguments any    `json:"arguments"`
+	}{command, args})
+	return string(b), err
 }

@@ -302,26 +302,9 @@ func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.Ra
 	// The launcher gives the guest agent DefaultGuestAgentTimeout.
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout+DefaultGuestAgentTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher"+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return nil, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
-	}
 	var out json.RawMessage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	if err := c.getJSON(ctx, path, 4<<20, &out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -334,13 +317,23 @@ func (c *Client) Probe(ctx context.Context, kind ProbeKind, timeout time.Duratio
 	path := "/v1/probe/" + url.PathEscape(string(kind)) + "?timeoutSeconds=" + strconv.FormatInt(seconds, 10)
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout+time.Duration(seconds)*time.Second)
 	defer cancel()
+	var res ProbeResult
+	if err := c.getJSON(ctx, path, 1<<20, &res); err != nil {
+		return ProbeResult{}, err
+	}
+	return res, nil
+}
+
+// getJSON GETs path and decodes at most limit bytes of the answer into
+// into; an answer other than 200 OK is an *Error.
+func (c *Client) getJSON(ctx context.Context, path string, limit int64, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher"+path, nil)
 	if err != nil {
-		return ProbeResult{}, err
+		return err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return ProbeResult{}, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+		return fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -349,13 +342,12 @@ func (c *Client) Probe(ctx context.Context, kind ProbeKind, timeout time.Duratio
 		if e.Error == "" {
 			e.Error = resp.Status
 		}
-		return ProbeResult{}, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+		return &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
 	}
-	var res ProbeResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&res); err != nil {
-		return ProbeResult{}, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(into); err != nil {
+		return fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
-	return res, nil
+	return nil
 }
 
 // Console opens the serial console: what the guest prints (after the

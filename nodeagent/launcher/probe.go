@@ -109,14 +109,11 @@ func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Du
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	call := func(command string, args any, into any) error {
-		b, err := json.Marshal(struct {
-			Execute   string `json:"execute"`
-			Arguments any    `json:"arguments"`
-		}{command, args})
+		b, err := agentRequest(command, args)
 		if err != nil {
 			return err
 		}
-		out, err := l.h.GuestAgentCommand(ctx, domain, string(b))
+		out, err := l.h.GuestAgentCommand(ctx, domain, b)
 		if err != nil {
 			return fmt.Errorf("%s on VMI %s: %w", command, l.key(), agentTimedOut(err, timeout))
 		}
