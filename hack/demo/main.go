@@ -395,6 +395,15 @@ func (d *demo) haltVM(ctx context.Context) error {
 		if len(doms) > 0 {
 			return fmt.Errorf("libvirt still has domain %s of the halted VM", doms[0].Name)
 		}
+		// The VM controller writes Stopped once it has seen the VMI go:
+		// wait for it, so the tables show the VM as users will find it.
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, d.o.StepTimeout, true, func(ctx context.Context) (bool, error) {
+			vm, err := d.client.KubevirtV1().VirtualMachines(d.o.Namespace).Get(ctx, d.vm.Name, metav1.GetOptions{})
+			return err == nil && vm.Status.PrintableStatus == v1.VirtualMachineStatusStopped && !vm.Status.Ready, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting %v for VM %s/%s to be Stopped: %w", d.o.StepTimeout, d.o.Namespace, d.vm.Name, err)
+		}
 		fmt.Fprintln(d.out, "    VMI gone, launcher exited 0, no domain left in libvirt")
 		return d.printTables(ctx)
 	})
