@@ -8,8 +8,8 @@
 set -euo pipefail
 . "$(dirname "$0")/demo-lib.sh"
 
-step "Kubernetes v1.34.4 from source: control plane, kubelet, kubectl (hack/setup-k8s.sh)" \
-  env CMDS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl" hack/setup-k8s.sh
+step "Kubernetes v1.34.4 from source: control plane, kubelet, kube-proxy, kubectl (hack/setup-k8s.sh)" \
+  hack/setup-k8s.sh
 step "containerd + runc + CNI plugins from Debian (hack/setup-node.sh)" hack/setup-node.sh
 step "libvirt headers for virt-launcher's build (hack/setup-libvirt.sh)" hack/setup-libvirt.sh
 step "tiny guest (hack/make-guest.sh)" hack/make-guest.sh "$VMKIT_GUEST_DIR"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the real Kubernetes control plane and node binaries (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet; kubectl when CMDS names
-# it, as `make demo` does) and etcd from the Go module
+# kube-controller-manager, kube-scheduler, kubelet, kube-proxy, and kubectl,
+# which the demo and the drain test run) and etcd from the Go module
 # proxy into _output/k8s-bin. Idempotent: binaries of the wanted versions are
 # kept. The build happens in scratch modules because k8s.io/kubernetes needs
 # replace directives for its staging modules, which must never enter vmkit's
@@ -11,7 +11,7 @@ K8S_VERSION=${K8S_VERSION:-1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-3.6.4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${DEST:-$ROOT/_output/k8s-bin}
-CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy"}
+CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"}
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {

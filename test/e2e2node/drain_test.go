@@ -3,6 +3,7 @@ package e2e2node
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -38,6 +39,9 @@ func TestDrain(t *testing.T) {
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bin, "kubectl")); err != nil {
+		t.Fatalf("kubectl is not in %s (%v): run hack/setup-k8s.sh (make test-deps)", bin, err)
 	}
 	kubectl := func(ctx context.Context, args ...string) ([]byte, error) {
 		args = append([]string{"--kubeconfig", c.Env.KubeconfigPath}, args...)

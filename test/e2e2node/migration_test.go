@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmkit/vmkit/internal/cluster"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmctl"
 )
 
 // downtimeRE finds the downtimes the source agent logs for each migration.
@@ -187,7 +188,12 @@ func TestLiveMigration(t *testing.T) {
 			lastIP = before.Status.Interfaces[0].IP
 			began := time.Now()
 			name := fmt.Sprintf("mig-again-%d", i)
-			if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
+			if i == 0 {
+				// The first one as `vmctl migrate` (virtctl migrate) asks
+				// for it: the VM's migrate subresource on virt-api, which
+				// creates the migration.
+				name = migrateThroughVirtAPI(t, c, vm.Name)
+			} else if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
 				ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
 			}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -250,4 +256,43 @@ func TestLiveMigration(t *testing.T) {
 			t.Errorf("the VMI that cannot migrate is on %s, was on %s", v.Status.NodeName, source)
 		}
 	})
+}
+
+// migrateThroughVirtAPI migrates VM name as `vmctl migrate` does (PUT
+// virtualmachines/<name>/migrate on virt-api) and returns the name of the
+// VirtualMachineInstanceMigration virt-api created for it.
+func migrateThroughVirtAPI(t *testing.T, c *cluster.Cluster, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
+	seen := map[string]bool{}
+	list, err := migrations.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Items {
+		seen[m.Name] = true
+	}
+	sub, err := vmctl.NewSubresources(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Migrate(ctx, "default", name, v1.MigrateOptions{}); err != nil {
+		t.Fatalf("vmctl migrate %s: %v", name, err)
+	}
+	var created string
+	waitFor(t, "the migration virt-api created for VM "+name, 30*time.Second, func() (bool, string) {
+		list, err := migrations.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range list.Items {
+			if !seen[m.Name] && m.Spec.VMIName == name {
+				created = m.Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d migrations, none new for %s", len(list.Items), name)
+	})
+	return created
 }
