@@ -143,7 +143,17 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		if err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, MutatingWebhookName, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = versioned.NewForConfigOrDie(c.env.Config).KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{})
+		// The API server drops the deleted mutating webhook when its own
+		// informer sees the deletion: a create may still meet it for a
+		// moment on a loaded machine.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err = versioned.NewForConfigOrDie(c.env.Config).KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), "virtualmachineinstances-mutator.kubevirt.io") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err == nil || !strings.Contains(err.Error(), "virtualmachineinstances-create-validator.kubevirt.io") {
 			t.Fatalf("creating a VMI with virt-api down: %v, want a refusal by virt-api's validating webhook", err)
 		}
@@ -369,11 +379,19 @@ func testVMIUpdatePolicy(t *testing.T, ctx context.Context, admin *rest.Config, 
 		t.Fatal(err)
 	}
 	vmis := user.KubevirtV1().VirtualMachineInstances("default")
-	created, err := vmis.Create(ctx, &v1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: "policy"},
-		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
-	}, metav1.CreateOptions{})
+	// The caller deleted virt-api's webhooks; the API server may call them
+	// for a moment more, until its informer sees the deletions.
+	var created *v1.VirtualMachineInstance
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		created, err = vmis.Create(ctx, &v1.VirtualMachineInstance{
+			ObjectMeta: metav1.ObjectMeta{Name: "policy"},
+			Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+		}, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
