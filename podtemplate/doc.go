@@ -23,7 +23,8 @@
 //     a sidecar that serves the disk to the launcher, both running the
 //     container-disk helper copied out of the launcher image by the
 //     container-disk-binary init container;
-//   - a memory request of guest memory plus [Renderer.MemoryOverhead], the
+//   - a memory request of the VMI's memory request (else its guest memory)
+//     plus [Renderer.MemoryOverhead], the
 //     devices.kubevirt.io/kvm, tun and vhost-net device resources, and
 //     Guaranteed QoS for VMIs with dedicated CPUs;
 //   - the node selector kubevirt.io/schedulable=true merged with the VMI's

@@ -114,7 +114,7 @@ func overheadInputOf(f *guestFacts, arch string) overheadInput {
 //   - CPU: the VMI's request, else its limit, else vCPUs / CPUAllocationRatio;
 //     with dedicated CPUs, requests = limits = vCPUs (+1 for an isolated
 //     emulator thread);
-//   - memory: max(requested memory, guest memory) + overhead (no overhead
+//   - memory: the requested memory (else the guest memory) + overhead (no overhead
 //     when overcommitGuestOverhead is set); the limit, when the VMI sets one,
 //     is its limit + overhead; with dedicated CPUs the limit equals the
 //     request; with huge pages the guest memory is requested as
@@ -203,7 +203,12 @@ func setCPU(f *guestFacts, vmiRes *v1.ResourceRequirements, ratio int, requests,
 }
 
 func setMemory(f *guestFacts, vmiRes *v1.ResourceRequirements, overhead int64, requests, limits corev1.ResourceList) error {
-	var asked int64
+	// The memory request of the VMI is what the pod asks for beyond the
+	// overhead, as in KubeVirt, even below the guest's memory: that is how
+	// memory is overcommitted (by hand, or by the KubeVirt CR's
+	// memoryOvercommit through the defaults). Without one, the guest's
+	// memory.
+	asked := f.guestMemory
 	if r, ok := vmiRes.Requests[corev1.ResourceMemory]; ok {
 		if r.Sign() < 0 || r.CmpInt64(maxGuestMemory) > 0 {
 			return f.ref.errorf("spec.domain.resources.requests.memory", "%s must not be negative or more than 64Ti", r.String())
@@ -218,7 +223,7 @@ func setMemory(f *guestFacts, vmiRes *v1.ResourceRequirements, overhead int64, r
 		limits[hp] = q
 		request = overhead + max(asked-f.guestMemory, 0)
 	} else {
-		request = max(asked, f.guestMemory)
+		request = asked
 		if !vmiRes.OvercommitGuestOverhead {
 			request += overhead
 		}

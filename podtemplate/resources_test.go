@@ -163,11 +163,11 @@ func TestComputeResources(t *testing.T) {
 			Requests: corev1.ResourceList{"cpu": q("100m"), "memory": q("1324Mi"), "ephemeral-storage": q("50M")},
 		},
 	}, {
-		name:  "guest memory above the request: the guest's memory counts",
+		name:  "guest memory above the request: overcommitted, the pod asks for the request and the overhead, as KubeVirt's",
 		facts: guestFacts{vcpus: 1, guestMemory: 2 << 30},
 		res:   v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: q("1Gi")}},
 		want: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{"cpu": q("100m"), "memory": q("2348Mi"), "ephemeral-storage": q("50M"), v1.KVMDevice: q("1")},
+			Requests: corev1.ResourceList{"cpu": q("100m"), "memory": q("1324Mi"), "ephemeral-storage": q("50M"), v1.KVMDevice: q("1")},
 			Limits:   corev1.ResourceList{v1.KVMDevice: q("1")},
 		},
 	}, {

@@ -340,7 +340,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-controller"})
 
 	vmConfig := vm.Config{
-		Client: m.client, VMs: vms, VMIs: vmis,
+		Client: m.client, VMs: vms, VMIs: vmis, KubeVirts: kubevirts,
 		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 	}
 	// CDI's DataVolumes and instance types are watched when the API server
@@ -373,7 +373,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	emulation := m.opts.PodTemplate != nil && m.opts.PodTemplate.EmulationAllowed
 	vmiController, err := vmi.New(vmi.Config{
 		Client: m.client, Kube: m.kube, Renderer: renderer,
-		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes,
+		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: kubevirts,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
 		Validate:      func(v *v1.VirtualMachineInstance) field.ErrorList { return domainxml.Validate(v, emulation) },
@@ -382,7 +382,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		return err
 	}
 	rsController, err := replicaset.New(replicaset.Config{
-		Client: m.client, ReplicaSets: replicaSets, VMIs: vmis,
+		Client: m.client, ReplicaSets: replicaSets, VMIs: vmis, KubeVirts: kubevirts,
 		Recorder: recorder, Workers: m.opts.ReplicaSetWorkers, Observe: m.metrics.observer("virtualmachineinstancereplicaset"),
 	})
 	if err != nil {

@@ -1,12 +1,17 @@
 package v1
 
 import (
+	"errors"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Defaults the SetDefaults_ functions fill in. The machine type is
-// KubeVirt's default for the guest's architecture; the KubeVirt CR's
-// machineType, CPU model and memory overcommit settings are not applied.
+// KubeVirt's default for the guest's architecture; SetClusterDefaults
+// applies the KubeVirt CR's machine type, CPU model, memory overcommit and
+// default network interface on top.
 const (
 	// DefaultDiskBus is the bus of a disk whose bus is unset.
 	DefaultDiskBus = DiskBusVirtio
@@ -56,21 +61,66 @@ func SetDefaults_VirtualMachineInstance(vmi *VirtualMachineInstance) {
 // controllers apply them in the write that creates or first updates a VMI,
 // so no webhook is needed.
 func SetDefaults_VirtualMachineInstanceSpec(spec *VirtualMachineInstanceSpec) {
+	_ = SetClusterDefaults(spec, nil) // without a configuration nothing can fail
+}
+
+// Values of the KubeVirt CR's spec.configuration.network.defaultNetworkInterface.
+const (
+	DefaultNetworkInterfaceBridge     = "bridge"
+	DefaultNetworkInterfaceMasquerade = "masquerade"
+	DefaultNetworkInterfaceSlirp      = "slirp"
+)
+
+// DefaultMemoryOvercommit is the KubeVirt CR's
+// developerConfiguration.memoryOvercommit when unset: 100 percent, the
+// guest's memory requested in full.
+const DefaultMemoryOvercommit = 100
+
+// SetClusterDefaults fills in the defaults of a VMI spec as
+// SetDefaults_VirtualMachineInstanceSpec does, with four of them taken from
+// the KubeVirt CR's spec.configuration cfg, as KubeVirt's virt-api takes
+// them when it admits a VMI (nil cfg: none of them):
+//
+//   - cpuModel is the CPU model of a guest that names none;
+//   - machineType, else architectureConfiguration's machineType for the
+//     guest's architecture, is the machine type of a guest that names none
+//     (KubeVirt's default for the architecture when neither is set);
+//   - developerConfiguration.memoryOvercommit (percent, 100 when unset): a
+//     guest whose memory (domain.memory.guest) is set and whose memory
+//     request is not requests guest × 100 / memoryOvercommit;
+//   - network.defaultNetworkInterface is the binding of the pod interface
+//     added to a guest with no interfaces and no networks: bridge (the
+//     default; refused when network.permitBridgeInterfaceOnPodNetwork is
+//     false), masquerade, or slirp (only with network.permitSlirpInterface).
+//
+// A value it cannot apply is an error naming the field under
+// spec.configuration, and the spec is then left unchanged.
+func SetClusterDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfiguration) error {
 	if spec == nil {
-		return
+		return nil
+	}
+	c, err := resolveClusterDefaults(cfg)
+	if err != nil {
+		return err
 	}
 	setDefaultResourceRequests(&spec.Domain.Resources)
-	setDefaultGuestMemory(&spec.Domain)
+	setDefaultGuestMemory(&spec.Domain, c.overcommit)
+	if c.cpuModel != "" && (spec.Domain.CPU == nil || spec.Domain.CPU.Model == "") {
+		if spec.Domain.CPU == nil {
+			spec.Domain.CPU = &CPU{}
+		}
+		spec.Domain.CPU.Model = c.cpuModel
+	}
 	if spec.Domain.Machine == nil {
 		spec.Domain.Machine = &Machine{}
 	}
 	if spec.Domain.Machine.Type == "" {
-		spec.Domain.Machine.Type = DefaultMachineType(spec.Architecture)
+		spec.Domain.Machine.Type = c.machineType(spec.Architecture)
 	}
 	for i := range spec.Domain.Devices.Disks {
 		setDefaultDiskDevice(&spec.Domain.Devices.Disks[i].DiskDevice)
 	}
-	setDefaultPodInterface(spec)
+	setDefaultPodInterface(spec, c.binding)
 	for i := range spec.Domain.Devices.Interfaces {
 		if spec.Domain.Devices.Interfaces[i].Model == "" {
 			spec.Domain.Devices.Interfaces[i].Model = DefaultInterfaceModel
@@ -80,6 +130,76 @@ func SetDefaults_VirtualMachineInstanceSpec(spec *VirtualMachineInstanceSpec) {
 		grace := DefaultTerminationGracePeriodSeconds
 		spec.TerminationGracePeriodSeconds = &grace
 	}
+	return nil
+}
+
+// clusterDefaults are the KubeVirt CR's settings SetClusterDefaults applies.
+type clusterDefaults struct {
+	cpuModel   string
+	machine    string             // the deprecated machineType, which wins
+	archs      *ArchConfiguration // per-architecture machine types
+	overcommit int64
+	binding    InterfaceBindingMethod
+}
+
+// resolveClusterDefaults checks cfg's settings and fills in KubeVirt's
+// defaults for those it leaves unset.
+func resolveClusterDefaults(cfg *KubeVirtConfiguration) (clusterDefaults, error) {
+	c := clusterDefaults{overcommit: DefaultMemoryOvercommit, binding: InterfaceBindingMethod{Bridge: &InterfaceBridge{}}}
+	if cfg == nil {
+		return c, nil
+	}
+	c.cpuModel, c.machine, c.archs = cfg.CPUModel, cfg.MachineType, cfg.ArchitectureConfiguration
+	if dc := cfg.DeveloperConfiguration; dc != nil && dc.MemoryOvercommit != 0 {
+		if dc.MemoryOvercommit < 0 {
+			return c, fmt.Errorf("spec.configuration.developerConfiguration.memoryOvercommit: %d is not a percentage above 0", dc.MemoryOvercommit)
+		}
+		c.overcommit = int64(dc.MemoryOvercommit)
+	}
+	if n := cfg.Network; n != nil {
+		switch n.DefaultNetworkInterface {
+		case "", DefaultNetworkInterfaceBridge:
+			if n.PermitBridgeInterfaceOnPodNetwork != nil && !*n.PermitBridgeInterfaceOnPodNetwork {
+				return c, errors.New("spec.configuration.network.defaultNetworkInterface: bridge is not permitted on the pod network (network.permitBridgeInterfaceOnPodNetwork is false)")
+			}
+		case DefaultNetworkInterfaceMasquerade:
+			c.binding = InterfaceBindingMethod{Masquerade: &InterfaceMasquerade{}}
+		case DefaultNetworkInterfaceSlirp:
+			if n.PermitSlirpInterface == nil || !*n.PermitSlirpInterface {
+				return c, errors.New("spec.configuration.network.defaultNetworkInterface: slirp is not permitted (network.permitSlirpInterface is not true)")
+			}
+			c.binding = InterfaceBindingMethod{Slirp: &InterfaceSlirp{}}
+		default:
+			return c, fmt.Errorf("spec.configuration.network.defaultNetworkInterface: %q is not bridge, masquerade or slirp", n.DefaultNetworkInterface)
+		}
+	}
+	return c, nil
+}
+
+// machineType is the default machine type of a guest of architecture arch,
+// in KubeVirt's order: machineType, the architecture's machineType,
+// KubeVirt's default for the architecture.
+func (c clusterDefaults) machineType(arch string) string {
+	if c.machine != "" {
+		return c.machine
+	}
+	if c.archs != nil {
+		var a *ArchSpecificConfiguration
+		switch arch {
+		case "", "amd64":
+			a = c.archs.Amd64
+		case "arm64":
+			a = c.archs.Arm64
+		case "ppc64le":
+			a = c.archs.Ppc64le
+		case "s390x":
+			a = c.archs.S390x
+		}
+		if a != nil && a.MachineType != "" {
+			return a.MachineType
+		}
+	}
+	return DefaultMachineType(arch)
 }
 
 // SetDefaults_VirtualMachine fills in the defaults of a VM's template spec.
@@ -142,8 +262,8 @@ func setDefaultDiskDevice(dev *DiskDevice) {
 }
 
 // setDefaultPodInterface connects a guest that lists no interfaces and no
-// networks to the pod network through a bridge, unless autoattach is off.
-func setDefaultPodInterface(spec *VirtualMachineInstanceSpec) {
+// networks to the pod network through binding, unless autoattach is off.
+func setDefaultPodInterface(spec *VirtualMachineInstanceSpec, binding InterfaceBindingMethod) {
 	devices := &spec.Domain.Devices
 	if devices.AutoattachPodInterface != nil && !*devices.AutoattachPodInterface {
 		return
@@ -153,7 +273,7 @@ func setDefaultPodInterface(spec *VirtualMachineInstanceSpec) {
 	}
 	devices.Interfaces = []Interface{{
 		Name:                   DefaultPodNetworkName,
-		InterfaceBindingMethod: InterfaceBindingMethod{Bridge: &InterfaceBridge{}},
+		InterfaceBindingMethod: binding,
 	}}
 	spec.Networks = []Network{{
 		Name:          DefaultPodNetworkName,
@@ -194,8 +314,8 @@ func DefaultMachineType(arch string) string {
 }
 
 // setDefaultGuestMemory sets the guest's memory from the memory request, or
-// the request from the guest's memory.
-func setDefaultGuestMemory(d *DomainSpec) {
+// the request from the guest's memory: overcommit percent of it.
+func setDefaultGuestMemory(d *DomainSpec, overcommit int64) {
 	request, hasRequest := d.Resources.Requests[corev1.ResourceMemory]
 	switch {
 	case hasRequest && (d.Memory == nil || d.Memory.Guest == nil):
@@ -208,6 +328,10 @@ func setDefaultGuestMemory(d *DomainSpec) {
 		if d.Resources.Requests == nil {
 			d.Resources.Requests = corev1.ResourceList{}
 		}
-		d.Resources.Requests[corev1.ResourceMemory] = d.Memory.Guest.DeepCopy()
+		request := d.Memory.Guest.DeepCopy()
+		if overcommit != DefaultMemoryOvercommit {
+			request = *resource.NewQuantity(d.Memory.Guest.Value()*100/overcommit, d.Memory.Guest.Format)
+		}
+		d.Resources.Requests[corev1.ResourceMemory] = request
 	}
 }

@@ -318,3 +318,170 @@ func TestSetDefaultsKubeVirt(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestSetClusterDefaults: the KubeVirt CR's cpuModel, machine types, memory
+// overcommit and default network interface decide the defaults they name,
+// and only where the VMI leaves the field unset.
+func TestSetClusterDefaults(t *testing.T) {
+	guest := func(q string) v1.VirtualMachineInstanceSpec {
+		g := qty(q)
+		return v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Memory: &v1.Memory{Guest: &g}}}
+	}
+	tests := []struct {
+		name string
+		cfg  v1.KubeVirtConfiguration
+		in   v1.VirtualMachineInstanceSpec
+		// check looks at the defaulted spec.
+		check func(t *testing.T, got *v1.VirtualMachineInstanceSpec)
+	}{
+		{
+			name: "cpuModel fills an unset model",
+			cfg:  v1.KubeVirtConfiguration{CPUModel: "Skylake-Client"},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.CPU == nil || got.Domain.CPU.Model != "Skylake-Client" {
+					t.Errorf("cpu = %+v, want model Skylake-Client", got.Domain.CPU)
+				}
+			},
+		},
+		{
+			name: "the VMI's own CPU model wins",
+			cfg:  v1.KubeVirtConfiguration{CPUModel: "Skylake-Client"},
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{CPU: &v1.CPU{Cores: 2, Model: "host-passthrough"}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.CPU.Model != "host-passthrough" || got.Domain.CPU.Cores != 2 {
+					t.Errorf("cpu = %+v, want host-passthrough with 2 cores", got.Domain.CPU)
+				}
+			},
+		},
+		{
+			name: "architectureConfiguration's machine type",
+			cfg:  v1.KubeVirtConfiguration{ArchitectureConfiguration: &v1.ArchConfiguration{Amd64: &v1.ArchSpecificConfiguration{MachineType: "pc-q35-7.2"}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.Machine.Type != "pc-q35-7.2" {
+					t.Errorf("machine type %q, want pc-q35-7.2", got.Domain.Machine.Type)
+				}
+			},
+		},
+		{
+			name: "the deprecated machineType wins over the architecture's",
+			cfg: v1.KubeVirtConfiguration{MachineType: "pc-q35-8.0",
+				ArchitectureConfiguration: &v1.ArchConfiguration{Amd64: &v1.ArchSpecificConfiguration{MachineType: "pc-q35-7.2"}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.Machine.Type != "pc-q35-8.0" {
+					t.Errorf("machine type %q, want pc-q35-8.0", got.Domain.Machine.Type)
+				}
+			},
+		},
+		{
+			name: "the VMI's machine type wins",
+			cfg:  v1.KubeVirtConfiguration{MachineType: "pc-q35-8.0"},
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Machine: &v1.Machine{Type: "q35"}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.Machine.Type != "q35" {
+					t.Errorf("machine type %q, want q35", got.Domain.Machine.Type)
+				}
+			},
+		},
+		{
+			name: "memoryOvercommit 150 requests two thirds of the guest's memory",
+			cfg:  v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: 150}},
+			in:   guest("3Gi"),
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				r := got.Domain.Resources.Requests[corev1.ResourceMemory]
+				if want := qty("2Gi"); r.Cmp(want) != 0 {
+					t.Errorf("memory request %s, want 2Gi", r.String())
+				}
+				if got.Domain.Memory.Guest.Cmp(qty("3Gi")) != 0 {
+					t.Errorf("guest memory changed to %s", got.Domain.Memory.Guest.String())
+				}
+			},
+		},
+		{
+			name: "memoryOvercommit leaves a request the VMI sets",
+			cfg:  v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: 200}},
+			in: func() v1.VirtualMachineInstanceSpec {
+				s := guest("2Gi")
+				s.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: qty("2Gi")}
+				return s
+			}(),
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if r := got.Domain.Resources.Requests[corev1.ResourceMemory]; r.Cmp(qty("2Gi")) != 0 {
+					t.Errorf("memory request %s, want the VMI's 2Gi", r.String())
+				}
+			},
+		},
+		{
+			name: "defaultNetworkInterface masquerade",
+			cfg:  v1.KubeVirtConfiguration{Network: &v1.NetworkConfiguration{DefaultNetworkInterface: "masquerade"}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if len(got.Domain.Devices.Interfaces) != 1 || got.Domain.Devices.Interfaces[0].Masquerade == nil || got.Domain.Devices.Interfaces[0].Bridge != nil {
+					t.Errorf("interfaces = %+v, want one masquerade", got.Domain.Devices.Interfaces)
+				}
+				if len(got.Networks) != 1 || got.Networks[0].Pod == nil {
+					t.Errorf("networks = %+v, want the pod network", got.Networks)
+				}
+			},
+		},
+		{
+			name: "defaultNetworkInterface leaves a VMI that names its interfaces",
+			cfg:  v1.KubeVirtConfiguration{Network: &v1.NetworkConfiguration{DefaultNetworkInterface: "masquerade"}},
+			in: v1.VirtualMachineInstanceSpec{
+				Domain:   v1.DomainSpec{Devices: v1.Devices{Interfaces: []v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}}}}},
+				Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}},
+			},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if got.Domain.Devices.Interfaces[0].Bridge == nil || got.Domain.Devices.Interfaces[0].Masquerade != nil {
+					t.Errorf("interfaces = %+v, want the VMI's bridge", got.Domain.Devices.Interfaces)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in.DeepCopy()
+			if err := v1.SetClusterDefaults(got, &tt.cfg); err != nil {
+				t.Fatalf("SetClusterDefaults: %v", err)
+			}
+			tt.check(t, got)
+			again := got.DeepCopy()
+			if err := v1.SetClusterDefaults(again, &tt.cfg); err != nil {
+				t.Fatalf("SetClusterDefaults again: %v", err)
+			}
+			if diff := cmp.Diff(got, again, equateQuantities); diff != "" {
+				t.Errorf("defaulting twice changed the spec again (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSetClusterDefaultsRefuses: a setting that cannot be applied is an
+// error naming its field, and the spec is left as it was.
+func TestSetClusterDefaultsRefuses(t *testing.T) {
+	no := false
+	tests := []struct {
+		name string
+		cfg  v1.KubeVirtConfiguration
+		want string
+	}{
+		{"unknown binding", v1.KubeVirtConfiguration{Network: &v1.NetworkConfiguration{DefaultNetworkInterface: "passt"}},
+			`spec.configuration.network.defaultNetworkInterface: "passt" is not bridge, masquerade or slirp`},
+		{"bridge not permitted", v1.KubeVirtConfiguration{Network: &v1.NetworkConfiguration{PermitBridgeInterfaceOnPodNetwork: &no}},
+			"spec.configuration.network.defaultNetworkInterface: bridge is not permitted on the pod network (network.permitBridgeInterfaceOnPodNetwork is false)"},
+		{"slirp not permitted", v1.KubeVirtConfiguration{Network: &v1.NetworkConfiguration{DefaultNetworkInterface: "slirp"}},
+			"spec.configuration.network.defaultNetworkInterface: slirp is not permitted (network.permitSlirpInterface is not true)"},
+		{"negative overcommit", v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: -5}},
+			"spec.configuration.developerConfiguration.memoryOvercommit: -5 is not a percentage above 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &v1.VirtualMachineInstanceSpec{}
+			err := v1.SetClusterDefaults(spec, &tt.cfg)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("SetClusterDefaults = %v, want %q", err, tt.want)
+			}
+			if diff := cmp.Diff(&v1.VirtualMachineInstanceSpec{}, spec); diff != "" {
+				t.Errorf("a refused configuration changed the spec:\n%s", diff)
+			}
+		})
+	}
+}

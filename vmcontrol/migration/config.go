@@ -5,6 +5,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 )
 
 // KubeVirt's defaults of spec.configuration.migrations.
@@ -57,24 +58,10 @@ func ResolveConfiguration(cfg *v1.MigrationConfiguration) *v1.MigrationConfigura
 	return out
 }
 
-// kubeVirtConfig is the configuration of the KubeVirt CR in the store (the
-// first one; a cluster has one), or nil.
-func kubeVirtConfig(store cache.Store) *v1.KubeVirtConfiguration {
-	if store == nil {
-		return nil
-	}
-	for _, o := range store.List() {
-		if kv, ok := o.(*v1.KubeVirt); ok && kv.DeletionTimestamp == nil {
-			return &kv.Spec.Configuration
-		}
-	}
-	return nil
-}
-
 // Configuration is the migration configuration of the KubeVirt CR in
 // store (nil or empty: KubeVirt's defaults), resolved.
 func Configuration(store cache.Store) *v1.MigrationConfiguration {
-	if kv := kubeVirtConfig(store); kv != nil {
+	if kv := kvconfig.Configuration(store); kv != nil {
 		return ResolveConfiguration(kv.MigrationConfiguration)
 	}
 	return ResolveConfiguration(nil)
@@ -87,7 +74,7 @@ func EvictionStrategy(vmi *v1.VirtualMachineInstance, store cache.Store) *v1.Evi
 	if vmi.Spec.EvictionStrategy != nil {
 		return vmi.Spec.EvictionStrategy
 	}
-	if kv := kubeVirtConfig(store); kv != nil {
+	if kv := kvconfig.Configuration(store); kv != nil {
 		return kv.EvictionStrategy
 	}
 	return nil

@@ -49,6 +49,11 @@ type Config struct {
 	// caller starts them.
 	ReplicaSets cache.SharedIndexInformer
 	VMIs        cache.SharedIndexInformer
+	// KubeVirts, if set, is a shared informer of the KubeVirt CR, started
+	// by the caller: its configuration decides some defaults of the VMIs
+	// the controller creates (see NewVMI), read at each creation. Without
+	// it, KubeVirt's defaults.
+	KubeVirts cache.SharedIndexInformer
 	// Recorder records events on replica sets; events are dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default DefaultWorkers).
@@ -63,6 +68,7 @@ type Controller struct {
 	rsLister  listers.VirtualMachineInstanceReplicaSetLister
 	vmiLister listers.VirtualMachineInstanceLister
 	synced    []cache.InformerSynced
+	kubevirts cache.Store // the KubeVirt CR; nil without it
 	recorder  record.EventRecorder
 	exp       *expectations.Expectations
 	stale     *reconcile.Superseded
@@ -91,6 +97,10 @@ func New(cfg Config) (*Controller, error) {
 		exp:       expectations.New(0),
 		stale:     reconcile.NewSuperseded(),
 		now:       time.Now,
+	}
+	if cfg.KubeVirts != nil {
+		c.kubevirts = cfg.KubeVirts.GetStore()
+		c.synced = append(c.synced, cfg.KubeVirts.HasSynced)
 	}
 	c.loop = &reconcile.Loop{
 		Name:    "virtualmachineinstancereplicaset",

@@ -20,7 +20,7 @@ func ExampleNewVMI() {
 			Template: &v1.VirtualMachineInstanceTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}},
 		},
 	}
-	vmi, err := replicaset.NewVMI(rs)
+	vmi, err := replicaset.NewVMI(rs, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -29,7 +29,7 @@ func ExampleNewVMI() {
 	fmt.Println(vmi.Spec.Domain.Devices.Interfaces[0].Name, vmi.Spec.Networks[0].Pod != nil)
 
 	rs.Spec.Template.ObjectMeta.Labels = map[string]string{"app": "db"}
-	_, err = replicaset.NewVMI(rs)
+	_, err = replicaset.NewVMI(rs, nil)
 	fmt.Println(err)
 	// Output:
 	// default/web map[app:web] VirtualMachineInstanceReplicaSet web

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 )
 
 // Reasons of the ReplicaFailure condition and of the events.
@@ -140,7 +141,7 @@ func (c *Controller) scale(ctx context.Context, key string, rs *v1.VirtualMachin
 // createVMIs creates n VMIs in slow-start batches (1, 2, 4, …), stopping
 // after the first batch with an error.
 func (c *Controller) createVMIs(ctx context.Context, key string, rs *v1.VirtualMachineInstanceReplicaSet, n int, out *outcome) error {
-	template, err := NewVMI(rs)
+	template, err := NewVMI(rs, kvconfig.Of(c.kubevirts))
 	if err != nil {
 		out.failure = failure(ReasonFailedCreate, err.Error())
 		return nil // the spec must change; its update brings us back
@@ -253,8 +254,9 @@ func replicas(rs *v1.VirtualMachineInstanceReplicaSet) int32 {
 // NewVMI is the VMI the replica set creates from its template: a name
 // generated from the replica set's, the template's labels and
 // annotations, a controller reference to the replica set, and the spec
-// defaults filled in (v1.SetDefaults_VirtualMachineInstance).
-func NewVMI(rs *v1.VirtualMachineInstanceReplicaSet) (*v1.VirtualMachineInstance, error) {
+// defaults filled in with the configuration of the KubeVirt CR kv
+// (v1.SetClusterDefaults; kv nil: KubeVirt's defaults).
+func NewVMI(rs *v1.VirtualMachineInstanceReplicaSet, kv *v1.KubeVirt) (*v1.VirtualMachineInstance, error) {
 	if rs.Spec.Template == nil {
 		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: spec.template is required", rs.Namespace, rs.Name)
 	}
@@ -276,7 +278,9 @@ func NewVMI(rs *v1.VirtualMachineInstanceReplicaSet) (*v1.VirtualMachineInstance
 		},
 		Spec: tmpl.Spec,
 	}
-	v1.SetDefaults_VirtualMachineInstance(vmi)
+	if err := kvconfig.SetDefaults(&vmi.Spec, kv); err != nil {
+		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
+	}
 	return vmi, nil
 }
 

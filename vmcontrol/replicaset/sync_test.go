@@ -296,7 +296,7 @@ func TestAdoptAndRelease(t *testing.T) {
 
 func TestNewVMI(t *testing.T) {
 	rs := newRS(1)
-	v, err := NewVMI(rs)
+	v, err := NewVMI(rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestNewVMI(t *testing.T) {
 		t.Errorf("spec defaults not filled in: %+v", v.Spec)
 	}
 	rs.Spec.Template = nil
-	if _, err := NewVMI(rs); err == nil {
+	if _, err := NewVMI(rs, nil); err == nil {
 		t.Error("no template: want an error")
 	}
 }

@@ -76,6 +76,13 @@ type Config struct {
 	// an instance type or preference from a volume's labels
 	// (inferFromVolume). Optional.
 	Claims cache.SharedIndexInformer
+	// KubeVirts, if set, is a shared informer of the KubeVirt CR, started
+	// by the caller. Its spec.configuration's cpuModel, machine types,
+	// memoryOvercommit and network.defaultNetworkInterface decide those
+	// defaults of the instances the controller creates
+	// (v1.SetClusterDefaults), read at each start: a change applies to the
+	// next VM started, without a restart. Without it, KubeVirt's defaults.
+	KubeVirts cache.SharedIndexInformer
 	// Recorder records events on VMs; events are dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default 3, as KubeVirt).
@@ -98,11 +105,13 @@ type Controller struct {
 	// them); claims (nil without them) are read to infer them.
 	it     *instancetypes
 	claims corelisters.PersistentVolumeClaimLister
-	exp    *expectations.Expectations
-	stale  *reconcile.Superseded
-	loop   *reconcile.Loop
-	now    func() time.Time
-	jitter func() float64
+	// kubevirts holds the KubeVirt CR (nil without it).
+	kubevirts cache.Store
+	exp       *expectations.Expectations
+	stale     *reconcile.Superseded
+	loop      *reconcile.Loop
+	now       func() time.Time
+	jitter    func() float64
 }
 
 // New wires the controller to its informers. Call Start to run it.
@@ -163,6 +172,10 @@ func New(cfg Config) (*Controller, error) {
 		}
 	case set != 0 || cfg.RevisionClient != nil:
 		return nil, errors.New("vm controller: Instancetypes, ClusterInstancetypes, Preferences, ClusterPreferences, Revisions and RevisionClient go together")
+	}
+	if cfg.KubeVirts != nil {
+		c.kubevirts = cfg.KubeVirts.GetStore()
+		c.synced = append(c.synced, cfg.KubeVirts.HasSynced)
 	}
 	if cfg.Claims != nil {
 		c.claims = corelisters.NewPersistentVolumeClaimLister(cfg.Claims.GetIndexer())

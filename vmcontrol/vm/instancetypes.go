@@ -47,6 +47,9 @@ type Expansion struct {
 	// the Ignore policy, under which the template's domain.memory is only a
 	// fallback for when inference fails (as in KubeVirt).
 	DropTemplateMemory bool
+	// Cluster, if set, is the KubeVirt CR whose configuration decides the
+	// defaults v1.SetClusterDefaults names; nil: KubeVirt's defaults.
+	Cluster *v1.KubeVirt
 }
 
 // instancetypes are a controller's sources of instance types, preferences

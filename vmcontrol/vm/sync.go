@@ -21,6 +21,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
 
@@ -337,6 +338,7 @@ func everRan(vmi *v1.VirtualMachineInstance) bool {
 // startVMI creates the VM's instance from its template and expansion under
 // expectations.
 func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine, x Expansion, paused bool) (*v1.VirtualMachineInstance, error) {
+	x.Cluster = kvconfig.Of(c.kubevirts)
 	vmi, err := NewExpandedVMI(vm, x)
 	if err != nil {
 		return nil, err
@@ -370,8 +372,9 @@ func NewVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, error) {
 
 // NewExpandedVMI is NewVMI with the VM's instance type and preference
 // expanded into the instance (as vmapi/instancetype.Apply does, before the
-// defaults), annotated with their names as KubeVirt does. A template that
-// conflicts with the instance type is an instancetype.Conflicts error.
+// defaults), annotated with their names as KubeVirt does, and with the
+// defaults of x.Cluster's configuration (v1.SetClusterDefaults). A template
+// that conflicts with the instance type is an instancetype.Conflicts error.
 func NewExpandedVMI(vm *v1.VirtualMachine, x Expansion) (*v1.VirtualMachineInstance, error) {
 	if vm.Spec.Template == nil {
 		return nil, fmt.Errorf("VirtualMachine %s/%s: spec.template is required to start it", vm.Namespace, vm.Name)
@@ -412,7 +415,9 @@ func NewExpandedVMI(vm *v1.VirtualMachine, x Expansion) (*v1.VirtualMachineInsta
 		return nil, fmt.Errorf("VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, c)
 	}
 	instancetype.Annotate(&vmi.ObjectMeta, x.InstancetypeRef, x.PreferenceRef)
-	v1.SetDefaults_VirtualMachineInstance(vmi)
+	if err := kvconfig.SetDefaults(&vmi.Spec, x.Cluster); err != nil {
+		return nil, fmt.Errorf("VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, err)
+	}
 	if defaultInterface && x.Preference != nil && x.Preference.Devices != nil && x.Preference.Devices.PreferredInterfaceModel != "" {
 		for i := range vmi.Spec.Domain.Devices.Interfaces {
 			vmi.Spec.Domain.Devices.Interfaces[i].Model = x.Preference.Devices.PreferredInterfaceModel

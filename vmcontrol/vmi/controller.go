@@ -91,6 +91,12 @@ type Config struct {
 	// event naming the fields, instead of a pod whose launcher fails to
 	// convert it.
 	Validate func(*v1.VirtualMachineInstance) field.ErrorList
+	// KubeVirts, if set, is a shared informer of the KubeVirt CR, started
+	// by the caller: its configuration decides some defaults of a VMI
+	// created without the VM or replica-set controller
+	// (v1.SetClusterDefaults), read when the controller first writes the
+	// VMI. Without it, KubeVirt's defaults.
+	KubeVirts cache.SharedIndexInformer
 	// Recorder records events on VMIs; dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default 10, as KubeVirt).
@@ -114,6 +120,7 @@ type Controller struct {
 	synced        []cache.InformerSynced
 	renderer      PodRenderer
 	validate      func(*v1.VirtualMachineInstance) field.ErrorList
+	kubevirts     cache.Store // the KubeVirt CR; nil without it
 	recorder      record.EventRecorder
 	exp           *expectations.Expectations
 	stale         *reconcile.Superseded
@@ -166,6 +173,10 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.DataVolumes != nil && cfg.Claims == nil {
 		return nil, errors.New("vmi controller: DataVolumes need Claims")
+	}
+	if cfg.KubeVirts != nil {
+		c.kubevirts = cfg.KubeVirts.GetStore()
+		c.synced = append(c.synced, cfg.KubeVirts.HasSynced)
 	}
 	if cfg.Claims != nil {
 		if err := c.watchClaims(cfg); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 )
 
@@ -91,7 +92,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		return c.writeStatus(ctx, key, vmi, obs)
 	}
 
-	defaulted := vmi.Status.Phase == v1.VmPhaseUnset && setDefaults(vmi)
+	var defaulted bool
+	if vmi.Status.Phase == v1.VmPhaseUnset || (vmi.Status.Phase == v1.Pending && len(pods) == 0) {
+		defaulted, err = setDefaults(vmi, kvconfig.Of(c.kubevirts))
+		if err != nil {
+			// The cluster's configuration cannot be applied: no pod until
+			// it is fixed (KubeVirt's admission would refuse the VMI).
+			return c.refuseDefaults(ctx, key, vmi, obs, err)
+		}
+	}
 	if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) || defaulted {
 		if !slices.Contains(vmi.Finalizers, v1.VirtualMachineControllerFinalizer) {
 			vmi.Finalizers = append(vmi.Finalizers, v1.VirtualMachineControllerFinalizer)
@@ -125,16 +134,35 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// setDefaults fills in the spec defaults of a new VMI (v1.SetDefaults_
-// VirtualMachineInstance: the default pod interface, buses, grace period,
-// requests) and reports whether anything changed. KubeVirt's admission
-// webhook does this at creation; here the controller's first write of the
-// VMI does it, before the launcher pod is rendered, so the stored VMI shows
+// setDefaults fills in the spec defaults of a new VMI (v1.SetClusterDefaults
+// with kv's configuration: the default pod interface, buses, grace period,
+// requests, machine type, CPU model) and reports whether anything changed.
+// KubeVirt's admission webhook does this at creation; here the controller's
+// first write of the VMI does it, before the launcher pod is rendered, so the stored VMI shows
 // what the guest gets. A VMI the VM controller created has them already.
-func setDefaults(vmi *v1.VirtualMachineInstance) bool {
+func setDefaults(vmi *v1.VirtualMachineInstance, kv *v1.KubeVirt) (bool, error) {
 	before := vmi.Spec.DeepCopy()
-	v1.SetDefaults_VirtualMachineInstance(vmi)
-	return !equality.Semantic.DeepEqual(before, &vmi.Spec)
+	if err := kvconfig.SetDefaults(&vmi.Spec, kv); err != nil {
+		return false, err
+	}
+	return !equality.Semantic.DeepEqual(before, &vmi.Spec), nil
+}
+
+// refuseDefaults reports a KubeVirt CR configuration the VMI's defaults
+// cannot be taken from: a Synchronized=False condition with reason
+// InvalidSpec naming the CR's field, and one event per change of it. The VMI
+// stays Pending without a pod, and the sync fails so that it is retried
+// with back-off; defaults are applied again at each sync until the VMI has
+// a pod, so a fixed configuration applies at the next one.
+func (c *Controller) refuseDefaults(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, obs observation, err error) error {
+	obs.syncErr = &syncError{reason: ReasonInvalidSpec, err: fmt.Errorf("cannot default VirtualMachineInstance %s: %w", key, err)}
+	if old := vmi.VMICondition(v1.VirtualMachineInstanceSynchronized); old == nil || old.Message != obs.syncErr.err.Error() {
+		c.recorder.Event(vmi, corev1.EventTypeWarning, ReasonInvalidSpec, obs.syncErr.err.Error())
+	}
+	if werr := c.writeStatus(ctx, key, vmi, obs); werr != nil {
+		return werr
+	}
+	return obs.syncErr.err // retried with back-off: an edit of the CR does not enqueue VMIs
 }
 
 // writeStatus computes the status and, once the VMI is scheduled, the

@@ -16,6 +16,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -410,4 +411,51 @@ func hasReady(vmi *v1.VirtualMachineInstance) bool {
 		}
 	}
 	return false
+}
+
+// TestDirectVMIDefaultsFromKubeVirt: a VMI created directly gets the
+// defaults the KubeVirt CR configures; while the CR holds a setting that
+// cannot be applied it gets no pod, a Synchronized=False condition naming
+// the CR's field, and a retry; once fixed, the next sync creates its pod.
+func TestDirectVMIDefaultsFromKubeVirt(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vmi", Namespace: "ns", UID: "vmi-uid"}}
+	h := newHarness(t, fakeRenderer{}, vmi)
+	kv := &v1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
+	kv.Spec.Configuration.CPUModel = "Westmere"
+	kv.Spec.Configuration.Network = &v1.NetworkConfiguration{DefaultNetworkInterface: "bridge", PermitBridgeInterfaceOnPodNetwork: v1.BoolPtr(false)}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = store.Add(kv)
+	h.c.kubevirts = store
+
+	err := h.c.sync(context.Background(), "ns/vmi")
+	if err == nil || !strings.Contains(err.Error(), "KubeVirt kubevirt/kubevirt: spec.configuration.network.defaultNetworkInterface: bridge is not permitted") {
+		t.Fatalf("sync = %v, want an error naming the KubeVirt CR's field", err)
+	}
+	if pods, _ := h.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Fatalf("%d pods created under a configuration that cannot be applied", len(pods.Items))
+	}
+	got := h.vmi(t)
+	c := got.VMICondition(v1.VirtualMachineInstanceSynchronized)
+	if got.Status.Phase != v1.Pending || c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonInvalidSpec ||
+		!strings.Contains(c.Message, "spec.configuration.network.defaultNetworkInterface") {
+		t.Fatalf("phase %q condition %+v", got.Status.Phase, c)
+	}
+
+	kv.Spec.Configuration.Network = &v1.NetworkConfiguration{DefaultNetworkInterface: "masquerade"}
+	_ = store.Update(kv)
+	got.ResourceVersion = "2" // a new version, as the informer would see
+	_ = h.c.vmiIndexer.Update(got)
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if pods, _ := h.kube.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 1 {
+		t.Fatalf("%d pods after the configuration was fixed, want 1", len(pods.Items))
+	}
+	got = h.vmi(t)
+	if got.Spec.Domain.CPU == nil || got.Spec.Domain.CPU.Model != "Westmere" {
+		t.Errorf("cpu %+v, want the CR's Westmere", got.Spec.Domain.CPU)
+	}
+	if ifs := got.Spec.Domain.Devices.Interfaces; len(ifs) != 1 || ifs[0].Masquerade == nil {
+		t.Errorf("interfaces %+v, want the CR's default masquerade", ifs)
+	}
 }
