@@ -653,6 +653,8 @@ func TestContainerDiskBoot(t *testing.T) {
 		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, v.banner) }) {
 			t.Errorf("%s: the console shows no %q line (not booted by its disk's boot loader?): %q", name, v.banner, lines)
 		}
+		pod := launcherPod(t, c, vmi)
+		logMemory(t, c, vmi, &pod) // docs/performance.md: the disk guest's launcher beside its memory
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,15 +84,23 @@ func sample(body, family string, want ...string) (float64, bool) {
 
 // TestMetrics scrapes the installed components as a Prometheus reading
 // their pods' annotations would: virt-handler exports KubeVirt's per-VMI
-// metrics of a running VM (vCPU and CPU time that grow, its memory,
-// labelled with its node, namespace and name), virt-controller its kubevirt_vmi_info and kubevirt_vmi_phase_count
-// and which replica leads.
+// metrics of a running VM (vCPU and CPU time that grow, its memory, the
+// bytes its disk read and its interface carried, labelled with its node,
+// namespace and name), virt-controller its kubevirt_vmi_info and
+// kubevirt_vmi_phase_count and which replica leads. The VM is
+// examples/vm-disk.yaml's: it boots from its disk (storage reads) and
+// answers HTTP on the pod network (network traffic).
 func TestMetrics(t *testing.T) {
 	c := need(t)
 	ctx := t.Context()
 	name := "metrics"
-	createVM(t, c, tinyVM(t, name, v1.RunStrategyAlways))
-	vmi := waitVMI(t, c, name, "Running", running)
+	createVM(t, c, exampleVM(t, "vm-disk.yaml", name, v1.RunStrategyAlways))
+	vmi := waitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		return running(vmi) && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	httpGetUntil(t, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
+	disk := vmi.Spec.Domain.Devices.Disks[0].Name
+	iface := vmi.Spec.Domain.Devices.Interfaces[0].Name
 
 	pods := func(component string) []corev1.Pod {
 		t.Helper()
@@ -132,11 +141,31 @@ func TestMetrics(t *testing.T) {
 		}
 		return true, ""
 	})
-	for _, family := range []string{"kubevirt_vmi_vcpu_seconds_total", "kubevirt_vmi_cpu_usage_seconds_total", "kubevirt_vmi_memory_resident_bytes",
-		"kubevirt_vmi_memory_domain_bytes"} {
-		v, ok := sample(body, family, labels...)
+	active := []struct {
+		family string
+		label  string // the device's label, if the family has one
+	}{
+		{"kubevirt_vmi_vcpu_seconds_total", ""}, {"kubevirt_vmi_cpu_usage_seconds_total", ""},
+		{"kubevirt_vmi_memory_resident_bytes", ""}, {"kubevirt_vmi_memory_domain_bytes", ""},
+		{"kubevirt_vmi_storage_read_traffic_bytes_total", `drive="` + disk + `"`},
+		{"kubevirt_vmi_storage_iops_read_total", `drive="` + disk + `"`},
+		{"kubevirt_vmi_network_receive_bytes_total", `interface="` + iface + `"`},
+		{"kubevirt_vmi_network_transmit_bytes_total", `interface="` + iface + `"`},
+		{"kubevirt_vmi_network_receive_packets_total", `interface="` + iface + `"`},
+	}
+	for _, a := range active {
+		want := labels
+		if a.label != "" {
+			want = append(slices.Clone(labels), a.label)
+		}
+		v, ok := sample(body, a.family, want...)
 		if !ok || v <= 0 {
-			t.Errorf("virt-handler: %s of the running VMI = %v (found %v), want > 0", family, v, ok)
+			t.Errorf("virt-handler: %s{%s} of the running VMI = %v (found %v), want > 0", a.family, strings.Join(want, ","), v, ok)
+		}
+	}
+	for _, family := range []string{"kubevirt_vmi_storage_write_traffic_bytes_total", "kubevirt_vmi_network_receive_errors_total", "kubevirt_vmi_network_transmit_packets_dropped_total"} {
+		if _, ok := sample(body, family, labels...); !ok {
+			t.Errorf("virt-handler: no %s of the running VMI", family)
 		}
 	}
 	vcpu, _ := sample(body, "kubevirt_vmi_vcpu_seconds_total", labels...)
