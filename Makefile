@@ -16,11 +16,12 @@ all: test
 
 ## test: install what the tests need, check generated code and lint, run every test.
 ## test/e2e, the longest package (about 20 minutes), is listed first so that go test builds and
-## starts it first and the other packages run beside it. The two-node end-to-end tests run after
-## the others: only one cluster runs on a machine, and test/e2e's single-node cluster would
-## otherwise wait for theirs (or they for it).
+## starts it first and the other packages run beside it; internal/testenv, whose node test waits
+## for test/e2e's node (one kubelet per machine), is listed last so that its wait holds up no
+## other package. The two-node end-to-end tests run after the others: only one cluster runs on a
+## machine, and test/e2e's single-node cluster would otherwise wait for theirs (or they for it).
 test: test-deps verify lint
-	go test $(GO_TEST_FLAGS) ./test/e2e $$(go list ./... | grep -v -e /test/e2e2node -e '/test/e2e$$')
+	go test $(GO_TEST_FLAGS) ./test/e2e $$(go list ./... | grep -v -e /test/e2e2node -e '/test/e2e$$' -e /internal/testenv) ./internal/testenv
 	go test $(GO_TEST_FLAGS) ./test/e2e2node
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 

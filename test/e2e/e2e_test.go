@@ -586,13 +586,20 @@ func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int3
 }
 
 // httpGetUntil GETs url until the body contains want, and returns it. Each
-// attempt is a new connection given 500 ms (the pod network is local): a
-// SYN sent before the guest had its address is not left to TCP's 1 s
-// retransmission, so the first answer is seen within 750 ms of the guest
-// being able to give it.
+// attempt is a new connection given 500 ms to connect (the pod network is
+// local): a SYN sent before the guest had its address is not left to TCP's
+// 1 s retransmission, so the first answer is seen within 750 ms of the
+// guest being able to give it (the benchmarks time it). Once connected, an
+// attempt waits up to 5 s for the answer: a guest under TCG on a loaded
+// machine may take seconds to run a CGI, and an attempt given up early
+// leaves its CGI running in the guest, piling work on a slow guest.
 func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
 	t.Helper()
-	client := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Timeout: 6 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives:     true,
+		DialContext:           (&net.Dialer{Timeout: 500 * time.Millisecond}).DialContext,
+		ResponseHeaderTimeout: 5 * time.Second,
+	}}
 	var body string
 	waitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
 		resp, err := client.Get(url)
