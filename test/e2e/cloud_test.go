@@ -55,13 +55,13 @@ ethernets:
 // with cloud-init, qemu-ga and OpenSSH from the vmkit/cloud-guest container
 // disk) twice at once and checks inside each guest that cloud-init applied
 // what the VMI gave it:
-//   - vm-cloud is examples/vm-cloud.yaml as it is (NoCloud, inline user
-//     data creating user vmkit and writing /etc/vmkit/hello) plus the
-//     test's SSH key in that user data, inline network data and
+//   - vm-cloud is examples/vm-cloud.yaml (NoCloud, user data creating user
+//     vmkit and writing /etc/vmkit/hello) plus the test's SSH key in that
+//     user data, given in base64 (userDataBase64), inline network data and
 //     spec.hostname;
-//   - vm-cloud-drive is the same guest with a ConfigDrive: the same user
-//     data from a Secret (key userdata), OpenStack network_data.json in
-//     base64, and the VMI's name as hostname.
+//   - vm-cloud-drive is the same guest with a ConfigDrive on a SCSI CD-ROM:
+//     the same user data from a Secret (key userdata), OpenStack
+//     network_data.json in base64, and the VMI's name as hostname.
 //
 // For each: the runcmd line on the serial console names the user, hostname
 // and file; the guest agent connects and reports Debian and the hostname
@@ -83,7 +83,10 @@ func TestCloudInit(t *testing.T) {
 		t.Fatal("examples/vm-cloud.yaml: volume cloudinitdisk must be cloudInitNoCloud with inline userData")
 	}
 	userData := withAuthorizedKey(t, vol.CloudInitNoCloud.UserData, "vmkit", authorizedKey)
-	vol.CloudInitNoCloud.UserData = userData
+	// In base64 here (userDataBase64); TestAccessCredentials boots the
+	// example's inline user data as it is.
+	vol.CloudInitNoCloud.UserData = ""
+	vol.CloudInitNoCloud.UserDataBase64 = base64.StdEncoding.EncodeToString([]byte(userData))
 	vol.CloudInitNoCloud.NetworkData = fmt.Sprintf(noCloudNetwork, "02:00:00:c1:00:01", "192.168.123.45")
 	// A blank data disk on a fresh, empty Filesystem claim of 24 MiB: the
 	// launcher creates its disk.img, and the guest sees a disk of the
@@ -108,6 +111,13 @@ func TestCloudInit(t *testing.T) {
 	drive := exampleVM(t, "vm-cloud.yaml", "vm-cloud-drive", v1.RunStrategyAlways)
 	spec = &drive.Spec.Template.Spec
 	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:02"
+	// The config drive as a CD-ROM on the SCSI bus (Debian's cloud kernel
+	// has no AHCI driver for a SATA one): cloud-init finds it by its label.
+	for i := range spec.Domain.Devices.Disks {
+		if spec.Domain.Devices.Disks[i].Name == "cloudinitdisk" {
+			spec.Domain.Devices.Disks[i].DiskDevice = v1.DiskDevice{CDRom: &v1.CDRomTarget{Bus: v1.DiskBusSCSI}}
+		}
+	}
 	volumeNamed(t, spec, "cloudinitdisk").VolumeSource = v1.VolumeSource{CloudInitConfigDrive: &v1.CloudInitConfigDriveSource{
 		UserDataSecretRef: &corev1.LocalObjectReference{Name: secret.Name},
 		NetworkDataBase64: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, configDriveNetwork, "02:00:00:c1:00:02", "192.168.124.45")),
@@ -185,6 +195,11 @@ func TestCloudInit(t *testing.T) {
 				}
 			}
 			if g.vm != noCloud {
+				// The config drive is the guest's SCSI CD-ROM.
+				out = run("sudo -n blkid -o value -s LABEL /dev/sr0; cat /sys/block/sr0/device/type")
+				if !slices.Equal(strings.Fields(out), []string{"config-2", "5"}) {
+					t.Errorf("%s: /dev/sr0 label and SCSI type %q, want the config drive (config-2) on a CD-ROM (type 5)", name, out)
+				}
 				return
 			}
 			// The disk on the empty claim: 24 MiB as the guest sees it.
