@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/cluster"
@@ -28,6 +31,28 @@ func TestKubeletRestartKeepsVMs(t *testing.T) {
 	if err != nil || len(handlers.Items) != 1 {
 		t.Fatalf("virt-handler pods: %d (%v)", len(handlers.Items), err)
 	}
+	// Every value the node's schedulable label takes from here on: a
+	// starting agent must never write false (the old agent did, and its
+	// first heartbeat wrote true again within a second, too soon for the
+	// kubelet restart to catch it every time; the watch always does).
+	node := before.Status.NodeName
+	watch, err := c.Kube.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	labels := make(chan string, 1)
+	go func() {
+		var seen []string
+		for ev := range watch.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				if v := n.Labels[v1.NodeSchedulable]; len(seen) == 0 || seen[len(seen)-1] != v {
+					seen = append(seen, v)
+				}
+			}
+		}
+		labels <- strings.Join(seen, " ")
+	}()
 	if err := c.Kube.CoreV1().Pods(cluster.Namespace).Delete(t.Context(), handlers.Items[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +92,10 @@ func TestKubeletRestartKeepsVMs(t *testing.T) {
 		t.Fatalf("launcher pod %s is %s after the kubelet restart: %s", pod.Name, pod.Status.Phase, pod.Status.Message)
 	}
 	console(t, c, vm.Name)
+	watch.Stop()
+	seen := <-labels
+	if seen == "" || slices.Contains(strings.Fields(seen), "false") {
+		t.Errorf("node %s's %s label took the values %q through the agent's restart, want true throughout", node, v1.NodeSchedulable, seen)
+	}
+	t.Logf("node %s's %s label through the agent's and the kubelet's restarts: %s", node, v1.NodeSchedulable, seen)
 }
