@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,10 @@ func TestLibvirtdKilledComesBack(t *testing.T) {
 	if got := qemuPIDs(t, nl.ns); len(got) != 1 || got[0] != qemu[0] {
 		t.Fatalf("QEMU processes %v after the restart, want the same %v", got, qemu)
 	}
+	// The serial console still reaches the guest: what a client types
+	// comes back, echoed by the guest's tty.
+	echoed := consoleEcho(ctx, t, nl.c, "vmkit-after-libvirtd-restart")
+	t.Logf("the console echoed a line typed %v after libvirtd was killed", echoed.Sub(killed).Round(time.Millisecond))
 
 	nl.shutdown(ctx, t)
 	final, err := launcher.ReadFinal(nl.dirs["share"], nl.uid)
@@ -153,4 +158,47 @@ func (nl *nonRootLauncher) libvirtd(t *testing.T) int {
 	}
 	t.Fatal("no libvirtd under the launcher's supervisor")
 	return 0
+}
+
+// consoleEcho types word and a newline on the launcher's serial console
+// and waits until the guest's tty echoes word back; it returns when.
+func consoleEcho(ctx context.Context, t *testing.T, c *launcher.Client, word string) time.Time {
+	t.Helper()
+	console, err := c.Console(ctx, false)
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	defer console.Close()
+	if _, err := io.WriteString(console, word+"\n"); err != nil {
+		t.Fatalf("typing on the console: %v", err)
+	}
+	found := make(chan time.Time, 1)
+	go func() {
+		var seen strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := console.Read(buf)
+			seen.Write(buf[:n])
+			if strings.Contains(seen.String(), word) {
+				found <- time.Now()
+				return
+			}
+			if err != nil {
+				close(found)
+				return
+			}
+		}
+	}()
+	select {
+	case at, ok := <-found:
+		if !ok {
+			t.Fatal("the console closed before the guest echoed what was typed")
+		}
+		return at
+	case <-time.After(30 * time.Second):
+		t.Fatal("the guest did not echo what was typed on the console within 30 s")
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	return time.Time{}
 }
