@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -620,13 +621,22 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 // (SeaBIOS, then SYSLINUX on the serial console), and with UEFI as
 // vm-efi.yaml is (secure boot) and with secure boot off (OVMF, Debian's
 // signed shim and GRUB, which greets on the serial console). Each guest
-// answers HTTP on its pod IP.
+// answers HTTP on its pod IP. The BIOS guest names its image's path in the
+// container disk and has an emptyDisk, which it writes and reads back.
 func TestContainerDiskBoot(t *testing.T) {
 	c := need(t)
 	bios := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
 	if fw := bios.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
 		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
 	}
+	// The BIOS guest also names its image's path in the container disk
+	// and gets an empty 16Mi scratch disk, its /dev/vdb.
+	biosSpec := &bios.Spec.Template.Spec
+	volumeNamed(t, biosSpec, "rootdisk").ContainerDisk.Path = "/disk/tiny.img"
+	biosSpec.Domain.Devices.Disks = append(biosSpec.Domain.Devices.Disks, v1.Disk{Name: "scratch",
+		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
+	biosSpec.Volumes = append(biosSpec.Volumes, v1.Volume{Name: "scratch",
+		VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("16Mi")}}})
 	secure := exampleVM(t, "vm-efi.yaml", "vm-disk-secure", v1.RunStrategyAlways)
 	if fw := secure.Spec.Template.Spec.Domain.Firmware; fw == nil || fw.Bootloader == nil || fw.Bootloader.EFI == nil ||
 		fw.Bootloader.EFI.SecureBoot == nil || !*fw.Bootloader.EFI.SecureBoot {
@@ -662,6 +672,13 @@ func TestContainerDiskBoot(t *testing.T) {
 		}
 		pod := launcherPod(t, c, vmi)
 		logMemory(t, c, vmi, &pod) // docs/performance.md: the disk guest's launcher beside its memory
+		if v.vm == bios {
+			// The empty disk takes what the guest writes and gives it back.
+			ip := vmi.Status.Interfaces[0].IP
+			marker := fmt.Sprintf("scratch-%d", time.Now().UnixNano())
+			httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
+			httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), marker+"\n", 30*time.Second)
+		}
 	}
 }
 
