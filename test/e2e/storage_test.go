@@ -246,7 +246,9 @@ func bootedIP(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) string {
 // pvcVMs boot from their claims (SYSLINUX on the console, HTTP from the
 // guest) with the claims attached to their launcher pods as KubeVirt's
 // are; each guest writes a marker to its data disk, and after a stop and
-// a start (a new VMI and launcher pod) reads it back.
+// a start (a new VMI and launcher pod) reads it back. Then the Filesystem
+// VM's data claim becomes an ephemeral volume: the guest reads the marker
+// and overwrites it, and the claim's image still holds it afterwards.
 func TestPVCDisks(t *testing.T) {
 	c := need(t)
 	ctx := t.Context()
@@ -336,6 +338,32 @@ func TestPVCDisks(t *testing.T) {
 	// The second launcher used the image as it was: same file, same size.
 	if again := checkCreatedImage(t, img, 16<<20); again.Ino != created.Ino {
 		t.Errorf("%s was replaced after the restart: inode %d, was %d", img, again.Ino, created.Ino)
+	}
+
+	// The same claim as an ephemeral volume: the guest reads the claim's
+	// marker through a copy-on-write overlay and writes only the overlay,
+	// so the claim's image keeps the marker after the VM stops.
+	setRunStrategy(t, c, fsVM.Name, v1.RunStrategyHalted)
+	waitNoVMI(t, c, fsVM.Name)
+	stored, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, fsVM.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := volumeNamed(t, &stored.Spec.Template.Spec, "datadisk")
+	data.VolumeSource = v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{PersistentVolumeClaim: &data.PersistentVolumeClaim.PersistentVolumeClaimVolumeSource}}
+	stored.Spec.RunStrategy = ptr(v1.RunStrategyAlways)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Update(ctx, stored, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip := bootedIP(t, c, fsVM)
+	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[fsVM.Name]+"\n", time.Minute)
+	scratch := fmt.Sprintf("overlay-%d", time.Now().UnixNano())
+	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb="+scratch), "wrote "+scratch+" to /dev/vdb", time.Minute)
+	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), scratch+"\n", 30*time.Second)
+	setRunStrategy(t, c, fsVM.Name, v1.RunStrategyHalted)
+	waitNoVMI(t, c, fsVM.Name)
+	if got, err := os.ReadFile(img); err != nil || !bytes.HasPrefix(got, []byte(markers[fsVM.Name]+"\n")) {
+		t.Errorf("%s lost its marker %q after the guest wrote %q to the ephemeral volume (%v)", img, markers[fsVM.Name], scratch, err)
 	}
 }
 
