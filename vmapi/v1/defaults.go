@@ -93,66 +93,74 @@ const DefaultMemoryOvercommit = 100
 //     default; refused when network.permitBridgeInterfaceOnPodNetwork is
 //     false), masquerade, or slirp (only with network.permitSlirpInterface).
 //
-// A value it cannot apply is an error naming the field under
-// spec.configuration, and the spec is then left unchanged.
+// A setting that cannot be applied is an error naming its field under
+// spec.configuration, and the spec is then left unchanged; a setting the
+// spec does not need (a default interface for a guest that names its own)
+// is not checked, as in KubeVirt.
 func SetClusterDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfiguration) error {
 	if spec == nil {
 		return nil
 	}
-	c, err := resolveClusterDefaults(cfg)
-	if err != nil {
+	c := resolveClusterDefaults(cfg)
+	work := spec.DeepCopy()
+	setDefaultResourceRequests(&work.Domain.Resources)
+	if err := setDefaultGuestMemory(&work.Domain, c); err != nil {
 		return err
 	}
-	setDefaultResourceRequests(&spec.Domain.Resources)
-	setDefaultGuestMemory(&spec.Domain, c.overcommit)
-	if c.cpuModel != "" && (spec.Domain.CPU == nil || spec.Domain.CPU.Model == "") {
-		if spec.Domain.CPU == nil {
-			spec.Domain.CPU = &CPU{}
+	if c.cpuModel != "" && (work.Domain.CPU == nil || work.Domain.CPU.Model == "") {
+		if work.Domain.CPU == nil {
+			work.Domain.CPU = &CPU{}
 		}
-		spec.Domain.CPU.Model = c.cpuModel
+		work.Domain.CPU.Model = c.cpuModel
 	}
-	if spec.Domain.Machine == nil {
-		spec.Domain.Machine = &Machine{}
+	if work.Domain.Machine == nil {
+		work.Domain.Machine = &Machine{}
 	}
-	if spec.Domain.Machine.Type == "" {
-		spec.Domain.Machine.Type = c.machineType(spec.Architecture)
+	if work.Domain.Machine.Type == "" {
+		work.Domain.Machine.Type = c.machineType(work.Architecture)
 	}
-	for i := range spec.Domain.Devices.Disks {
-		setDefaultDiskDevice(&spec.Domain.Devices.Disks[i].DiskDevice)
+	for i := range work.Domain.Devices.Disks {
+		setDefaultDiskDevice(&work.Domain.Devices.Disks[i].DiskDevice)
 	}
-	setDefaultPodInterface(spec, c.binding)
-	for i := range spec.Domain.Devices.Interfaces {
-		if spec.Domain.Devices.Interfaces[i].Model == "" {
-			spec.Domain.Devices.Interfaces[i].Model = DefaultInterfaceModel
+	if err := setDefaultPodInterface(work, c); err != nil {
+		return err
+	}
+	for i := range work.Domain.Devices.Interfaces {
+		if work.Domain.Devices.Interfaces[i].Model == "" {
+			work.Domain.Devices.Interfaces[i].Model = DefaultInterfaceModel
 		}
 	}
-	if spec.TerminationGracePeriodSeconds == nil {
+	if work.TerminationGracePeriodSeconds == nil {
 		grace := DefaultTerminationGracePeriodSeconds
-		spec.TerminationGracePeriodSeconds = &grace
+		work.TerminationGracePeriodSeconds = &grace
 	}
+	*spec = *work
 	return nil
 }
 
 // clusterDefaults are the KubeVirt CR's settings SetClusterDefaults applies.
+// A setting that cannot be applied keeps its error until a spec needs it.
 type clusterDefaults struct {
-	cpuModel   string
-	machine    string             // the deprecated machineType, which wins
-	archs      *ArchConfiguration // per-architecture machine types
-	overcommit int64
-	binding    InterfaceBindingMethod
+	cpuModel      string
+	machine       string             // the deprecated machineType, which wins
+	archs         *ArchConfiguration // per-architecture machine types
+	overcommit    int64
+	overcommitErr error
+	binding       InterfaceBindingMethod
+	bindingErr    error
 }
 
-// resolveClusterDefaults checks cfg's settings and fills in KubeVirt's
-// defaults for those it leaves unset.
-func resolveClusterDefaults(cfg *KubeVirtConfiguration) (clusterDefaults, error) {
+// resolveClusterDefaults reads cfg's settings, with KubeVirt's defaults for
+// those it leaves unset.
+func resolveClusterDefaults(cfg *KubeVirtConfiguration) clusterDefaults {
 	c := clusterDefaults{overcommit: DefaultMemoryOvercommit, binding: InterfaceBindingMethod{Bridge: &InterfaceBridge{}}}
 	if cfg == nil {
-		return c, nil
+		return c
 	}
 	c.cpuModel, c.machine, c.archs = cfg.CPUModel, cfg.MachineType, cfg.ArchitectureConfiguration
 	if dc := cfg.DeveloperConfiguration; dc != nil && dc.MemoryOvercommit != 0 {
 		if dc.MemoryOvercommit < 0 {
-			return c, fmt.Errorf("spec.configuration.developerConfiguration.memoryOvercommit: %d is not a percentage above 0", dc.MemoryOvercommit)
+			c.overcommitErr = fmt.Errorf("spec.configuration.developerConfiguration.memoryOvercommit: %d is not a percentage above 0", dc.MemoryOvercommit)
 		}
 		c.overcommit = int64(dc.MemoryOvercommit)
 	}
@@ -160,20 +168,20 @@ func resolveClusterDefaults(cfg *KubeVirtConfiguration) (clusterDefaults, error)
 		switch n.DefaultNetworkInterface {
 		case "", DefaultNetworkInterfaceBridge:
 			if n.PermitBridgeInterfaceOnPodNetwork != nil && !*n.PermitBridgeInterfaceOnPodNetwork {
-				return c, errors.New("spec.configuration.network.defaultNetworkInterface: bridge is not permitted on the pod network (network.permitBridgeInterfaceOnPodNetwork is false)")
+				c.bindingErr = errors.New("spec.configuration.network.defaultNetworkInterface: bridge is not permitted on the pod network (network.permitBridgeInterfaceOnPodNetwork is false)")
 			}
 		case DefaultNetworkInterfaceMasquerade:
 			c.binding = InterfaceBindingMethod{Masquerade: &InterfaceMasquerade{}}
 		case DefaultNetworkInterfaceSlirp:
 			if n.PermitSlirpInterface == nil || !*n.PermitSlirpInterface {
-				return c, errors.New("spec.configuration.network.defaultNetworkInterface: slirp is not permitted (network.permitSlirpInterface is not true)")
+				c.bindingErr = errors.New("spec.configuration.network.defaultNetworkInterface: slirp is not permitted (network.permitSlirpInterface is not true)")
 			}
 			c.binding = InterfaceBindingMethod{Slirp: &InterfaceSlirp{}}
 		default:
-			return c, fmt.Errorf("spec.configuration.network.defaultNetworkInterface: %q is not bridge, masquerade or slirp", n.DefaultNetworkInterface)
+			c.bindingErr = fmt.Errorf("spec.configuration.network.defaultNetworkInterface: %q is not bridge, masquerade or slirp", n.DefaultNetworkInterface)
 		}
 	}
-	return c, nil
+	return c
 }
 
 // machineType is the default machine type of a guest of architecture arch,
@@ -262,23 +270,28 @@ func setDefaultDiskDevice(dev *DiskDevice) {
 }
 
 // setDefaultPodInterface connects a guest that lists no interfaces and no
-// networks to the pod network through binding, unless autoattach is off.
-func setDefaultPodInterface(spec *VirtualMachineInstanceSpec, binding InterfaceBindingMethod) {
+// networks to the pod network through c's binding, unless autoattach is
+// off; an error when that binding cannot be used.
+func setDefaultPodInterface(spec *VirtualMachineInstanceSpec, c clusterDefaults) error {
 	devices := &spec.Domain.Devices
 	if devices.AutoattachPodInterface != nil && !*devices.AutoattachPodInterface {
-		return
+		return nil
 	}
 	if len(devices.Interfaces) != 0 || len(spec.Networks) != 0 {
-		return
+		return nil
+	}
+	if c.bindingErr != nil {
+		return c.bindingErr
 	}
 	devices.Interfaces = []Interface{{
 		Name:                   DefaultPodNetworkName,
-		InterfaceBindingMethod: binding,
+		InterfaceBindingMethod: c.binding,
 	}}
 	spec.Networks = []Network{{
 		Name:          DefaultPodNetworkName,
 		NetworkSource: NetworkSource{Pod: &PodNetwork{}},
 	}}
+	return nil
 }
 
 // setDefaultResourceRequests copies the CPU and memory limits into unset
@@ -314,8 +327,9 @@ func DefaultMachineType(arch string) string {
 }
 
 // setDefaultGuestMemory sets the guest's memory from the memory request, or
-// the request from the guest's memory: overcommit percent of it.
-func setDefaultGuestMemory(d *DomainSpec, overcommit int64) {
+// the request from the guest's memory: c's overcommit percent of it (an
+// error when c's overcommit cannot be used).
+func setDefaultGuestMemory(d *DomainSpec, c clusterDefaults) error {
 	request, hasRequest := d.Resources.Requests[corev1.ResourceMemory]
 	switch {
 	case hasRequest && (d.Memory == nil || d.Memory.Guest == nil):
@@ -325,13 +339,17 @@ func setDefaultGuestMemory(d *DomainSpec, overcommit int64) {
 		guest := request.DeepCopy()
 		d.Memory.Guest = &guest
 	case !hasRequest && d.Memory != nil && d.Memory.Guest != nil && d.Memory.Guest.Value() > 0:
+		if c.overcommitErr != nil {
+			return c.overcommitErr
+		}
 		if d.Resources.Requests == nil {
 			d.Resources.Requests = corev1.ResourceList{}
 		}
 		request := d.Memory.Guest.DeepCopy()
-		if overcommit != DefaultMemoryOvercommit {
-			request = *resource.NewQuantity(d.Memory.Guest.Value()*100/overcommit, d.Memory.Guest.Format)
+		if c.overcommit != DefaultMemoryOvercommit {
+			request = *resource.NewQuantity(d.Memory.Guest.Value()*100/c.overcommit, d.Memory.Guest.Format)
 		}
 		d.Resources.Requests[corev1.ResourceMemory] = request
 	}
+	return nil
 }

@@ -474,14 +474,45 @@ func TestSetClusterDefaultsRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := &v1.VirtualMachineInstanceSpec{}
+			guest := qty("1Gi")
+			in := v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Memory: &v1.Memory{Guest: &guest}}}
+			spec := in.DeepCopy()
 			err := v1.SetClusterDefaults(spec, &tt.cfg)
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("SetClusterDefaults = %v, want %q", err, tt.want)
 			}
-			if diff := cmp.Diff(&v1.VirtualMachineInstanceSpec{}, spec); diff != "" {
+			if diff := cmp.Diff(&in, spec, equateQuantities); diff != "" {
 				t.Errorf("a refused configuration changed the spec:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSetClusterDefaultsChecksOnlyWhatIsUsed: as in KubeVirt, a binding the
+// cluster forbids matters only to a guest that would get the default
+// interface, and an overcommit only to a guest whose request it would set.
+func TestSetClusterDefaultsChecksOnlyWhatIsUsed(t *testing.T) {
+	no := false
+	cfg := &v1.KubeVirtConfiguration{
+		Network:                &v1.NetworkConfiguration{PermitBridgeInterfaceOnPodNetwork: &no},
+		DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: -5},
+	}
+	guest := qty("1Gi")
+	spec := &v1.VirtualMachineInstanceSpec{
+		Domain: v1.DomainSpec{
+			Memory:    &v1.Memory{Guest: &guest},
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi")}},
+			Devices:   v1.Devices{Interfaces: []v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}},
+		},
+		Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}},
+	}
+	if err := v1.SetClusterDefaults(spec, cfg); err != nil {
+		t.Fatalf("a guest with its own interface and request: %v", err)
+	}
+	if spec.Domain.Machine == nil || spec.Domain.Machine.Type != "q35" {
+		t.Errorf("machine %+v: the other defaults must still be applied", spec.Domain.Machine)
+	}
+	if err := v1.SetClusterDefaults(&v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{AutoattachPodInterface: &no}}}, cfg); err != nil {
+		t.Errorf("a guest with autoattachPodInterface false: %v", err)
 	}
 }
