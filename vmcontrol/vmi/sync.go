@@ -93,7 +93,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 
 	var defaulted bool
-	if vmi.Status.Phase == v1.VmPhaseUnset || (vmi.Status.Phase == v1.Pending && len(pods) == 0) {
+	// Until the VMI has a pod (none seen, none being created), so that a
+	// pod is never rendered from other defaults than its VMI keeps.
+	if (vmi.Status.Phase == v1.VmPhaseUnset || vmi.Status.Phase == v1.Pending) && len(pods) == 0 && c.exp.Satisfied(key) {
 		defaulted, err = setDefaults(vmi, kvconfig.Of(c.kubevirts))
 		if err != nil {
 			// The cluster's configuration cannot be applied: no pod until
@@ -138,8 +140,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 // with kv's configuration: the default pod interface, buses, grace period,
 // requests, machine type, CPU model) and reports whether anything changed.
 // KubeVirt's admission webhook does this at creation; here the controller's
-// first write of the VMI does it, before the launcher pod is rendered, so the stored VMI shows
-// what the guest gets. A VMI the VM controller created has them already.
+// first write of the VMI does it, before the launcher pod is rendered, so
+// the stored VMI shows what the guest gets. A VMI the VM controller created has them already.
 func setDefaults(vmi *v1.VirtualMachineInstance, kv *v1.KubeVirt) (bool, error) {
 	before := vmi.Spec.DeepCopy()
 	if err := kvconfig.SetDefaults(&vmi.Spec, kv); err != nil {
