@@ -758,6 +758,9 @@ func (n *Node) stop() error {
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
+	// containerd, cleaning up the tasks whose shims died, starts
+	// `containerd-shim-runc-v2 ... delete` processes that outlive it.
+	err = errors.Join(err, killShims(n.ContainerdSocket))
 	// Block volumes: the kubelet's loop devices and those over files in StorageDir.
 	err = errors.Join(err, detachLoops(func(backing string) bool {
 		return under(backing, resolve(n.dir)) || under(backing, resolve(KubeletRootDir))
@@ -863,6 +866,7 @@ func (n *Node) stopOther() error {
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
+	err = errors.Join(err, killShims(n.ContainerdSocket)) // the shims' `delete` runs containerd started (stop)
 	err = errors.Join(err, detachLoops(func(backing string) bool {
 		return under(backing, resolve(n.dir)) || under(backing, KubeletRootDir)
 	}))
@@ -998,6 +1002,7 @@ func removeCgroup(name string) error {
 // killShims SIGKILLs the containerd-shim-runc-v2 processes serving the
 // containerd at socket, or, with an empty socket, any testenv containerd.
 func killShims(socket string) error {
+	var killed []string // their /proc/<pid>/cmdline
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		data, err := os.ReadFile(p)
@@ -1019,7 +1024,15 @@ func killShims(socket string) error {
 		}
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killed = append(killed, p)
 		}
+	}
+	// Until they are gone (a zombie's cmdline is empty), for at most 2 s.
+	for deadline := time.Now().Add(2 * time.Second); len(killed) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		killed = slices.DeleteFunc(killed, func(p string) bool {
+			data, err := os.ReadFile(p)
+			return err != nil || len(data) == 0
+		})
 	}
 	return nil
 }
