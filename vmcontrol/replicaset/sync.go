@@ -141,9 +141,13 @@ func (c *Controller) scale(ctx context.Context, key string, rs *v1.VirtualMachin
 // createVMIs creates n VMIs in slow-start batches (1, 2, 4, …), stopping
 // after the first batch with an error.
 func (c *Controller) createVMIs(ctx context.Context, key string, rs *v1.VirtualMachineInstanceReplicaSet, n int, out *outcome) error {
-	template, err := NewVMI(rs, kvconfig.Of(c.kubevirts))
+	kv := kvconfig.Of(c.kubevirts)
+	template, err := NewVMI(rs, kv)
 	if err != nil {
 		out.failure = failure(ReasonFailedCreate, err.Error())
+		if _, own := NewVMI(rs, nil); own == nil {
+			return err // the KubeVirt CR's configuration: retried with back-off, as its edits enqueue nothing
+		}
 		return nil // the spec must change; its update brings us back
 	}
 	created := 0

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -331,5 +333,37 @@ func TestVMIEventsEnqueue(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"ns/rs"}, keys); diff != "" {
 		t.Errorf("queued keys (-want +got):\n%s", diff)
+	}
+}
+
+// TestSyncRetriesKubeVirtConfiguration: a KubeVirt CR setting the replica
+// set's VMIs cannot take creates none, reports a ReplicaFailure naming the
+// CR's field, and fails the sync so that it is retried (an edit of the CR
+// enqueues no replica set); once fixed, the VMIs are created.
+func TestSyncRetriesKubeVirtConfiguration(t *testing.T) {
+	h := newHarness(t, newRS(1))
+	kv := &v1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}
+	kv.Spec.Configuration.Network = &v1.NetworkConfiguration{DefaultNetworkInterface: "carrier-pigeon"}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = store.Add(kv)
+	h.c.kubevirts = store
+	err := h.c.sync(context.Background(), "ns/rs")
+	if err == nil || !strings.Contains(err.Error(), "KubeVirt kubevirt/kubevirt: spec.configuration.network.defaultNetworkInterface") {
+		t.Fatalf("sync = %v, want an error naming the KubeVirt CR's field, to be retried", err)
+	}
+	if n := h.created(); n != 0 {
+		t.Fatalf("%d VMIs created under a configuration that cannot be applied", n)
+	}
+	if failure := condition(h.rs(t), v1.VirtualMachineInstanceReplicaSetReplicaFailure); failure == nil || !strings.Contains(failure.Message, "defaultNetworkInterface") {
+		t.Errorf("ReplicaFailure condition %+v, want one naming the CR's field", failure)
+	}
+	kv.Spec.Configuration.Network = nil
+	_ = store.Update(kv)
+	h.c.stale.Forget("ns/rs")
+	if err := h.c.sync(context.Background(), "ns/rs"); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.created(); n != 1 {
+		t.Errorf("%d VMIs created after the configuration was fixed, want 1", n)
 	}
 }
