@@ -27,8 +27,9 @@ import (
 //     not Ready with the pod's reason (ContainersNotReady), its endpoint
 //     not ready;
 //   - a guestAgentPing readiness probe and an exec liveness probe (a command
-//     run in the guest by the agent): Ready, and the liveness probe does
-//     not restart it;
+//     run in the guest by the agent, appending a line to a file the guest
+//     serves): Ready, the command ran several times, and the liveness probe
+//     does not restart it;
 //   - an exec readiness probe whose command exits 1 in the guest: not Ready;
 //   - a tcpSocket liveness probe on closed port 81: the kubelet stops the
 //     launcher, the VMI fails (LauncherTerminated) and the VM, runStrategy
@@ -45,8 +46,16 @@ func TestProbes(t *testing.T) {
 	// examples/vm-probes.yaml: httpGet readiness on port 80, guestAgentPing liveness.
 	httpReady := exampleVM(t, "vm-probes.yaml", "vm-probe-http", v1.RunStrategyAlways)
 	closedReady := probeVM("vm-probe-closed", &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(1)}, nil)
+	// A probe through the guest agent fails until the guest has booted and
+	// its agent connected (as KubeVirt's), so a liveness probe must allow for
+	// the boot, as users do with initialDelaySeconds: here 10 failures of
+	// 3 s. With 2, a boot slowed down by the other packages' guests on a
+	// loaded CI machine (agent up 25 s after the VMI's creation) had the
+	// kubelet kill the launcher while the guest booted.
+	const livePeriod, liveFailures = 3, 10
 	agent := probeVM("vm-probe-agent", &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}, PeriodSeconds: i32(2), TimeoutSeconds: i32(5)},
-		&v1.Probe{Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "test", "-d", "/www"}}, PeriodSeconds: i32(3), TimeoutSeconds: i32(5), FailureThreshold: i32(2)})
+		&v1.Probe{Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "sh", "-c", "echo alive >>/www/live"}},
+			PeriodSeconds: i32(livePeriod), TimeoutSeconds: i32(5), FailureThreshold: i32(liveFailures)})
 	execFails := probeVM("vm-probe-exec", &v1.Probe{Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "false"}}, PeriodSeconds: i32(2), TimeoutSeconds: i32(5)}, nil)
 	live := probeVM("vm-probe-live", nil, &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(2)})
 
@@ -54,6 +63,7 @@ func TestProbes(t *testing.T) {
 		createVM(t, c, vm)
 	}
 	svcHTTP := expose(t, c, httpReady.Name, 8000, 80)
+	svcAgent := expose(t, c, agent.Name, 8000, 80)
 	expose(t, c, closedReady.Name, 8000, 80)
 
 	readyCond := func(vmi *v1.VirtualMachineInstance) v1.VirtualMachineInstanceCondition {
@@ -120,18 +130,46 @@ func TestProbes(t *testing.T) {
 		if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.Exec == nil || !strings.Contains(strings.Join(p.Exec.Command, " "), "--probe readiness") {
 			t.Errorf("compute container's readiness probe %+v, want virt-launcher --probe readiness", p)
 		}
-		// The exec liveness probe (every 3 s, 2 failures) keeps passing:
-		// same VMI, compute container never restarted, still Ready.
-		time.Sleep(15 * time.Second)
+		// The exec liveness probe keeps passing: wait until a probe that
+		// never passed would have had the launcher killed (the initial delay
+		// and every allowed failure, from the compute container's start),
+		// and at least 15 s of probes after Ready. Then: same VMI, the pod
+		// Running, the container never restarted, still Ready, and the
+		// command ran in the guest more than once.
+		var started time.Time
+		for _, st := range pod.Status.ContainerStatuses {
+			if st.Name == "compute" && st.State.Running != nil {
+				started = st.State.Running.StartedAt.Time
+			}
+		}
+		if started.IsZero() {
+			t.Fatalf("launcher pod %s: compute container not running: %+v", pod.Name, pod.Status.ContainerStatuses)
+		}
+		killBy := started.Add(time.Duration(v1.ProbeStartupDelay+livePeriod*liveFailures+5) * time.Second)
+		time.Sleep(max(time.Until(killBy), 15*time.Second))
 		got, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), agent.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		warnings := func() string { return events(t.Context(), c.Kube.CoreV1().Events("default")) }
 		if got.UID != vmi.UID || !isReady(got) {
-			t.Errorf("VMI %s after 15 s of exec liveness probes: uid %s (was %s), phase %s, Ready %+v", agent.Name, got.UID, vmi.UID, got.Status.Phase, readyCond(got))
+			t.Errorf("VMI %s %v after its compute container started, with exec liveness probes: uid %s (was %s), phase %s, Ready %+v; warnings: %s",
+				agent.Name, time.Since(started).Round(time.Second), got.UID, vmi.UID, got.Status.Phase, readyCond(got), warnings())
 		}
-		if p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodRunning {
-			t.Errorf("launcher pod %s: %v, err %v; want Running", pod.Name, p.Status.Phase, err)
+		p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning {
+			t.Fatalf("launcher pod %s: %v, err %v; want Running; warnings: %s", pod.Name, p.Status.Phase, err, warnings())
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.RestartCount != 0 {
+				t.Errorf("launcher pod %s: container %s restarted %d times; warnings: %s", pod.Name, st.Name, st.RestartCount, warnings())
+			}
+		}
+		body := httpGetUntil(t, guestURL(svcAgent, 8000, "/live"), "alive", 30*time.Second)
+		if n := strings.Count(body, "alive"); n < 3 {
+			t.Errorf("the liveness command ran %d times in the guest of %s in %v, want 3 or more", n, agent.Name, time.Since(started).Round(time.Second))
+		} else {
+			t.Logf("%s: the exec liveness command ran %d times in the guest", agent.Name, n)
 		}
 	})
 
