@@ -57,6 +57,11 @@ const (
 	// spec.configuration.developerConfiguration.featureGates), passed to
 	// virt-controller as --feature-gates.
 	PropertyFeatureGates = "FeatureGates"
+	// PropertyCPUAllocationRatio is the CR's
+	// spec.configuration.developerConfiguration.cpuAllocationRatio (vCPUs
+	// per requested host CPU), passed to virt-controller as
+	// --cpu-allocation-ratio; unset, virt-controller's default of 10.
+	PropertyCPUAllocationRatio = "CPUAllocationRatio"
 	// PropertyImagePullSecrets is a comma-separated list of secret names.
 	PropertyImagePullSecrets = "ImagePullSecrets"
 	// PropertyInfraReplicas is the replica count of virt-api and virt-controller.
@@ -151,6 +156,11 @@ func (c *DeploymentConfig) Validate() error {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		errs = append(errs, fmt.Errorf("imagePullPolicy %q is not Always, IfNotPresent or Never", c.ImagePullPolicy))
+	}
+	if n, ok := c.AdditionalProperties[PropertyCPUAllocationRatio]; ok {
+		if r, err := strconv.Atoi(n); err != nil || r < 1 {
+			errs = append(errs, fmt.Errorf("additionalProperties[%s] %q is not a ratio of at least 1", PropertyCPUAllocationRatio, n))
+		}
 	}
 	if n, ok := c.AdditionalProperties[PropertyInfraReplicas]; ok {
 		if r, err := strconv.Atoi(n); err != nil || r < 0 {
@@ -378,6 +388,12 @@ func ConfigForKubeVirt(operator *DeploymentConfig, kv *v1.KubeVirt) (*Deployment
 			return nil, fmt.Errorf("KubeVirt %s/%s: spec.configuration.developerConfiguration.featureGates: %w", kv.Namespace, kv.Name, err)
 		}
 		set(PropertyFeatureGates, gates)
+		switch r := dc.CPUAllocationRatio; {
+		case r < 0:
+			return nil, fmt.Errorf("KubeVirt %s/%s: spec.configuration.developerConfiguration.cpuAllocationRatio: %d is not a ratio of at least 1", kv.Namespace, kv.Name, r)
+		case r > 0:
+			set(PropertyCPUAllocationRatio, strconv.Itoa(r))
+		}
 	}
 	var secrets []string
 	for _, s := range spec.ImagePullSecrets {

@@ -129,6 +129,23 @@ func TestConfigForKubeVirtRejectsBadFeatureGate(t *testing.T) {
 	}
 }
 
+func TestConfigForKubeVirtRejectsBadCPUAllocationRatio(t *testing.T) {
+	operator := (&DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0"}).SetID()
+	kv := &v1.KubeVirt{}
+	kv.Namespace, kv.Name = "kubevirt", "kv"
+	kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{CPUAllocationRatio: -2}
+	_, err := ConfigForKubeVirt(operator, kv)
+	const want = `KubeVirt kubevirt/kv: spec.configuration.developerConfiguration.cpuAllocationRatio: -2 is not a ratio of at least 1`
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
+	}
+	bad := *operator
+	bad.AdditionalProperties = map[string]string{PropertyCPUAllocationRatio: "0"}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "additionalProperties[CPUAllocationRatio] \"0\" is not a ratio of at least 1") {
+		t.Errorf("Validate with ratio 0: %v", err)
+	}
+}
+
 func TestIDIsStable(t *testing.T) {
 	a := customConfig()
 	for range 20 {

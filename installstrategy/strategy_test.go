@@ -262,19 +262,24 @@ func TestGenerateImagesAndFlags(t *testing.T) {
 	}
 }
 
-// The KubeVirt CR's feature gates reach virt-controller as --feature-gates,
-// so that it renders hostDisk volumes only when HostDisk is among them.
-func TestFeatureGatesFlag(t *testing.T) {
+// The KubeVirt CR's developer configuration reaches virt-controller as
+// flags: the feature gates as --feature-gates, so that it renders hostDisk
+// volumes only when HostDisk is among them, and cpuAllocationRatio as
+// --cpu-allocation-ratio, which turns a guest's vCPUs into its launcher
+// pod's CPU request.
+func TestDeveloperConfigurationFlags(t *testing.T) {
 	operator := testConfig()
 	tests := []struct {
 		name string
 		dev  *v1.DeveloperConfiguration
-		want []string // virt-controller's --feature-gates flags
+		want []string // virt-controller's --feature-gates and --cpu-allocation-ratio flags
 	}{
 		{"no developer configuration", nil, nil},
 		{"no feature gates", &v1.DeveloperConfiguration{UseEmulation: true}, nil},
 		{"HostDisk", &v1.DeveloperConfiguration{FeatureGates: []string{"HostDisk"}}, []string{"--feature-gates=HostDisk"}},
 		{"sorted, each once", &v1.DeveloperConfiguration{FeatureGates: []string{"Snapshot", "HostDisk", "Snapshot"}}, []string{"--feature-gates=HostDisk,Snapshot"}},
+		{"cpuAllocationRatio", &v1.DeveloperConfiguration{CPUAllocationRatio: 4}, []string{"--cpu-allocation-ratio=4"}},
+		{"both", &v1.DeveloperConfiguration{CPUAllocationRatio: 1, FeatureGates: []string{"HostDisk"}}, []string{"--feature-gates=HostDisk", "--cpu-allocation-ratio=1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,7 +301,7 @@ func TestFeatureGatesFlag(t *testing.T) {
 				}
 				found = true
 				for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
-					if strings.HasPrefix(arg, "--feature-gates") {
+					if strings.HasPrefix(arg, "--feature-gates") || strings.HasPrefix(arg, "--cpu-allocation-ratio") {
 						got = append(got, arg)
 					}
 				}

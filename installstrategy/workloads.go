@@ -94,6 +94,9 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	if gates := c.property(PropertyFeatureGates); gates != "" {
 		ctlArgs = append(ctlArgs, "--feature-gates="+gates)
 	}
+	if ratio := c.property(PropertyCPUAllocationRatio); ratio != "" {
+		ctlArgs = append(ctlArgs, "--cpu-allocation-ratio="+ratio)
+	}
 	ctl := container(c, v1.VirtControllerValue, append(ctlArgs, verbosity),
 		corev1.ContainerPort{Name: "metrics", ContainerPort: ControllerHTTPPort, Protocol: corev1.ProtocolTCP})
 	ctl.Resources = requests(10, 275<<20)

@@ -30,6 +30,7 @@ type options struct {
 	pullPolicy    string
 	emulation     bool
 	featureGates  string
+	cpuRatio      int
 	hostNetwork   bool
 	qps           float64
 	manager       vmcontrol.Options
@@ -42,6 +43,7 @@ func main() {
 	flag.StringVar(&o.pullPolicy, "image-pull-policy", "IfNotPresent", "pull policy of the launcher image")
 	flag.BoolVar(&o.emulation, "use-emulation", false, "run guests under software emulation (QEMU TCG) when nodes have no KVM")
 	flag.StringVar(&o.featureGates, "feature-gates", "", "comma-separated KubeVirt feature gates turned on, e.g. HostDisk (the KubeVirt CR's spec.configuration.developerConfiguration.featureGates)")
+	flag.IntVar(&o.cpuRatio, "cpu-allocation-ratio", podtemplate.DefaultCPUAllocationRatio, "vCPUs per requested host CPU for guests without a CPU request (the KubeVirt CR's spec.configuration.developerConfiguration.cpuAllocationRatio)")
 	flag.BoolVar(&o.hostNetwork, "launcher-host-network", false, "put launcher pods on the node's network (clusters without a pod network)")
 	flag.IntVar(&o.manager.VMWorkers, "vm-workers", 3, "concurrent VirtualMachine syncs")
 	flag.IntVar(&o.manager.VMIWorkers, "vmi-workers", 10, "concurrent VirtualMachineInstance syncs")
@@ -84,11 +86,12 @@ func run(o options) error {
 	o.manager.QPS = float32(o.qps)
 	// The Manager builds the renderer, looking claims' volume modes up in its informer.
 	o.manager.PodTemplate = &podtemplate.Config{
-		LauncherImage:    o.launcherImage,
-		ImagePullPolicy:  corev1.PullPolicy(o.pullPolicy),
-		EmulationAllowed: o.emulation,
-		FeatureGates:     splitList(o.featureGates),
-		HostNetwork:      o.hostNetwork,
+		LauncherImage:      o.launcherImage,
+		ImagePullPolicy:    corev1.PullPolicy(o.pullPolicy),
+		EmulationAllowed:   o.emulation,
+		FeatureGates:       splitList(o.featureGates),
+		CPUAllocationRatio: o.cpuRatio,
+		HostNetwork:        o.hostNetwork,
 	}
 	mgr, err := vmcontrol.NewManager(o.manager)
 	if err != nil {

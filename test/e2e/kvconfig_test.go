@@ -19,11 +19,12 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// TestKubeVirtConfigurationLive: the KubeVirt CR's cpuModel, amd64 machine
-// type, memoryOvercommit and defaultNetworkInterface, edited on a running
-// installation, apply to the next VM without a restart or a redeploy of any
-// component: the VMI stores them, the launcher pod requests the
-// overcommitted memory, and QEMU runs with the model and machine type.
+// TestKubeVirtConfigurationLive: the KubeVirt CR's cpuModel, cpuRequest,
+// amd64 machine type, memoryOvercommit and defaultNetworkInterface, edited
+// on a running installation, apply to the next VM without a restart or a
+// redeploy of any component: the VMI stores them, the launcher pod requests
+// the CPU and the overcommitted memory, and QEMU runs with the model and
+// machine type.
 func TestKubeVirtConfigurationLive(t *testing.T) {
 	c := need(t)
 	controllers := func() []types.UID {
@@ -40,11 +41,11 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	}
 	before := controllers()
 
-	const patch = `{"spec":{"configuration":{"cpuModel":"Nehalem",` +
+	const patch = `{"spec":{"configuration":{"cpuModel":"Nehalem","cpuRequest":"250m",` +
 		`"architectureConfiguration":{"amd64":{"machineType":"pc-q35-7.1"}},` +
 		`"developerConfiguration":{"memoryOvercommit":200},` +
 		`"network":{"defaultNetworkInterface":"masquerade"}}}}`
-	const unpatch = `{"spec":{"configuration":{"cpuModel":null,"architectureConfiguration":null,` +
+	const unpatch = `{"spec":{"configuration":{"cpuModel":null,"cpuRequest":null,"architectureConfiguration":null,` +
 		`"developerConfiguration":{"memoryOvercommit":null},"network":{"defaultNetworkInterface":null}}}}`
 	kvs := c.Client.KubevirtV1().KubeVirts(cluster.Namespace)
 	if _, err := kvs.Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -85,6 +86,9 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	if got := vmi.Spec.Domain.Machine; got == nil || got.Type != "pc-q35-7.1" {
 		t.Errorf("VMI machine %+v, want the CR's pc-q35-7.1", got)
 	}
+	if got, ok := vmi.Spec.Domain.Resources.Requests[corev1.ResourceCPU]; !ok || got.Cmp(resource.MustParse("250m")) != 0 {
+		t.Errorf("VMI CPU request %s (set %v), want the CR's 250m", got.String(), ok)
+	}
 	if got := vmi.Spec.Domain.Resources.Requests[corev1.ResourceMemory]; got.Cmp(resource.MustParse("64Mi")) != 0 {
 		t.Errorf("VMI memory request %s, want 64Mi (128Mi guest at 200%% overcommit)", got.String())
 	}
@@ -101,6 +105,9 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	}
 	want := resource.MustParse("64Mi")
 	want.Add(renderer.MemoryOverhead(vmi))
+	if got := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse("250m")) != 0 {
+		t.Errorf("launcher pod %s requests %s of CPU, want the VMI's 250m", pod.Name, got.String())
+	}
 	if got := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]; got.Cmp(want) != 0 {
 		t.Errorf("launcher pod %s requests %s of memory, want %s: the overcommitted 64Mi and the overhead", pod.Name, got.String(), want.String())
 	}

@@ -10,8 +10,8 @@ import (
 
 // Defaults the SetDefaults_ functions fill in. The machine type is
 // KubeVirt's default for the guest's architecture; SetClusterDefaults
-// applies the KubeVirt CR's machine type, CPU model, memory overcommit and
-// default network interface on top.
+// applies the KubeVirt CR's machine type, CPU model, CPU request, memory
+// overcommit and default network interface on top.
 const (
 	// DefaultDiskBus is the bus of a disk whose bus is unset.
 	DefaultDiskBus = DiskBusVirtio
@@ -71,17 +71,26 @@ const (
 	DefaultNetworkInterfaceSlirp      = "slirp"
 )
 
+// DefaultCPURequest is the KubeVirt CR's spec.configuration.cpuRequest when
+// unset. A VMI is given a CPU request only when the CR sets another value;
+// otherwise the launcher pod's CPU request comes from the guest's vCPUs and
+// developerConfiguration.cpuAllocationRatio (podtemplate), as in KubeVirt.
+var DefaultCPURequest = resource.MustParse("100m")
+
 // DefaultMemoryOvercommit is the KubeVirt CR's
 // developerConfiguration.memoryOvercommit when unset: 100 percent, the
 // guest's memory requested in full.
 const DefaultMemoryOvercommit = 100
 
 // SetClusterDefaults fills in the defaults of a VMI spec as
-// SetDefaults_VirtualMachineInstanceSpec does, with four of them taken from
+// SetDefaults_VirtualMachineInstanceSpec does, with five of them taken from
 // the KubeVirt CR's spec.configuration cfg, as KubeVirt's virt-api takes
 // them when it admits a VMI (nil cfg: none of them):
 //
 //   - cpuModel is the CPU model of a guest that names none;
+//   - cpuRequest, when set to another value than DefaultCPURequest, is the
+//     CPU request of a guest that sets none (nor a CPU limit) and does not
+//     ask for dedicatedCpuPlacement;
 //   - machineType, else architectureConfiguration's machineType for the
 //     guest's architecture, is the machine type of a guest that names none
 //     (KubeVirt's default for the architecture when neither is set);
@@ -104,6 +113,9 @@ func SetClusterDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfigura
 	c := resolveClusterDefaults(cfg)
 	work := spec.DeepCopy()
 	setDefaultResourceRequests(&work.Domain.Resources)
+	if err := setDefaultCPURequest(&work.Domain, c); err != nil {
+		return err
+	}
 	if err := setDefaultGuestMemory(&work.Domain, c); err != nil {
 		return err
 	}
@@ -142,6 +154,8 @@ func SetClusterDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfigura
 // A setting that cannot be applied keeps its error until a spec needs it.
 type clusterDefaults struct {
 	cpuModel      string
+	cpuRequest    *resource.Quantity // nil: KubeVirt's default, which leaves VMIs alone
+	cpuRequestErr error
 	machine       string             // the deprecated machineType, which wins
 	archs         *ArchConfiguration // per-architecture machine types
 	overcommit    int64
@@ -158,6 +172,12 @@ func resolveClusterDefaults(cfg *KubeVirtConfiguration) clusterDefaults {
 		return c
 	}
 	c.cpuModel, c.machine, c.archs = cfg.CPUModel, cfg.MachineType, cfg.ArchitectureConfiguration
+	if q := cfg.CPURequest; q != nil && q.Cmp(DefaultCPURequest) != 0 {
+		if q.Sign() <= 0 {
+			c.cpuRequestErr = fmt.Errorf("spec.configuration.cpuRequest: %s is not a CPU quantity above 0", q.String())
+		}
+		c.cpuRequest = q
+	}
 	if dc := cfg.DeveloperConfiguration; dc != nil && dc.MemoryOvercommit != 0 {
 		if dc.MemoryOvercommit < 0 {
 			c.overcommitErr = fmt.Errorf("spec.configuration.developerConfiguration.memoryOvercommit: %d is not a percentage above 0", dc.MemoryOvercommit)
@@ -310,6 +330,29 @@ func setDefaultResourceRequests(res *ResourceRequirements) {
 		}
 		res.Requests[name] = limit.DeepCopy()
 	}
+}
+
+// setDefaultCPURequest gives a guest with no CPU request (after the limit
+// filled it in) the KubeVirt CR's cpuRequest, unless its vCPUs are
+// dedicated (their request is the vCPU count, set by the launcher pod).
+func setDefaultCPURequest(dom *DomainSpec, c clusterDefaults) error {
+	if c.cpuRequest == nil {
+		return nil
+	}
+	if _, ok := dom.Resources.Requests[corev1.ResourceCPU]; ok {
+		return nil
+	}
+	if dom.CPU != nil && dom.CPU.DedicatedCPUPlacement {
+		return nil
+	}
+	if c.cpuRequestErr != nil {
+		return c.cpuRequestErr
+	}
+	if dom.Resources.Requests == nil {
+		dom.Resources.Requests = corev1.ResourceList{}
+	}
+	dom.Resources.Requests[corev1.ResourceCPU] = c.cpuRequest.DeepCopy()
+	return nil
 }
 
 // DefaultMachineType is KubeVirt's machine type for an architecture

@@ -354,6 +354,44 @@ func TestSetClusterDefaults(t *testing.T) {
 			},
 		},
 		{
+			name: "cpuRequest for a guest that sets none",
+			cfg:  v1.KubeVirtConfiguration{CPURequest: qtyPtr("250m")},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if q, ok := got.Domain.Resources.Requests[corev1.ResourceCPU]; !ok || q.Cmp(qty("250m")) != 0 {
+					t.Errorf("cpu request %v (set %v), want 250m", &q, ok)
+				}
+			},
+		},
+		{
+			name: "cpuRequest at KubeVirt's default leaves the request to the launcher pod",
+			cfg:  v1.KubeVirtConfiguration{CPURequest: qtyPtr("0.1")},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if q, ok := got.Domain.Resources.Requests[corev1.ResourceCPU]; ok {
+					t.Errorf("cpu request %v, want none", &q)
+				}
+			},
+		},
+		{
+			name: "the VMI's CPU limit becomes its request, not cpuRequest",
+			cfg:  v1.KubeVirtConfiguration{CPURequest: qtyPtr("250m")},
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Resources: v1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: qty("2")}}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if q := got.Domain.Resources.Requests[corev1.ResourceCPU]; q.Cmp(qty("2")) != 0 {
+					t.Errorf("cpu request %v, want the limit 2", &q)
+				}
+			},
+		},
+		{
+			name: "no cpuRequest for dedicated vCPUs",
+			cfg:  v1.KubeVirtConfiguration{CPURequest: qtyPtr("250m")},
+			in:   v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{CPU: &v1.CPU{Cores: 2, DedicatedCPUPlacement: true}}},
+			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
+				if q, ok := got.Domain.Resources.Requests[corev1.ResourceCPU]; ok {
+					t.Errorf("cpu request %v, want none", &q)
+				}
+			},
+		},
+		{
 			name: "architectureConfiguration's machine type",
 			cfg:  v1.KubeVirtConfiguration{ArchitectureConfiguration: &v1.ArchConfiguration{Amd64: &v1.ArchSpecificConfiguration{MachineType: "pc-q35-7.2"}}},
 			check: func(t *testing.T, got *v1.VirtualMachineInstanceSpec) {
@@ -471,6 +509,10 @@ func TestSetClusterDefaultsRefuses(t *testing.T) {
 			"spec.configuration.network.defaultNetworkInterface: slirp is not permitted (network.permitSlirpInterface is not true)"},
 		{"negative overcommit", v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: -5}},
 			"spec.configuration.developerConfiguration.memoryOvercommit: -5 is not a percentage above 0"},
+		{"cpuRequest of zero", v1.KubeVirtConfiguration{CPURequest: qtyPtr("0")},
+			"spec.configuration.cpuRequest: 0 is not a CPU quantity above 0"},
+		{"negative cpuRequest", v1.KubeVirtConfiguration{CPURequest: qtyPtr("-1")},
+			"spec.configuration.cpuRequest: -1 is not a CPU quantity above 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,18 +532,20 @@ func TestSetClusterDefaultsRefuses(t *testing.T) {
 
 // TestSetClusterDefaultsChecksOnlyWhatIsUsed: as in KubeVirt, a binding the
 // cluster forbids matters only to a guest that would get the default
-// interface, and an overcommit only to a guest whose request it would set.
+// interface, an overcommit only to a guest whose memory request it would
+// set, and a cpuRequest only to a guest whose CPU request it would set.
 func TestSetClusterDefaultsChecksOnlyWhatIsUsed(t *testing.T) {
 	no := false
 	cfg := &v1.KubeVirtConfiguration{
 		Network:                &v1.NetworkConfiguration{PermitBridgeInterfaceOnPodNetwork: &no},
 		DeveloperConfiguration: &v1.DeveloperConfiguration{MemoryOvercommit: -5},
+		CPURequest:             qtyPtr("-1"),
 	}
 	guest := qty("1Gi")
 	spec := &v1.VirtualMachineInstanceSpec{
 		Domain: v1.DomainSpec{
 			Memory:    &v1.Memory{Guest: &guest},
-			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi")}},
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: qty("1Gi"), corev1.ResourceCPU: qty("1")}},
 			Devices:   v1.Devices{Interfaces: []v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}}}},
 		},
 		Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}},
@@ -512,7 +556,8 @@ func TestSetClusterDefaultsChecksOnlyWhatIsUsed(t *testing.T) {
 	if spec.Domain.Machine == nil || spec.Domain.Machine.Type != "q35" {
 		t.Errorf("machine %+v: the other defaults must still be applied", spec.Domain.Machine)
 	}
-	if err := v1.SetClusterDefaults(&v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{Devices: v1.Devices{AutoattachPodInterface: &no}}}, cfg); err != nil {
-		t.Errorf("a guest with autoattachPodInterface false: %v", err)
+	dedicated := &v1.CPU{DedicatedCPUPlacement: true}
+	if err := v1.SetClusterDefaults(&v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{CPU: dedicated, Devices: v1.Devices{AutoattachPodInterface: &no}}}, cfg); err != nil {
+		t.Errorf("a guest with dedicated vCPUs and autoattachPodInterface false: %v", err)
 	}
 }
