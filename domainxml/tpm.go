@@ -9,8 +9,8 @@ import (
 // emulator backend, which runs swtpm beside QEMU, with the tpm-tis model
 // (on aarch64 libvirt gives QEMU its tpm-tis-device). A persistent TPM
 // (persistent: true) is tpm-crb with persistent_state='yes', so libvirt
-// keeps its state when the domain is undefined; Unsupported reports it
-// until the launcher keeps that state on backend storage.
+// keeps its state when the domain is undefined; the launcher keeps that
+// state on the VM's backend-storage claim.
 func (c *converter) convertTPM() error {
 	t := c.spec.Devices.TPM
 	if t == nil || !enabled(t.Enabled, true) {

@@ -11,7 +11,7 @@ import (
 
 // Unsupported lists the fields of vmi that vmkit accepts (they are
 // KubeVirt's and valid) but cannot honour yet: devices the nodes cannot
-// give (GPUs, host devices, a persistent TPM), bindings and features the launcher
+// give (GPUs, host devices), bindings and features the launcher
 // does not implement. Each is a field.Error of type
 // field.ErrorTypeNotSupported naming the field. Convert refuses a VMI with
 // any of them (the first, as a *FieldError with Unsupported set), so none
@@ -81,9 +81,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 	}
 	if len(d.HostDevices) > 0 {
 		add(devp.Child("hostDevices"), "give guests host devices")
-	}
-	if d.TPM != nil && (d.TPM.Enabled == nil || *d.TPM.Enabled) && d.TPM.Persistent != nil && *d.TPM.Persistent {
-		add(devp.Child("tpm", "persistent"), "keep a TPM's state across restarts (no backend storage; a TPM without persistent is given)")
 	}
 	if d.Sound != nil {
 		add(devp.Child("sound"), "give guests a sound device")

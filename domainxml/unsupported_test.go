@@ -17,7 +17,7 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		d := &vmi.Spec.Domain.Devices
 		d.GPUs = []v1.GPU{{Name: "gpu1", DeviceName: "nvidia.com/GP102GL_Tesla_P40"}}
 		d.HostDevices = []v1.HostDevice{{Name: "nic", DeviceName: "intel.com/sriov"}}
-		d.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
+		d.Sound = &v1.SoundDevice{Name: "audio"}
 		d.Filesystems = []v1.Filesystem{{Name: "shared"}}
 		vmi.Spec.Domain.Chassis = &v1.Chassis{Asset: "a1"}
 	})
@@ -25,7 +25,7 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		"spec.domain.chassis",
 		"spec.domain.devices.gpus",
 		"spec.domain.devices.hostDevices",
-		"spec.domain.devices.tpm.persistent",
+		"spec.domain.devices.sound",
 		"spec.domain.devices.filesystems",
 	}
 	errs := Validate(vmi, true)
@@ -45,10 +45,11 @@ func TestUnsupportedIsReportedNotDropped(t *testing.T) {
 		t.Fatalf("Convert = %v, want an unsupported-field error naming spec.domain.chassis", err)
 	}
 
-	// A TPM turned off (what removes a preference's TPM) asks for
-	// nothing, and neither does one whose state need not persist.
+	// Every TPM is given: one turned off (what removes a preference's TPM)
+	// asks for nothing, a persistent one keeps its state on the VM's
+	// backend-storage claim.
 	off := false
-	for _, tpm := range []*v1.TPMDevice{{Enabled: &off}, {Enabled: &off, Persistent: v1.BoolPtr(true)}, {}, {Persistent: &off}} {
+	for _, tpm := range []*v1.TPMDevice{{Enabled: &off}, {Enabled: &off, Persistent: v1.BoolPtr(true)}, {}, {Persistent: &off}, {Persistent: v1.BoolPtr(true)}} {
 		vmi = newVMI(func(vmi *v1.VirtualMachineInstance) { vmi.Spec.Domain.Devices.TPM = tpm })
 		if errs := Unsupported(vmi); len(errs) != 0 {
 			t.Errorf("Unsupported of TPM %+v = %v", tpm, errs)

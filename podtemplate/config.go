@@ -35,6 +35,19 @@ const (
 // pod mounts a directory of the node read-write.
 const HostDiskGate = "HostDisk"
 
+// VMPersistentStateGate is the KubeVirt feature gate that allows persistent
+// guest state (devices.tpm.persistent, firmware.bootloader.efi.persistent):
+// a VMI with it renders only when Config.FeatureGates lists it, and its
+// launcher pod then mounts the VM's backend-storage claim
+// (v1.BackendStorageClaimName, which the VMI controller creates) at
+// VMStateDir.
+const VMPersistentStateGate = "VMPersistentState"
+
+// VMStateDir is where the launcher pod mounts a VMI's backend-storage
+// claim (KubeVirt's /var/lib/libvirt/vm-state); the launcher keeps the TPM
+// state in its swtpm/ and the EFI variable store in its nvram/.
+const VMStateDir = "/var/lib/libvirt/vm-state"
+
 // RootGate is the KubeVirt feature gate that runs the launcher as root
 // inside its container (libvirt's system instance), as vmkit did before
 // launchers ran as the qemu user 107 by default; for users whose storage

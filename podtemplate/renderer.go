@@ -143,6 +143,9 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 	if err := accessCredentialStorage(f, spec, &storage); err != nil {
 		return nil, err
 	}
+	if err := backendStorage(f, vmi, &r.cfg, &storage); err != nil {
+		return nil, err
+	}
 	multusNetworks, multusDefault, err := networkAnnotations(f, spec, vmi.Namespace)
 	if err != nil {
 		return nil, err

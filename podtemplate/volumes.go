@@ -23,6 +23,7 @@ const (
 	volHotplug        = "hotplug-disks"      // Config.HotplugDiskDir
 	volHugepages      = "hugepages"          // hugetlbfs for a guest backed by huge pages
 	volHugepagesDir   = "hugetblfs-dir"      // libvirt's directory on it (KubeVirt's spelling)
+	volVMState        = "vm-state"           // the backend-storage claim, at VMStateDir
 
 	privateDir        = "/var/run/kubevirt-private"
 	libvirtRuntimeDir = "/var/run/libvirt"
@@ -39,7 +40,7 @@ const (
 func isOwnVolumeName(name string) bool {
 	switch name {
 	case volPrivate, volPublic, volSockets, volBinShare, volLibvirtRuntime,
-		volEphemeral, volContainerDisks, volHotplug, volHugepages, volHugepagesDir:
+		volEphemeral, volContainerDisks, volHotplug, volHugepages, volHugepagesDir, volVMState:
 		return true
 	}
 	return false
@@ -183,6 +184,32 @@ func vmiStorage(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, namespace st
 		}
 	}
 	return checkPodVolumeNames(f, spec, s.volumes[first:])
+}
+
+// backendStorage adds the VMI's backend-storage claim (its persistent TPM
+// and EFI state), mounted at VMStateDir, when the VMI has persistent state;
+// that needs the VMPersistentState feature gate.
+func backendStorage(f *guestFacts, vmi *v1.VirtualMachineInstance, cfg *Config, s *podStorage) error {
+	spec := &vmi.Spec
+	if !v1.NeedsBackendStorage(spec) {
+		return nil
+	}
+	if !cfg.gateEnabled(VMPersistentStateGate) {
+		field := "spec.domain.firmware.bootloader.efi.persistent"
+		if v1.PersistentTPM(spec) {
+			field = "spec.domain.devices.tpm.persistent"
+		}
+		return f.ref.errorf(field, "the %s feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)", VMPersistentStateGate)
+	}
+	claim := v1.BackendStorageClaimName(vmi.Name)
+	if !isDNSSubdomain(claim) {
+		return f.ref.errorf("metadata.name", "the backend-storage claim name %q: %s", claim, dnsSubdomainError(claim))
+	}
+	s.volumes = append(s.volumes, corev1.Volume{Name: volVMState, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+	}})
+	s.mounts = append(s.mounts, corev1.VolumeMount{Name: volVMState, MountPath: VMStateDir})
+	return nil
 }
 
 // storageCounts returns how many pod volumes and compute mounts (or

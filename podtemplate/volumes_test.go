@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -320,6 +321,61 @@ func TestOwnVolumes(t *testing.T) {
 			}
 			if propagated != tt.hotplug {
 				t.Errorf("hotplug-disks mount with HostToContainer propagation: %v, want %v", propagated, tt.hotplug)
+			}
+		})
+	}
+}
+
+// A VMI with persistent state (a persistent TPM or EFI variable store)
+// renders only with the VMPersistentState feature gate, as in KubeVirt;
+// its pod then mounts the VM's backend-storage claim at VMStateDir.
+func TestBackendStorage(t *testing.T) {
+	on := true
+	tests := []struct {
+		name    string
+		set     func(*v1.VirtualMachineInstanceSpec)
+		gates   []string
+		wantErr string
+	}{
+		{"no persistent state", func(*v1.VirtualMachineInstanceSpec) {}, nil, ""},
+		{"TPM without persistence", func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Devices.TPM = &v1.TPMDevice{} }, nil, ""},
+		{"persistent TPM without the gate", func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Devices.TPM = &v1.TPMDevice{Persistent: &on} },
+			[]string{HostDiskGate}, "VirtualMachineInstance ns/vm: spec.domain.devices.tpm.persistent: the VMPersistentState feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"},
+		{"persistent EFI without the gate", func(s *v1.VirtualMachineInstanceSpec) {
+			s.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{Persistent: &on}}}
+		}, nil, "VirtualMachineInstance ns/vm: spec.domain.firmware.bootloader.efi.persistent: the VMPersistentState feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"},
+		{"persistent TPM", func(s *v1.VirtualMachineInstanceSpec) { s.Domain.Devices.TPM = &v1.TPMDevice{Persistent: &on} }, []string{VMPersistentStateGate}, ""},
+		{"persistent EFI", func(s *v1.VirtualMachineInstanceSpec) {
+			s.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{Persistent: &on}}}
+		}, []string{VMPersistentStateGate}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}}
+			tt.set(&vmi.Spec)
+			f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
+			var got podStorage
+			err := backendStorage(f, vmi, &Config{FeatureGates: tt.gates}, &got)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr || len(got.volumes) != 0 {
+					t.Errorf("error %v, %d volumes\nwant no volume and %s", err, len(got.volumes), tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want podStorage
+			if v1.NeedsBackendStorage(&vmi.Spec) {
+				want.volumes = []corev1.Volume{{Name: "vm-state", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "persistent-state-for-vm"}}}}
+				want.mounts = []corev1.VolumeMount{{Name: "vm-state", MountPath: "/var/lib/libvirt/vm-state"}}
+			}
+			if diff := cmp.Diff(want.volumes, got.volumes); diff != "" {
+				t.Errorf("volumes (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want.mounts, got.mounts); diff != "" {
+				t.Errorf("mounts (-want +got):\n%s", diff)
 			}
 		})
 	}

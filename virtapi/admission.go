@@ -33,7 +33,7 @@ type AdmissionConfig struct {
 	// useEmulation).
 	Emulation bool
 	// FeatureGates are the KubeVirt CR's enabled feature gates; a hostDisk
-	// volume needs HostDisk.
+	// volume needs HostDisk, a persistent TPM or EFI store VMPersistentState.
 	FeatureGates []string
 	// Expand, if set, applies a VM's instance type and preference to its
 	// template (Server.Serve sets it), so a VM sized by an instance type is
@@ -164,20 +164,31 @@ func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, erro
 	}
 }
 
-// hostDiskGate is KubeVirt's feature gate for hostDisk volumes
-// (podtemplate.HostDiskGate, which virt-api does not import).
-const hostDiskGate = "HostDisk"
+// KubeVirt's feature gates virt-api checks (podtemplate.HostDiskGate and
+// podtemplate.VMPersistentStateGate, which virt-api does not import):
+// hostDisk volumes, and persistent TPM or EFI state.
+const (
+	hostDiskGate          = "HostDisk"
+	vmPersistentStateGate = "VMPersistentState"
+)
 
-// gated reports volumes the cluster's feature gates do not allow.
+// gated reports what the cluster's feature gates do not allow.
 func gated(vmi *v1.VirtualMachineInstance, gates []string) field.ErrorList {
-	if slices.Contains(gates, hostDiskGate) {
-		return nil
-	}
+	const why = " feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"
 	var errs field.ErrorList
-	for i, vol := range vmi.Spec.Volumes {
-		if vol.HostDisk != nil {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("hostDisk"),
-				"the HostDisk feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"))
+	if !slices.Contains(gates, hostDiskGate) {
+		for i, vol := range vmi.Spec.Volumes {
+			if vol.HostDisk != nil {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("hostDisk"), "the "+hostDiskGate+why))
+			}
+		}
+	}
+	if !slices.Contains(gates, vmPersistentStateGate) {
+		if v1.PersistentTPM(&vmi.Spec) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "devices", "tpm", "persistent"), "the "+vmPersistentStateGate+why))
+		}
+		if v1.PersistentEFI(&vmi.Spec) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "firmware", "bootloader", "efi", "persistent"), "the "+vmPersistentStateGate+why))
 		}
 	}
 	return errs

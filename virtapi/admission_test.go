@@ -91,6 +91,8 @@ func TestAdmission(t *testing.T) {
 			}}, "spec.template.spec.domain.devices.disks[0].disk.bus"},
 		{"delete is not validated", ValidateVMIPath, admissionv1.Delete, vmi(bad), ""},
 		{"hostDisk without the HostDisk gate", ValidateVMIPath, admissionv1.Create, vmi(withHostDisk()), "spec.volumes[0].hostDisk"},
+		{"persistent TPM without the VMPersistentState gate", ValidateVMIPath, admissionv1.Create, vmi(withPersistentTPM()), "spec.domain.devices.tpm.persistent"},
+		{"VM with a persistent TPM without the VMPersistentState gate", ValidateVMPath, admissionv1.Create, vm(withPersistentTPM()), "spec.template.spec.domain.devices.tpm.persistent"},
 		{"VMI with a guest-agent readiness probe", ValidateVMIPath, admissionv1.Create, vmi(probed), ""},
 		{"VMI with a probe that checks nothing", ValidateVMIPath, admissionv1.Create, vmi(probeless), "spec.readinessProbe"},
 		{"VM template with a liveness probe port out of range", ValidateVMPath, admissionv1.Create, vm(badPort), "spec.template.spec.livenessProbe.tcpSocket.port"},
@@ -140,6 +142,12 @@ func TestAdmissionWarnsOfUnsupported(t *testing.T) {
 func withHostDisk() v1.VirtualMachineInstanceSpec {
 	s := runnableSpec()
 	s.Volumes[0].VolumeSource = v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/lib/kubelet/pki/x.img", Type: v1.HostDiskExists}}
+	return s
+}
+
+func withPersistentTPM() v1.VirtualMachineInstanceSpec {
+	s := runnableSpec()
+	s.Domain.Devices.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
 	return s
 }
 

@@ -372,7 +372,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	// when the cluster may emulate (a few features are KVM-only).
 	emulation := m.opts.PodTemplate != nil && m.opts.PodTemplate.EmulationAllowed
 	vmiController, err := vmi.New(vmi.Config{
-		Client: m.client, Kube: m.kube, Renderer: renderer,
+		Client: m.client, Kube: m.kube, ClaimClient: m.kube, Renderer: renderer,
 		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: kubevirts,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,

@@ -75,6 +75,15 @@ func newSession(privateDir string) (session, error) {
 	return s, nil
 }
 
+// swtpmStorageDir is where the session instance keeps TPM state
+// (libvirt's $XDG_CONFIG_HOME/libvirt/qemu/swtpm).
+func (s session) swtpmStorageDir() string {
+	return filepath.Join(s.configHome, "libvirt", "qemu", "swtpm")
+}
+
+// systemSwtpmStorageDir is where libvirt's system instance keeps TPM state.
+const systemSwtpmStorageDir = "/var/lib/libvirt/swtpm"
+
 // uri is the libvirt URI of the session instance: its socket named
 // explicitly, so the client never spawns a daemon of its own.
 func (s session) uri() string {

@@ -33,6 +33,7 @@ import (
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/podtemplate"
 )
 
 func main() {
@@ -67,6 +68,7 @@ func run() error {
 	fs.StringVar(&cfg.EphemeralDiskDir, "ephemeral-disk-dir", domainxml.DefaultEphemeralDiskDir, "directory for overlays, empty disks and cloud-init ISOs")
 	fs.StringVar(&cfg.ContainerDiskDir, "container-disk-dir", "/var/run/kubevirt/container-disks", "directory the container-disk sidecars serve images in")
 	fs.StringVar(&cfg.PrivateDir, "private-dir", domainxml.DefaultPrivateDir, "directory for PVC mounts, secrets and the console and VNC sockets")
+	fs.StringVar(&cfg.VMStateDir, "vm-state-dir", podtemplate.VMStateDir, "where the VMI's backend-storage claim (persistent TPM and EFI state) is mounted")
 	fs.DurationVar(&qemuTimeout, "qemu-timeout", 240*time.Second, "exit when no domain was synced within this time")
 	fs.IntVar(&grace, "grace-period-seconds", 30, "how long a graceful stop waits before destroying the guest")
 	fs.BoolVar(&cfg.Emulation, "use-emulation", false, "allow running the guest under TCG when libvirt offers no KVM")
@@ -99,7 +101,9 @@ func run() error {
 	defer stop()
 
 	if uri == "" {
-		uri = libvirt.DefaultURI
+		// libvirt in this container: the launcher knows where it keeps TPM
+		// state (persistent TPMs link it to the backend storage).
+		uri, cfg.SwtpmStorageDir = libvirt.DefaultURI, systemSwtpmStorageDir
 		if os.Geteuid() != 0 {
 			s, err := newSession(cfg.PrivateDir)
 			if err != nil {
@@ -108,7 +112,7 @@ func run() error {
 			if err := s.configure(); err != nil {
 				return err
 			}
-			uri = s.uri()
+			uri, cfg.SwtpmStorageDir = s.uri(), s.swtpmStorageDir()
 		}
 		klog.InfoS("starting libvirt in the container", "uri", uri, "uid", os.Geteuid())
 		daemons, err := startLibvirt(ctx)

@@ -45,6 +45,7 @@ import (
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -276,8 +277,12 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: KubeVirtName, Namespace: Namespace},
 		Spec: v1.KubeVirtSpec{
 			ImagePullPolicy: corev1.PullIfNotPresent,
-			Configuration:   v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{UseEmulation: true}},
-			Infra:           &v1.ComponentConfig{Replicas: &replicas},
+			// Guests may run under TCG (machines without /dev/kvm), and VMs
+			// may keep a persistent TPM or EFI store on backend storage
+			// (the local cluster has a default StorageClass).
+			Configuration: v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{
+				UseEmulation: true, FeatureGates: []string{podtemplate.VMPersistentStateGate}}},
+			Infra: &v1.ComponentConfig{Replicas: &replicas},
 		},
 	}
 	// The CRD was just created: retry until its resource is served.

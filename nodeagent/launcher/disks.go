@@ -172,6 +172,9 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 			}
 		}
 	}
+	if err := l.persistentState(vmi, &opts); err != nil {
+		return opts, created, err
+	}
 	return opts, created, nil
 }
 

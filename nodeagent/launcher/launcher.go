@@ -72,6 +72,19 @@ type Config struct {
 	// PrivateDir holds PVC mounts, secrets and the console and VNC sockets
 	// under <UID>/; domainxml.DefaultPrivateDir when empty.
 	PrivateDir string
+	// VMStateDir is where the VMI's backend-storage claim is mounted
+	// (--vm-state-dir, podtemplate.VMStateDir): a VMI with persistent
+	// state keeps its TPM state in swtpm/ and its EFI variable store in
+	// nvram/ there. Empty, or not a directory: such a VMI fails with an
+	// error naming the field.
+	VMStateDir string
+	// SwtpmStorageDir is where the hypervisor keeps the state of emulated
+	// TPMs (libvirt's /var/lib/libvirt/swtpm, $XDG_CONFIG_HOME/libvirt/
+	// qemu/swtpm for a session instance). For a persistent TPM the launcher
+	// makes it a link to VMStateDir/swtpm, so the TPM keeps its state across
+	// VMIs of a VM (libvirt names the state by the domain's UUID, the VM's
+	// firmware UUID). Empty: a persistent TPM fails.
+	SwtpmStorageDir string
 	// DeviceDir holds the block devices of Block claims, /dev/<volume> as
 	// the launcher pod's volumeDevices attach them; "/dev" when empty.
 	DeviceDir string

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -99,4 +106,110 @@ func pidsString(pids []int) string {
 		s[i] = strconv.Itoa(p)
 	}
 	return strings.Join(s, ",")
+}
+
+// rsaEncryption is the DER of the rsaEncryption algorithm's OID, which
+// starts the public key of an RSA certificate (the TPM's endorsement key
+// certificate, which swtpm_setup writes into the TPM's NV memory).
+var rsaEncryption = []byte{0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01}
+
+// rsaKeys returns the RSA public keys (the 300 bytes after each
+// rsaEncryption OID) held in a TPM state file.
+func rsaKeys(t testing.TB, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for i := bytes.Index(b, rsaEncryption); i >= 0 && i+len(rsaEncryption)+300 <= len(b); {
+		start := i + len(rsaEncryption)
+		keys[string(b[start:start+300])] = true
+		j := bytes.Index(b[start:], rsaEncryption)
+		if j < 0 {
+			break
+		}
+		i = start + j
+	}
+	return keys
+}
+
+// TestPersistentTPM: a VM with tpm: {persistent: true} (the test cluster
+// turns the VMPersistentState feature gate on) gets its backend-storage
+// claim persistent-state-for-<vm> from the default StorageClass, owned by
+// the VM; libvirt keeps the TPM's state on it under the VM's firmware UUID;
+// after a stop and a start (a new VMI and launcher pod) the TPM is the same
+// one: its endorsement key, made once by swtpm_setup at the first start,
+// is still in its state.
+func TestPersistentTPM(t *testing.T) {
+	c := need(t)
+	vm := tinyVM(t, "vm-tpm-persist", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
+	createVM(t, c, vm)
+	first := waitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	pod := launcherPod(t, c, first)
+
+	name := v1.BackendStorageClaimName(vm.Name)
+	claim, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("backend-storage claim: %v", err)
+	}
+	owner := metav1.GetControllerOf(claim)
+	if owner == nil || owner.Kind != "VirtualMachine" || owner.Name != vm.Name ||
+		claim.Spec.Resources.Requests.Storage().Cmp(resource.MustParse("10Mi")) != 0 {
+		t.Errorf("claim %s: owner %+v, request %v; want the VM, 10Mi", name, owner, claim.Spec.Resources.Requests.Storage())
+	}
+	mounted := false
+	for _, v := range pod.Spec.Volumes {
+		mounted = mounted || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == name)
+	}
+	if !mounted {
+		t.Errorf("launcher pod %s does not mount claim %s", pod.Name, name)
+	}
+	waitFor(t, "claim "+name+" bound", time.Minute, func() (bool, string) {
+		claim, err = c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return claim.Status.Phase == corev1.ClaimBound, string(claim.Status.Phase)
+	})
+	pv, err := c.Kube.CoreV1().PersistentVolumes().Get(t.Context(), claim.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("volume of claim %s: %v (hostPath %v)", name, err, pv.Spec.HostPath)
+	}
+	state := filepath.Join(pv.Spec.HostPath.Path, "swtpm", string(first.Spec.Domain.Firmware.UUID), "tpm2", "tpm2-00.permall")
+	waitFor(t, "TPM state "+state, time.Minute, func() (bool, string) {
+		_, err := os.Stat(state)
+		return err == nil, fmt.Sprint(err)
+	})
+	before := rsaKeys(t, state)
+	if len(before) == 0 {
+		t.Fatalf("no RSA key (the endorsement key's certificate) in the TPM state %s", state)
+	}
+
+	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
+	waitNoVMI(t, c, vm.Name)
+	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("the TPM state is gone with the VMI: %v", err)
+	}
+	setRunStrategy(t, c, vm.Name, v1.RunStrategyAlways)
+	second := waitVMI(t, c, vm.Name, "Running again", func(vmi *v1.VirtualMachineInstance) bool { return vmi.UID != first.UID && running(vmi) })
+	console(t, c, vm.Name)
+	after := rsaKeys(t, state)
+	kept := 0
+	for k := range before {
+		if after[k] {
+			kept++
+		}
+	}
+	if kept != len(before) {
+		t.Errorf("VMI %s's TPM has %d of the %d RSA keys VMI %s's had in %s: the TPM was made anew", second.UID, kept, len(before), first.UID, state)
+	} else {
+		t.Logf("VMIs %s → %s: the TPM state on claim %s kept its %d endorsement key(s)", first.UID, second.UID, name, kept)
+	}
 }

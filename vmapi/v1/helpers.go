@@ -79,3 +79,37 @@ func BoolPtr(b bool) *bool { return &b }
 
 // RunStrategyPtr returns a pointer to s, for spec.runStrategy.
 func RunStrategyPtr(s VirtualMachineRunStrategy) *VirtualMachineRunStrategy { return &s }
+
+// BackendStorageClaimPrefix starts the name of the claim that keeps a
+// VMI's persistent state, KubeVirt's backend storage: persistent-state-for-
+// followed by the VMI's name (its VM's name), so every VMI of a VM finds the
+// state the previous one left.
+const BackendStorageClaimPrefix = "persistent-state-for-"
+
+// BackendStorageClaimSize is the size of a backend-storage claim (KubeVirt's).
+const BackendStorageClaimSize = "10Mi"
+
+// BackendStorageClaimName is the name of the backend-storage claim of the
+// VMI (or VM) named name.
+func BackendStorageClaimName(name string) string { return BackendStorageClaimPrefix + name }
+
+// PersistentTPM reports whether spec asks for a TPM whose state outlives
+// the VMI (devices.tpm.persistent, the TPM not disabled).
+func PersistentTPM(spec *VirtualMachineInstanceSpec) bool {
+	t := spec.Domain.Devices.TPM
+	return t != nil && (t.Enabled == nil || *t.Enabled) && t.Persistent != nil && *t.Persistent
+}
+
+// PersistentEFI reports whether spec asks for an EFI variable store that
+// outlives the VMI (firmware.bootloader.efi.persistent).
+func PersistentEFI(spec *VirtualMachineInstanceSpec) bool {
+	fw := spec.Domain.Firmware
+	return fw != nil && fw.Bootloader != nil && fw.Bootloader.EFI != nil && fw.Bootloader.EFI.Persistent != nil && *fw.Bootloader.EFI.Persistent
+}
+
+// NeedsBackendStorage reports whether spec has persistent state (a
+// persistent TPM or EFI variable store), which lives on the claim
+// BackendStorageClaimName names.
+func NeedsBackendStorage(spec *VirtualMachineInstanceSpec) bool {
+	return PersistentTPM(spec) || PersistentEFI(spec)
+}

@@ -68,8 +68,10 @@ type PodsGetterFunc func(namespace string) PodInterface
 // Pods calls f.
 func (f PodsGetterFunc) Pods(namespace string) PodInterface { return f(namespace) }
 
-// PersistentVolumeClaimInterface reads and watches the claims of a namespace.
+// PersistentVolumeClaimInterface creates, reads and watches the claims of a
+// namespace (created: the backend storage of VMIs with persistent state).
 type PersistentVolumeClaimInterface interface {
+	Create(ctx context.Context, claim *corev1.PersistentVolumeClaim, opts metav1.CreateOptions) (*corev1.PersistentVolumeClaim, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.PersistentVolumeClaim, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
@@ -236,6 +238,12 @@ func (c *Client) PersistentVolumeClaims(namespace string) PersistentVolumeClaimI
 		func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} },
 		func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} },
 		gentype.PrefersProtobuf[*corev1.PersistentVolumeClaim]())
+}
+
+// PersistentVolumeClaimsGetter returns the claims of a namespace. *Client
+// satisfies it.
+type PersistentVolumeClaimsGetter interface {
+	PersistentVolumeClaims(namespace string) PersistentVolumeClaimInterface
 }
 
 // Nodes returns the cluster's nodes (they have no namespace).

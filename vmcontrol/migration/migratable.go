@@ -43,7 +43,8 @@ type ClaimLookup func(namespace, name string) *corev1.PersistentVolumeClaim
 //   - PersistentReservationNotLiveMigratable: a LUN with SCSI persistent
 //     reservation;
 //   - DisksNotLiveMigratable: a PVC or DataVolume whose claim is not
-//     ReadWriteMany (or not found), or a hostDisk not marked shared.
+//     ReadWriteMany (or not found), the backend-storage claim of a VMI
+//     with persistent state likewise, or a hostDisk not marked shared.
 func LiveMigratable(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
 	method, diskErr := checkVolumes(vmi, claims)
 	no := func(reason, msg string) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
@@ -111,6 +112,13 @@ func checkInterfaces(vmi *v1.VirtualMachineInstance) string {
 // and why the disks cannot migrate ("" when they can).
 func checkVolumes(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.VirtualMachineInstanceMigrationMethod, string) {
 	method := v1.LiveMigration
+	if v1.NeedsBackendStorage(&vmi.Spec) {
+		// The persistent TPM or EFI state is on a claim both pods mount.
+		name := v1.BackendStorageClaimName(vmi.Name)
+		if claim := claims(vmi.Namespace, name); claim == nil || !sharedClaim(claim) {
+			return v1.BlockMigration, fmt.Sprintf("cannot migrate VMI: backend-storage PVC %v (its persistent state) is not shared, live migration requires ReadWriteMany", name)
+		}
+	}
 	for _, vol := range vmi.Spec.Volumes {
 		switch src := &vol.VolumeSource; {
 		case src.PersistentVolumeClaim != nil || src.DataVolume != nil:

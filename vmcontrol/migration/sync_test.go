@@ -70,6 +70,14 @@ func TestLiveMigratable(t *testing.T) {
 			vmi.Spec.Volumes = []v1.Volume{vol("disk", v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "img"}})}
 			vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: "disk", DiskDevice: v1.DiskDevice{CDRom: &v1.CDRomTarget{}}}}
 		}, corev1.ConditionTrue, "", "", v1.LiveMigration},
+		{"persistent TPM on a ReadWriteOnce backend-storage claim", func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: ptr(true)}
+			claims["persistent-state-for-vmi"] = claims["rwo"]
+		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: backend-storage PVC persistent-state-for-vmi (its persistent state) is not shared, live migration requires ReadWriteMany", v1.BlockMigration},
+		{"persistent EFI on a shared backend-storage claim", func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{Persistent: ptr(true)}}}
+			claims["persistent-state-for-vmi"] = claims["rwx"]
+		}, corev1.ConditionTrue, "", "", v1.BlockMigration},
 		{"bridge on the pod network", func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 		}, corev1.ConditionFalse, ReasonInterfaceNotMigratable, "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to the pod network", v1.BlockMigration},

@@ -43,7 +43,7 @@ func newClaimHarness(t *testing.T, renderer PodRenderer, vmi *v1.VirtualMachineI
 		renderer = r
 	}
 	events := record.NewFakeRecorder(10)
-	c, err := New(Config{Client: client.KubevirtV1(), Kube: podsOf(kube), Renderer: renderer, Recorder: events,
+	c, err := New(Config{Client: client.KubevirtV1(), Kube: podsOf(kube), ClaimClient: claimsOf{kube}, Renderer: renderer, Recorder: events,
 		VMIs: f.Kubevirt().V1().VirtualMachineInstances().Informer(), Pods: kf.Core().V1().Pods().Informer(), Claims: claimInformer.Informer()})
 	if err != nil {
 		t.Fatal(err)

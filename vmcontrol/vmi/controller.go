@@ -80,6 +80,14 @@ type Config struct {
 	// the renderer (podtemplate.Config.ClaimVolumeMode, through
 	// ClaimVolumeMode) so Block claims are attached as devices.
 	Claims cache.SharedIndexInformer
+	// ClaimClient, if set, creates the backend-storage claim of a VMI with
+	// persistent state (a persistent TPM or EFI variable store) before its
+	// launcher pod, as KubeVirt's virt-controller does: named
+	// v1.BackendStorageClaimName, of the KubeVirt CR's vmStateStorageClass
+	// (else the cluster's default class), owned by the VMI's VM so that the
+	// state outlives the VMI. Without it such a VMI gets no pod and an
+	// error condition.
+	ClaimClient kubeclient.PersistentVolumeClaimsGetter
 	// DataVolumes, if set with Claims, is CDI's DataVolume informer
 	// (unstructured, as vm.Config.DataVolumes), started by the caller.
 	DataVolumes cache.SharedIndexInformer
@@ -115,6 +123,7 @@ type Controller struct {
 	vmiLister     listers.VirtualMachineInstanceLister
 	podIndexer    cache.Indexer                           // pods by the UID of the VMI that created them
 	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
+	claimClient   kubeclient.PersistentVolumeClaimsGetter // creates backend-storage claims
 	dataVolumes   cache.Indexer                           // nil: DataVolumes are not checked
 	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
@@ -144,6 +153,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		client:        cfg.Client,
 		kube:          cfg.Kube,
+		claimClient:   cfg.ClaimClient,
 		vmiLister:     listers.NewVirtualMachineInstanceLister(cfg.VMIs.GetIndexer()),
 		podIndexer:    cfg.Pods.GetIndexer(),
 		vmiIndexer:    cfg.VMIs.GetIndexer(),

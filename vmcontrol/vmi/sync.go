@@ -262,6 +262,11 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 		}
 	}
 	pod, err := c.renderer.RenderLaunchPod(vmi)
+	if err == nil {
+		if serr := c.ensureBackendStorage(ctx, key, vmi); serr != nil {
+			return nil, serr
+		}
+	}
 	if err != nil {
 		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Cannot render the launcher pod: %v", err)
 		return nil, &syncError{reason: ReasonFailedCreate, err: &renderError{err}}

@@ -15,14 +15,14 @@ import (
 )
 
 // TestUnsupportedGetsNoPodAndIsReported: a VMI asking for a GPU and a
-// persistent TPM (accepted by the API, which vmkit cannot give) stays Pending without a
+// sound card (accepted by the API, which vmkit cannot give) stays Pending without a
 // launcher, with Synchronized=False reason Unsupported and a warning event
 // both naming the fields; it is not retried.
 func TestUnsupportedGetsNoPodAndIsReported(t *testing.T) {
 	vmi := newVMI("")
 	vmi.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 	vmi.Spec.Domain.Devices.GPUs = []v1.GPU{{Name: "gpu1", DeviceName: "nvidia.com/TU104GL_Tesla_T4"}}
-	vmi.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
+	vmi.Spec.Domain.Devices.Sound = &v1.SoundDevice{Name: "audio"}
 	h := newClaimHarness(t, fakeRenderer{}, vmi)
 	h.c.validate = func(vmi *v1.VirtualMachineInstance) field.ErrorList { return domainxml.Validate(vmi, true) }
 	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
@@ -34,8 +34,8 @@ func TestUnsupportedGetsNoPodAndIsReported(t *testing.T) {
 	got := h.vmi(t)
 	c := got.VMICondition(v1.VirtualMachineInstanceSynchronized)
 	if got.Status.Phase != v1.Pending || c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonUnsupported ||
-		!strings.Contains(c.Message, "spec.domain.devices.gpus") || !strings.Contains(c.Message, "spec.domain.devices.tpm.persistent") {
-		t.Fatalf("phase %q condition %+v; want Pending, Synchronized=False reason Unsupported naming gpus and tpm.persistent", got.Status.Phase, c)
+		!strings.Contains(c.Message, "spec.domain.devices.gpus") || !strings.Contains(c.Message, "spec.domain.devices.sound") {
+		t.Fatalf("phase %q condition %+v; want Pending, Synchronized=False reason Unsupported naming gpus and sound", got.Status.Phase, c)
 	}
 	events := h.drainEvents()
 	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning Unsupported ") || !strings.Contains(events[0], "spec.domain.devices.gpus") {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -511,6 +512,26 @@ func (h *Hypervisor) GuestAgentCommand(ctx context.Context, name, command string
 	return out, err
 }
 
+// nvramUndefineFlag is how an undefine treats the domain's EFI variable
+// store: removed with the domain when it is in domainxml.DefaultNVRAMDir,
+// the launcher's own directory; kept elsewhere, where only a persistent
+// store (firmware.bootloader.efi.persistent, on the VM's backend storage)
+// is put.
+func nvramUndefineFlag(d *golibvirt.Domain) golibvirt.DomainUndefineFlagsValues {
+	desc, err := d.GetXMLDesc(golibvirt.DOMAIN_XML_INACTIVE)
+	if err != nil {
+		return golibvirt.DOMAIN_UNDEFINE_NVRAM
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(desc); err != nil || def.OS == nil || def.OS.NVRam == nil || def.OS.NVRam.NVRam == "" {
+		return golibvirt.DOMAIN_UNDEFINE_NVRAM
+	}
+	if filepath.Dir(def.OS.NVRam.NVRam) == filepath.Clean(domainxml.DefaultNVRAMDir) {
+		return golibvirt.DOMAIN_UNDEFINE_NVRAM
+	}
+	return golibvirt.DOMAIN_UNDEFINE_KEEP_NVRAM
+}
+
 // KVMSupported implements hypervisor.Hypervisor with libvirt's domain
 // capabilities for virt type "kvm": libvirt answers them only when /dev/kvm
 // is usable and the architecture's QEMU can use it, and refuses (an
@@ -545,7 +566,7 @@ func (h *Hypervisor) Undefine(ctx context.Context, name string) error {
 		if active {
 			return &wrapped{"domain is running; destroy it first", hypervisor.ErrInvalidState}
 		}
-		err = d.UndefineFlags(golibvirt.DOMAIN_UNDEFINE_NVRAM)
+		err = d.UndefineFlags(nvramUndefineFlag(d))
 		var lerr golibvirt.Error
 		if errors.As(err, &lerr) && (lerr.Code == golibvirt.ERR_NO_SUPPORT || lerr.Code == golibvirt.ERR_INVALID_ARG) {
 			// Drivers without NVRAM (the test driver) reject the flag.
