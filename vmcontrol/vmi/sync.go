@@ -262,14 +262,13 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 		}
 	}
 	pod, err := c.renderer.RenderLaunchPod(vmi)
-	if err == nil {
-		if serr := c.ensureBackendStorage(ctx, key, vmi); serr != nil {
-			return nil, serr
-		}
-	}
 	if err != nil {
 		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Cannot render the launcher pod: %v", err)
 		return nil, &syncError{reason: ReasonFailedCreate, err: &renderError{err}}
+	}
+	// The claim the pod mounts for the VM's persistent state, if any.
+	if serr := c.ensureBackendStorage(ctx, key, vmi); serr != nil {
+		return nil, serr
 	}
 	c.exp.ExpectCreations(key, 1)
 	created, err := c.kube.Pods(vmi.Namespace).Create(ctx, pod, metav1.CreateOptions{})
