@@ -539,6 +539,14 @@ func TestPodNetwork(t *testing.T) {
 		}
 	})
 	t.Run("InboundSource", func(t *testing.T) {
+		// A failure here once was 30 s of an unanswered pod IP (the bridge
+		// guest's): then log what the host and each pod see of the path.
+		pids := map[string]int{masq.Name: qemuPID(t, "default", masq.Name), bridge.Name: qemuPID(t, "default", bridge.Name)}
+		defer func() {
+			if t.Failed() {
+				t.Log(podNetworkState(podIP, pids))
+			}
+		}()
 		// Both bindings show the guest the real client (here the host, on
 		// the pod bridge); masquerade NATs only what comes from the pod's
 		// own localhost to the gateway 10.0.2.1, as KubeVirt does.
@@ -559,6 +567,30 @@ func TestPodNetwork(t *testing.T) {
 		// And the other way, from the bridge guest to the masquerade guest.
 		httpGetUntil(t, guestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+guestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
 	})
+}
+
+// podNetworkState is what the host and the launcher pods (by their QEMU's
+// network namespace) see of the pod network: routes and neighbours of the
+// pod IPs, and each pod's addresses, neighbours and bridge forwarding table.
+func podNetworkState(podIPs map[string]string, pids map[string]int) string {
+	var b strings.Builder
+	run := func(title string, args ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "--- %s: %s (%v)\n%s", title, strings.Join(args, " "), err, out)
+	}
+	for name, ip := range podIPs {
+		run("host, "+name, "ip", "route", "get", ip)
+		run("host, "+name, "ip", "neigh", "show", ip)
+	}
+	for name, pid := range pids {
+		netns := fmt.Sprintf("--net=/proc/%d/ns/net", pid)
+		run("pod of "+name, "nsenter", netns, "ip", "-br", "addr")
+		run("pod of "+name, "nsenter", netns, "ip", "neigh")
+		run("pod of "+name, "nsenter", netns, "bridge", "fdb", "show")
+	}
+	return b.String()
 }
 
 func guestURL(ip string, port int, path string) string {
