@@ -411,6 +411,10 @@ loop:
 			l.poll(ctx)
 		}
 	}
+	// Another caller's end (a Kill while Run's own stop ran) may still be
+	// destroying the domain and removing the directories: the launcher
+	// exits only once that is done and the final status is written.
+	<-l.done
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)

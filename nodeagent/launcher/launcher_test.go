@@ -265,3 +265,53 @@ func TestLauncherRejectsOtherVMI(t *testing.T) {
 }
 
 var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Time" }, cmp.Ignore())
+
+// slowUndefine is the Fake hypervisor whose Undefine waits for release,
+// telling entered when it starts waiting.
+type slowUndefine struct {
+	*hypervisor.Fake
+	entered, release chan struct{}
+}
+
+func (s slowUndefine) Undefine(ctx context.Context, name string) error {
+	close(s.entered)
+	<-s.release
+	return s.Fake.Undefine(ctx, name)
+}
+
+// TestRunWaitsForAnotherEnd: when a Kill ends the domain while Run's own
+// graceful stop (SIGTERM) runs, Run returns (and virt-launcher exits) only
+// after the Kill's end removed the domain and the launcher's directories
+// and wrote the final status. Before, Run returned at once and the process
+// exit cut that cleanup short, leaving the VMI's socket directory behind.
+func TestRunWaitsForAnotherEnd(t *testing.T) {
+	slow := slowUndefine{Fake: hypervisor.NewFake(), entered: make(chan struct{}), release: make(chan struct{})}
+	f := startWith(t, func(c *Config) { c.Hypervisor = slow; c.GracePeriod = 10 * time.Second })
+	slow.IgnoreShutdown(true)
+	ctx := context.Background()
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatal(err)
+	}
+	go f.l.Kill(ctx)
+	<-slow.entered
+	f.cancel() // SIGTERM: Run's stop finds the end already begun
+	select {
+	case <-f.done:
+		close(slow.release)
+		t.Fatal("Run returned while the Kill's end was still undefining the domain")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(slow.release)
+	final := <-f.run
+	if !final.Final || final.Reason != hypervisor.ReasonDestroyed {
+		t.Errorf("final %+v, want destroyed", final)
+	}
+	if _, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID); err != nil {
+		t.Errorf("final status when Run returned: %v", err)
+	}
+	for _, d := range []string{f.cfg.EphemeralDiskDir, f.cfg.PrivateDir} {
+		if entries, _ := os.ReadDir(d); len(entries) != 0 {
+			t.Errorf("%s not cleaned up when Run returned: %v", d, entries)
+		}
+	}
+}
