@@ -24,6 +24,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require k8s.io/component-helpers v0.34.4
+
 require (
 	cel.dev/expr v0.24.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20230124172434-306776ec8161 // indirect

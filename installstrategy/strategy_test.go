@@ -15,10 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/vmapi/crds"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/node"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml and the RBAC table in docs/installstrategy.md")
@@ -496,4 +498,27 @@ func rbacTable() string {
 		}
 	}
 	return b.String()
+}
+
+// virt-handler's pods tolerate the taint virt-controller's node controller
+// puts on a node whose agent stopped heartbeating: otherwise a virt-handler
+// pod deleted meanwhile could not come back to take the taint off.
+func TestHandlerToleratesUnresponsiveTaint(t *testing.T) {
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.DaemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want virt-handler's", len(s.DaemonSets))
+	}
+	taints := []corev1.Taint{node.UnresponsiveTaint()}
+	ds := s.DaemonSets[0]
+	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(taints, ds.Spec.Template.Spec.Tolerations, nil); untolerated {
+		t.Errorf("%s does not tolerate %s: %+v", ds.Name, taint.ToString(), ds.Spec.Template.Spec.Tolerations)
+	}
+	for _, d := range s.Deployments {
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(taints, d.Spec.Template.Spec.Tolerations, nil); !untolerated {
+			t.Errorf("%s tolerates the unresponsive node's taint; only virt-handler needs to", d.Name)
+		}
+	}
 }

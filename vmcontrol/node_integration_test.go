@@ -18,11 +18,12 @@ import (
 // TestNodeController runs the Manager's node controller against a real API
 // server. node01 (where fakeKubelet binds launcher pods) has a node agent
 // heartbeating; three VMIs run there. Then the agent goes quiet: its last
-// heartbeat expires with no further event, the node is marked
-// unschedulable, the VMI whose launcher pod has exited (which only the
+// heartbeat expires with no further event, the node is tainted
+// kubevirt.io/schedulable=false:NoSchedule, the VMI whose launcher pod has exited (which only the
 // agent would have reported) fails with reason NodeUnresponsive, and the
-// VMI whose launcher still runs is left alone, until the Node is deleted
-// and its launcher stops.
+// VMI whose launcher still runs is left alone. A new heartbeat takes the
+// taint off. Once the Node is deleted and the survivor's launcher stops,
+// the survivor fails too.
 func TestNodeController(t *testing.T) {
 	const timeout = time.Minute
 	c := startCluster(t)
@@ -82,10 +83,15 @@ func TestNodeController(t *testing.T) {
 		t.Fatalf("before the heartbeat expired: exited %v, %v; want Running", vmi.Status.Phase, err)
 	}
 
-	waitFor(t, 40*time.Second, "node01 marked unschedulable", func(ctx context.Context) (bool, error) {
+	// The node is tainted, not labeled: a restarting kubelet re-admits its
+	// running pods against their node selector (schedulable=true).
+	waitFor(t, 40*time.Second, "node01 tainted kubevirt.io/schedulable=false:NoSchedule", func(ctx context.Context) (bool, error) {
 		n, err := nodes.Get(ctx, "node01", metav1.GetOptions{})
-		return err == nil && n.Labels[v1.NodeSchedulable] == "false", nil
+		return err == nil && node.HasUnresponsiveTaint(n), nil
 	})
+	if n, err := nodes.Get(ctx, "node01", metav1.GetOptions{}); err != nil || n.Labels[v1.NodeSchedulable] != "true" {
+		t.Errorf("the unresponsive node's labels: %v, %v; want schedulable=true as the agent left it", n.Labels, err)
+	}
 	failed := c.waitVMIPhase(t, "exited", v1.Failed)
 	ts := failed.Status.PhaseTransitionTimestamps
 	if failed.Status.Reason != node.ReasonNodeUnresponsive || len(ts) == 0 || ts[len(ts)-1].Phase != v1.Failed {
@@ -117,6 +123,16 @@ func TestNodeController(t *testing.T) {
 	if len(pods) != 1 || pods[0].Status.Phase != corev1.PodRunning || pods[0].DeletionTimestamp != nil {
 		t.Fatalf("survivor's launcher pods = %+v, want one Running", pods)
 	}
+
+	// The agent heartbeats again: the taint goes.
+	patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1.VirtHandlerHeartbeat: time.Now().UTC().Format(time.RFC3339)}}})
+	if _, err := nodes.Patch(ctx, "node01", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "node01's taint removed after a heartbeat", func(ctx context.Context) (bool, error) {
+		n, err := nodes.Get(ctx, "node01", metav1.GetOptions{})
+		return err == nil && !node.HasUnresponsiveTaint(n), nil
+	})
 
 	// The Node is deleted, and then the survivor's launcher exits: with no
 	// node left to report it, the VMI fails.

@@ -8,8 +8,9 @@
 // older than Config.HeartbeatTimeout (5 minutes, as KubeVirt), when it
 // carries kubevirt.io/schedulable=true without a readable heartbeat, or when
 // the Node was deleted. The controller then
-//   - sets kubevirt.io/schedulable=false on it (a merge patch of that label,
-//     only when it is "true"), so no new launcher pod is scheduled there;
+//   - taints it kubevirt.io/schedulable=false:NoSchedule (UnresponsiveTaint,
+//     when it is labeled kubevirt.io/schedulable=true), so no new launcher
+//     pod is scheduled there; the taint goes when the heartbeat returns;
 //   - sets Failed, with reason NodeUnresponsive and an event naming the node,
 //     on each of the node's VMIs (status.nodeName) that is neither final nor
 //     being deleted and has no launcher pod (label
@@ -36,8 +37,14 @@
 //     containers all terminated, which the Manager's slim pod cache does not
 //     record), but it keeps it alive on any node, not only on the VMI's
 //     (a migration's target may run the guest elsewhere);
-//   - the schedulable label is patched with the Node's resourceVersion, so a
-//     heartbeat written meanwhile wins and the node is looked at again;
+//   - KubeVirt labels the node kubevirt.io/schedulable=false instead of
+//     tainting it. A kubelet re-admits its pods against their node selectors
+//     when it restarts, so with the label a kubelet restart on that node
+//     killed every VM still running there (KubeVirt's bug #11843); the
+//     kubelet's admission ignores NoSchedule taints. The label stays as the
+//     agent wrote it;
+//   - the taint is patched with the Node's resourceVersion, so a heartbeat
+//     written meanwhile wins and the node is looked at again;
 //   - a Node missing from the cache is confirmed missing with a GET before
 //     its VMIs are failed;
 //   - VMIs being deleted are not failed: they are going away, and a Failed

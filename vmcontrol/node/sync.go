@@ -56,33 +56,75 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	unresponsive, recheck := Unresponsive(node, c.timeout, c.now())
 	if !unresponsive {
+		if node != nil && HasUnresponsiveTaint(node) {
+			if err := c.setUnresponsiveTaint(ctx, node, false); err != nil {
+				return err
+			}
+		}
 		if recheck > 0 {
 			return reconcile.After(recheck)
 		}
 		return nil
 	}
-	if node != nil && node.Labels[v1.NodeSchedulable] == "true" {
-		if err := c.markUnschedulable(ctx, node); err != nil {
+	if node != nil && node.Labels[v1.NodeSchedulable] == "true" && !HasUnresponsiveTaint(node) {
+		if err := c.setUnresponsiveTaint(ctx, node, true); err != nil {
 			return err
 		}
 	}
 	return c.failStranded(ctx, key, node == nil)
 }
 
-// markUnschedulable sets kubevirt.io/schedulable=false on the node, unless
-// the node changed since the cache saw it (a heartbeat may have come).
-func (c *Controller) markUnschedulable(ctx context.Context, node *corev1.Node) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": node.ResourceVersion,
-		"labels":          map[string]string{v1.NodeSchedulable: "false"},
-	}})
+// UnresponsiveTaint is the taint the controller puts on a node whose node
+// agent stopped heartbeating: kubevirt.io/schedulable=false, NoSchedule.
+//
+// KubeVirt labels such a node kubevirt.io/schedulable=false instead. Launcher
+// pods select kubevirt.io/schedulable=true, and a kubelet re-admits its pods
+// against their node selectors when it restarts, so a kubelet restart on that
+// node killed every VM still running there (KubeVirt's bug #11843). The
+// scheduler honours a NoSchedule taint just as the label, while the kubelet's
+// admission looks at NoExecute taints only: new launcher pods stay off the
+// node and the running ones survive. virt-handler's DaemonSet tolerates it.
+func UnresponsiveTaint() corev1.Taint {
+	return corev1.Taint{Key: v1.NodeSchedulable, Value: "false", Effect: corev1.TaintEffectNoSchedule}
+}
+
+// HasUnresponsiveTaint reports whether node carries UnresponsiveTaint.
+func HasUnresponsiveTaint(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, isUnresponsiveTaint)
+}
+
+// isUnresponsiveTaint matches UnresponsiveTaint by key and effect.
+func isUnresponsiveTaint(t corev1.Taint) bool {
+	u := UnresponsiveTaint()
+	return u.MatchTaint(&t)
+}
+
+// setUnresponsiveTaint adds UnresponsiveTaint to the node's taints, or
+// removes it, unless the node changed since the cache saw it (a heartbeat
+// may have come; the node's event brings it back).
+func (c *Controller) setUnresponsiveTaint(ctx context.Context, node *corev1.Node, on bool) error {
+	taint := UnresponsiveTaint()
+	taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), isUnresponsiveTaint)
+	if on {
+		taints = append(taints, taint)
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+		"spec":     map[string]any{"taints": taints},
+	})
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("node agent is not responsive: marking the node unschedulable",
-		"node", node.Name, "heartbeat", node.Annotations[v1.VirtHandlerHeartbeat])
+	log := klog.FromContext(ctx).WithValues("node", node.Name, "heartbeat", node.Annotations[v1.VirtHandlerHeartbeat])
+	what := "tainting"
+	if on {
+		log.Info("node agent is not responsive: tainting the node so no new launcher pod is scheduled there")
+	} else {
+		what = "untainting"
+		log.Info("node agent is heartbeating again: removing the node's taint")
+	}
 	if _, err := c.kube.Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("marking Node %s unschedulable: %w", node.Name, err)
+		return fmt.Errorf("%s Node %s (%s): %w", what, node.Name, taint.ToString(), err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,8 +138,11 @@ func (h *harness) failed(t *testing.T) map[string]string {
 	return out
 }
 
-// schedulablePatches lists the schedulable label values patched onto nodes.
-func (h *harness) schedulablePatches(t *testing.T) []string {
+// taintPatches lists the taints each node patch leaves on the node
+// ("node01 a=b:NoSchedule,...", "node01 none"). A patch must carry the cached
+// resourceVersion as its precondition and must not touch the labels: the
+// kubelet re-admits its pods against their node selectors when it restarts.
+func (h *harness) taintPatches(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, a := range h.kube.Actions() {
@@ -150,24 +154,36 @@ func (h *harness) schedulablePatches(t *testing.T) []string {
 			t.Errorf("patch type %s, want a merge patch", p.GetPatchType())
 		}
 		var body struct {
-			Metadata struct {
-				ResourceVersion string            `json:"resourceVersion"`
-				Labels          map[string]string `json:"labels"`
-			} `json:"metadata"`
+			Metadata map[string]any `json:"metadata"`
+			Spec     struct {
+				Taints []corev1.Taint `json:"taints"`
+			} `json:"spec"`
 		}
 		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
 			t.Fatal(err)
 		}
-		if body.Metadata.ResourceVersion != "42" {
-			t.Errorf("patch %s: want the cached resourceVersion 42 as a precondition", p.GetPatch())
+		if body.Metadata["resourceVersion"] != "42" || len(body.Metadata) != 1 {
+			t.Errorf("patch %s: want the cached resourceVersion 42 as a precondition and no other metadata", p.GetPatch())
 		}
-		if len(body.Metadata.Labels) != 1 {
-			t.Errorf("patch %s: want the schedulable label only", p.GetPatch())
+		var taints []string
+		for _, taint := range body.Spec.Taints {
+			taints = append(taints, taint.ToString())
 		}
-		out = append(out, p.GetName()+" "+body.Metadata.Labels[v1.NodeSchedulable])
+		if len(taints) == 0 {
+			taints = []string{"none"}
+		}
+		out = append(out, p.GetName()+" "+strings.Join(taints, ","))
 	}
 	return out
 }
+
+// tainted is node with extra taints.
+func tainted(node *corev1.Node, taints ...corev1.Taint) *corev1.Node {
+	node.Spec.Taints = append(node.Spec.Taints, taints...)
+	return node
+}
+
+var otherTaint = corev1.Taint{Key: "example.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 
 func TestSync(t *testing.T) {
 	running := newVMI("running-pod", "node01", v1.Running)
@@ -188,7 +204,7 @@ func TestSync(t *testing.T) {
 		pods       []*corev1.Pod
 		wantErr    error
 		wantWrites []string
-		wantLabels []string          // schedulable values patched
+		wantTaints []string          // taints left by each node patch
 		wantFailed map[string]string // VMI → "phase reason" written
 	}{{
 		name:    "fresh heartbeat: nothing, look again when it expires",
@@ -196,23 +212,43 @@ func TestSync(t *testing.T) {
 		vmis:    []*v1.VirtualMachineInstance{gone},
 		wantErr: reconcile.After(4 * time.Minute),
 	}, {
-		name:       "stale heartbeat: the node is marked unschedulable",
+		name:       "stale heartbeat: the node is tainted, its label untouched",
 		node:       stale,
 		wantWrites: []string{"patch nodes"},
-		wantLabels: []string{"node01 false"},
+		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
 	}, {
-		name: "stale heartbeat, already unschedulable: no patch",
+		name:       "stale heartbeat: the node's other taints are kept",
+		node:       tainted(newNode(10*time.Minute, "true"), otherTaint),
+		wantWrites: []string{"patch nodes"},
+		wantTaints: []string{"node01 example.com/gpu=true:NoSchedule,kubevirt.io/schedulable=false:NoSchedule"},
+	}, {
+		name: "stale heartbeat, already tainted: no patch",
+		node: tainted(newNode(10*time.Minute, "true"), UnresponsiveTaint()),
+	}, {
+		name: "stale heartbeat, labeled unschedulable: no patch",
 		node: newNode(10*time.Minute, "false"),
+	}, {
+		name:       "heartbeat back: the taint goes, the other taints stay",
+		node:       tainted(newNode(time.Minute, "true"), otherTaint, UnresponsiveTaint()),
+		wantErr:    reconcile.After(4 * time.Minute),
+		wantWrites: []string{"patch nodes"},
+		wantTaints: []string{"node01 example.com/gpu=true:NoSchedule"},
+	}, {
+		name:       "heartbeat back: the only taint goes",
+		node:       tainted(newNode(time.Minute, "true"), UnresponsiveTaint()),
+		wantErr:    reconcile.After(4 * time.Minute),
+		wantWrites: []string{"patch nodes"},
+		wantTaints: []string{"node01 none"},
 	}, {
 		name:       "heartbeat exactly timeout old is stale",
 		node:       newNode(DefaultHeartbeatTimeout, "true"),
 		wantWrites: []string{"patch nodes"},
-		wantLabels: []string{"node01 false"},
+		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
 	}, {
 		name:       "schedulable without a heartbeat: unresponsive",
 		node:       newNode(noHeartbeat, "true"),
 		wantWrites: []string{"patch nodes"},
-		wantLabels: []string{"node01 false"},
+		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
 	}, {
 		name: "node without an agent: untouched, no requeue",
 		node: newNode(noHeartbeat, ""),
@@ -230,7 +266,7 @@ func TestSync(t *testing.T) {
 			launcher(succeededPod, "node01", corev1.PodSucceeded),
 		},
 		wantWrites: []string{"patch nodes", "update virtualmachineinstances", "update virtualmachineinstances", "update virtualmachineinstances"},
-		wantLabels: []string{"node01 false"},
+		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
 		wantFailed: map[string]string{
 			"pod-gone":           "Failed NodeUnresponsive",
 			"pod-succeeded":      "Failed NodeUnresponsive",
@@ -286,8 +322,8 @@ func TestSync(t *testing.T) {
 			if diff := cmp.Diff(tc.wantWrites, h.writes()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantLabels, h.schedulablePatches(t)); diff != "" {
-				t.Errorf("schedulable label patches (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantTaints, h.taintPatches(t)); diff != "" {
+				t.Errorf("node patches (-want +got):\n%s", diff)
 			}
 			got := h.failed(t)
 			if tc.wantFailed == nil {
@@ -369,9 +405,9 @@ func TestConflictRequeues(t *testing.T) {
 	}
 }
 
-// TestLabelOnce: once the cache has the label the first sync patched, the
-// node is not patched again.
-func TestLabelOnce(t *testing.T) {
+// TestTaintOnce: once the cache has the taint the first sync patched, the
+// node is not patched again; the label stays as the agent wrote it.
+func TestTaintOnce(t *testing.T) {
 	h := newHarness(t, newNode(10*time.Minute, "true"), nil, nil)
 	ctx := context.Background()
 	if err := h.c.sync(ctx, "node01"); err != nil {
@@ -381,8 +417,8 @@ func TestLabelOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if patched.Labels[v1.NodeSchedulable] != "false" || patched.Labels["kubernetes.io/hostname"] != "node01" {
-		t.Fatalf("labels after the patch: %v", patched.Labels)
+	if !HasUnresponsiveTaint(patched) || patched.Labels[v1.NodeSchedulable] != "true" || patched.Labels["kubernetes.io/hostname"] != "node01" {
+		t.Fatalf("after the patch: taints %v, labels %v", patched.Spec.Taints, patched.Labels)
 	}
 	_ = h.nodes.Update(patched)
 	h.kube.ClearActions()
