@@ -55,6 +55,8 @@ type options struct {
 	leaseName      string
 	metricsAddress string
 	resync         time.Duration
+	qps            float64
+	burst          int
 }
 
 func main() {
@@ -89,6 +91,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaseName, "leader-elect-name", "virt-operator", "name of the leader Lease")
 	fs.StringVar(&o.metricsAddress, "metrics-address", ":8187", "address serving /metrics, /healthz and /readyz (empty disables)")
 	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "how often the installed strategy is re-applied")
+	// An install, upgrade or uninstall makes a few hundred requests in a
+	// burst; client-go's default of 5 per second made each take 20-40 s.
+	fs.Float64Var(&o.qps, "qps", 100, "API client queries per second")
+	fs.IntVar(&o.burst, "burst", 200, "API client burst")
 	fs.BoolVar(&o.dumpManifest, "dump-operator-manifest", false, "print the operator's own installation as YAML and exit (see the --manifest-* flags)")
 	fs.StringVar(&o.manifest.Image, "manifest-image", "", "with --dump-operator-manifest: the operator's image, e.g. quay.io/vmkit/virt-operator:v0.1.0")
 	fs.StringVar(&o.manifest.Namespace, "manifest-namespace", installstrategy.DefaultNamespace, "with --dump-operator-manifest: the install namespace")
@@ -107,6 +113,7 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		return err
 	}
 	restCfg.UserAgent = "vmkit-virt-operator"
+	restCfg.QPS, restCfg.Burst = float32(o.qps), o.burst
 	kube, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err

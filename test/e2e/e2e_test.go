@@ -176,11 +176,18 @@ func createVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
 }
 
 // waitFor polls f every 250ms until it returns true or timeout passes.
+// With E2E_TRACE set in the environment it logs each new state f reports,
+// with the time since the wait began: where a slow step spends its time.
 func waitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	start, prev := time.Now(), ""
 	for {
 		ok, last := f()
+		if last != prev && os.Getenv("E2E_TRACE") != "" {
+			t.Logf("TRACE %v %s: %s", time.Since(start).Round(100*time.Millisecond), what, last)
+			prev = last
+		}
 		if ok {
 			return
 		}

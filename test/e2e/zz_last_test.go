@@ -98,6 +98,10 @@ func TestUninstall(t *testing.T) {
 	if err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Delete(t.Context(), cluster.KubeVirtName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	deleted := time.Now()
+	defer func() {
+		t.Logf("KubeVirt CR deleted → everything gone in %v", time.Since(deleted).Round(100*time.Millisecond))
+	}()
 	waitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -100,8 +100,9 @@ type Controller struct {
 	loop       *reconcile.Loop
 	now        func() time.Time
 
-	mu    sync.Mutex
-	cache map[string]*installstrategy.Strategy // by config ID
+	mu      sync.Mutex
+	cache   map[string]*installstrategy.Strategy // by config ID
+	waiting map[string]string                    // by CR key: what its uninstall last waited for
 }
 
 // New wires the controller to its informers. Call Start to run it.

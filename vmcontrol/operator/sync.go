@@ -254,8 +254,10 @@ func (c *Controller) uninstall(ctx context.Context, key string, kv *v1.KubeVirt)
 				return fmt.Errorf("KubeVirt %s: %w", key, err)
 			}
 			if len(res.Remaining) > 0 {
+				c.logWaiting(ctx, key, res.Remaining)
 				return reconcile.After(pendingRetry / 4)
 			}
+			c.logWaiting(ctx, key, nil)
 			if err := installstrategy.DeleteCertificates(ctx, c.dynamic, strategy.Config.Namespace); err != nil {
 				return fmt.Errorf("KubeVirt %s: %w", key, err)
 			}
@@ -275,6 +277,26 @@ func (c *Controller) uninstall(ctx context.Context, key string, kv *v1.KubeVirt)
 	}
 	c.stale.Wrote(key, kv.ResourceVersion)
 	return nil
+}
+
+// logWaiting logs what the uninstall of CR key waits for, when that
+// changed since the last sync (it is retried every 500 ms).
+func (c *Controller) logWaiting(ctx context.Context, key string, remaining []string) {
+	what := strings.Join(remaining, ", ")
+	c.mu.Lock()
+	changed := c.waiting[key] != what
+	if c.waiting == nil {
+		c.waiting = map[string]string{}
+	}
+	if what == "" {
+		delete(c.waiting, key)
+	} else {
+		c.waiting[key] = what
+	}
+	c.mu.Unlock()
+	if changed && what != "" {
+		klog.FromContext(ctx).Info("uninstalling: waiting for objects to go", "kubevirt", key, "remaining", what)
+	}
 }
 
 // installedStrategy is the strategy of the observed (else target) config;
