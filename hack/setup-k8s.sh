@@ -12,6 +12,10 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${DEST:-$ROOT/_output/k8s-bin}
 CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"}
+SHARED_MODULES="golang.org/x/crypto golang.org/x/net golang.org/x/oauth2 golang.org/x/sync golang.org/x/sys
+  golang.org/x/term golang.org/x/text golang.org/x/time google.golang.org/protobuf
+  github.com/prometheus/client_golang github.com/prometheus/common github.com/prometheus/procfs
+  github.com/prometheus/client_model" 
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {
@@ -43,6 +47,17 @@ if [ -n "$need" ]; then
     for c in $need; do echo "_ \"k8s.io/kubernetes/cmd/$c\""; done
     echo ')'
   } > tools.go
+  # vmkit's versions of the low-level modules both builds use (its images
+  # are built the same way: CGO_ENABLED=0, -trimpath), so that go's build
+  # cache shares the compiled k8s.io/api, apimachinery, client-go and
+  # apiserver between this build and hack/build-images.sh instead of
+  # compiling them twice (they are only patch and minor versions ahead of
+  # Kubernetes' own). A version lower than Kubernetes' changes nothing (the
+  # highest wins).
+  for m in $SHARED_MODULES; do
+    v=$(cd "$ROOT" && go list -m -f '{{.Version}}' "$m" 2>/dev/null) || continue
+    go mod edit -require="$m@$v"
+  done
   go mod tidy
   minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
