@@ -18,13 +18,12 @@ require (
 	k8s.io/apiserver v0.34.4
 	k8s.io/cli-runtime v0.34.4
 	k8s.io/client-go v0.34.4
+	k8s.io/component-helpers v0.34.4
 	k8s.io/kube-aggregator v0.34.4
 	k8s.io/kubelet v0.34.4
 	libvirt.org/go/libvirtxml v1.11010.0
 	sigs.k8s.io/yaml v1.6.0
 )
-
-require k8s.io/component-helpers v0.34.4
 
 require (
 	cel.dev/expr v0.24.0 // indirect
