@@ -15,7 +15,7 @@ CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube
 SHARED_MODULES="golang.org/x/crypto golang.org/x/net golang.org/x/oauth2 golang.org/x/sync golang.org/x/sys
   golang.org/x/term golang.org/x/text golang.org/x/time google.golang.org/protobuf
   github.com/prometheus/client_golang github.com/prometheus/common github.com/prometheus/procfs
-  github.com/prometheus/client_model" 
+  github.com/prometheus/client_model"
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {
@@ -47,13 +47,14 @@ if [ -n "$need" ]; then
     for c in $need; do echo "_ \"k8s.io/kubernetes/cmd/$c\""; done
     echo ')'
   } > tools.go
-  # vmkit's versions of the low-level modules both builds use (its images
-  # are built the same way: CGO_ENABLED=0, -trimpath), so that go's build
-  # cache shares the compiled k8s.io/api, apimachinery, client-go and
-  # apiserver between this build and hack/build-images.sh instead of
-  # compiling them twice (they are only patch and minor versions ahead of
-  # Kubernetes' own). A version lower than Kubernetes' changes nothing (the
-  # highest wins).
+  # vmkit's versions of the low-level modules both builds use, and the
+  # flags vmkit's tests, go vet and virt-launcher build with (-trimpath and
+  # Go's default CGO_ENABLED, 1 with gcc: the Makefile exports
+  # GOFLAGS=-trimpath), so that go's build cache compiles k8s.io/api,
+  # apimachinery, client-go, apiserver and their dependencies once for
+  # Kubernetes and vmkit instead of once per set of flags (vmkit's versions
+  # are only patch and minor versions ahead of Kubernetes' own). A version
+  # lower than Kubernetes' changes nothing (the highest wins).
   for m in $SHARED_MODULES; do
     v=$(cd "$ROOT" && go list -m -f '{{.Version}}' "$m" 2>/dev/null) || continue
     go mod edit -require="$m@$v"
@@ -64,7 +65,7 @@ if [ -n "$need" ]; then
   ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   ldflags="$ldflags -X k8s.io/component-base/version.gitTreeState=clean"
   pkgs=""; for c in $need; do pkgs="$pkgs k8s.io/kubernetes/cmd/$c"; done
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$DEST/" $pkgs
+  go build -trimpath -ldflags "$ldflags" -o "$DEST/" $pkgs
 fi
 
 if ! have etcd "Version: $ETCD_VERSION"; then
