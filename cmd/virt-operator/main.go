@@ -108,12 +108,10 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 	if err != nil {
 		return err
 	}
-	restCfg, err := restConfig(o.kubeconfig)
+	restCfg, err := o.restConfig()
 	if err != nil {
 		return err
 	}
-	restCfg.UserAgent = "vmkit-virt-operator"
-	restCfg.QPS, restCfg.Burst = float32(o.qps), o.burst
 	kube, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -255,9 +253,20 @@ func leaderElect(ctx context.Context, kube kubernetes.Interface, o options, name
 	return errors.New("lost the leader lease")
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return rest.InClusterConfig()
+// restConfig is the operator's client configuration: in-cluster or from
+// --kubeconfig, with its user agent and the --qps and --burst rate limit.
+func (o options) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "vmkit-virt-operator"
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	return cfg, nil
 }
