@@ -24,16 +24,11 @@ all: test
 test: test-deps verify
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/test.sh
 
-## test-deps: Kubernetes + etcd from source, containerd + runc, libvirt + QEMU, the test guests
-## (tiny; the Debian cloud guest, which hack/build-images.sh makes), vmkit's images (for the
-## end-to-end tests on a real kubelet), the code tools.
+## test-deps: containerd + runc, libvirt + QEMU, the tiny test guest, Kubernetes + etcd from
+## source with the Debian cloud guest built beside them, vmkit's images (for the end-to-end tests
+## on a real kubelet), the code tools (hack/test-deps.sh).
 test-deps:
-	hack/setup-k8s.sh
-	hack/setup-node.sh
-	hack/setup-libvirt.sh
-	hack/make-guest.sh $(VMKIT_GUEST_DIR)
-	hack/build-images.sh
-	hack/tools.sh
+	hack/test-deps.sh
 
 ## unit: only the tests that need nothing installed.
 unit:

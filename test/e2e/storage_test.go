@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/cluster"
@@ -345,14 +346,19 @@ func TestPVCDisks(t *testing.T) {
 	// so the claim's image keeps the marker after the VM stops.
 	setRunStrategy(t, c, fsVM.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, fsVM.Name)
-	stored, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, fsVM.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := volumeNamed(t, &stored.Spec.Template.Spec, "datadisk")
-	data.VolumeSource = v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{PersistentVolumeClaim: &data.PersistentVolumeClaim.PersistentVolumeClaimVolumeSource}}
-	stored.Spec.RunStrategy = ptr(v1.RunStrategyAlways)
-	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Update(ctx, stored, metav1.UpdateOptions{}); err != nil {
+	// The VM controller may still be writing the stopped VM's status: an
+	// update from a stale read conflicts, and is read and made again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		stored, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, fsVM.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		data := volumeNamed(t, &stored.Spec.Template.Spec, "datadisk")
+		data.VolumeSource = v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{PersistentVolumeClaim: &data.PersistentVolumeClaim.PersistentVolumeClaimVolumeSource}}
+		stored.Spec.RunStrategy = ptr(v1.RunStrategyAlways)
+		_, err = c.Client.KubevirtV1().VirtualMachines("default").Update(ctx, stored, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	ip := bootedIP(t, c, fsVM)
