@@ -20,8 +20,12 @@ mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {
   [ -x "$DEST/$1" ] || return 1
-  if [ "$1" = kubectl ]; then "$DEST/kubectl" version --client 2>/dev/null | grep -q "$2"
-  else "$DEST/$1" --version 2>/dev/null | grep -q "$2"; fi
+  local out
+  # Read the whole output before matching: `| grep -q` could exit on the
+  # first line and fail the binary with SIGPIPE (and pipefail, the check).
+  if [ "$1" = kubectl ]; then out=$("$DEST/kubectl" version --client 2>/dev/null) || return 1
+  else out=$("$DEST/$1" --version 2>/dev/null) || return 1; fi
+  grep -q -- "$2" <<<"$out"
 }
 
 need=""
