@@ -29,7 +29,8 @@ lint=$!
 trap 'kill "$lint" 2>/dev/null' EXIT
 
 status=0
-mapfile -t rest < <(go list ./... | grep -v -e /test/e2e2node -e '/test/e2e$' -e /internal/testenv)
+pkgs=$(go list ./...) || exit 1
+mapfile -t rest < <(grep -v -e /test/e2e2node -e '/test/e2e$' -e /internal/testenv <<<"$pkgs")
 go test "${flags[@]}" ./test/e2e "${rest[@]}" ./internal/testenv || status=1
 go test "${flags[@]}" ./test/e2e2node || status=1
 (cd hack/images && go test "${flags[@]}" ./...) || status=1
