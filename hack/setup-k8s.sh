@@ -33,7 +33,7 @@ for c in $CMDS; do have "$c" "v$K8S_VERSION" || need="$need $c"; done
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
 if [ -n "$need" ]; then
-  echo "building Kubernetes v$K8S_VERSION:$need (4-6 min cold)"
+  echo "building Kubernetes v$K8S_VERSION:$need (about 15 min cold on 2 cores)"
   mkdir -p "$work/k8s"; cd "$work/k8s"
   staging="v0.${K8S_VERSION#1.}"
   printf 'module k8sbuild\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes v%s\n' "$K8S_VERSION" > go.mod
