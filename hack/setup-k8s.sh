@@ -12,10 +12,6 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${DEST:-$ROOT/_output/k8s-bin}
 CMDS=${CMDS:-"kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"}
-SHARED_MODULES="golang.org/x/crypto golang.org/x/net golang.org/x/oauth2 golang.org/x/sync golang.org/x/sys
-  golang.org/x/term golang.org/x/text golang.org/x/time google.golang.org/protobuf
-  github.com/prometheus/client_golang github.com/prometheus/common github.com/prometheus/procfs
-  github.com/prometheus/client_model"
 mkdir -p "$DEST"; DEST=$(cd "$DEST" && pwd)
 
 have() {
@@ -51,24 +47,19 @@ if [ -n "$need" ]; then
     for c in $need; do echo "_ \"k8s.io/kubernetes/cmd/$c\""; done
     echo ')'
   } > tools.go
-  # vmkit's versions of the low-level modules both builds use, and the
-  # flags vmkit's tests, go vet and virt-launcher build with (-trimpath and
-  # Go's default CGO_ENABLED, 1 with gcc: the Makefile exports
-  # GOFLAGS=-trimpath), so that go's build cache compiles k8s.io/api,
-  # apimachinery, client-go, apiserver and their dependencies once for
-  # Kubernetes and vmkit instead of once per set of flags (vmkit's versions
-  # are only patch and minor versions ahead of Kubernetes' own). A version
-  # lower than Kubernetes' changes nothing (the highest wins).
-  for m in $SHARED_MODULES; do
-    v=$(cd "$ROOT" && go list -m -f '{{.Version}}' "$m" 2>/dev/null) || continue
-    go mod edit -require="$m@$v"
-  done
+  # vmkit's versions of the modules both builds use, built with the flags
+  # vmkit's tests, go vet and images build with (-trimpath and Go's default
+  # CGO_ENABLED, 1 with gcc: the Makefile exports GOFLAGS=-trimpath), so that
+  # go's build cache compiles k8s.io/api, apimachinery, client-go, apiserver
+  # and their dependencies once for Kubernetes and vmkit instead of once per
+  # set of versions and flags (hack/share-versions.sh).
   go mod tidy
+  pkgs=""; for c in $need; do pkgs="$pkgs k8s.io/kubernetes/cmd/$c"; done
+  "$ROOT/hack/share-versions.sh" $pkgs
   minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
   ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   ldflags="$ldflags -X k8s.io/component-base/version.gitTreeState=clean"
-  pkgs=""; for c in $need; do pkgs="$pkgs k8s.io/kubernetes/cmd/$c"; done
   go build -trimpath -ldflags "$ldflags" -o "$DEST/" $pkgs
 fi
 
@@ -81,6 +72,8 @@ if ! have etcd "Version: $ETCD_VERSION"; then
   done
   printf '//go:build tools\npackage etcdbuild\nimport _ "go.etcd.io/etcd/server/v3"\n' > tools.go
   go mod tidy
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$DEST/etcd" go.etcd.io/etcd/server/v3
+  # As for Kubernetes: gRPC, protobuf, OpenTelemetry and the rest compiled once.
+  "$ROOT/hack/share-versions.sh" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags "-s -w" -o "$DEST/etcd" go.etcd.io/etcd/server/v3
 fi
 echo "Kubernetes binaries ready in $DEST"

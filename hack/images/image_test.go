@@ -251,7 +251,7 @@ func TestBinaryMustBeStatic(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b.opts.bin, "virt-handler"), sh, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.binaryLayer("virt-handler", "usr/bin/virt-handler"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+	if _, err := b.binaryLayer("virt-handler", "usr/bin/virt-handler"); err == nil || !strings.Contains(err.Error(), "dynamically linked: link it statically") {
 		t.Errorf("dynamic binary: got error %v", err)
 	}
 }

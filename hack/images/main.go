@@ -387,7 +387,7 @@ func checkStatic(path string) error {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0", path)
+			return fmt.Errorf("%s is dynamically linked: link it statically (hack/build-images.sh: -ldflags '-linkmode external -extldflags -static', or CGO_ENABLED=0)", path)
 		}
 	}
 	return nil
