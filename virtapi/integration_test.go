@@ -15,6 +15,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -247,6 +248,27 @@ func TestAggregatedAPI(t *testing.T) {
 		}
 		if _, err := env.Kube.RbacV1().RoleBindings("default").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	}
+
+	// RBAC authorizes from a cache that follows the bindings a moment
+	// later (a loaded CI machine once answered the editor's first stop
+	// 403): wait until kube-apiserver lets the editor stop a VM.
+	editorMayStop := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "editor", Groups: []string{"system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: Group,
+			Resource: "virtualmachines", Subresource: "stop", Name: "vm"},
+	}}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		review, err := env.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, editorMayStop, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the editor may not stop a VM 30 s after its RoleBinding to kubevirt.io:edit: %+v", review.Status)
 		}
 	}
 

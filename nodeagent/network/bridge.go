@@ -47,6 +47,7 @@ func (w *wirer) bridge(iface Interface) (Result, error) {
 		func() error { return w.clearIPv4(pod) },
 		func() error { return w.ensureAddr(br, bridgeServerIP()) },
 		func() error { return w.setMaster(pod, br) },
+		func() error { return w.learningOff(pod) },
 		func() error { return w.ensureTap(iface.Tap, iface.MultiQueue, int(mtu), br) },
 		func() error { return w.setUp(br) },
 		func() error { return w.setUp(pod) },

@@ -8,12 +8,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -441,7 +444,74 @@ func TestSetupBridge(t *testing.T) {
 			if from := connect(t, n.guest, testNodeIP+":9090", node); from != testPodIP {
 				t.Errorf("guest -> node reached it from %s, want %s", from, testPodIP)
 			}
+
+			// The node's bridge sends the guest's broadcasts back to the
+			// pod (hairpin mode, as the CNI bridge plugin sets it): the
+			// guest's ARP request for the node comes back in through eth0.
+			// k6t-eth0 must not learn the guest's MAC there, or it drops the
+			// node's answer and every frame to the guest while the guest
+			// stays silent (an e2e failure: a guest's pod IP unanswered).
+			n.hairpinNode()
+			run(t, "ip", "-n", n.guest, "neigh", "flush", "dev", "eth0")
+			arp := exec.Command("ip", "netns", "exec", n.guest, "busybox", "arping", "-c", "1", "-w", "2", "-I", "eth0", testNodeIP)
+			if out, err := arp.CombinedOutput(); err != nil {
+				t.Errorf("guest's ARP for the node through a hairpin bridge: %v: %s", err, out)
+			}
+			if fdb := portMACs(t, n.pod, "eth0"); slices.Contains(fdb, guestMAC.String()) {
+				t.Errorf("k6t-eth0 learned the guest's MAC %s on eth0 from its own reflected ARP: eth0's entries %v", guestMAC, fdb)
+			}
+			if from := connect(t, n.node, testPodIP+":8080", guest); from != testNodeIP {
+				t.Errorf("node -> guest after the guest's reflected ARP reached it from %q, want %s", from, testNodeIP)
+			}
 		})
+	}
+}
+
+// portMACs returns the MACs in the forwarding table of bridge port dev in
+// namespace ns (bridge fdb show dev DEV).
+func portMACs(t *testing.T, ns, dev string) []string {
+	t.Helper()
+	nsh, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	h, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := h.NeighList(l.Attrs().Index, unix.AF_BRIDGE)
+	if err != nil {
+		t.Fatalf("%s's forwarding table in %s: %v", dev, ns, err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.HardwareAddr.String())
+	}
+	return out
+}
+
+// hairpinNode puts the node's end of the pod's veth, gw0, on a bridge with
+// the node's address, in hairpin mode: a frame from the pod that the bridge
+// floods goes back to the pod too, as on a node whose CNI bridge plugin has
+// hairpinMode on.
+func (n *testNet) hairpinNode() {
+	t := n.t
+	t.Helper()
+	for _, args := range [][]string{
+		{"-n", n.node, "link", "add", "nbr0", "mtu", fmt.Sprint(testMTU), "type", "bridge"},
+		{"-n", n.node, "addr", "del", testNodeIP + "/24", "dev", "gw0"},
+		{"-n", n.node, "link", "set", "gw0", "master", "nbr0"},
+		{"-n", n.node, "link", "set", "gw0", "type", "bridge_slave", "hairpin", "on"},
+		{"-n", n.node, "addr", "add", testNodeIP + "/24", "dev", "nbr0"},
+		{"-n", n.node, "link", "set", "nbr0", "up"},
+	} {
+		run(t, "ip", args...)
 	}
 }
 

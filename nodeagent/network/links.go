@@ -135,6 +135,20 @@ func (w *wirer) setMaster(l, bridge netlink.Link) error {
 	return nil
 }
 
+// learningOff stops bridge port l from learning MAC addresses, as KubeVirt
+// does for the pod interface in the bridge binding: the node's bridge may
+// send a pod's own broadcasts back to it (hairpin mode, which the CNI bridge
+// plugin turns on for Services), and the guest's ARP coming back in through
+// eth0 would move the guest's MAC from tap0 to eth0 in k6t-eth0's table, which
+// then drops what the node sends the guest until the guest sends again.
+// Frames to the guest still reach it: k6t-eth0 learns its MAC on tap0.
+func (w *wirer) learningOff(l netlink.Link) error {
+	if err := w.h.LinkSetLearning(l, false); err != nil {
+		return fmt.Errorf("turning MAC learning off on %s: %w", l.Attrs().Name, err)
+	}
+	return nil
+}
+
 // setUp brings l up, unless it is.
 func (w *wirer) setUp(l netlink.Link) error {
 	if l.Attrs().Flags&net.FlagUp != 0 {
