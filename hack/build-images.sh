@@ -64,7 +64,7 @@ build=(go build -trimpath -buildvcs=false)
 # The four control-plane binaries are linked statically (their images hold
 # no libc) but compiled with cgo on, as the tests, go vet, virt-launcher and
 # Kubernetes (hack/setup-k8s.sh) are: with CGO_ENABLED=0 every package that
-# imports net would be compiled a second time, over 4 minutes of a cold run
+# imports net would be compiled a second time, almost 4 minutes of a cold run
 # on 2 cores (docs/development.md). glibc's static link warns that getpwnam
 # and getaddrinfo would need its shared NSS modules at run time; the files
 # and dns sources are built into glibc since 2.34, and Go resolves names
