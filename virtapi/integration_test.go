@@ -252,8 +252,8 @@ func TestAggregatedAPI(t *testing.T) {
 	}
 
 	// RBAC authorizes from a cache that follows the bindings a moment
-	// later (a loaded CI machine once answered the editor's first stop
-	// 403): wait until kube-apiserver lets the editor stop a VM.
+	// later (under a cold make test's load the editor's first stop was
+	// answered 403): wait until kube-apiserver lets the editor stop a VM.
 	editorMayStop := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: "editor", Groups: []string{"system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: Group,

@@ -72,12 +72,13 @@
 // ports of k6t-eth0 with MAC learning off on eth0 (as KubeVirt: the node's
 // bridge may send the guest's own broadcasts back in through eth0, hairpin
 // mode, and k6t-eth0 must keep the guest's MAC on tap0), and gives k6t-eth0
-// the link-local 169.254.75.10/32 that the DHCP server answers from. The lease hands the guest the pod's IP and
-// prefix, its default gateway as router and its other routes as classless
-// static routes, and answers only the guest's MAC. Without a spec
-// macAddress the guest takes eth0's original MAC (which the node network
-// has learned for the pod IP) and eth0 gets a random locally administered
-// one; Result.MAC tells which, for the domain and status.
+// the link-local 169.254.75.10/32 that the DHCP server answers from. The
+// lease hands the guest the pod's IP and prefix, its default gateway as
+// router and its other routes as classless static routes, and answers only
+// the guest's MAC. Without a spec macAddress the guest takes eth0's
+// original MAC (which the node network has learned for the pod IP) and eth0
+// gets a random locally administered one; Result.MAC tells which, for the
+// domain and status.
 //
 // # Idempotence
 //
