@@ -37,7 +37,17 @@ const (
 	// changes (CRDs, Deployments, DaemonSets): a differing generation means
 	// someone else changed the spec and Apply puts it back.
 	GenerationAnnotation = "vmkit.io/install-strategy-generation"
+	// CleanupRetryAnnotation is written on a CRD being deleted whose
+	// custom resources the API server failed to remove (its Terminating
+	// condition says InstanceDeletionFailed): the write makes the API
+	// server's CRD finalizer try again now instead of after its backoff,
+	// which grows to minutes. It holds the time of the write.
+	CleanupRetryAnnotation = "vmkit.io/crd-cleanup-retry"
 )
+
+// cleanupRetryEvery is the least time between two CleanupRetryAnnotation
+// writes on one CRD.
+const cleanupRetryEvery = 5 * time.Second
 
 // kind is one kind of object a strategy holds.
 type kind struct {
@@ -580,6 +590,11 @@ func Delete(ctx context.Context, c dynamic.Interface, s *Strategy, opts DeleteOp
 				}
 				res.Deleted = append(res.Deleted, name2)
 			}
+			if i == 0 && live.GetDeletionTimestamp() != nil {
+				if err := retryCRDCleanup(ctx, client, live, time.Now()); err != nil {
+					return res, fmt.Errorf("installstrategy: deleting %s: %w", name2, err)
+				}
+			}
 			if _, err := client.Get(ctx, name, metav1.GetOptions{}); err == nil {
 				res.Remaining = append(res.Remaining, name2)
 			} else if !apierrors.IsNotFound(err) {
@@ -615,6 +630,45 @@ func crdServes(ctx context.Context, c dynamic.Interface, crd *unstructured.Unstr
 		return err == nil || apierrors.IsForbidden(err) || apierrors.IsNotFound(err)
 	}
 	return true // nothing served: nothing for the finalizer to list
+}
+
+// retryCRDCleanup makes the API server retry now the removal of the custom
+// resources of crd (a live CustomResourceDefinition being deleted) when its
+// last attempt failed, for instance because the CRD's storage was
+// (re)initializing after an update: it writes CleanupRetryAnnotation, at
+// most once every cleanupRetryEvery. A CRD that went meanwhile is no error.
+func retryCRDCleanup(ctx context.Context, client dynamic.ResourceInterface, crd *unstructured.Unstructured, now time.Time) error {
+	if !instanceDeletionFailed(crd) {
+		return nil
+	}
+	if last, err := time.Parse(time.RFC3339Nano, crd.GetAnnotations()[CleanupRetryAnnotation]); err == nil && now.Sub(last) < cleanupRetryEvery {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": crd.GetResourceVersion(),
+		"annotations":     map[string]string{CleanupRetryAnnotation: now.UTC().Format(time.RFC3339Nano)},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = client.Patch(ctx, crd.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or changed since it was read: the next pass looks again
+	}
+	return err
+}
+
+// instanceDeletionFailed reports whether crd's Terminating condition says
+// the API server failed to delete its custom resources.
+func instanceDeletionFailed(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Terminating" && m["status"] == "True" && m["reason"] == "InstanceDeletionFailed" {
+			return true
+		}
+	}
+	return false
 }
 
 func isCRD(name string) bool {

@@ -126,6 +126,11 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 	})
 
 	t.Run("MigrateKeepsTheGuestRunning", func(t *testing.T) {
+		defer func() {
+			if t.Failed() {
+				t.Logf("target launcher's log:\n%s", dst.Log())
+			}
+		}()
 		last := srcTicks.Last()
 		start := time.Now()
 		if _, err := src.Client.Migrate(ctx, launcher.MigrateRequest{MigrationUID: "m-1"}); err != nil {

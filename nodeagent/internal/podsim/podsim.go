@@ -25,6 +25,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"os/exec"
@@ -212,12 +213,20 @@ func (w *lockedWriter) Write(b []byte) (int, error) {
 	return w.logs.Write(b)
 }
 
-// Log is the launcher's output and the end of libvirtd's log.
+// Log is the launcher's output and the end of libvirtd's log, of each
+// domain's QEMU log and of the serial console's log.
 func (p *Pod) Log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	libvirtd, _ := os.ReadFile(filepath.Join(p.Dir, "libvirtd.log"))
-	return p.logs.String() + "\n--- libvirtd ---\n" + lastLines(string(libvirtd), 30)
+	out := p.logs.String() + "\n--- libvirtd ---\n" + lastLines(string(libvirtd), 30)
+	qemuLogs, _ := filepath.Glob(filepath.Join(p.Dir, "cache", "libvirt", "qemu", "log", "*.log"))
+	serialLogs, _ := filepath.Glob(filepath.Join(p.Dir, "priv", "*", "virt-serial0-log"))
+	for _, f := range append(qemuLogs, serialLogs...) {
+		b, _ := os.ReadFile(f)
+		out += "\n--- " + filepath.Base(f) + " ---\n" + lastLines(string(b), 30)
+	}
+	return out
 }
 
 // stop ends what the pod started: the launcher (SIGTERM, then SIGKILL to
@@ -328,7 +337,14 @@ type Ticks struct {
 	mu   sync.Mutex
 	max  float64
 	seen chan struct{}
+	// tail is the end of what the console printed and ended why it
+	// stopped, for the failure message.
+	tail  []byte
+	ended error
 }
+
+// tickTail is how much of the console a failure message shows.
+const tickTail = 2048
 
 // WatchTicks follows the launcher's console (with its history).
 func WatchTicks(ctx context.Context, t testing.TB, c *launcher.Client) *Ticks {
@@ -352,23 +368,44 @@ func WatchTicks(ctx context.Context, t testing.TB, c *launcher.Client) *Ticks {
 		defer console.Close()
 		sc := bufio.NewScanner(console)
 		for sc.Scan() {
-			f := strings.Fields(sc.Text())
+			line := sc.Bytes()
+			tk.mu.Lock()
+			tk.tail = append(tk.tail, line...)
+			tk.tail = append(tk.tail, '\n')
+			if over := len(tk.tail) - tickTail; over > 0 {
+				tk.tail = tk.tail[over:]
+			}
+			f := strings.Fields(string(line))
 			if len(f) == 2 && f[0] == "TICK" {
-				if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-					tk.mu.Lock()
-					if v > tk.max {
-						tk.max = v
-					}
-					tk.mu.Unlock()
-					select {
-					case tk.seen <- struct{}{}:
-					default:
-					}
+				if v, err := strconv.ParseFloat(f[1], 64); err == nil && v > tk.max {
+					tk.max = v
 				}
 			}
+			tk.mu.Unlock()
+			select {
+			case tk.seen <- struct{}{}:
+			default:
+			}
 		}
+		tk.mu.Lock()
+		tk.ended = sc.Err()
+		if tk.ended == nil {
+			tk.ended = io.EOF
+		}
+		tk.mu.Unlock()
 	}()
 	return tk
+}
+
+// Describe says what the console printed last and whether it ended.
+func (tk *Ticks) Describe() string {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	state := "still open"
+	if tk.ended != nil {
+		state = "ended: " + tk.ended.Error()
+	}
+	return fmt.Sprintf("the console is %s; its last %d bytes:\n%s", state, len(tk.tail), tk.tail)
 }
 
 // Last is the highest uptime seen.
@@ -389,7 +426,7 @@ func (tk *Ticks) WaitAbove(t testing.TB, v float64, timeout time.Duration, what 
 		select {
 		case <-tk.seen:
 		case <-deadline:
-			t.Fatalf("waiting %v for %s: uptime %.2f, want above %.2f", timeout, what, tk.Last(), v)
+			t.Fatalf("waiting %v for %s: uptime %.2f, want above %.2f; %s", timeout, what, tk.Last(), v, tk.Describe())
 		}
 	}
 }
