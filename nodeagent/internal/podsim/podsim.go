@@ -116,6 +116,9 @@ type Pod struct {
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
 	mu   sync.Mutex
+	// mntNS names the pod's mount namespace (/proc/<pid>/ns/mnt), which
+	// its libvirtd and QEMU share.
+	mntNS string
 }
 
 // VMI is the tiny guest with an empty disk (so a migration copies a
@@ -199,6 +202,8 @@ func Start(t testing.TB, base, name, bin string, vmi *v1.VirtualMachineInstance,
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = (*lockedWriter)(p), (*lockedWriter)(p)
 	must(p.cmd.Start())
+	// Start returns once the child unshared its mount namespace and ran sh.
+	p.mntNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.cmd.Process.Pid))
 	go func() { p.Err = p.cmd.Wait(); close(p.Done) }()
 	t.Cleanup(func() { p.Stop(t) })
 	p.Client = launcher.NewClient(filepath.Join(dir, "share", "sockets", string(vmi.UID), launcher.SocketFile))
@@ -258,9 +263,14 @@ func (p *Pod) Stop(t testing.TB) {
 	for _, f := range qemus {
 		if b, err := os.ReadFile(f); err == nil {
 			q, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			// Only a QEMU of this pod: its command line names the pod's paths.
+			// Only a QEMU of this pod: the pid file may be stale and its
+			// PID another process's now (pid_max is 32768 on these
+			// machines), say a QEMU of another pod, whose command line
+			// names the same paths under Root. Only this pod's processes
+			// share its mount namespace.
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", q))
-			if err == nil && q > 1 && bytes.Contains(cmdline, []byte("qemu")) && bytes.Contains(cmdline, []byte(Root+"/")) {
+			ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", q))
+			if err == nil && q > 1 && p.mntNS != "" && ns == p.mntNS && bytes.Contains(cmdline, []byte("qemu")) {
 				t.Logf("pod %s: killing the leftover QEMU %d", p.Name, q)
 				_ = syscall.Kill(q, syscall.SIGKILL)
 			}
@@ -393,6 +403,10 @@ func WatchTicks(ctx context.Context, t testing.TB, c *launcher.Client) *Ticks {
 			tk.ended = io.EOF
 		}
 		tk.mu.Unlock()
+		select {
+		case tk.seen <- struct{}{}:
+		default:
+		}
 	}()
 	return tk
 }
@@ -422,6 +436,12 @@ func (tk *Ticks) WaitAbove(t testing.TB, v float64, timeout time.Duration, what 
 	for {
 		if m := tk.Last(); m > v {
 			return m
+		}
+		tk.mu.Lock()
+		ended := tk.ended != nil
+		tk.mu.Unlock()
+		if ended {
+			t.Fatalf("waiting for %s: uptime %.2f, want above %.2f; %s", what, tk.Last(), v, tk.Describe())
 		}
 		select {
 		case <-tk.seen:
