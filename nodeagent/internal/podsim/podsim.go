@@ -347,9 +347,10 @@ type Ticks struct {
 	mu   sync.Mutex
 	max  float64
 	seen chan struct{}
-	// tail is the end of what the console printed and ended why it
-	// stopped, for the failure message.
-	tail  []byte
+	// tail is the end of what the console printed, for failure messages.
+	tail []byte
+	// ended is why the console stopped (io.EOF when it closed); nil while
+	// it is open.
 	ended error
 }
 
