@@ -53,26 +53,56 @@ ethernets:
 
 // TestCloudInit boots the cloud guest (hack/make-cloud-guest.sh: Debian 12
 // with cloud-init, qemu-ga and OpenSSH from the vmkit/cloud-guest container
-// disk) twice at once and checks inside each guest that cloud-init applied
-// what the VMI gave it:
-//   - vm-cloud is examples/vm-cloud.yaml (NoCloud, user data creating user
-//     vmkit and writing /etc/vmkit/hello) plus the test's SSH key in that
-//     user data, given in base64 (userDataBase64), inline network data and
-//     spec.hostname;
+// disk) twice at once and checks inside each guest that cloud-init and the
+// guest agent applied what the VMI gave them:
+//   - vm-cloud is examples/vm-cloud.yaml as it is (NoCloud, inline user
+//     data creating user vmkit without keys and writing /etc/vmkit/hello)
+//     plus inline network data, spec.hostname, a blank disk on an empty
+//     claim and three spec.accessCredentials, as KubeVirt users write them:
+//     an SSH key from Secret accesscred-nocloud propagated by noCloud (the
+//     launcher puts it in the NoCloud meta-data's public-keys, and
+//     cloud-init gives it to Debian's default user "debian"), an SSH key
+//     from Secret accesscred-agent propagated by qemuGuestAgent to user
+//     vmkit (the launcher writes vmkit's authorized_keys through the guest
+//     agent), and a password for vmkit from Secret accesscred-password
+//     (userPassword, qemuGuestAgent);
 //   - vm-cloud-drive is the same guest with a ConfigDrive on a SCSI CD-ROM:
-//     the same user data from a Secret (key userdata), OpenStack
-//     network_data.json in base64, and the VMI's name as hostname.
+//     the example's user data plus the test's SSH key for vmkit from a
+//     Secret (key userdata), OpenStack network_data.json in base64, and the
+//     VMI's name as hostname.
 //
 // For each: the runcmd line on the serial console names the user, hostname
 // and file; the guest agent connects and reports Debian and the hostname
 // (node agent and virt-api); SSH through virt-api's port-forward logs in as
-// vmkit with the key (the host key being the one cloud-init made and
-// printed), sees the file, hostname and the network data's static address,
-// sudo works; and while that session holds a terminal the guest agent's
-// user list (through virt-api) shows vmkit.
+// vmkit (the host key being one cloud-init made and printed) and sees the
+// file, hostname and the network data's static address, sudo works; and
+// while that session holds a terminal the guest agent's user list (through
+// virt-api) shows vmkit.
+//
+// On vm-cloud the VMI gets AccessCredentialsSynchronized=True; SSH logs in
+// as debian with the noCloud key and as vmkit with the agent's key, which
+// is all of vmkit's authorized_keys; vmkit's password hash in /etc/shadow
+// is the Secret's password; and replacing the agent Secret's key (the
+// kubelet refreshes the mounted Secret) replaces vmkit's authorized_keys:
+// the new key logs in, the file holds only it. The kubelet's refresh is
+// waited for while vm-cloud-drive is checked. One boot serves both
+// checks: a cloud guest under TCG costs about two CPU-minutes
+// (docs/development.md).
 func TestCloudInit(t *testing.T) {
 	c := need(t)
 	signer, authorizedKey := sshKey(t)
+	ncSigner, ncKey := sshKey(t)
+	gaSigner, gaKey := sshKey(t)
+	const password = "Acc3ss-cred-pw"
+	createSecret := func(name string, data map[string]string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, StringData: data}
+		if _, err := c.Kube.CoreV1().Secrets("default").Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Kube.CoreV1().Secrets("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
 
 	noCloud := exampleVM(t, "vm-cloud.yaml", "vm-cloud", v1.RunStrategyAlways)
 	spec := &noCloud.Spec.Template.Spec
@@ -82,11 +112,7 @@ func TestCloudInit(t *testing.T) {
 	if vol.CloudInitNoCloud == nil || vol.CloudInitNoCloud.UserData == "" {
 		t.Fatal("examples/vm-cloud.yaml: volume cloudinitdisk must be cloudInitNoCloud with inline userData")
 	}
-	userData := withAuthorizedKey(t, vol.CloudInitNoCloud.UserData, "vmkit", authorizedKey)
-	// In base64 here (userDataBase64); TestAccessCredentials boots the
-	// example's inline user data as it is.
-	vol.CloudInitNoCloud.UserData = ""
-	vol.CloudInitNoCloud.UserDataBase64 = base64.StdEncoding.EncodeToString([]byte(userData))
+	exampleUserData := vol.CloudInitNoCloud.UserData
 	vol.CloudInitNoCloud.NetworkData = fmt.Sprintf(noCloudNetwork, "02:00:00:c1:00:01", "192.168.123.45")
 	// A blank data disk on a fresh, empty Filesystem claim of 24 MiB: the
 	// launcher creates its disk.img, and the guest sees a disk of the
@@ -99,15 +125,29 @@ func TestCloudInit(t *testing.T) {
 		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
 	spec.Volumes = append(spec.Volumes, v1.Volume{Name: "blank", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
 		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: blank.Name}}}})
-
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vm-cloud-drive-userdata", Namespace: "default"},
-		StringData: map[string]string{"userdata": userData}}
-	if _, err := c.Kube.CoreV1().Secrets("default").Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	createSecret("accesscred-nocloud", map[string]string{"key": ncKey + "\n"})
+	createSecret("accesscred-agent", map[string]string{"laptop": gaKey})
+	createSecret("accesscred-password", map[string]string{"vmkit": password})
+	secret := func(name string) *v1.AccessCredentialSecretSource {
+		return &v1.AccessCredentialSecretSource{SecretName: name}
 	}
-	t.Cleanup(func() {
-		_ = c.Kube.CoreV1().Secrets("default").Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
-	})
+	spec.AccessCredentials = []v1.AccessCredential{
+		{SSHPublicKey: &v1.SSHPublicKeyAccessCredential{
+			Source:            v1.SSHPublicKeyAccessCredentialSource{Secret: secret("accesscred-nocloud")},
+			PropagationMethod: v1.SSHPublicKeyAccessCredentialPropagationMethod{NoCloud: &v1.NoCloudSSHPublicKeyAccessCredentialPropagation{}},
+		}},
+		{SSHPublicKey: &v1.SSHPublicKeyAccessCredential{
+			Source: v1.SSHPublicKeyAccessCredentialSource{Secret: secret("accesscred-agent")},
+			PropagationMethod: v1.SSHPublicKeyAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentSSHPublicKeyAccessCredentialPropagation{
+				Users: []string{"vmkit"}}},
+		}},
+		{UserPassword: &v1.UserPasswordAccessCredential{
+			Source:            v1.UserPasswordAccessCredentialSource{Secret: secret("accesscred-password")},
+			PropagationMethod: v1.UserPasswordAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentUserPasswordAccessCredentialPropagation{}},
+		}},
+	}
+
+	createSecret("vm-cloud-drive-userdata", map[string]string{"userdata": withAuthorizedKey(t, exampleUserData, "vmkit", authorizedKey)})
 	drive := exampleVM(t, "vm-cloud.yaml", "vm-cloud-drive", v1.RunStrategyAlways)
 	spec = &drive.Spec.Template.Spec
 	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:02"
@@ -119,7 +159,7 @@ func TestCloudInit(t *testing.T) {
 		}
 	}
 	volumeNamed(t, spec, "cloudinitdisk").VolumeSource = v1.VolumeSource{CloudInitConfigDrive: &v1.CloudInitConfigDriveSource{
-		UserDataSecretRef: &corev1.LocalObjectReference{Name: secret.Name},
+		UserDataSecretRef: &corev1.LocalObjectReference{Name: "vm-cloud-drive-userdata"},
 		NetworkDataBase64: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, configDriveNetwork, "02:00:00:c1:00:02", "192.168.124.45")),
 	}}
 
@@ -127,19 +167,14 @@ func TestCloudInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guests := []struct {
-		vm       *v1.VirtualMachine
-		hostname string // what cloud-init sets
-		address  string // what the network data adds
-	}{{noCloud, "cloudy", "192.168.123.45"}, {drive, "vm-cloud-drive", "192.168.124.45"}}
 	began := time.Now()
-	for _, g := range guests {
-		createVM(t, c, g.vm)
+	for _, vm := range []*v1.VirtualMachine{noCloud, drive} {
+		createVM(t, c, vm)
 	}
-	for _, g := range guests {
-		name := g.vm.Name
+	// booted waits for VMI name's cloud-init and guest agent and checks
+	// what they report; it returns the console's lines.
+	booted := func(name, hostname string) []string {
 		waitVMI(t, c, name, "Running", running)
-
 		// The console until cloud-init printed the host keys, which come
 		// after the runcmd line.
 		ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
@@ -153,7 +188,7 @@ func TestCloudInit(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("%s: no %s line on the console (the user data's runcmd did not run): %q", name, cloudInitDone, lines)
 		}
-		want := fmt.Sprintf("%s user=vmkit hostname=%s file=written by cloud-init from examples/vm-cloud.yaml", cloudInitDone, g.hostname)
+		want := fmt.Sprintf("%s user=vmkit hostname=%s file=written by cloud-init from examples/vm-cloud.yaml", cloudInitDone, hostname)
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("%s: console line %q, want it to hold %q", name, lines[i], want)
 		}
@@ -180,37 +215,99 @@ func TestCloudInit(t *testing.T) {
 			t.Fatal(err)
 		}
 		var info v1.VirtualMachineInstanceGuestAgentInfo
-		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Hostname != g.hostname || info.OS.ID != "debian" {
-			t.Errorf("%s: node agent's guestosinfo: %d %s; want hostname %s on debian", name, code, body, g.hostname)
+		if code != http.StatusOK || json.Unmarshal(body, &info) != nil || info.Hostname != hostname || info.OS.ID != "debian" {
+			t.Errorf("%s: node agent's guestosinfo: %d %s; want hostname %s on debian", name, code, body, hostname)
 		}
-		if info, err := sub.GuestOSInfo(t.Context(), "default", name); err != nil || info.Hostname != g.hostname {
-			t.Errorf("%s: virt-api's guestosinfo: %+v, %v; want hostname %s", name, info, err, g.hostname)
+		if info, err := sub.GuestOSInfo(t.Context(), "default", name); err != nil || info.Hostname != hostname {
+			t.Errorf("%s: virt-api's guestosinfo: %+v, %v; want hostname %s", name, info, err, hostname)
 		}
-
-		checkSSH(t, sub, name, signer, lines, func(run func(cmd string) string) {
-			out := run("id -un; hostname; cat /etc/vmkit/hello; sudo -n id -un; ip -4 -o addr show")
-			for _, w := range []string{"vmkit\n" + g.hostname + "\nwritten by cloud-init from examples/vm-cloud.yaml\nroot\n", " inet " + g.address + "/24 "} {
-				if !strings.Contains(out, w) {
-					t.Errorf("%s: over SSH: %q, want it to hold %q", name, out, w)
-				}
-			}
-			if g.vm != noCloud {
-				// The config drive is the guest's SCSI CD-ROM.
-				out = run("sudo -n blkid -o value -s LABEL /dev/sr0; cat /sys/block/sr0/device/type")
-				if !slices.Equal(strings.Fields(out), []string{"config-2", "5"}) {
-					t.Errorf("%s: /dev/sr0 label and SCSI type %q, want the config drive (config-2) on a CD-ROM (type 5)", name, out)
-				}
-				return
-			}
-			// The disk on the empty claim: 24 MiB as the guest sees it.
-			out = run("sudo -n blockdev --getsize64 /dev/disk/by-id/virtio-blankclaim")
-			if strings.TrimSpace(out) != strconv.Itoa(24<<20) {
-				t.Errorf("%s: the disk on the empty claim %s is %q bytes in the guest, want %d", name, blank.Name, strings.TrimSpace(out), 24<<20)
-			} else {
-				t.Logf("%s: the guest sees the disk on the empty claim %s as %s bytes", name, blank.Name, strings.TrimSpace(out))
-			}
-		})
+		return lines
 	}
+	// applied checks, over SSH as vmkit, what cloud-init applied.
+	applied := func(run func(string) string, name, hostname, address string) {
+		out := run("id -un; hostname; cat /etc/vmkit/hello; sudo -n id -un; ip -4 -o addr show")
+		for _, w := range []string{"vmkit\n" + hostname + "\nwritten by cloud-init from examples/vm-cloud.yaml\nroot\n", " inet " + address + "/24 "} {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: over SSH: %q, want it to hold %q", name, out, w)
+			}
+		}
+	}
+	synchronized := func(vmi *v1.VirtualMachineInstance) bool {
+		cond := vmi.VMICondition(v1.VirtualMachineInstanceAccessCredentialsSynchronized)
+		return cond != nil && cond.Status == corev1.ConditionTrue
+	}
+
+	// vm-cloud: NoCloud and the access credentials.
+	name := noCloud.Name
+	lines := booted(name, "cloudy")
+	vmi := waitVMI(t, c, name, "AccessCredentialsSynchronized=True", synchronized)
+	cond := vmi.VMICondition(v1.VirtualMachineInstanceAccessCredentialsSynchronized)
+	t.Logf("%s: AccessCredentialsSynchronized=True (reason %s) %v after create", name, cond.Reason, time.Since(began).Round(time.Second))
+	if cond.Reason != "AccessCredentialsSyncSuccess" {
+		t.Errorf("%s: condition reason %q, want AccessCredentialsSyncSuccess", name, cond.Reason)
+	}
+	// The noCloud key: Debian's default user.
+	withSSH(t, sub, name, "debian", ncSigner, lines, 2*time.Minute, func(run func(string) string) {
+		if out := run("id -un; cat ~/.ssh/authorized_keys"); !strings.HasPrefix(out, "debian\n") || !strings.Contains(out, ncKey) {
+			t.Errorf("%s: as debian over SSH: %q, want user debian whose authorized_keys hold the noCloud key", name, out)
+		}
+	})
+	// The guest agent's key and password: vmkit.
+	checkSSH(t, sub, name, gaSigner, lines, func(run func(cmd string) string) {
+		applied(run, name, "cloudy", "192.168.123.45")
+		if out := run("stat -c '%U %a' ~/.ssh ~/.ssh/authorized_keys"); out != "vmkit 700\nvmkit 600\n" {
+			t.Errorf("%s: vmkit's ~/.ssh and authorized_keys: %q, want owned by vmkit, modes 700 and 600", name, out)
+		}
+		// qemu-ga writes the keys one a line, the last without a newline.
+		if out := run("cat ~/.ssh/authorized_keys"); strings.TrimSpace(out) != gaKey {
+			t.Errorf("%s: vmkit's authorized_keys: %q, want only the Secret's key %q", name, out, gaKey)
+		}
+		check := fmt.Sprintf(`sudo -n perl -e '$h = (getpwnam("vmkit"))[1]; print crypt(%q, $h) eq $h ? "match\n" : "differ\n"'`, password)
+		if out := run(check); out != "match\n" {
+			t.Errorf("%s: vmkit's password hash against the Secret's password: %q, want match", name, out)
+		}
+		// The disk on the empty claim: 24 MiB as the guest sees it.
+		out := run("sudo -n blockdev --getsize64 /dev/disk/by-id/virtio-blankclaim")
+		if strings.TrimSpace(out) != strconv.Itoa(24<<20) {
+			t.Errorf("%s: the disk on the empty claim %s is %q bytes in the guest, want %d", name, blank.Name, strings.TrimSpace(out), 24<<20)
+		} else {
+			t.Logf("%s: the guest sees the disk on the empty claim %s as %s bytes", name, blank.Name, strings.TrimSpace(out))
+		}
+	})
+	// A new key in the Secret replaces vmkit's authorized_keys: checked
+	// after vm-cloud-drive, while the kubelet refreshes the mounted Secret.
+	newSigner, newKey := sshKey(t)
+	s, err := c.Kube.CoreV1().Secrets("default").Get(t.Context(), "accesscred-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data = map[string][]byte{"laptop": []byte(newKey)}
+	if _, err := c.Kube.CoreV1().Secrets("default").Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updated := time.Now()
+
+	// vm-cloud-drive: the config drive, and the user data's key.
+	driveLines := booted(drive.Name, drive.Name)
+	checkSSH(t, sub, drive.Name, signer, driveLines, func(run func(cmd string) string) {
+		applied(run, drive.Name, drive.Name, "192.168.124.45")
+		if out := run("cat ~/.ssh/authorized_keys"); !strings.Contains(out, authorizedKey) {
+			t.Errorf("%s: vmkit's authorized_keys: %q, want the user data's key", drive.Name, out)
+		}
+		// The config drive is the guest's SCSI CD-ROM.
+		out := run("sudo -n blkid -o value -s LABEL /dev/sr0; cat /sys/block/sr0/device/type")
+		if !slices.Equal(strings.Fields(out), []string{"config-2", "5"}) {
+			t.Errorf("%s: /dev/sr0 label and SCSI type %q, want the config drive (config-2) on a CD-ROM (type 5)", drive.Name, out)
+		}
+	})
+
+	withSSH(t, sub, name, "vmkit", newSigner, lines, 4*time.Minute, func(run func(string) string) {
+		t.Logf("%s: the replaced key logs in %v after the Secret's update", name, time.Since(updated).Round(time.Second))
+		if out := run("cat ~/.ssh/authorized_keys"); strings.TrimSpace(out) != newKey {
+			t.Errorf("%s: vmkit's authorized_keys after the update: %q, want only the new key", name, out)
+		}
+	})
+	waitVMI(t, c, name, "still AccessCredentialsSynchronized=True", synchronized)
 }
 
 // checkSSH logs in to VMI name as vmkit (see sshLogin) and calls f with a
@@ -242,6 +339,15 @@ func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Sig
 		return slices.ContainsFunc(users.Items, func(u v1.VirtualMachineInstanceGuestOSUser) bool { return u.UserName == "vmkit" }),
 			fmt.Sprintf("%+v", users.Items)
 	})
+}
+
+// withSSH logs in to VMI name as user (see sshLogin) and calls f with a
+// function running a command (stdout and stderr).
+func withSSH(t *testing.T, sub *vmctl.Subresources, name, user string, signer ssh.Signer, lines []string, timeout time.Duration, f func(run func(cmd string) string)) {
+	t.Helper()
+	client := sshLogin(t, sub, name, user, signer, lines, timeout)
+	defer client.Close()
+	f(sshRunner(t, client, name, user))
 }
 
 // sshLogin logs in to VMI name as user with signer over SSH through
