@@ -691,14 +691,7 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 			return fmt.Errorf("starting the domain of VMI %s: %w", l.key(), err)
 		}
 	}
-	hasSerial := l.vmi.Spec.Domain.Devices.AutoattachSerialConsole == nil || *l.vmi.Spec.Domain.Devices.AutoattachSerialConsole
-	if hasSerial {
-		if c, err := l.h.Console(ctx, l.domain); err != nil {
-			klog.FromContext(ctx).Error(err, "attaching the serial console", "vmi", l.key())
-		} else {
-			l.console.attach(c)
-		}
-	}
+	l.attachSerial(ctx, l.domain)
 	if st, err := l.h.State(ctx, l.domain); err == nil && st.State == hypervisor.StatePaused {
 		if err := l.h.Resume(ctx, l.domain); err != nil {
 			return fmt.Errorf("resuming the domain of VMI %s: %w", l.key(), err)
@@ -709,6 +702,21 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
 	}
 	return nil
+}
+
+// attachSerial connects the console hub to domain name's serial console,
+// unless the VMI has none (autoattachSerialConsole: false); a failure is
+// logged, the guest runs without a console.
+func (l *Launcher) attachSerial(ctx context.Context, name string) {
+	if a := l.vmi.Spec.Domain.Devices.AutoattachSerialConsole; a != nil && !*a {
+		return
+	}
+	c, err := l.h.Console(ctx, name)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "attaching the serial console", "vmi", l.key(), "domain", name)
+		return
+	}
+	l.console.attach(c)
 }
 
 // Shutdown asks the guest to power off and destroys it after the grace

@@ -237,6 +237,16 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 		klog.FromContext(ctx).Error(err, "incoming domain state", "vmi", l.key())
 		return
 	}
+	if !m.DomainDetected {
+		// Connect to the incoming guest's serial console before its state
+		// arrives, as a domain that starts here is attached before it runs:
+		// nothing the guest prints after the switch-over is lost, and the
+		// UART's state arrives with its console connected (QEMU's 16550
+		// resumes a transmission the source had to retry, post_load, only
+		// through a connected character device; otherwise the guest's
+		// console stays silent).
+		l.attachSerial(ctx, name)
+	}
 	m.DomainDetected = true
 	l.last = st
 	arrived := st.State == hypervisor.StateRunning || (st.State == hypervisor.StatePaused && st.Reason == hypervisor.ReasonUser)
@@ -251,13 +261,6 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 	}
 	now := metav1.Now()
 	m.Completed, m.EndTimestamp = true, &now
-	if l.vmi.Spec.Domain.Devices.AutoattachSerialConsole == nil || *l.vmi.Spec.Domain.Devices.AutoattachSerialConsole {
-		if c, err := l.h.Console(ctx, name); err != nil {
-			klog.FromContext(ctx).Error(err, "attaching the serial console of the migrated domain", "vmi", l.key())
-		} else {
-			l.console.attach(c)
-		}
-	}
 	klog.FromContext(ctx).Info("the migrated domain runs here", "vmi", l.key(), "state", st)
 }
 

@@ -101,6 +101,13 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		if detected.Started {
 			t.Fatalf("target adopted the domain during the migration: %+v", detected)
 		}
+		// The target's console is attached as soon as the incoming domain
+		// exists, before the guest's state arrives.
+		if console, err := dst.Client.Console(ctx, false); err != nil {
+			t.Errorf("the target's console during the migration: %v, want a session", err)
+		} else {
+			console.Close()
+		}
 		if _, err := src.Client.AbortMigration(ctx); err != nil {
 			t.Fatalf("abort: %v", err)
 		}
@@ -136,6 +143,14 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		if _, err := src.Client.Migrate(ctx, launcher.MigrateRequest{MigrationUID: "m-1"}); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
+		// A console session on the target from the moment the incoming
+		// domain exists: the guest's output after the switch-over comes
+		// through it.
+		podsim.WaitStatus(ctx, t, dst.Client, 60*time.Second, "the incoming domain on the target", func(s launcher.Status) bool {
+			podsim.FailIfMigrationFailed(ctx, t, src)
+			return s.Migration != nil && (s.Migration.DomainDetected || s.Started)
+		})
+		dstTicks := podsim.WatchTicks(ctx, t, dst.Client)
 		// The source launcher exits cleanly with the final state Migrated.
 		timeout := time.After(3 * time.Minute)
 	wait:
@@ -172,7 +187,6 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		if m := st.Migration; m == nil || !m.Completed || m.Role != "target" {
 			t.Errorf("target migration = %+v, want completed", st.Migration)
 		}
-		dstTicks := podsim.WatchTicks(ctx, t, dst.Client)
 		up := dstTicks.WaitAbove(t, last+1, 60*time.Second, "the guest ticking on the target")
 		t.Logf("the guest ticks on the target: uptime %.2f s, last seen on the source %.2f s", up, last)
 		if up > last+elapsed.Seconds()+30 {
