@@ -14,6 +14,7 @@ type consoleHub struct {
 
 	mu      sync.Mutex
 	conn    io.ReadWriteCloser
+	ended   bool // reading conn ended (the guest's QEMU went away)
 	history []byte
 	subs    map[*consoleSub]struct{}
 	closed  bool
@@ -54,12 +55,12 @@ func (h *consoleHub) attach(c io.ReadWriteCloser) {
 	if h.conn != nil {
 		_ = h.conn.Close()
 	}
-	h.conn = c
+	h.conn, h.ended = c, false
 	h.mu.Unlock()
 	go h.read(c)
 }
 
-func (h *consoleHub) read(c io.Reader) {
+func (h *consoleHub) read(c io.ReadWriteCloser) {
 	buf := make([]byte, 4096)
 	for {
 		n, err := c.Read(buf)
@@ -67,6 +68,11 @@ func (h *consoleHub) read(c io.Reader) {
 			h.publish(buf[:n])
 		}
 		if err != nil {
+			h.mu.Lock()
+			if h.conn == c {
+				h.ended = true
+			}
+			h.mu.Unlock()
 			return
 		}
 	}
@@ -180,6 +186,14 @@ func (h *consoleHub) attached() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.conn != nil && !h.closed
+}
+
+// live reports whether a console session exists and still reads from the
+// guest.
+func (h *consoleHub) live() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conn != nil && !h.ended && !h.closed
 }
 
 // close ends the session and every client.

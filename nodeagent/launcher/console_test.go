@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
@@ -89,5 +90,52 @@ func TestConsoleCancel(t *testing.T) {
 		if _, ok := closedSub.next(); ok {
 			t.Error("subscribing to a closed console: next() = ok")
 		}
+	}
+}
+
+// TestConsoleLive: a session is live while it reads from the guest; when
+// the guest's side goes away (a failed migration's incoming QEMU) it is not,
+// and a new session (the next attempt's domain) is live again and delivers
+// to the clients that stayed subscribed.
+func TestConsoleLive(t *testing.T) {
+	h := newConsoleHub(64 << 10)
+	defer h.close()
+	if h.live() {
+		t.Fatal("live before any session")
+	}
+	first, guest := net.Pipe()
+	h.attach(first)
+	if !h.live() {
+		t.Fatal("not live with a session")
+	}
+	_, sub, cancel := h.subscribe(false)
+	defer cancel()
+	guest.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.live() {
+		if time.Now().After(deadline) {
+			t.Fatal("still live 5 s after the guest's side closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second, guest2 := net.Pipe()
+	defer guest2.Close()
+	h.attach(second)
+	if !h.live() {
+		t.Fatal("a new session is not live")
+	}
+	go func() { _, _ = guest2.Write([]byte("TICK 1\n")) }()
+	got := make(chan string, 1)
+	go func() {
+		p, _ := sub.next()
+		got <- string(p)
+	}()
+	select {
+	case p := <-got:
+		if p != "TICK 1\n" {
+			t.Errorf("the client got %q, want the new session's output", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the subscribed client got nothing from the new session within 5 s")
 	}
 }

@@ -706,7 +706,7 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 
 // attachSerial connects the console hub to domain name's serial console,
 // unless the VMI has none (autoattachSerialConsole: false); a failure is
-// logged, the guest runs without a console.
+// logged.
 func (l *Launcher) attachSerial(ctx context.Context, name string) {
 	if a := l.vmi.Spec.Domain.Devices.AutoattachSerialConsole; a != nil && !*a {
 		return

@@ -237,14 +237,16 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 		klog.FromContext(ctx).Error(err, "incoming domain state", "vmi", l.key())
 		return
 	}
-	if !m.DomainDetected {
+	if !l.console.live() {
 		// Connect to the incoming guest's serial console before its state
 		// arrives, as a domain that starts here is attached before it runs:
 		// nothing the guest prints after the switch-over is lost, and the
 		// UART's state arrives with its console connected (QEMU's 16550
 		// resumes a transmission the source had to retry, post_load, only
 		// through a connected character device; otherwise the guest's
-		// console stays silent).
+		// console stays silent). Tried again at every poll until a session
+		// reads: the domain may be listed before QEMU made its socket, and
+		// the session of a failed attempt's domain ends with its QEMU.
 		l.attachSerial(ctx, name)
 	}
 	m.DomainDetected = true
