@@ -85,9 +85,9 @@ ethernets:
 // is the Secret's password; and replacing the agent Secret's key (the
 // kubelet refreshes the mounted Secret) replaces vmkit's authorized_keys:
 // the new key logs in, the file holds only it. The kubelet's refresh is
-// waited for while vm-cloud-drive is checked. One boot serves both
-// checks: a cloud guest under TCG costs about two CPU-minutes
-// (docs/development.md).
+// waited for while vm-cloud-drive is checked. One guest serves the
+// cloud-init and the access-credential checks: a cloud guest's boot under
+// TCG costs about two CPU-minutes (docs/development.md).
 func TestCloudInit(t *testing.T) {
 	c := need(t)
 	signer, authorizedKey := sshKey(t)
