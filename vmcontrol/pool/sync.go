@@ -107,17 +107,8 @@ func (c *Controller) claim(ctx context.Context, pool *poolv1beta1.VirtualMachine
 			_, err := vms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		},
-		Recheck: func(ctx context.Context) error {
-			live, err := c.poolClient.VirtualMachinePools(pool.Namespace).Get(ctx, pool.Name, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				return err
-			case live.UID != pool.UID:
-				return fmt.Errorf("VirtualMachinePool %s/%s was replaced", pool.Namespace, pool.Name)
-			case live.DeletionTimestamp != nil:
-				return fmt.Errorf("VirtualMachinePool %s/%s is being deleted", pool.Namespace, pool.Name)
-			}
-			return nil
+		Live: func(ctx context.Context) (metav1.Object, error) {
+			return c.poolClient.VirtualMachinePools(pool.Namespace).Get(ctx, pool.Name, metav1.GetOptions{})
 		},
 	}
 	return controllerref.ClaimAll(ctx, m, all)

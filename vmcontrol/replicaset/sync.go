@@ -100,17 +100,8 @@ func (c *Controller) claim(ctx context.Context, rs *v1.VirtualMachineInstanceRep
 			_, err := vmis.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		},
-		Recheck: func(ctx context.Context) error {
-			live, err := c.client.VirtualMachineInstanceReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				return err
-			case live.UID != rs.UID:
-				return fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s was replaced", rs.Namespace, rs.Name)
-			case live.DeletionTimestamp != nil:
-				return fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s is being deleted", rs.Namespace, rs.Name)
-			}
-			return nil
+		Live: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.VirtualMachineInstanceReplicaSets(rs.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
 		},
 	}
 	return controllerref.ClaimAll(ctx, m, all)

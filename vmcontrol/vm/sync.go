@@ -177,15 +177,8 @@ func (c *Controller) ownedVMI(ctx context.Context, vm *v1.VirtualMachine) (vmi *
 			_, err := c.client.VirtualMachineInstances(vm.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
 		},
-		Recheck: func(ctx context.Context) error {
-			fresh, err := c.client.VirtualMachines(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if fresh.UID != vm.UID || fresh.DeletionTimestamp != nil {
-				return fmt.Errorf("VirtualMachine %s/%s was deleted", vm.Namespace, vm.Name)
-			}
-			return nil
+		Live: func(ctx context.Context) (metav1.Object, error) {
+			return c.client.VirtualMachines(vm.Namespace).Get(ctx, vm.Name, metav1.GetOptions{})
 		},
 	}
 	owned, err := m.Claim(ctx, vmi)

@@ -26,10 +26,11 @@ type Manager struct {
 	Match func(obj metav1.Object) bool
 	// Patch applies a JSON merge patch to the named object.
 	Patch func(ctx context.Context, name string, patch []byte) error
-	// Recheck, if set, is called once before the first adoption; it should
-	// read the owner live and fail if it is gone or being deleted, so a stale
-	// cache cannot adopt objects for a deleted owner.
-	Recheck func(ctx context.Context) error
+	// Live, if set, reads the owner from the API server. It is called once,
+	// before the first adoption, which fails if the owner is gone, was
+	// replaced (another UID) or is being deleted, so that a stale cache
+	// cannot adopt objects for a deleted owner.
+	Live func(ctx context.Context) (metav1.Object, error)
 
 	rechecked bool
 }
@@ -52,8 +53,8 @@ func (m *Manager) Claim(ctx context.Context, obj metav1.Object) (bool, error) {
 	if m.Owner.GetDeletionTimestamp() != nil || obj.GetDeletionTimestamp() != nil || !m.Match(obj) {
 		return false, nil
 	}
-	if m.Recheck != nil && !m.rechecked {
-		if err := m.Recheck(ctx); err != nil {
+	if m.Live != nil && !m.rechecked {
+		if err := m.recheck(ctx); err != nil {
 			return false, fmt.Errorf("cannot adopt %s: %w", obj.GetName(), err)
 		}
 		m.rechecked = true
@@ -98,6 +99,23 @@ func Ref(owner metav1.Object, kind schema.GroupVersionKind) metav1.OwnerReferenc
 		Controller:         &yes,
 		BlockOwnerDeletion: &yes,
 	}
+}
+
+// recheck reads the owner live and fails unless it is the same object and
+// not being deleted.
+func (m *Manager) recheck(ctx context.Context) error {
+	live, err := m.Live(ctx)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("%s %s/%s", m.OwnerKind.Kind, m.Owner.GetNamespace(), m.Owner.GetName())
+	switch {
+	case live.GetUID() != m.Owner.GetUID():
+		return fmt.Errorf("%s was replaced", what)
+	case live.GetDeletionTimestamp() != nil:
+		return fmt.Errorf("%s is being deleted", what)
+	}
+	return nil
 }
 
 func (m *Manager) adopt(ctx context.Context, obj metav1.Object) error {

@@ -17,6 +17,8 @@ func TestClaim(t *testing.T) {
 	now := metav1.Now()
 	deletingOwner := owner.DeepCopy()
 	deletingOwner.DeletionTimestamp = &now
+	replaced := owner.DeepCopy()
+	replaced.UID = "new-vm-uid"
 	ours := []metav1.OwnerReference{Ref(owner, v1.VirtualMachineGroupVersionKind)}
 	theirs := []metav1.OwnerReference{Ref(&metav1.ObjectMeta{Name: "x", UID: "other"}, v1.VirtualMachineGroupVersionKind)}
 
@@ -25,7 +27,8 @@ func TestClaim(t *testing.T) {
 		owner     *v1.VirtualMachine
 		refs      []metav1.OwnerReference
 		match     bool
-		recheck   error
+		live      *v1.VirtualMachine // the owner as the API server has it; nil: the owner
+		liveErr   error
 		wantOwned bool
 		wantPatch string // "" none, "adopt", "release"
 		wantErr   bool
@@ -35,7 +38,9 @@ func TestClaim(t *testing.T) {
 		{name: "orphan matching is adopted", owner: owner, match: true, wantOwned: true, wantPatch: "adopt"},
 		{name: "orphan not matching", owner: owner, match: false},
 		{name: "orphan, owner deleting", owner: deletingOwner, match: true},
-		{name: "orphan, owner gone on recheck", owner: owner, match: true, recheck: errors.New("gone"), wantErr: true},
+		{name: "orphan, owner gone on recheck", owner: owner, match: true, liveErr: errors.New("gone"), wantErr: true},
+		{name: "orphan, owner replaced on recheck", owner: owner, live: replaced, match: true, wantErr: true},
+		{name: "orphan, owner deleting on recheck", owner: owner, live: deletingOwner, match: true, wantErr: true},
 		{name: "owned, no longer matching, released", owner: owner, refs: ours, match: false, wantPatch: "release"},
 		{name: "owned, not matching, owner deleting: kept", owner: deletingOwner, refs: ours, match: false, wantOwned: true},
 	}
@@ -63,7 +68,12 @@ func TestClaim(t *testing.T) {
 					patched, patchedUID = p.Metadata.OwnerReferences, p.Metadata.UID
 					return nil
 				},
-				Recheck: func(context.Context) error { return tc.recheck },
+				Live: func(context.Context) (metav1.Object, error) {
+					if tc.live != nil {
+						return tc.live, tc.liveErr
+					}
+					return tc.owner, tc.liveErr
+				},
 			}
 			owned, err := m.Claim(context.Background(), vmi)
 			if (err != nil) != tc.wantErr || owned != tc.wantOwned {
