@@ -298,6 +298,26 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 	})
 }
 
+// Install installs vmkit as a user does, through its operator
+// (InstallOperator), with the storage (InstallStorage), and waits until
+// KubeVirt is available, every node schedulable and the storage provisioner
+// ready. A failure carries the last lines of vmkit's pod logs.
+func (c *Cluster) Install(ctx context.Context, storage StorageOptions) error {
+	steps := []func(context.Context) error{
+		c.InstallOperator,
+		func(ctx context.Context) error { return c.InstallStorage(ctx, storage) },
+		c.WaitAvailable,
+		c.WaitNodesSchedulable,
+		c.WaitStorage,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return fmt.Errorf("%w\n%s", err, c.PodLogs(context.Background(), Namespace, v1.AppLabel, 40))
+		}
+	}
+	return nil
+}
+
 // WaitAvailable waits until the KubeVirt CR is Deployed with Available=True
 // (every component rolled out and ready) and kube-apiserver reports virt-api's
 // APIService Available.

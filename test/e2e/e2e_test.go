@@ -74,18 +74,7 @@ func TestMain(m *testing.M) {
 		c, err := cluster.New(env, cluster.Options{})
 		if err == nil {
 			began := time.Now()
-			if err = c.InstallOperator(ctx); err == nil {
-				err = c.InstallStorage(ctx, cluster.StorageOptions{})
-			}
-			if err == nil {
-				err = c.WaitAvailable(ctx)
-			}
-			if err == nil {
-				err = c.WaitStorage(ctx)
-			}
-			if err != nil {
-				err = fmt.Errorf("%w\n%s", err, c.PodLogs(context.Background(), cluster.Namespace, v1.AppLabel, 40))
-			} else {
+			if err = c.Install(ctx, cluster.StorageOptions{}); err == nil {
 				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v\n", time.Since(began).Round(time.Millisecond))
 			}
 		}
