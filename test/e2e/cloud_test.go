@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmctl"
 )
@@ -89,7 +90,7 @@ ethernets:
 // cloud-init and the access-credential checks: a cloud guest's boot under
 // TCG costs about two CPU-minutes (docs/development.md).
 func TestCloudInit(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	signer, authorizedKey := sshKey(t)
 	ncSigner, ncKey := sshKey(t)
 	gaSigner, gaKey := sshKey(t)
@@ -104,7 +105,7 @@ func TestCloudInit(t *testing.T) {
 		})
 	}
 
-	noCloud := exampleVM(t, "vm-cloud.yaml", "vm-cloud", v1.RunStrategyAlways)
+	noCloud := framework.ExampleVM(t, "vm-cloud.yaml", "vm-cloud", v1.RunStrategyAlways)
 	spec := &noCloud.Spec.Template.Spec
 	spec.Hostname = "cloudy"
 	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:01"
@@ -148,7 +149,7 @@ func TestCloudInit(t *testing.T) {
 	}
 
 	createSecret("vm-cloud-drive-userdata", map[string]string{"userdata": withAuthorizedKey(t, exampleUserData, "vmkit", authorizedKey)})
-	drive := exampleVM(t, "vm-cloud.yaml", "vm-cloud-drive", v1.RunStrategyAlways)
+	drive := framework.ExampleVM(t, "vm-cloud.yaml", "vm-cloud-drive", v1.RunStrategyAlways)
 	spec = &drive.Spec.Template.Spec
 	spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:c1:00:02"
 	// The config drive as a CD-ROM on the SCSI bus (Debian's cloud kernel
@@ -169,19 +170,19 @@ func TestCloudInit(t *testing.T) {
 	}
 	began := time.Now()
 	for _, vm := range []*v1.VirtualMachine{noCloud, drive} {
-		createVM(t, c, vm)
+		framework.CreateVM(t, c, vm)
 	}
 	// booted waits for VMI name's cloud-init and guest agent and checks
 	// what they report; it returns the console's lines.
 	booted := func(name, hostname string) []string {
-		waitVMI(t, c, name, "Running", running)
+		framework.WaitVMI(t, c, name, "Running", running)
 		// The console until cloud-init printed the host keys, which come
 		// after the runcmd line.
 		ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 		lines, err := c.Console(ctx, "default", name, keysEnd)
 		cancel()
 		if err != nil {
-			t.Fatalf("%s: %v (console so far: %q)\n%s", name, err, lines, componentLogs(c))
+			t.Fatalf("%s: %v (console so far: %q)\n%s", name, err, lines, framework.ComponentLogs(c))
 		}
 		seenDone := time.Since(began)
 		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, cloudInitDone) })
@@ -193,7 +194,7 @@ func TestCloudInit(t *testing.T) {
 			t.Errorf("%s: console line %q, want it to hold %q", name, lines[i], want)
 		}
 
-		vmi := waitVMI(t, c, name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
+		vmi := framework.WaitVMI(t, c, name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
 			cond := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
 			return cond != nil && cond.Status == corev1.ConditionTrue && vmi.Status.GuestOSInfo.ID != ""
 		})
@@ -240,7 +241,7 @@ func TestCloudInit(t *testing.T) {
 	// vm-cloud: NoCloud and the access credentials.
 	name := noCloud.Name
 	lines := booted(name, "cloudy")
-	vmi := waitVMI(t, c, name, "AccessCredentialsSynchronized=True", synchronized)
+	vmi := framework.WaitVMI(t, c, name, "AccessCredentialsSynchronized=True", synchronized)
 	cond := vmi.VMICondition(v1.VirtualMachineInstanceAccessCredentialsSynchronized)
 	t.Logf("%s: AccessCredentialsSynchronized=True (reason %s) %v after create", name, cond.Reason, time.Since(began).Round(time.Second))
 	if cond.Reason != "AccessCredentialsSyncSuccess" {
@@ -307,7 +308,7 @@ func TestCloudInit(t *testing.T) {
 			t.Errorf("%s: vmkit's authorized_keys after the update: %q, want only the new key", name, out)
 		}
 	})
-	waitVMI(t, c, name, "still AccessCredentialsSynchronized=True", synchronized)
+	framework.WaitVMI(t, c, name, "still AccessCredentialsSynchronized=True", synchronized)
 }
 
 // checkSSH logs in to VMI name as vmkit (see sshLogin) and calls f with a
@@ -331,7 +332,7 @@ func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Sig
 	if err := term.Start("sleep 600"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+": vmkit in the guest agent's user list", time.Minute, func() (bool, string) {
+	framework.WaitFor(t, name+": vmkit in the guest agent's user list", time.Minute, func() (bool, string) {
 		users, err := sub.UserList(t.Context(), "default", name)
 		if err != nil {
 			return false, err.Error()
@@ -359,7 +360,7 @@ func sshLogin(t *testing.T, sub *vmctl.Subresources, name, user string, signer s
 	t.Helper()
 	var hostKey ssh.PublicKey
 	var client *ssh.Client
-	waitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
+	framework.WaitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
@@ -469,10 +470,10 @@ func volumeNamed(t testing.TB, spec *v1.VirtualMachineInstanceSpec, name string)
 // runcmd line of its user data on the console (cloud-init done), as
 // nearest-rank percentiles.
 func BenchmarkCloudGuestStart(b *testing.B) {
-	c := need(b)
+	c := framework.Need(b)
 	var ready, done []time.Duration
 	for i := 0; b.Loop(); i++ {
-		vm := exampleVM(b, "vm-cloud.yaml", fmt.Sprintf("bench-cloud-%d", i), v1.RunStrategyAlways)
+		vm := framework.ExampleVM(b, "vm-cloud.yaml", fmt.Sprintf("bench-cloud-%d", i), v1.RunStrategyAlways)
 		began := time.Now()
 		if _, err := c.Client.KubevirtV1().VirtualMachines("default").Create(b.Context(), vm, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)

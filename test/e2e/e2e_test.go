@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -36,17 +35,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 const guestMarker = "GUEST-BOOTED"
-
-// shared is the package's cluster, nil with -short.
-var shared *cluster.Cluster
-
-// startErr is why the cluster did not start.
-var startErr error
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -58,12 +52,12 @@ func TestMain(m *testing.M) {
 		defer cancel()
 		opts, err := cluster.NodeOptions(cluster.Options{})
 		if err != nil {
-			startErr = err
+			framework.SetCluster(nil, err)
 			return m.Run()
 		}
 		env, err := testenv.Launch(ctx, opts)
 		if err != nil {
-			startErr = fmt.Errorf("starting the cluster: %w", err)
+			framework.SetCluster(nil, fmt.Errorf("starting the cluster: %w", err))
 			return m.Run()
 		}
 		defer func() {
@@ -78,128 +72,16 @@ func TestMain(m *testing.M) {
 				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v\n", time.Since(began).Round(time.Millisecond))
 			}
 		}
-		startErr = err
-		shared = c
+		framework.SetCluster(c, err)
 		return m.Run()
 	}()
 	os.Exit(code)
 }
 
-// need returns the cluster, or fails the test with why there is none.
-func need(t testing.TB) *cluster.Cluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end: starts a cluster")
-	}
-	if startErr != nil {
-		t.Fatal(startErr)
-	}
-	return shared
-}
-
-// componentLogs are the last log lines of every vmkit pod, for failures.
-func componentLogs(c *cluster.Cluster) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return c.PodLogs(ctx, cluster.Namespace, v1.AppLabel, 40) + c.PodLogs(ctx, "default", v1.AppLabel, 40)
-}
-
 // tinyVM reads examples/vm-tiny.yaml with the given name and run strategy.
 func tinyVM(t testing.TB, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
 	t.Helper()
-	return exampleVM(t, "vm-tiny.yaml", name, strategy)
-}
-
-// exampleVM reads a VirtualMachine from examples/ with the given name and
-// run strategy.
-func exampleVM(t testing.TB, file, name string, strategy v1.VirtualMachineRunStrategy) *v1.VirtualMachine {
-	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "examples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1.VirtualMachine{}
-	if err := yaml.UnmarshalStrict(data, vm); err != nil {
-		t.Fatal(err)
-	}
-	vm.Name, vm.Namespace = name, "default"
-	vm.Spec.RunStrategy = &strategy
-	if _, ok := vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"]; ok {
-		vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"] = name
-	}
-	return vm
-}
-
-// createVM creates vm and deletes it (and waits for its pods to go) when
-// the test ends.
-func createVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
-	t.Helper()
-	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Delete(ctx, vm.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting VM %s: %v", vm.Name, err)
-		}
-		waitFor(t, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
-			pods, err := c.Kube.CoreV1().Pods(vm.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
-			if err != nil {
-				return false, err.Error()
-			}
-			n := 0
-			for _, p := range pods.Items {
-				if strings.HasPrefix(p.Name, "virt-launcher-"+vm.Name+"-") {
-					n++
-				}
-			}
-			return n == 0, fmt.Sprintf("%d pods", n)
-		})
-	})
-}
-
-// waitFor polls f every 250ms until it returns true or timeout passes.
-// With E2E_TRACE set in the environment it logs each new state f reports,
-// with the time since the wait began: where a slow step spends its time.
-func waitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	start, prev := time.Now(), ""
-	for {
-		ok, last := f()
-		if last != prev && os.Getenv("E2E_TRACE") != "" {
-			t.Logf("TRACE %v %s: %s", time.Since(start).Round(100*time.Millisecond), what, last)
-			prev = last
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, componentLogs(shared))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// waitVMI waits until the VMI of name satisfies cond and returns it.
-func waitVMI(t testing.TB, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
-	t.Helper()
-	var out *v1.VirtualMachineInstance
-	waitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
-		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		out = vmi
-		return cond(vmi), fmt.Sprintf("phase %s, uid %s", vmi.Status.Phase, vmi.UID)
-	})
-	return out
+	return framework.ExampleVM(t, "vm-tiny.yaml", name, strategy)
 }
 
 func running(vmi *v1.VirtualMachineInstance) bool { return vmi.Status.Phase == v1.Running }
@@ -207,7 +89,7 @@ func running(vmi *v1.VirtualMachineInstance) bool { return vmi.Status.Phase == v
 // waitNoVMI waits until the VMI of name is gone.
 func waitNoVMI(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
-	waitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -226,7 +108,7 @@ func console(t testing.TB, c *cluster.Cluster, name string) {
 	defer cancel()
 	lines, err := c.Console(ctx, "default", name, guestMarker)
 	if err != nil {
-		t.Fatalf("%v (console so far: %q)\n%s", err, lines, componentLogs(c))
+		t.Fatalf("%v (console so far: %q)\n%s", err, lines, framework.ComponentLogs(c))
 	}
 }
 
@@ -251,11 +133,11 @@ func setRunStrategy(t testing.TB, c *cluster.Cluster, name string, s v1.VirtualM
 // TestVMBoots: VM → VMI Running in a launcher pod on the kubelet → the
 // guest's marker on the console through the node agent.
 func TestVMBoots(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-boot", v1.RunStrategyAlways)
 	began := time.Now()
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	toRunning := time.Since(began)
 	console(t, c, vm.Name)
 	t.Logf("VM create → VMI Running %v, → %s on the console %v (node %s)", toRunning.Round(time.Millisecond), guestMarker,
@@ -266,7 +148,7 @@ func TestVMBoots(t *testing.T) {
 	}
 	logTimeline(t, vm, vmi, &pod)
 	logMemory(t, c, vmi, &pod)
-	waitFor(t, "VM Ready", time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "VM Ready", time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -278,21 +160,21 @@ func TestVMBoots(t *testing.T) {
 // TestStopStartRestart: Halted stops the guest and removes VMI and pod;
 // Always starts it again; deleting the VMI restarts it as a new one.
 func TestStopStartRestart(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-cycle", v1.RunStrategyAlways)
-	createVM(t, c, vm)
-	first := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	pod := launcherPod(t, c, first)
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyAlways)
-	second := waitVMI(t, c, vm.Name, "Running again", running)
+	second := framework.WaitVMI(t, c, vm.Name, "Running again", running)
 	if second.UID == first.UID {
 		t.Fatalf("start after stop reused VMI %s", first.UID)
 	}
@@ -302,7 +184,7 @@ func TestStopStartRestart(t *testing.T) {
 	if err := c.Client.KubevirtV1().VirtualMachineInstances("default").Delete(t.Context(), vm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	third := waitVMI(t, c, vm.Name, "Running after restart", func(vmi *v1.VirtualMachineInstance) bool {
+	third := framework.WaitVMI(t, c, vm.Name, "Running after restart", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.UID != second.UID && running(vmi)
 	})
 	t.Logf("VMIs %s → %s → %s", first.UID, second.UID, third.UID)
@@ -310,17 +192,17 @@ func TestStopStartRestart(t *testing.T) {
 
 // TestRerunOnFailure: QEMU killed → VMI Failed → a new VMI runs.
 func TestRerunOnFailure(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-rerun", v1.RunStrategyRerunOnFailure)
-	createVM(t, c, vm)
-	first := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	console(t, c, vm.Name)
 	pid := qemuPID(t, "default", vm.Name)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing QEMU (pid %d): %v", pid, err)
 	}
 	var failedSeen bool
-	second := waitVMI(t, c, vm.Name, "replaced by a running one", func(vmi *v1.VirtualMachineInstance) bool {
+	second := framework.WaitVMI(t, c, vm.Name, "replaced by a running one", func(vmi *v1.VirtualMachineInstance) bool {
 		if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed {
 			failedSeen = true
 		}
@@ -363,18 +245,18 @@ func qemuPID(t testing.TB, namespace, name string) int {
 
 // TestDeleteVM: deleting the VM removes its VMI and launcher pod.
 func TestDeleteVM(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-delete", v1.RunStrategyAlways)
 	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	pod := launcherPod(t, c, vmi)
 	if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(t.Context(), vm.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitNoVMI(t, c, vm.Name)
-	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -386,7 +268,7 @@ func TestDeleteVM(t *testing.T) {
 // guest agent's channel reaches the node agent, which reports
 // AgentConnected and the guest's OS and serves guestosinfo.
 func TestGuestAgentAndConfigDisk(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vm-agent-cfg", Namespace: "default"},
 		Data: map[string]string{"greeting": "hello from a ConfigMap"}}
 	if _, err := c.Kube.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
@@ -403,10 +285,10 @@ func TestGuestAgentAndConfigDisk(t *testing.T) {
 	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, v1.Disk{Name: "cfg",
 		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
 	began := time.Now()
-	createVM(t, c, vm)
-	waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	framework.WaitVMI(t, c, vm.Name, "Running", running)
 	toRunning := time.Since(began)
-	vmi := waitVMI(t, c, vm.Name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
+	vmi := framework.WaitVMI(t, c, vm.Name, "AgentConnected with the guest's OS", func(vmi *v1.VirtualMachineInstance) bool {
 		cond := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
 		return cond != nil && cond.Status == corev1.ConditionTrue && vmi.Status.GuestOSInfo.ID != ""
 	})
@@ -437,7 +319,7 @@ func TestGuestAgentAndConfigDisk(t *testing.T) {
 // the pod network and reach kube-apiserver through the kubernetes Service;
 // virt-handler keeps the host's PID namespace.
 func TestComponentsOnPodNetwork(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	_, podNet, _ := net.ParseCIDR(testenv.PodCIDR)
 	pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -479,26 +361,26 @@ func TestComponentsOnPodNetwork(t *testing.T) {
 // connections from their real source, except the pod's own localhost, which
 // it sees as the gateway 10.0.2.1, as on KubeVirt.
 func TestPodNetwork(t *testing.T) {
-	c := need(t)
-	masq := exampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
-	ports := exampleVM(t, "vm-net.yaml", "vm-net-ports", v1.RunStrategyAlways)
+	c := framework.Need(t)
+	masq := framework.ExampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
+	ports := framework.ExampleVM(t, "vm-net.yaml", "vm-net-ports", v1.RunStrategyAlways)
 	ports.Spec.Template.Spec.Domain.Devices.Interfaces[0].Ports = []v1.Port{{Port: 80}}
 	// Two vCPUs and a multi-queue virtio NIC: libvirt opens the tap twice.
 	ports.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: 2}
 	ports.Spec.Template.Spec.Domain.Devices.NetworkInterfaceMultiQueue = v1.BoolPtr(true)
-	bridge := exampleVM(t, "vm-net.yaml", "vm-net-bridge", v1.RunStrategyAlways)
+	bridge := framework.ExampleVM(t, "vm-net.yaml", "vm-net-bridge", v1.RunStrategyAlways)
 	bridge.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 
 	began := time.Now()
 	vms := []*v1.VirtualMachine{masq, ports, bridge}
 	for _, vm := range vms {
-		createVM(t, c, vm)
+		framework.CreateVM(t, c, vm)
 	}
 	podIP := map[string]string{}
 	for _, vm := range vms {
-		waitVMI(t, c, vm.Name, "Running", running)
+		framework.WaitVMI(t, c, vm.Name, "Running", running)
 		toRunning := time.Since(began)
-		vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
 		iface := vmi.Status.Interfaces[0]
@@ -514,7 +396,7 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("launcher pod IP %s is not on the pod network %s", pod.Status.PodIP, testenv.PodCIDR)
 		}
 		podIP[vm.Name] = pod.Status.PodIP
-		body := httpGetUntil(t, guestURL(podIP[vm.Name], 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		body := framework.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 		t.Logf("%s: create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name, toRunning.Round(time.Millisecond),
 			time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 	}
@@ -522,11 +404,11 @@ func TestPodNetwork(t *testing.T) {
 	t.Run("Service", func(t *testing.T) {
 		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
 			ip := expose(t, c, vm.Name, 8000, 80)
-			httpGetUntil(t, guestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
+			framework.HTTPGetUntil(t, framework.GuestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
 		}
 	})
 	t.Run("Ports", func(t *testing.T) {
-		httpGetUntil(t, guestURL(podIP[masq.Name], 8080, "/"), "vmkit guest "+masq.Name, 30*time.Second)
+		framework.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 8080, "/"), "vmkit guest "+masq.Name, 30*time.Second)
 		// The guest listens on 8080 (as vm-net's does), but only 80 is forwarded.
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort(podIP[ports.Name], "8080"), 3*time.Second)
 		if err == nil {
@@ -547,7 +429,7 @@ func TestPodNetwork(t *testing.T) {
 		// the pod bridge); masquerade NATs only what comes from the pod's
 		// own localhost to the gateway 10.0.2.1, as KubeVirt does.
 		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
-			httpGetUntil(t, guestURL(podIP[vm.Name], 80, "/cgi-bin/client"), "client "+testenv.PodGateway+"\n", 30*time.Second)
+			framework.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/cgi-bin/client"), "client "+testenv.PodGateway+"\n", 30*time.Second)
 		}
 		netns := fmt.Sprintf("--net=/proc/%d/ns/net", qemuPID(t, "default", masq.Name))
 		out, err := exec.CommandContext(t.Context(), "nsenter", netns, "busybox", "wget", "-q", "-O", "-", "http://127.0.0.1/cgi-bin/client").CombinedOutput()
@@ -558,10 +440,10 @@ func TestPodNetwork(t *testing.T) {
 	t.Run("Egress", func(t *testing.T) {
 		// The masquerade guest fetches from the bridge guest, in another
 		// pod: it leaves through NAT with its pod's IP.
-		target := guestURL(podIP[bridge.Name], 80, "/cgi-bin/client")
-		httpGetUntil(t, guestURL(podIP[masq.Name], 80, "/cgi-bin/fetch?"+target), "client "+podIP[masq.Name]+"\n", 60*time.Second)
+		target := framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/client")
+		framework.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 80, "/cgi-bin/fetch?"+target), "client "+podIP[masq.Name]+"\n", 60*time.Second)
 		// And the other way, from the bridge guest to the masquerade guest.
-		httpGetUntil(t, guestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+guestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
+		framework.HTTPGetUntil(t, framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+framework.GuestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
 	})
 }
 
@@ -589,10 +471,6 @@ func podNetworkState(podIPs map[string]string, pids map[string]int) string {
 	return b.String()
 }
 
-func guestURL(ip string, port int, path string) string {
-	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
-}
-
 // expose creates a ClusterIP Service selecting the launcher pod of VM name
 // (port to targetPort), deleted when the test ends, and returns its IP.
 func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int32) string {
@@ -614,35 +492,6 @@ func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int3
 	return created.Spec.ClusterIP
 }
 
-// httpGetUntil GETs url until the body contains want, and returns it. Each
-// attempt is a new connection given 500 ms to connect (the pod network is
-// local): a SYN sent before the guest had its address is not left to TCP's
-// 1 s retransmission, so the first answer is seen within 750 ms of the
-// guest being able to give it (the benchmarks time it). Once connected, an
-// attempt waits up to 5 s for the answer: a guest under TCG on a loaded
-// machine may take seconds to run a CGI, and an attempt given up early
-// leaves its CGI running in the guest, piling work on a slow guest.
-func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
-	t.Helper()
-	client := &http.Client{Timeout: 6 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives:     true,
-		DialContext:           (&net.Dialer{Timeout: 500 * time.Millisecond}).DialContext,
-		ResponseHeaderTimeout: 5 * time.Second,
-	}}
-	var body string
-	waitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
-		resp, err := client.Get(url)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == http.StatusOK && strings.Contains(body, want), fmt.Sprintf("%s: %q", resp.Status, b)
-	})
-	return body
-}
-
 // TestContainerDiskBoot boots examples/vm-disk.yaml (no kernelBoot, a
 // containerDisk whose image holds the test guest's disk under /disk) and
 // examples/vm-efi.yaml three times at once: with BIOS as vm-disk.yaml is
@@ -652,8 +501,8 @@ func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 // answers HTTP on its pod IP. The BIOS guest names its image's path in the
 // container disk and has an emptyDisk, which it writes and reads back.
 func TestContainerDiskBoot(t *testing.T) {
-	c := need(t)
-	bios := exampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
+	c := framework.Need(t)
+	bios := framework.ExampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
 	if fw := bios.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
 		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
 	}
@@ -665,12 +514,12 @@ func TestContainerDiskBoot(t *testing.T) {
 		DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}})
 	biosSpec.Volumes = append(biosSpec.Volumes, v1.Volume{Name: "scratch",
 		VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("16Mi")}}})
-	secure := exampleVM(t, "vm-efi.yaml", "vm-disk-secure", v1.RunStrategyAlways)
+	secure := framework.ExampleVM(t, "vm-efi.yaml", "vm-disk-secure", v1.RunStrategyAlways)
 	if fw := secure.Spec.Template.Spec.Domain.Firmware; fw == nil || fw.Bootloader == nil || fw.Bootloader.EFI == nil ||
 		fw.Bootloader.EFI.SecureBoot == nil || !*fw.Bootloader.EFI.SecureBoot {
 		t.Fatal("examples/vm-efi.yaml must boot with UEFI and secure boot")
 	}
-	insecure := exampleVM(t, "vm-efi.yaml", "vm-disk-efi", v1.RunStrategyAlways)
+	insecure := framework.ExampleVM(t, "vm-efi.yaml", "vm-disk-efi", v1.RunStrategyAlways)
 	insecure.Spec.Template.Spec.Domain.Firmware.Bootloader.EFI.SecureBoot = v1.BoolPtr(false)
 	insecure.Spec.Template.Spec.Domain.Features = nil
 	vms := []struct {
@@ -679,15 +528,15 @@ func TestContainerDiskBoot(t *testing.T) {
 	}{{bios, "SYSLINUX"}, {insecure, "Welcome to GRUB"}, {secure, "Welcome to GRUB"}}
 	began := time.Now()
 	for _, v := range vms {
-		createVM(t, c, v.vm)
+		framework.CreateVM(t, c, v.vm)
 	}
 	for _, v := range vms {
 		name := v.vm.Name
-		waitVMI(t, c, name, "Running", running)
-		vmi := waitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		framework.WaitVMI(t, c, name, "Running", running)
+		vmi := framework.WaitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
-		body := httpGetUntil(t, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
+		body := framework.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
 		t.Logf("%s: the disk-booted guest answers HTTP %v after create: %q", name, time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		lines, err := c.Console(ctx, "default", name, guestMarker)
@@ -704,8 +553,8 @@ func TestContainerDiskBoot(t *testing.T) {
 			// The empty disk takes what the guest writes and gives it back.
 			ip := vmi.Status.Interfaces[0].IP
 			marker := fmt.Sprintf("scratch-%d", time.Now().UnixNano())
-			httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
-			httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), marker+"\n", 30*time.Second)
+			framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
+			framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), marker+"\n", 30*time.Second)
 		}
 	}
 }
@@ -715,7 +564,7 @@ func TestContainerDiskBoot(t *testing.T) {
 // (what `kubectl scale` sends), keeps the older Running VMI; deleting the
 // replica set deletes its VMIs and their launcher pods.
 func TestReplicaSet(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -741,7 +590,7 @@ func TestReplicaSet(t *testing.T) {
 		if err := sets.Delete(ctx, rs.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting %s: %v", rs.Name, err)
 		}
-		waitFor(t, "VMIs and launcher pods of "+rs.Name+" gone", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "VMIs and launcher pods of "+rs.Name+" gone", 2*time.Minute, func() (bool, string) {
 			vmis, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + rs.Name})
 			if err != nil {
 				return false, err.Error()
@@ -756,7 +605,7 @@ func TestReplicaSet(t *testing.T) {
 	runningVMIs := func(n int) []v1.VirtualMachineInstance {
 		t.Helper()
 		var got []v1.VirtualMachineInstance
-		waitFor(t, fmt.Sprintf("%d Running VMIs of %s", n, rs.Name), 3*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, fmt.Sprintf("%d Running VMIs of %s", n, rs.Name), 3*time.Minute, func() (bool, string) {
 			list, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + rs.Name})
 			if err != nil {
 				return false, err.Error()
@@ -788,7 +637,7 @@ func TestReplicaSet(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have whole seconds: the next VMI is younger
 	scale(2)
 	runningVMIs(2)
-	waitFor(t, rs.Name+" status: 2 ready replicas", time.Minute, func() (bool, string) {
+	framework.WaitFor(t, rs.Name+" status: 2 ready replicas", time.Minute, func() (bool, string) {
 		got, err := sets.Get(t.Context(), rs.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -803,7 +652,7 @@ func TestReplicaSet(t *testing.T) {
 
 func logTimeline(t testing.TB, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
 	t.Helper()
-	created, err := shared.Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
+	created, err := framework.Need(t).Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
 	if err != nil {
 		return
 	}
@@ -868,21 +717,21 @@ func logMemory(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance,
 //
 //	go test -run '^$' -bench PodNetworkStart -benchtime 10x ./test/e2e/
 func BenchmarkPodNetworkStart(b *testing.B) {
-	c := need(b)
+	c := framework.Need(b)
 	var toRunning, toHTTP, bareToRunning []time.Duration
 	for i := 0; b.Loop(); i++ {
-		vm := exampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-net-%d", i), v1.RunStrategyAlways)
+		vm := framework.ExampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-net-%d", i), v1.RunStrategyAlways)
 		began := time.Now()
 		startAndWait(b, c, vm)
 		toRunning = append(toRunning, time.Since(began))
-		vmi := waitVMI(b, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		vmi := framework.WaitVMI(b, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
-		httpGetUntil(b, guestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		framework.HTTPGetUntil(b, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 		toHTTP = append(toHTTP, time.Since(began))
 		deleteAndWait(b, c, vm.Name)
 
-		bare := exampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-bare-%d", i), v1.RunStrategyAlways)
+		bare := framework.ExampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-bare-%d", i), v1.RunStrategyAlways)
 		bare.Spec.Template.Spec.Domain.Devices.Interfaces, bare.Spec.Template.Spec.Networks = nil, nil
 		bare.Spec.Template.Spec.Domain.Devices.AutoattachPodInterface = v1.BoolPtr(false)
 		began = time.Now()
@@ -908,7 +757,7 @@ func startAndWait(b *testing.B, c *cluster.Cluster, vm *v1.VirtualMachine) {
 	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(b.Context(), vm, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	waitVMI(b, c, vm.Name, "Running", running)
+	framework.WaitVMI(b, c, vm.Name, "Running", running)
 }
 
 // deleteAndWait deletes the VM and waits until its launcher pods are gone.
@@ -916,7 +765,7 @@ func deleteAndWait(b *testing.B, c *cluster.Cluster, name string) {
 	if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(b.Context(), name, metav1.DeleteOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, "launcher pods of "+name+" gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(b, "launcher pods of "+name+" gone", 2*time.Minute, func() (bool, string) {
 		pods, err := c.Kube.CoreV1().Pods("default").List(b.Context(), metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + name})
 		if err != nil {
 			return false, err.Error()

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -21,10 +22,10 @@ import (
 // them). Two minutes later the guest is the same VMI and the same QEMU
 // process.
 func TestKubeletRestartKeepsVMs(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-kubelet", v1.RunStrategyAlways)
-	createVM(t, c, vm)
-	before := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	before := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	pid := qemuPID(t, "default", vm.Name)
 
 	handlers, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
@@ -62,7 +63,7 @@ func TestKubeletRestartKeepsVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	waitFor(t, "a new virt-handler running", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "a new virt-handler running", 2*time.Minute, func() (bool, string) {
 		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
 		if err != nil {
 			return false, err.Error()
@@ -82,7 +83,7 @@ func TestKubeletRestartKeepsVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after.UID != before.UID || after.Status.Phase != v1.Running {
-		t.Fatalf("the VM did not survive: VMI %s %s, was %s\n%s", after.UID, after.Status.Phase, before.UID, componentLogs(c))
+		t.Fatalf("the VM did not survive: VMI %s %s, was %s\n%s", after.UID, after.Status.Phase, before.UID, framework.ComponentLogs(c))
 	}
 	if now := qemuPID(t, "default", vm.Name); now != pid {
 		t.Fatalf("QEMU restarted: pid %d, was %d", now, pid)

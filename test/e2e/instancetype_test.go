@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -68,7 +69,7 @@ func qemuSMP(t testing.TB, name string) string {
 // instance type changes neither the running guest nor its restart, and a new
 // VM gets the new size.
 func TestInstancetype(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	it, pref, vm := instancetypeExample(t)
 	it.Name, pref.Name, it.Namespace, pref.Namespace = "e2e-tiny", "e2e-tiny-guest", "default", "default"
@@ -100,8 +101,8 @@ func TestInstancetype(t *testing.T) {
 		return cp
 	}
 
-	createVM(t, c, sized("vm-sized"))
-	vmi := waitVMI(t, c, "vm-sized", "Running", running)
+	framework.CreateVM(t, c, sized("vm-sized"))
+	vmi := framework.WaitVMI(t, c, "vm-sized", "Running", running)
 	console(t, c, "vm-sized")
 	if cpu := vmi.Spec.Domain.CPU; cpu == nil || cpu.Cores != 2 || cpu.Sockets != 1 {
 		t.Errorf("VMI cpu %+v, want 2 cores", cpu)
@@ -127,7 +128,7 @@ func TestInstancetype(t *testing.T) {
 	if err := c.Client.KubevirtV1().VirtualMachineInstances("default").Delete(ctx, "vm-sized", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	restarted := waitVMI(t, c, "vm-sized", "a new VMI Running", func(v *v1.VirtualMachineInstance) bool {
+	restarted := framework.WaitVMI(t, c, "vm-sized", "a new VMI Running", func(v *v1.VirtualMachineInstance) bool {
 		return v.UID != vmi.UID && running(v)
 	})
 	if restarted.Spec.Domain.CPU.Cores != 2 {
@@ -137,8 +138,8 @@ func TestInstancetype(t *testing.T) {
 		t.Errorf("the restarted guest's QEMU -smp %q, want 2 vCPUs", smp)
 	}
 
-	createVM(t, c, sized("vm-sized-new"))
-	waitVMI(t, c, "vm-sized-new", "Running", running)
+	framework.CreateVM(t, c, sized("vm-sized-new"))
+	framework.WaitVMI(t, c, "vm-sized-new", "Running", running)
 	if smp := qemuSMP(t, "vm-sized-new"); !strings.HasPrefix(smp, "3,") || !strings.Contains(smp, "cores=3") {
 		t.Errorf("a new VM's QEMU -smp %q, want the edited 3 vCPUs", smp)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/podtemplate"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -26,7 +27,7 @@ import (
 // the CPU and the overcommitted memory, and QEMU runs with the model and
 // machine type.
 func TestKubeVirtConfigurationLive(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	controllers := func() []types.UID {
 		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtControllerValue})
 		if err != nil {
@@ -58,7 +59,7 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	})
 	// The controllers read the CR from their informer: wait until the
 	// edit is there to read (the API server's own answer is the bound).
-	waitFor(t, "KubeVirt CR edited", 30*time.Second, func() (bool, string) {
+	framework.WaitFor(t, "KubeVirt CR edited", 30*time.Second, func() (bool, string) {
 		kv, err := kvs.Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -76,8 +77,8 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	guest := resource.MustParse("128Mi")
 	spec.Domain.Memory = &v1.Memory{Guest: &guest}
 	spec.Domain.Resources.Requests = nil
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	console(t, c, vm.Name)
 
 	if got := vmi.Spec.Domain.CPU; got == nil || got.Model != "Nehalem" {

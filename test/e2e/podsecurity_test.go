@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -27,7 +28,7 @@ import (
 // launcher pod (vmkit's before the non-root launcher, or the Root feature
 // gate's) is refused by such a namespace, which the test shows first.
 func TestRestrictedNamespace(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	const ns = "vmkit-restricted"
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -46,7 +47,7 @@ func TestRestrictedNamespace(t *testing.T) {
 			t.Errorf("deleting namespace %s: %v", ns, err)
 			return
 		}
-		waitFor(t, "namespace "+ns+" gone", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "namespace "+ns+" gone", 2*time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().Namespaces().Get(cctx, ns, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -67,12 +68,12 @@ func TestRestrictedNamespace(t *testing.T) {
 		t.Fatalf("namespace %s admits a root pod (err %v): it does not enforce Pod Security restricted", ns, err)
 	}
 
-	vm := exampleVM(t, "vm-net.yaml", "vm-restricted", v1.RunStrategyAlways)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-restricted", v1.RunStrategyAlways)
 	vm.Namespace = ns
 	began := time.Now()
-	createVM(t, c, vm)
+	framework.CreateVM(t, c, vm)
 	var vmi *v1.VirtualMachineInstance
-	waitFor(t, "VMI "+ns+"/"+vm.Name+" Running with an address", 3*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "VMI "+ns+"/"+vm.Name+" Running with an address", 3*time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachineInstances(ns).Get(ctx, vm.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error() + "; events: " + events(ctx, c.Kube.CoreV1().Events(ns))
@@ -90,7 +91,7 @@ func TestRestrictedNamespace(t *testing.T) {
 	if u := procUser(t, qemuPID(t, ns, vm.Name)); u != 107 {
 		t.Errorf("QEMU of %s runs as uid %d, want 107", vm.Name, u)
 	}
-	body := httpGetUntil(t, guestURL(pod.Status.PodIP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	body := framework.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	t.Logf("%s in a restricted namespace: create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name,
 		toRunning.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 

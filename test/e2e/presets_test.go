@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -17,7 +18,7 @@ import (
 // operator) to the VMI the VM controller creates: the guest's QEMU runs with
 // the preset's two cores and the VMI carries the preset's annotation.
 func TestPresets(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	const label = "e2e.vmkit.io/preset"
 	preset := &v1.VirtualMachineInstancePreset{
@@ -45,8 +46,8 @@ func TestPresets(t *testing.T) {
 	}
 	vm.Spec.Template.ObjectMeta.Labels[label] = "two-cores"
 	vm.Spec.Template.Spec.Domain.CPU = nil
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, "vm-preset", "Running", running)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, "vm-preset", "Running", running)
 	if got := vmi.Annotations["virtualmachinepreset.kubevirt.io/"+preset.Name]; got != "kubevirt.io/v1" {
 		t.Errorf("VMI annotation virtualmachinepreset.kubevirt.io/%s = %q, want kubevirt.io/v1", preset.Name, got)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -35,16 +36,16 @@ import (
 //     launcher, the VMI fails (LauncherTerminated) and the VM, runStrategy
 //     Always, starts a new one.
 func TestProbes(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	probeVM := func(name string, readiness, liveness *v1.Probe) *v1.VirtualMachine {
-		vm := exampleVM(t, "vm-net.yaml", name, v1.RunStrategyAlways)
+		vm := framework.ExampleVM(t, "vm-net.yaml", name, v1.RunStrategyAlways)
 		vm.Spec.Template.Spec.ReadinessProbe, vm.Spec.Template.Spec.LivenessProbe = readiness, liveness
 		return vm
 	}
 	i32 := func(v int32) *int32 { return &v }
 	closed := &corev1.TCPSocketAction{Port: intstr.FromInt32(81)}
 	// examples/vm-probes.yaml: httpGet readiness on port 80, guestAgentPing liveness.
-	httpReady := exampleVM(t, "vm-probes.yaml", "vm-probe-http", v1.RunStrategyAlways)
+	httpReady := framework.ExampleVM(t, "vm-probes.yaml", "vm-probe-http", v1.RunStrategyAlways)
 	closedReady := probeVM("vm-probe-closed", &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(1)}, nil)
 	// A probe through the guest agent fails until the guest has booted and
 	// its agent connected (as KubeVirt's), so a liveness probe must allow for
@@ -60,7 +61,7 @@ func TestProbes(t *testing.T) {
 	live := probeVM("vm-probe-live", nil, &v1.Probe{TCPSocket: closed, PeriodSeconds: i32(2), FailureThreshold: i32(2)})
 
 	for _, vm := range []*v1.VirtualMachine{httpReady, closedReady, agent, execFails, live} {
-		createVM(t, c, vm)
+		framework.CreateVM(t, c, vm)
 	}
 	svcHTTP := expose(t, c, httpReady.Name, 8000, 80)
 	svcAgent := expose(t, c, agent.Name, 8000, 80)
@@ -77,14 +78,14 @@ func TestProbes(t *testing.T) {
 	}
 
 	t.Run("HTTPGetReadiness", func(t *testing.T) {
-		vmi := waitVMI(t, c, httpReady.Name, "Ready", isReady)
+		vmi := framework.WaitVMI(t, c, httpReady.Name, "Ready", isReady)
 		t.Logf("%s: VMI created → Running %v → Ready %v (initial delay 10 s, then every 2 s)", httpReady.Name,
 			phaseAt(vmi, v1.Running).Sub(vmi.CreationTimestamp.Time), readyCond(vmi).LastTransitionTime.Sub(vmi.CreationTimestamp.Time))
 		pod := launcherPod(t, c, vmi)
 		if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntVal != 80 || p.InitialDelaySeconds != 10 {
 			t.Errorf("compute container's readiness probe %+v, want the VMI's httpGet on port 80 with initialDelaySeconds 10", p)
 		}
-		waitFor(t, "VM "+httpReady.Name+" status.ready", time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "VM "+httpReady.Name+" status.ready", time.Minute, func() (bool, string) {
 			vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), httpReady.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -92,11 +93,11 @@ func TestProbes(t *testing.T) {
 			return vm.Status.Ready, fmt.Sprintf("ready %v, printableStatus %s", vm.Status.Ready, vm.Status.PrintableStatus)
 		})
 		waitEndpoint(t, c, httpReady.Name+"-http", pod.Status.PodIP, true)
-		httpGetUntil(t, guestURL(svcHTTP, 8000, "/"), "vmkit guest "+httpReady.Name, 30*time.Second)
+		framework.HTTPGetUntil(t, framework.GuestURL(svcHTTP, 8000, "/"), "vmkit guest "+httpReady.Name, 30*time.Second)
 	})
 
 	t.Run("ClosedPortReadiness", func(t *testing.T) {
-		vmi := waitVMI(t, c, closedReady.Name, "Running", running)
+		vmi := framework.WaitVMI(t, c, closedReady.Name, "Running", running)
 		// Past the 10 s initial delay and several 2 s periods, the VMI must
 		// still not be Ready, with the pod's reason.
 		until := time.Now().Add(25 * time.Second)
@@ -123,7 +124,7 @@ func TestProbes(t *testing.T) {
 	})
 
 	t.Run("GuestAgentReadinessExecLiveness", func(t *testing.T) {
-		vmi := waitVMI(t, c, agent.Name, "Ready (guest-ping)", isReady)
+		vmi := framework.WaitVMI(t, c, agent.Name, "Ready (guest-ping)", isReady)
 		t.Logf("%s: VMI created → Running %v → Ready through guest-ping %v", agent.Name,
 			phaseAt(vmi, v1.Running).Sub(vmi.CreationTimestamp.Time), readyCond(vmi).LastTransitionTime.Sub(vmi.CreationTimestamp.Time))
 		pod := launcherPod(t, c, vmi)
@@ -165,7 +166,7 @@ func TestProbes(t *testing.T) {
 				t.Errorf("launcher pod %s: container %s restarted %d times; warnings: %s", pod.Name, st.Name, st.RestartCount, warnings())
 			}
 		}
-		body := httpGetUntil(t, guestURL(svcAgent, 8000, "/live"), "alive", 30*time.Second)
+		body := framework.HTTPGetUntil(t, framework.GuestURL(svcAgent, 8000, "/live"), "alive", 30*time.Second)
 		if n := strings.Count(body, "alive"); n < 3 {
 			t.Errorf("the liveness command ran %d times in the guest of %s in %v, want 3 or more", n, agent.Name, time.Since(started).Round(time.Second))
 		} else {
@@ -174,7 +175,7 @@ func TestProbes(t *testing.T) {
 	})
 
 	t.Run("ExecReadinessFails", func(t *testing.T) {
-		waitVMI(t, c, execFails.Name, "Running", running)
+		framework.WaitVMI(t, c, execFails.Name, "Running", running)
 		time.Sleep(20 * time.Second)
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), execFails.Name, metav1.GetOptions{})
 		if err != nil {
@@ -186,9 +187,9 @@ func TestProbes(t *testing.T) {
 	})
 
 	t.Run("LivenessFails", func(t *testing.T) {
-		first := waitVMI(t, c, live.Name, "Running", running)
+		first := framework.WaitVMI(t, c, live.Name, "Running", running)
 		var sawFailed string
-		next := waitVMI(t, c, live.Name, "replaced by a new VMI that runs", func(vmi *v1.VirtualMachineInstance) bool {
+		next := framework.WaitVMI(t, c, live.Name, "replaced by a new VMI that runs", func(vmi *v1.VirtualMachineInstance) bool {
 			if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed {
 				sawFailed = vmi.Status.Reason
 			}
@@ -214,7 +215,7 @@ func TestProbes(t *testing.T) {
 // given readiness.
 func waitEndpoint(t testing.TB, c *cluster.Cluster, service, ip string, ready bool) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("endpoint %s of Service %s with ready=%v", ip, service, ready), time.Minute, func() (bool, string) {
+	framework.WaitFor(t, fmt.Sprintf("endpoint %s of Service %s with ready=%v", ip, service, ready), time.Minute, func() (bool, string) {
 		slices, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 		if err != nil {
 			return false, err.Error()

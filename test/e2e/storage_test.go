@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -75,7 +76,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			return
 		}
 		pv := pvc.Spec.VolumeName
-		waitFor(t, "claim "+claim.Name+" gone", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "claim "+claim.Name+" gone", 2*time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -83,7 +84,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			return
 		}
 		if strings.HasPrefix(pv, cluster.BlockVolumePrefix) {
-			waitFor(t, "PersistentVolume "+pv+" Released", time.Minute, func() (bool, string) {
+			framework.WaitFor(t, "PersistentVolume "+pv+" Released", time.Minute, func() (bool, string) {
 				v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -96,7 +97,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			}
 			return
 		}
-		waitFor(t, "provisioned PersistentVolume "+pv+" deleted with its claim", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "provisioned PersistentVolume "+pv+" deleted with its claim", 2*time.Minute, func() (bool, string) {
 			v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 			if err != nil {
 				return apierrors.IsNotFound(err), err.Error()
@@ -234,12 +235,12 @@ func pvcVMs(t testing.TB, c *cluster.Cluster) (fsVM, blockVM *v1.VirtualMachine)
 // returns the guest's IP.
 func bootedIP(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) string {
 	t.Helper()
-	waitVMI(t, c, vm.Name, "Running", running)
-	vmi := waitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+	framework.WaitVMI(t, c, vm.Name, "Running", running)
+	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	ip := vmi.Status.Interfaces[0].IP
-	httpGetUntil(t, guestURL(ip, 80, "/"), "vmkit guest "+vm.Name, 3*time.Minute)
+	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest "+vm.Name, 3*time.Minute)
 	return ip
 }
 
@@ -251,7 +252,7 @@ func bootedIP(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) string {
 // VM's data claim becomes an ephemeral volume: the guest reads the marker
 // and overwrites it, and the claim's image still holds it afterwards.
 func TestPVCDisks(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 
 	classes, err := c.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
@@ -272,7 +273,7 @@ func TestPVCDisks(t *testing.T) {
 	vms := []*v1.VirtualMachine{fsVM, blockVM}
 	began := time.Now()
 	for _, vm := range vms {
-		createVM(t, c, vm)
+		framework.CreateVM(t, c, vm)
 	}
 	ips := map[string]string{}
 	for _, vm := range vms {
@@ -320,7 +321,7 @@ func TestPVCDisks(t *testing.T) {
 	markers := map[string]string{}
 	for _, vm := range vms {
 		markers[vm.Name] = fmt.Sprintf("%s-%d", vm.Name, time.Now().UnixNano())
-		httpGetUntil(t, guestURL(ips[vm.Name], 80, "/cgi-bin/disk?vdb="+markers[vm.Name]), "wrote "+markers[vm.Name]+" to /dev/vdb", time.Minute)
+		framework.HTTPGetUntil(t, framework.GuestURL(ips[vm.Name], 80, "/cgi-bin/disk?vdb="+markers[vm.Name]), "wrote "+markers[vm.Name]+" to /dev/vdb", time.Minute)
 		setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	}
 	// The guest's /dev/vdb is the created disk.img: the marker is its first line.
@@ -333,7 +334,7 @@ func TestPVCDisks(t *testing.T) {
 	}
 	for _, vm := range vms {
 		ip := bootedIP(t, c, vm)
-		body := httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[vm.Name], time.Minute)
+		body := framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[vm.Name], time.Minute)
 		t.Logf("%s: after stop and start the guest reads %q from its data disk", vm.Name, strings.TrimSpace(body))
 	}
 	// The second launcher used the image as it was: same file, same size.
@@ -362,10 +363,10 @@ func TestPVCDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip := bootedIP(t, c, fsVM)
-	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[fsVM.Name]+"\n", time.Minute)
+	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[fsVM.Name]+"\n", time.Minute)
 	scratch := fmt.Sprintf("overlay-%d", time.Now().UnixNano())
-	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb="+scratch), "wrote "+scratch+" to /dev/vdb", time.Minute)
-	httpGetUntil(t, guestURL(ip, 80, "/cgi-bin/disk?vdb"), scratch+"\n", 30*time.Second)
+	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+scratch), "wrote "+scratch+" to /dev/vdb", time.Minute)
+	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), scratch+"\n", 30*time.Second)
 	setRunStrategy(t, c, fsVM.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, fsVM.Name)
 	if got, err := os.ReadFile(img); err != nil || !bytes.HasPrefix(got, []byte(markers[fsVM.Name]+"\n")) {
@@ -436,7 +437,7 @@ func checkCreatedImage(t testing.TB, img string, size int64) *syscall.Stat_t {
 // waitVMReady waits until the VM reports the condition Ready.
 func waitVMReady(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
-	waitFor(t, "VM "+name+" Ready", 3*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "VM "+name+" Ready", 3*time.Minute, func() (bool, string) {
 		vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -459,7 +460,7 @@ func waitVMReady(t testing.TB, c *cluster.Cluster, name string) {
 //
 //	go test -run '^$' -bench PVCStart -benchtime 5x ./test/e2e/
 func BenchmarkPVCStart(b *testing.B) {
-	c := need(b)
+	c := framework.Need(b)
 	fsVM, blockVM := pvcVMs(b, c)
 	type series struct{ ready, http []time.Duration }
 	kinds := []string{"filesystem", "block", "containerdisk", "efi"}
@@ -476,9 +477,9 @@ func BenchmarkPVCStart(b *testing.B) {
 			case "block":
 				vm = blockVM.DeepCopy()
 			case "efi":
-				vm = exampleVM(b, "vm-efi.yaml", "bench-efi", v1.RunStrategyAlways)
+				vm = framework.ExampleVM(b, "vm-efi.yaml", "bench-efi", v1.RunStrategyAlways)
 			default:
-				vm = exampleVM(b, "vm-disk.yaml", "bench-disk", v1.RunStrategyAlways)
+				vm = framework.ExampleVM(b, "vm-disk.yaml", "bench-disk", v1.RunStrategyAlways)
 			}
 			vm.Name = fmt.Sprintf("%s-%d", vm.Name, i)
 			vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"] = vm.Name

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -28,7 +29,7 @@ var tpmProbed = regexp.MustCompile(`tpm_tis \S+: 2\.0 TPM \(device-id`)
 // Debian), its guest's kernel finds a TPM 2.0, and libvirt's swtpm runs as
 // the launcher's non-root user and ends with the VM.
 func TestTPM(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-tpm", v1.RunStrategyAlways)
 	spec := &vm.Spec.Template.Spec
 	spec.Domain.Devices.TPM = &v1.TPMDevice{}
@@ -38,14 +39,14 @@ func TestTPM(t *testing.T) {
 	// address itself.
 	spec.Domain.Firmware.KernelBoot.KernelArgs = strings.Replace(spec.Domain.Firmware.KernelBoot.KernelArgs, " quiet", "", 1) + " tpm_tis.force=1"
 	began := time.Now()
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	lines, err := c.Console(ctx, "default", vm.Name, guestMarker)
 	if err != nil {
-		t.Fatalf("%v (console so far: %q)\n%s", err, lines, componentLogs(c))
+		t.Fatalf("%v (console so far: %q)\n%s", err, lines, framework.ComponentLogs(c))
 	}
 	found := ""
 	for _, l := range lines {
@@ -73,7 +74,7 @@ func TestTPM(t *testing.T) {
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	waitFor(t, "swtpm of "+vm.Name+" gone", time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "swtpm of "+vm.Name+" gone", time.Minute, func() (bool, string) {
 		left := swtpmPIDs(t, "default_"+vm.Name)
 		return len(left) == 0, "swtpm PIDs " + pidsString(left)
 	})
@@ -142,11 +143,11 @@ func rsaKeys(t testing.TB, path string) map[string]bool {
 // one: its endorsement key, made once by swtpm_setup at the first start,
 // is still in its state.
 func TestPersistentTPM(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	vm := tinyVM(t, "vm-tpm-persist", v1.RunStrategyAlways)
 	vm.Spec.Template.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
-	createVM(t, c, vm)
-	first := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	console(t, c, vm.Name)
 	pod := launcherPod(t, c, first)
 
@@ -167,7 +168,7 @@ func TestPersistentTPM(t *testing.T) {
 	if !mounted {
 		t.Errorf("launcher pod %s does not mount claim %s", pod.Name, name)
 	}
-	waitFor(t, "claim "+name+" bound", time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "claim "+name+" bound", time.Minute, func() (bool, string) {
 		claim, err = c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -179,7 +180,7 @@ func TestPersistentTPM(t *testing.T) {
 		t.Fatalf("volume of claim %s: %v (hostPath %v)", name, err, pv.Spec.HostPath)
 	}
 	state := filepath.Join(pv.Spec.HostPath.Path, "swtpm", string(first.Spec.Domain.Firmware.UUID), "tpm2", "tpm2-00.permall")
-	waitFor(t, "TPM state "+state, time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "TPM state "+state, time.Minute, func() (bool, string) {
 		_, err := os.Stat(state)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -190,7 +191,7 @@ func TestPersistentTPM(t *testing.T) {
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	waitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -198,7 +199,7 @@ func TestPersistentTPM(t *testing.T) {
 		t.Fatalf("the TPM state is gone with the VMI: %v", err)
 	}
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyAlways)
-	second := waitVMI(t, c, vm.Name, "Running again", func(vmi *v1.VirtualMachineInstance) bool { return vmi.UID != first.UID && running(vmi) })
+	second := framework.WaitVMI(t, c, vm.Name, "Running again", func(vmi *v1.VirtualMachineInstance) bool { return vmi.UID != first.UID && running(vmi) })
 	console(t, c, vm.Name)
 	after := rsaKeys(t, state)
 	kept := 0

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmctl"
 )
@@ -92,7 +93,7 @@ func readStream(conn net.Conn, want string, timeout time.Duration) (string, erro
 // agent, console, VNC and port-forward streams, and RBAC through the
 // aggregated kubevirt.io:view and kubevirt.io:edit roles.
 func TestVirtAPI(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	sub, err := vmctl.NewSubresources(c.Config)
 	if err != nil {
@@ -116,15 +117,15 @@ func TestVirtAPI(t *testing.T) {
 	}
 
 	const name = "vm-api"
-	vm := exampleVM(t, "vm-net.yaml", name, v1.RunStrategyHalted)
-	createVM(t, c, vm)
+	vm := framework.ExampleVM(t, "vm-net.yaml", name, v1.RunStrategyHalted)
+	framework.CreateVM(t, c, vm)
 
 	// start on Halted sets Always; a second start is a conflict.
 	began := time.Now()
 	if code, msg := put(t, c.Config, "/namespaces/default/virtualmachines/"+name+"/start", "{}"); code != http.StatusAccepted {
 		t.Fatalf("PUT start: %d %s", code, msg)
 	}
-	vmi := waitVMI(t, c, name, "Running", running)
+	vmi := framework.WaitVMI(t, c, name, "Running", running)
 	startToRunning := time.Since(began)
 	got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -153,7 +154,7 @@ func TestVirtAPI(t *testing.T) {
 		cond := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
 		return cond != nil && cond.Status == corev1.ConditionTrue
 	}
-	waitVMI(t, c, name, "AgentConnected", agentConnected)
+	framework.WaitVMI(t, c, name, "AgentConnected", agentConnected)
 	conn, err := sub.Stream(ctx, "default", name, "console")
 	if err != nil {
 		t.Fatalf("console: %v", err)
@@ -167,7 +168,7 @@ func TestVirtAPI(t *testing.T) {
 	conn.Close()
 
 	// The guest agent's view, through virt-api.
-	waitVMI(t, c, name, "AgentConnected", agentConnected)
+	framework.WaitVMI(t, c, name, "AgentConnected", agentConnected)
 	info, err := sub.GuestOSInfo(ctx, "default", name)
 	if err != nil || info.OS.ID != "vmkit-test-guest" {
 		t.Errorf("guestosinfo: %+v, %v", info, err)
@@ -225,7 +226,7 @@ func TestVirtAPI(t *testing.T) {
 	if err := sub.Pause(ctx, "default", name, v1.PauseOptions{}); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
-	waitVMI(t, c, name, "Paused", func(vmi *v1.VirtualMachineInstance) bool {
+	framework.WaitVMI(t, c, name, "Paused", func(vmi *v1.VirtualMachineInstance) bool {
 		cond := vmi.VMICondition(v1.VirtualMachineInstancePaused)
 		return cond != nil && cond.Status == corev1.ConditionTrue
 	})
@@ -235,7 +236,7 @@ func TestVirtAPI(t *testing.T) {
 	if err := sub.Unpause(ctx, "default", name, v1.UnpauseOptions{}); err != nil {
 		t.Fatalf("unpause: %v", err)
 	}
-	waitVMI(t, c, name, "not Paused", func(vmi *v1.VirtualMachineInstance) bool {
+	framework.WaitVMI(t, c, name, "not Paused", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.VMICondition(v1.VirtualMachineInstancePaused) == nil
 	})
 
@@ -243,7 +244,7 @@ func TestVirtAPI(t *testing.T) {
 	if err := sub.Restart(ctx, "default", name, v1.RestartOptions{}); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	restarted := waitVMI(t, c, name, "restarted and Running", func(v *v1.VirtualMachineInstance) bool {
+	restarted := framework.WaitVMI(t, c, name, "restarted and Running", func(v *v1.VirtualMachineInstance) bool {
 		return v.UID != vmi.UID && running(v)
 	})
 	t.Logf("restart: new VMI %s Running", restarted.UID)
@@ -255,7 +256,7 @@ func TestVirtAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitVMI(t, c, name, "AgentConnected", agentConnected)
+	framework.WaitVMI(t, c, name, "AgentConnected", agentConnected)
 	if _, err := viewer.GuestOSInfo(ctx, "default", name); err != nil {
 		t.Errorf("viewer: guestosinfo: %v", err)
 	}
@@ -286,17 +287,17 @@ func TestVirtAPI(t *testing.T) {
 // start through the aggregation layer until the VMI is Running, and PUT stop
 // until the VMI is gone, on one VM started and stopped b.N times.
 func BenchmarkVirtAPIStartStop(b *testing.B) {
-	c := need(b)
+	c := framework.Need(b)
 	const name = "bench-api"
-	vm := exampleVM(b, "vm-net.yaml", name, v1.RunStrategyHalted)
-	createVM(b, c, vm)
+	vm := framework.ExampleVM(b, "vm-net.yaml", name, v1.RunStrategyHalted)
+	framework.CreateVM(b, c, vm)
 	var toRunning, toGone []time.Duration
 	for range b.N {
 		began := time.Now()
 		if code, msg := put(b, c.Config, "/namespaces/default/virtualmachines/"+name+"/start", ""); code != http.StatusAccepted {
 			b.Fatalf("start: %d %s", code, msg)
 		}
-		waitVMI(b, c, name, "Running", running)
+		framework.WaitVMI(b, c, name, "Running", running)
 		toRunning = append(toRunning, time.Since(began))
 		began = time.Now()
 		if code, msg := put(b, c.Config, "/namespaces/default/virtualmachines/"+name+"/stop", ""); code != http.StatusAccepted {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -23,7 +24,7 @@ import (
 // virt-handler; the running guest is untouched (same VMI, same QEMU) and
 // its console still answers through the new node agent.
 func TestUpgrade(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	const tag = "upgrade"
 	// The same images under a new tag: what a registry would serve for a
 	// new release, as far as the kubelet can tell.
@@ -36,8 +37,8 @@ func TestUpgrade(t *testing.T) {
 		}
 	}
 	vm := tinyVM(t, "vm-upgrade", v1.RunStrategyAlways)
-	createVM(t, c, vm)
-	before := waitVMI(t, c, vm.Name, "Running", running)
+	framework.CreateVM(t, c, vm)
+	before := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	pid := qemuPID(t, "default", vm.Name)
 	handlerPods := func() []corev1.Pod {
 		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
@@ -52,7 +53,7 @@ func TestUpgrade(t *testing.T) {
 	if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -94,7 +95,7 @@ func TestUpgrade(t *testing.T) {
 // TestUninstall: deleting the KubeVirt CR removes everything the operator
 // installed. It runs last.
 func TestUninstall(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	if err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Delete(t.Context(), cluster.KubeVirtName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestUninstall(t *testing.T) {
 	defer func() {
 		t.Logf("KubeVirt CR deleted → everything gone in %v", time.Since(deleted).Round(100*time.Millisecond))
 	}()
-	waitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -112,7 +113,7 @@ func TestUninstall(t *testing.T) {
 		}
 		return false, "phase " + string(kv.Status.Phase)
 	})
-	waitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
 		var left []string
 		deps, _ := c.Kube.AppsV1().Deployments(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
 		for _, d := range deps.Items {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
@@ -23,18 +24,18 @@ import (
 // to the other node (same UID, answering HTTP on its new pod IP), the source
 // launcher completes and the drain ends.
 func TestDrain(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	vm := netVM(t, "vm-drain", c.Env.Nodes[0].Name)
 	vm.Spec.Template.Spec.NodeSelector = nil // it must be free to move
 	live := v1.EvictionStrategyLiveMigrate
 	vm.Spec.Template.Spec.EvictionStrategy = &live
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, vm.Name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	uid, source, ip := vmi.UID, vmi.Status.NodeName, vmi.Status.Interfaces[0].IP
-	httpGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	framework.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 
 	bin, err := testenv.BinDir()
 	if err != nil {
@@ -61,12 +62,12 @@ func TestDrain(t *testing.T) {
 	out, err := kubectl(dctx, "drain", source, "--pod-selector=kubevirt.io=virt-launcher",
 		"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=4m")
 	if err != nil {
-		t.Fatalf("kubectl drain %s: %v\n%s\n%s", source, err, out, componentLogs(c))
+		t.Fatalf("kubectl drain %s: %v\n%s\n%s", source, err, out, framework.ComponentLogs(c))
 	}
 	took := time.Since(began)
 	t.Logf("kubectl drain %s: %v\n%s", source, took.Round(time.Millisecond), out)
 
-	v := waitVMI(t, c, vm.Name, "Running on the other node", func(v *v1.VirtualMachineInstance) bool {
+	v := framework.WaitVMI(t, c, vm.Name, "Running on the other node", func(v *v1.VirtualMachineInstance) bool {
 		return v.Status.Phase == v1.Running && v.Status.NodeName != source && v.Status.NodeName != ""
 	})
 	if v.UID != uid {
@@ -91,10 +92,10 @@ func TestDrain(t *testing.T) {
 	if len(evacuations) != 1 {
 		t.Errorf("evacuation migrations of %s from %s: %v, want one", vm.Name, source, evacuations)
 	}
-	v = waitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
+	v = framework.WaitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 		return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
 	})
-	httpGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	framework.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	// The source launcher pod completed (then the drain removed it): none
 	// of the VMI's pods is left running on the drained node.
 	pods, err := c.Env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(uid)})

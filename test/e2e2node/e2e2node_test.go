@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -40,12 +39,6 @@ const (
 	guestMarker = "GUEST-BOOTED"
 	nodes       = 2
 )
-
-// shared is the package's cluster, nil with -short.
-var shared *cluster.Cluster
-
-// startErr is why the cluster did not start.
-var startErr error
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -56,7 +49,7 @@ func TestMain(m *testing.M) {
 		o := cluster.Options{Nodes: nodes}
 		opts, err := cluster.NodeOptions(o)
 		if err != nil {
-			startErr = err
+			framework.SetCluster(nil, err)
 			return m.Run()
 		}
 		// Launch may first wait (up to 15 minutes) for another test's
@@ -66,7 +59,7 @@ func TestMain(m *testing.M) {
 		began := time.Now()
 		env, err := testenv.Launch(launchCtx, opts)
 		if err != nil {
-			startErr = fmt.Errorf("starting the cluster: %w", err)
+			framework.SetCluster(nil, fmt.Errorf("starting the cluster: %w", err))
 			return m.Run()
 		}
 		fmt.Printf("e2e2node: control plane and %d nodes ready %v after the test began (waiting for the node lock included)\n", nodes, time.Since(began).Round(time.Millisecond))
@@ -85,8 +78,7 @@ func TestMain(m *testing.M) {
 				fmt.Printf("e2e2node: vmkit installed by the operator, both nodes schedulable in %v\n", time.Since(began).Round(time.Millisecond))
 			}
 		}
-		startErr = err
-		shared = c
+		framework.SetCluster(c, err)
 		return m.Run()
 	}()
 	os.Exit(code)
@@ -124,130 +116,24 @@ func stopAndCheck(env *testenv.Env) error {
 	return nil
 }
 
-// need returns the cluster, or fails the test with why there is none.
-func need(t testing.TB) *cluster.Cluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end: starts a two-node cluster")
-	}
-	if startErr != nil {
-		t.Fatal(startErr)
-	}
-	return shared
-}
-
-// componentLogs are the last log lines of every vmkit pod, for failures.
-func componentLogs(c *cluster.Cluster) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return c.PodLogs(ctx, cluster.Namespace, v1.AppLabel, 40) + c.PodLogs(ctx, "default", v1.AppLabel, 40)
-}
-
-// waitFor polls f every 250ms until it returns true or timeout passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, componentLogs(shared))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // netVM reads examples/vm-net.yaml (the tiny guest, masquerade on the pod
 // network, answering HTTP) as VM name pinned to node.
 func netVM(t testing.TB, name, node string) *v1.VirtualMachine {
 	t.Helper()
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "examples", "vm-net.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := &v1.VirtualMachine{}
-	if err := yaml.UnmarshalStrict(data, vm); err != nil {
-		t.Fatal(err)
-	}
-	vm.Name, vm.Namespace = name, "default"
-	vm.Spec.Template.ObjectMeta.Labels["kubevirt.io/vm"] = name
+	vm := framework.ExampleVM(t, "vm-net.yaml", name, "")
 	vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
 	return vm
 }
 
-// createVM creates vm and deletes it (and waits for its pods to go) when
-// the test ends.
-func createVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
-	t.Helper()
-	if _, err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		err := c.Client.KubevirtV1().VirtualMachines(vm.Namespace).Delete(ctx, vm.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting VM %s: %v", vm.Name, err)
-		}
-		waitFor(t, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
-			pods, err := c.Kube.CoreV1().Pods(vm.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + vm.Name})
-			if err != nil {
-				return false, err.Error()
-			}
-			return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
-		})
-	})
-}
-
-// waitVMI waits until the VMI of name satisfies cond and returns it.
-func waitVMI(t testing.TB, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
-	t.Helper()
-	var out *v1.VirtualMachineInstance
-	waitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
-		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		out = vmi
-		return cond(vmi), fmt.Sprintf("phase %s on %q", vmi.Status.Phase, vmi.Status.NodeName)
-	})
-	return out
-}
-
-// httpGetUntil GETs url until the body contains want, and returns it.
-func httpGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
-	t.Helper()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	var body string
-	waitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
-		resp, err := client.Get(url)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return resp.StatusCode == http.StatusOK && strings.Contains(body, want), fmt.Sprintf("%s: %q", resp.Status, b)
-	})
-	return body
-}
-
-func guestURL(ip string, path string) string {
-	return "http://" + net.JoinHostPort(ip, "80") + path
-}
+// guestURL is the URL of path on the HTTP server of a vm-net.yaml guest.
+func guestURL(ip string, path string) string { return framework.GuestURL(ip, 80, path) }
 
 // TestNodes: both Nodes are Ready, each at its own address (its pod
 // gateway) and kubelet port, labeled schedulable with a heartbeat by the
 // virt-handler running on it; kube-apiserver reaches each kubelet (the
 // logs of each node's virt-handler); each node has its own block volumes.
 func TestNodes(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	for i, n := range c.Env.Nodes {
 		node, err := c.Kube.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
 		if err != nil {
@@ -317,15 +203,15 @@ func TestNodes(t *testing.T) {
 // over the pod network, which sees the first's pod IP (no NAT between
 // the nodes), and the other way round.
 func TestVMIOnEachNode(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	began := time.Now()
 	for _, n := range c.Env.Nodes {
-		createVM(t, c, netVM(t, "vm-"+n.Name, n.Name))
+		framework.CreateVM(t, c, netVM(t, "vm-"+n.Name, n.Name))
 	}
 	podIP := map[string]string{}
 	for _, n := range c.Env.Nodes {
 		name := "vm-" + n.Name
-		vmi := waitVMI(t, c, name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+		vmi := framework.WaitVMI(t, c, name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
 			return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
 		if vmi.Status.NodeName != n.Name || vmi.Labels[v1.NodeNameLabel] != n.Name {
@@ -346,7 +232,7 @@ func TestVMIOnEachNode(t *testing.T) {
 			t.Errorf("launcher %s's socket directory for VMI %s in %s's kubelet directory: %v", pod.Name, vmi.UID, n.Name, sockets)
 		}
 		podIP[n.Name] = pod.Status.PodIP
-		httpGetUntil(t, guestURL(pod.Status.PodIP, "/"), "vmkit guest "+name, 90*time.Second)
+		framework.HTTPGetUntil(t, guestURL(pod.Status.PodIP, "/"), "vmkit guest "+name, 90*time.Second)
 		t.Logf("%s: create → Running on %s, guest answers HTTP at %s %v after create", name, n.Name, pod.Status.PodIP, time.Since(began).Round(time.Millisecond))
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		lines, err := c.Console(ctx, "default", name, guestMarker)
@@ -358,8 +244,8 @@ func TestVMIOnEachNode(t *testing.T) {
 	first, second := c.Env.Nodes[0].Name, c.Env.Nodes[1].Name
 	// The guest's fetch runs in its launcher pod's network (masquerade:
 	// NAT to the pod's IP), so the other guest sees that pod's address.
-	httpGetUntil(t, guestURL(podIP[first], "/cgi-bin/fetch?"+guestURL(podIP[second], "/cgi-bin/client")), "client "+podIP[first]+"\n", 60*time.Second)
-	httpGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
+	framework.HTTPGetUntil(t, guestURL(podIP[first], "/cgi-bin/fetch?"+guestURL(podIP[second], "/cgi-bin/client")), "client "+podIP[first]+"\n", 60*time.Second)
+	framework.HTTPGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
 	t.Logf("pods reach each other across the nodes: %s (%s) <-> %s (%s), %v after create", podIP[first], first, podIP[second], second,
 		time.Since(began).Round(time.Millisecond))
 }
@@ -371,7 +257,7 @@ func TestVMIOnEachNode(t *testing.T) {
 // claim removes the local-path volume's directory (the provisioner's
 // helper pod on localhost-2) and releases the block volume.
 func TestStorageOnSecondNode(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	n := c.Env.Nodes[1]
 	block := corev1.PersistentVolumeBlock
 	blockClass := cluster.BlockStorageClass
@@ -417,7 +303,7 @@ func TestStorageOnSecondNode(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_ = c.Kube.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
-		waitFor(t, "pod "+pod.Name+" gone", time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "pod "+pod.Name+" gone", time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -428,14 +314,14 @@ func TestStorageOnSecondNode(t *testing.T) {
 		}
 		if fsPV != nil {
 			dir := fsPV.Spec.HostPath.Path
-			waitFor(t, "local-path volume "+fsPV.Name+" and its directory gone", 2*time.Minute, func() (bool, string) {
+			framework.WaitFor(t, "local-path volume "+fsPV.Name+" and its directory gone", 2*time.Minute, func() (bool, string) {
 				_, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, fsPV.Name, metav1.GetOptions{})
 				_, serr := os.Stat(dir)
 				return apierrors.IsNotFound(err) && os.IsNotExist(serr), fmt.Sprintf("volume: %v, directory: %v", err, serr)
 			})
 		}
 		if blockPV != nil {
-			waitFor(t, "block volume "+blockPV.Name+" Released", time.Minute, func() (bool, string) {
+			framework.WaitFor(t, "block volume "+blockPV.Name+" Released", time.Minute, func() (bool, string) {
 				v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, blockPV.Name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -448,7 +334,7 @@ func TestStorageOnSecondNode(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, "pod "+pod.Name+" Succeeded", 2*time.Minute, func() (bool, string) {
+	framework.WaitFor(t, "pod "+pod.Name+" Succeeded", 2*time.Minute, func() (bool, string) {
 		p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

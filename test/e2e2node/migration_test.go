@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmctl"
 )
@@ -34,7 +35,7 @@ var downtimeRE = regexp.MustCompile(`downtime="[0-9.]+m?s"`)
 // the downtimes the agents logged are reported), and a migration of a VMI
 // whose bridge binding cannot move fails with the reason in its events.
 func TestLiveMigration(t *testing.T) {
-	c := need(t)
+	c := framework.Need(t)
 	ctx := t.Context()
 	vm := netVM(t, "vm-mig", c.Env.Nodes[0].Name)
 	vm.Spec.Template.Spec.NodeSelector = nil // it must be free to move
@@ -42,16 +43,16 @@ func TestLiveMigration(t *testing.T) {
 		v1.Disk{Name: "scratch", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: "virtio"}}})
 	vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes,
 		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("16Mi")}}})
-	createVM(t, c, vm)
-	vmi := waitVMI(t, c, vm.Name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running with an IP", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	uid, source := vmi.UID, vmi.Status.NodeName
 	ip := vmi.Status.Interfaces[0].IP
-	httpGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	framework.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	marker := fmt.Sprintf("written-before-migration-%d", time.Now().UnixNano())
-	httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda="+marker), "wrote "+marker, 30*time.Second)
-	httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+	framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda="+marker), "wrote "+marker, 30*time.Second)
+	framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
 	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
 
 	setBandwidth := func(q string) {
@@ -87,7 +88,7 @@ func TestLiveMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "migration mig-cancel Running", 3*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "migration mig-cancel Running", 3*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -97,18 +98,18 @@ func TestLiveMigration(t *testing.T) {
 		if err := migrations.Delete(ctx, mig.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		v := waitVMI(t, c, vm.Name, "migration canceled", func(v *v1.VirtualMachineInstance) bool {
+		v := framework.WaitVMI(t, c, vm.Name, "migration canceled", func(v *v1.VirtualMachineInstance) bool {
 			ms := v.Status.MigrationState
 			return ms != nil && ms.AbortRequested && ms.Failed && ms.EndTimestamp != nil
 		})
 		if v.Status.NodeName != source || v.Labels[v1.NodeNameLabel] != source || v.Status.Phase != v1.Running {
 			t.Errorf("after the cancel: node %s, label %s, phase %s; want Running on %s", v.Status.NodeName, v.Labels[v1.NodeNameLabel], v.Status.Phase, source)
 		}
-		waitFor(t, "migration mig-cancel gone", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "migration mig-cancel gone", 2*time.Minute, func() (bool, string) {
 			_, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
-		httpGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+		framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
 	})
 
 	t.Run("MigrationMovesTheGuest", func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestLiveMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -130,7 +131,7 @@ func TestLiveMigration(t *testing.T) {
 			return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
 		})
 		took := time.Since(began)
-		v := waitVMI(t, c, vm.Name, "on the other node", func(v *v1.VirtualMachineInstance) bool {
+		v := framework.WaitVMI(t, c, vm.Name, "on the other node", func(v *v1.VirtualMachineInstance) bool {
 			return v.Status.NodeName != source && v.Status.Phase == v1.Running
 		})
 		if v.UID != uid || v.Labels[v1.NodeNameLabel] != v.Status.NodeName {
@@ -142,7 +143,7 @@ func TestLiveMigration(t *testing.T) {
 		}
 		target := v.Status.NodeName
 		// The source launcher pod completes once the guest has left.
-		waitFor(t, "the source launcher pod Succeeded", 60*time.Second, func() (bool, string) {
+		framework.WaitFor(t, "the source launcher pod Succeeded", 60*time.Second, func() (bool, string) {
 			pods, err := c.Env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(uid)})
 			if err != nil {
 				return false, err.Error()
@@ -157,11 +158,11 @@ func TestLiveMigration(t *testing.T) {
 			}
 			return done, strings.Join(phases, ", ")
 		})
-		v = waitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
+		v = framework.WaitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 			return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
 		})
 		newIP := v.Status.Interfaces[0].IP
-		got := httpGetUntil(t, guestURL(newIP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		got := framework.HTTPGetUntil(t, guestURL(newIP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
 		t.Logf("migrated %s -> %s in %v (migration created -> Succeeded); the guest answers at %s with %q", source, target, took, newIP, strings.TrimSpace(got))
 		// The target's console holds what the guest printed since it
 		// arrived: a guest that booted again would have printed the marker.
@@ -182,7 +183,7 @@ func TestLiveMigration(t *testing.T) {
 		for i := range 4 {
 			// Each migration moves the guest to a new pod on the other
 			// node's pod network: its IP changes.
-			before := waitVMI(t, c, vm.Name, "Running with an IP", func(v *v1.VirtualMachineInstance) bool {
+			before := framework.WaitVMI(t, c, vm.Name, "Running with an IP", func(v *v1.VirtualMachineInstance) bool {
 				return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != lastIP
 			})
 			lastIP = before.Status.Interfaces[0].IP
@@ -198,7 +199,7 @@ func TestLiveMigration(t *testing.T) {
 			}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
+			framework.WaitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
 				m, err := migrations.Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -210,13 +211,13 @@ func TestLiveMigration(t *testing.T) {
 			})
 			took = append(took, time.Since(began))
 		}
-		v := waitVMI(t, c, vm.Name, "Running with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
+		v := framework.WaitVMI(t, c, vm.Name, "Running with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 			return v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != lastIP
 		})
 		if v.UID != uid {
 			t.Errorf("after five migrations the VMI has UID %s, was %s", v.UID, uid)
 		}
-		httpGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		framework.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
 		logs := c.PodLogs(ctx, cluster.Namespace, "kubevirt.io=virt-handler", 200)
 		t.Logf("migrations created -> Succeeded: %v; downtimes the agents logged: %v", took, downtimeRE.FindAllString(logs, -1))
 	})
@@ -226,8 +227,8 @@ func TestLiveMigration(t *testing.T) {
 		// the pod's IP): the migration fails, saying why.
 		br := netVM(t, "vm-bridge", source)
 		br.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
-		createVM(t, c, br)
-		waitVMI(t, c, br.Name, "LiveMigratable=False", func(v *v1.VirtualMachineInstance) bool {
+		framework.CreateVM(t, c, br)
+		framework.WaitVMI(t, c, br.Name, "LiveMigratable=False", func(v *v1.VirtualMachineInstance) bool {
 			cond := v.VMICondition(v1.VirtualMachineInstanceIsMigratable)
 			return v.Status.Phase == v1.Running && cond != nil && cond.Status == corev1.ConditionFalse
 		})
@@ -236,7 +237,7 @@ func TestLiveMigration(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "migration mig-bridge Failed with the reason", 2*time.Minute, func() (bool, string) {
+		framework.WaitFor(t, "migration mig-bridge Failed with the reason", 2*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, "mig-bridge", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -252,7 +253,7 @@ func TestLiveMigration(t *testing.T) {
 			why := strings.Join(msgs, "; ")
 			return m.Status.Phase == v1.MigrationFailed && strings.Contains(why, "InterfaceNotLiveMigratable"), string(m.Status.Phase) + ": " + why
 		})
-		if v := waitVMI(t, c, br.Name, "Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running }); v.Status.NodeName != source {
+		if v := framework.WaitVMI(t, c, br.Name, "Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running }); v.Status.NodeName != source {
 			t.Errorf("the VMI that cannot migrate is on %s, was on %s", v.Status.NodeName, source)
 		}
 	})
@@ -281,7 +282,7 @@ func migrateThroughVirtAPI(t *testing.T, c *cluster.Cluster, name string) string
 		t.Fatalf("vmctl migrate %s: %v", name, err)
 	}
 	var created string
-	waitFor(t, "the migration virt-api created for VM "+name, 30*time.Second, func() (bool, string) {
+	framework.WaitFor(t, "the migration virt-api created for VM "+name, 30*time.Second, func() (bool, string) {
 		list, err := migrations.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
