@@ -44,6 +44,7 @@ import (
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
@@ -184,23 +185,10 @@ func (c *Controller) vmChanged(obj any, added, deleted bool) {
 		if _, ok := IndexOf(p.Name, vm.Name); !ok {
 			continue
 		}
-		if sel, err := selectorOf(p); err == nil && sel.Matches(labels.Set(vm.Labels)) {
+		if sel, err := controllerref.Selector(p.Spec.Selector); err == nil && sel.Matches(labels.Set(vm.Labels)) {
 			c.loop.Queue.Add(p.Namespace + "/" + p.Name)
 		}
 	}
-}
-
-// selectorOf is the pool's selector; an empty or missing selector is an
-// error (it would select every VM of the namespace).
-func selectorOf(p *poolv1beta1.VirtualMachinePool) (labels.Selector, error) {
-	if p.Spec.Selector == nil || (len(p.Spec.Selector.MatchLabels) == 0 && len(p.Spec.Selector.MatchExpressions) == 0) {
-		return nil, errors.New("spec.selector: required, and must not be empty")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	return sel, nil
 }
 
 // VMName is the name of the pool's VM with the given index: <pool>-<index>,

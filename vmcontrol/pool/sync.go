@@ -62,7 +62,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	pool := cached.DeepCopy()
 	var out outcome
-	sel, err := selectorOf(pool)
+	sel, err := controllerref.Selector(pool.Spec.Selector)
 	if err != nil {
 		out.failure = failure(ReasonInvalidSelector, err.Error())
 		return c.writeStatus(ctx, key, pool, nil, nil, out)
@@ -391,7 +391,7 @@ func NewVM(pool *poolv1beta1.VirtualMachinePool, index int) (*v1.VirtualMachine,
 	if pool.Spec.VirtualMachineTemplate == nil {
 		return nil, fmt.Errorf("VirtualMachinePool %s/%s: spec.virtualMachineTemplate is required", pool.Namespace, pool.Name)
 	}
-	sel, err := selectorOf(pool)
+	sel, err := controllerref.Selector(pool.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("VirtualMachinePool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}

@@ -32,6 +32,7 @@ import (
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/expectations"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
@@ -167,21 +168,8 @@ func (c *Controller) vmiChanged(obj any, added, deleted bool) {
 		return
 	}
 	for _, rs := range sets {
-		if sel, err := selectorOf(rs); err == nil && sel.Matches(labels.Set(vmi.Labels)) {
+		if sel, err := controllerref.Selector(rs.Spec.Selector); err == nil && sel.Matches(labels.Set(vmi.Labels)) {
 			c.loop.Queue.Add(rs.Namespace + "/" + rs.Name)
 		}
 	}
-}
-
-// selectorOf is the replica set's selector; an empty or missing selector
-// is an error (it would select every VMI of the namespace).
-func selectorOf(rs *v1.VirtualMachineInstanceReplicaSet) (labels.Selector, error) {
-	if rs.Spec.Selector == nil || (len(rs.Spec.Selector.MatchLabels) == 0 && len(rs.Spec.Selector.MatchExpressions) == 0) {
-		return nil, errors.New("spec.selector: required, and must not be empty")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	return sel, nil
 }

@@ -55,7 +55,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	rs := cached.DeepCopy()
 	var out outcome
-	sel, err := selectorOf(rs)
+	sel, err := controllerref.Selector(rs.Spec.Selector)
 	if err != nil {
 		out.failure = failure(ReasonInvalidSelector, err.Error())
 		return c.writeStatus(ctx, key, rs, nil, sel, out)
@@ -256,7 +256,7 @@ func NewVMI(rs *v1.VirtualMachineInstanceReplicaSet, kv *v1.KubeVirt) (*v1.Virtu
 		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: spec.template is required", rs.Namespace, rs.Name)
 	}
 	tmpl := rs.Spec.Template.DeepCopy()
-	sel, err := selectorOf(rs)
+	sel, err := controllerref.Selector(rs.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 	}

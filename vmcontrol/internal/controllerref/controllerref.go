@@ -13,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -85,6 +86,20 @@ func ClaimAll[T metav1.Object](ctx context.Context, m *Manager, objs []T) ([]T, 
 		}
 	}
 	return owned, errors.Join(errs...)
+}
+
+// Selector is an owner's spec.selector as a labels.Selector. A missing or
+// empty selector is an error: it would select every object of the
+// namespace.
+func Selector(sel *metav1.LabelSelector) (labels.Selector, error) {
+	if sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
+		return nil, errors.New("spec.selector: required, and must not be empty")
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	return s, nil
 }
 
 // Ref returns a controller owner reference to the owner, with
