@@ -3,8 +3,8 @@
 // share, waits that fail with the last state they saw and the components'
 // logs, VMs read from examples/, and HTTP requests to guests.
 //
-// One test binary runs one suite: its TestMain starts the cluster and
-// records it with SetCluster; each test gets it from Need.
+// A test package declares one Suite: its TestMain starts the cluster and
+// records it with Suite.Set; each test gets it from Suite.Need.
 package framework
 
 import (
@@ -29,32 +29,46 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// The suite's cluster (nil with -short), and why it did not start.
-var (
-	shared   *cluster.Cluster
-	startErr error
-)
+// Suite is the cluster a test package's tests share. The zero Suite has
+// none: Need fails until Set records one.
+type Suite struct {
+	cluster  *cluster.Cluster // nil with -short
+	startErr error            // why the cluster did not start
+}
 
-// SetCluster records the cluster TestMain started for the suite, or err,
-// why it could not start one (each test then fails with it).
-func SetCluster(c *cluster.Cluster, err error) {
-	shared, startErr = c, err
+// Set records the cluster TestMain started for the suite, or err, why it
+// could not start one (each test then fails with it).
+func (s *Suite) Set(c *cluster.Cluster, err error) {
+	s.cluster, s.startErr = c, err
 }
 
 // Need returns the suite's cluster. It skips the test with -short and
 // fails it with the reason the cluster did not start.
-func Need(t testing.TB) *cluster.Cluster {
+func (s *Suite) Need(t testing.TB) *cluster.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: starts a cluster")
 	}
-	if startErr != nil {
-		t.Fatal(startErr)
+	if s.startErr != nil {
+		t.Fatal(s.startErr)
 	}
-	if shared == nil {
-		t.Fatal("framework: TestMain started no cluster (SetCluster)")
+	if s.cluster == nil {
+		t.Fatal("framework: TestMain started no cluster (Suite.Set)")
 	}
-	return shared
+	return s.cluster
+}
+
+// WaitFor waits as the package's WaitFor does, with the suite's cluster.
+func (s *Suite) WaitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
+	t.Helper()
+	WaitFor(t, s.cluster, what, timeout, f)
+}
+
+// HTTPGetUntil requests url as the package's HTTPGetUntil does, with the
+// suite's cluster.
+func (s *Suite) HTTPGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
+	t.Helper()
+	return HTTPGetUntil(t, s.cluster, url, want, timeout)
 }
 
 // ComponentLogs are the last log lines of every vmkit pod (the components'
@@ -69,10 +83,10 @@ func ComponentLogs(c *cluster.Cluster) string {
 }
 
 // WaitFor polls f every 250 ms until it returns true, or fails the test
-// after timeout with the last state f reported and the components' logs.
-// With E2E_TRACE set in the environment it logs each new state f reports,
+// after timeout with the last state f reported and the logs of c's
+// components (none when c is nil). With E2E_TRACE set in the environment it logs each new state f reports,
 // with the time since the wait began: where a slow step spends its time.
-func WaitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, string)) {
+func WaitFor(t testing.TB, c *cluster.Cluster, what string, timeout time.Duration, f func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	start, prev := time.Now(), ""
@@ -86,7 +100,7 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, f func() (bool, s
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, ComponentLogs(shared))
+			t.Fatalf("%s: not after %v (last: %s)\n%s", what, timeout, last, ComponentLogs(c))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -133,7 +147,7 @@ func CreateVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting VM %s: %v", vm.Name, err)
 		}
-		WaitFor(t, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
+		WaitFor(t, c, "launcher pods of "+vm.Name+" gone", 2*time.Minute, func() (bool, string) {
 			pods, err := c.Kube.CoreV1().Pods(vm.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
 			if err != nil {
 				return false, err.Error()
@@ -154,7 +168,7 @@ func CreateVM(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) {
 func WaitVMI(t testing.TB, c *cluster.Cluster, name, what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
 	t.Helper()
 	var out *v1.VirtualMachineInstance
-	WaitFor(t, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
+	WaitFor(t, c, "VMI default/"+name+" "+what, 3*time.Minute, func() (bool, string) {
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -170,7 +184,8 @@ func GuestURL(ip string, port int, path string) string {
 	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
 }
 
-// HTTPGetUntil GETs url until the body contains want, and returns it. Each
+// HTTPGetUntil GETs url until the body contains want, and returns it; a
+// failure carries the logs of c's components. Each
 // attempt is a new connection given 500 ms to connect (the pod network is
 // local): a SYN sent before the guest had its address is not left to TCP's
 // 1 s retransmission, so the first answer is seen within 750 ms of the
@@ -178,7 +193,7 @@ func GuestURL(ip string, port int, path string) string {
 // attempt waits up to 5 s for the answer: a guest under TCG on a loaded
 // machine may take seconds to run a CGI, and an attempt given up early
 // leaves its CGI running in the guest, piling work on a slow guest.
-func HTTPGetUntil(t testing.TB, url, want string, timeout time.Duration) string {
+func HTTPGetUntil(t testing.TB, c *cluster.Cluster, url, want string, timeout time.Duration) string {
 	t.Helper()
 	client := &http.Client{Timeout: 6 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives:     true,
@@ -186,7 +201,7 @@ func HTTPGetUntil(t testing.TB, url, want string, timeout time.Duration) string 
 		ResponseHeaderTimeout: 5 * time.Second,
 	}}
 	var body string
-	WaitFor(t, "GET "+url+" answering "+want, timeout, func() (bool, string) {
+	WaitFor(t, c, "GET "+url+" answering "+want, timeout, func() (bool, string) {
 		resp, err := client.Get(url)
 		if err != nil {
 			return false, err.Error()

@@ -90,7 +90,7 @@ ethernets:
 // cloud-init and the access-credential checks: a cloud guest's boot under
 // TCG costs about two CPU-minutes (docs/development.md).
 func TestCloudInit(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	signer, authorizedKey := sshKey(t)
 	ncSigner, ncKey := sshKey(t)
 	gaSigner, gaKey := sshKey(t)
@@ -332,7 +332,7 @@ func checkSSH(t *testing.T, sub *vmctl.Subresources, name string, signer ssh.Sig
 	if err := term.Start("sleep 600"); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitFor(t, name+": vmkit in the guest agent's user list", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, name+": vmkit in the guest agent's user list", time.Minute, func() (bool, string) {
 		users, err := sub.UserList(t.Context(), "default", name)
 		if err != nil {
 			return false, err.Error()
@@ -360,7 +360,7 @@ func sshLogin(t *testing.T, sub *vmctl.Subresources, name, user string, signer s
 	t.Helper()
 	var hostKey ssh.PublicKey
 	var client *ssh.Client
-	framework.WaitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
+	suite.WaitFor(t, fmt.Sprintf("%s: SSH as %s through port-forward", name, user), timeout, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		conn, err := sub.Stream(ctx, "default", name, vmctl.PortForwardPath(22, "tcp"))
@@ -470,7 +470,7 @@ func volumeNamed(t testing.TB, spec *v1.VirtualMachineInstanceSpec, name string)
 // runcmd line of its user data on the console (cloud-init done), as
 // nearest-rank percentiles.
 func BenchmarkCloudGuestStart(b *testing.B) {
-	c := framework.Need(b)
+	c := suite.Need(b)
 	var ready, done []time.Duration
 	for i := 0; b.Loop(); i++ {
 		vm := framework.ExampleVM(b, "vm-cloud.yaml", fmt.Sprintf("bench-cloud-%d", i), v1.RunStrategyAlways)

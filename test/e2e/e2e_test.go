@@ -42,6 +42,9 @@ import (
 
 const guestMarker = "GUEST-BOOTED"
 
+// suite is the package's cluster, which TestMain starts.
+var suite framework.Suite
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -52,12 +55,12 @@ func TestMain(m *testing.M) {
 		defer cancel()
 		opts, err := cluster.NodeOptions(cluster.Options{})
 		if err != nil {
-			framework.SetCluster(nil, err)
+			suite.Set(nil, err)
 			return m.Run()
 		}
 		env, err := testenv.Launch(ctx, opts)
 		if err != nil {
-			framework.SetCluster(nil, fmt.Errorf("starting the cluster: %w", err))
+			suite.Set(nil, fmt.Errorf("starting the cluster: %w", err))
 			return m.Run()
 		}
 		defer func() {
@@ -72,7 +75,7 @@ func TestMain(m *testing.M) {
 				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v\n", time.Since(began).Round(time.Millisecond))
 			}
 		}
-		framework.SetCluster(c, err)
+		suite.Set(c, err)
 		return m.Run()
 	}()
 	os.Exit(code)
@@ -89,7 +92,7 @@ func running(vmi *v1.VirtualMachineInstance) bool { return vmi.Status.Phase == v
 // waitNoVMI waits until the VMI of name is gone.
 func waitNoVMI(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
-	framework.WaitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "VMI default/"+name+" gone", 2*time.Minute, func() (bool, string) {
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -133,7 +136,7 @@ func setRunStrategy(t testing.TB, c *cluster.Cluster, name string, s v1.VirtualM
 // TestVMBoots: VM → VMI Running in a launcher pod on the kubelet → the
 // guest's marker on the console through the node agent.
 func TestVMBoots(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-boot", v1.RunStrategyAlways)
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
@@ -148,7 +151,7 @@ func TestVMBoots(t *testing.T) {
 	}
 	logTimeline(t, vm, vmi, &pod)
 	logMemory(t, c, vmi, &pod)
-	framework.WaitFor(t, "VM Ready", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "VM Ready", time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -160,7 +163,7 @@ func TestVMBoots(t *testing.T) {
 // TestStopStartRestart: Halted stops the guest and removes VMI and pod;
 // Always starts it again; deleting the VMI restarts it as a new one.
 func TestStopStartRestart(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-cycle", v1.RunStrategyAlways)
 	framework.CreateVM(t, c, vm)
 	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
@@ -168,7 +171,7 @@ func TestStopStartRestart(t *testing.T) {
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -192,7 +195,7 @@ func TestStopStartRestart(t *testing.T) {
 
 // TestRerunOnFailure: QEMU killed → VMI Failed → a new VMI runs.
 func TestRerunOnFailure(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-rerun", v1.RunStrategyRerunOnFailure)
 	framework.CreateVM(t, c, vm)
 	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
@@ -245,7 +248,7 @@ func qemuPID(t testing.TB, namespace, name string) int {
 
 // TestDeleteVM: deleting the VM removes its VMI and launcher pod.
 func TestDeleteVM(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-delete", v1.RunStrategyAlways)
 	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Create(t.Context(), vm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -256,7 +259,7 @@ func TestDeleteVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNoVMI(t, c, vm.Name)
-	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -268,7 +271,7 @@ func TestDeleteVM(t *testing.T) {
 // guest agent's channel reaches the node agent, which reports
 // AgentConnected and the guest's OS and serves guestosinfo.
 func TestGuestAgentAndConfigDisk(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vm-agent-cfg", Namespace: "default"},
 		Data: map[string]string{"greeting": "hello from a ConfigMap"}}
 	if _, err := c.Kube.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
@@ -319,7 +322,7 @@ func TestGuestAgentAndConfigDisk(t *testing.T) {
 // the pod network and reach kube-apiserver through the kubernetes Service;
 // virt-handler keeps the host's PID namespace.
 func TestComponentsOnPodNetwork(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	_, podNet, _ := net.ParseCIDR(testenv.PodCIDR)
 	pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -361,7 +364,7 @@ func TestComponentsOnPodNetwork(t *testing.T) {
 // connections from their real source, except the pod's own localhost, which
 // it sees as the gateway 10.0.2.1, as on KubeVirt.
 func TestPodNetwork(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	masq := framework.ExampleVM(t, "vm-net.yaml", "vm-net", v1.RunStrategyAlways)
 	ports := framework.ExampleVM(t, "vm-net.yaml", "vm-net-ports", v1.RunStrategyAlways)
 	ports.Spec.Template.Spec.Domain.Devices.Interfaces[0].Ports = []v1.Port{{Port: 80}}
@@ -396,7 +399,7 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("launcher pod IP %s is not on the pod network %s", pod.Status.PodIP, testenv.PodCIDR)
 		}
 		podIP[vm.Name] = pod.Status.PodIP
-		body := framework.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		body := suite.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 		t.Logf("%s: create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name, toRunning.Round(time.Millisecond),
 			time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 	}
@@ -404,11 +407,11 @@ func TestPodNetwork(t *testing.T) {
 	t.Run("Service", func(t *testing.T) {
 		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
 			ip := expose(t, c, vm.Name, 8000, 80)
-			framework.HTTPGetUntil(t, framework.GuestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
+			suite.HTTPGetUntil(t, framework.GuestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
 		}
 	})
 	t.Run("Ports", func(t *testing.T) {
-		framework.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 8080, "/"), "vmkit guest "+masq.Name, 30*time.Second)
+		suite.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 8080, "/"), "vmkit guest "+masq.Name, 30*time.Second)
 		// The guest listens on 8080 (as vm-net's does), but only 80 is forwarded.
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort(podIP[ports.Name], "8080"), 3*time.Second)
 		if err == nil {
@@ -429,7 +432,7 @@ func TestPodNetwork(t *testing.T) {
 		// the pod bridge); masquerade NATs only what comes from the pod's
 		// own localhost to the gateway 10.0.2.1, as KubeVirt does.
 		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
-			framework.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/cgi-bin/client"), "client "+testenv.PodGateway+"\n", 30*time.Second)
+			suite.HTTPGetUntil(t, framework.GuestURL(podIP[vm.Name], 80, "/cgi-bin/client"), "client "+testenv.PodGateway+"\n", 30*time.Second)
 		}
 		netns := fmt.Sprintf("--net=/proc/%d/ns/net", qemuPID(t, "default", masq.Name))
 		out, err := exec.CommandContext(t.Context(), "nsenter", netns, "busybox", "wget", "-q", "-O", "-", "http://127.0.0.1/cgi-bin/client").CombinedOutput()
@@ -441,9 +444,9 @@ func TestPodNetwork(t *testing.T) {
 		// The masquerade guest fetches from the bridge guest, in another
 		// pod: it leaves through NAT with its pod's IP.
 		target := framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/client")
-		framework.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 80, "/cgi-bin/fetch?"+target), "client "+podIP[masq.Name]+"\n", 60*time.Second)
+		suite.HTTPGetUntil(t, framework.GuestURL(podIP[masq.Name], 80, "/cgi-bin/fetch?"+target), "client "+podIP[masq.Name]+"\n", 60*time.Second)
 		// And the other way, from the bridge guest to the masquerade guest.
-		framework.HTTPGetUntil(t, framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+framework.GuestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
+		suite.HTTPGetUntil(t, framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+framework.GuestURL(podIP[masq.Name], 80, "/")), "vmkit guest "+masq.Name, 60*time.Second)
 	})
 }
 
@@ -501,7 +504,7 @@ func expose(t testing.TB, c *cluster.Cluster, name string, port, targetPort int3
 // answers HTTP on its pod IP. The BIOS guest names its image's path in the
 // container disk and has an emptyDisk, which it writes and reads back.
 func TestContainerDiskBoot(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	bios := framework.ExampleVM(t, "vm-disk.yaml", "vm-disk", v1.RunStrategyAlways)
 	if fw := bios.Spec.Template.Spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
 		t.Fatal("examples/vm-disk.yaml must boot from its disk, not kernelBoot")
@@ -536,7 +539,7 @@ func TestContainerDiskBoot(t *testing.T) {
 		vmi := framework.WaitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
-		body := framework.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
+		body := suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
 		t.Logf("%s: the disk-booted guest answers HTTP %v after create: %q", name, time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		lines, err := c.Console(ctx, "default", name, guestMarker)
@@ -553,8 +556,8 @@ func TestContainerDiskBoot(t *testing.T) {
 			// The empty disk takes what the guest writes and gives it back.
 			ip := vmi.Status.Interfaces[0].IP
 			marker := fmt.Sprintf("scratch-%d", time.Now().UnixNano())
-			framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
-			framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), marker+"\n", 30*time.Second)
+			suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
+			suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), marker+"\n", 30*time.Second)
 		}
 	}
 }
@@ -564,7 +567,7 @@ func TestContainerDiskBoot(t *testing.T) {
 // (what `kubectl scale` sends), keeps the older Running VMI; deleting the
 // replica set deletes its VMIs and their launcher pods.
 func TestReplicaSet(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -590,7 +593,7 @@ func TestReplicaSet(t *testing.T) {
 		if err := sets.Delete(ctx, rs.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting %s: %v", rs.Name, err)
 		}
-		framework.WaitFor(t, "VMIs and launcher pods of "+rs.Name+" gone", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "VMIs and launcher pods of "+rs.Name+" gone", 2*time.Minute, func() (bool, string) {
 			vmis, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + rs.Name})
 			if err != nil {
 				return false, err.Error()
@@ -605,7 +608,7 @@ func TestReplicaSet(t *testing.T) {
 	runningVMIs := func(n int) []v1.VirtualMachineInstance {
 		t.Helper()
 		var got []v1.VirtualMachineInstance
-		framework.WaitFor(t, fmt.Sprintf("%d Running VMIs of %s", n, rs.Name), 3*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, fmt.Sprintf("%d Running VMIs of %s", n, rs.Name), 3*time.Minute, func() (bool, string) {
 			list, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + rs.Name})
 			if err != nil {
 				return false, err.Error()
@@ -637,7 +640,7 @@ func TestReplicaSet(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have whole seconds: the next VMI is younger
 	scale(2)
 	runningVMIs(2)
-	framework.WaitFor(t, rs.Name+" status: 2 ready replicas", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, rs.Name+" status: 2 ready replicas", time.Minute, func() (bool, string) {
 		got, err := sets.Get(t.Context(), rs.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -652,7 +655,7 @@ func TestReplicaSet(t *testing.T) {
 
 func logTimeline(t testing.TB, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, pod *corev1.Pod) {
 	t.Helper()
-	created, err := framework.Need(t).Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
+	created, err := suite.Need(t).Client.KubevirtV1().VirtualMachines(vm.Namespace).Get(t.Context(), vm.Name, metav1.GetOptions{})
 	if err != nil {
 		return
 	}
@@ -717,7 +720,7 @@ func logMemory(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance,
 //
 //	go test -run '^$' -bench PodNetworkStart -benchtime 10x ./test/e2e/
 func BenchmarkPodNetworkStart(b *testing.B) {
-	c := framework.Need(b)
+	c := suite.Need(b)
 	var toRunning, toHTTP, bareToRunning []time.Duration
 	for i := 0; b.Loop(); i++ {
 		vm := framework.ExampleVM(b, "vm-net.yaml", fmt.Sprintf("bench-net-%d", i), v1.RunStrategyAlways)
@@ -727,7 +730,7 @@ func BenchmarkPodNetworkStart(b *testing.B) {
 		vmi := framework.WaitVMI(b, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 			return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 		})
-		framework.HTTPGetUntil(b, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+		suite.HTTPGetUntil(b, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 		toHTTP = append(toHTTP, time.Since(began))
 		deleteAndWait(b, c, vm.Name)
 
@@ -765,7 +768,7 @@ func deleteAndWait(b *testing.B, c *cluster.Cluster, name string) {
 	if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(b.Context(), name, metav1.DeleteOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	framework.WaitFor(b, "launcher pods of "+name+" gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(b, "launcher pods of "+name+" gone", 2*time.Minute, func() (bool, string) {
 		pods, err := c.Kube.CoreV1().Pods("default").List(b.Context(), metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + name})
 		if err != nil {
 			return false, err.Error()

@@ -22,7 +22,7 @@ import (
 // them). Two minutes later the guest is the same VMI and the same QEMU
 // process.
 func TestKubeletRestartKeepsVMs(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-kubelet", v1.RunStrategyAlways)
 	framework.CreateVM(t, c, vm)
 	before := framework.WaitVMI(t, c, vm.Name, "Running", running)
@@ -63,7 +63,7 @@ func TestKubeletRestartKeepsVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	framework.WaitFor(t, "a new virt-handler running", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "a new virt-handler running", 2*time.Minute, func() (bool, string) {
 		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue})
 		if err != nil {
 			return false, err.Error()

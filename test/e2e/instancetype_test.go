@@ -69,7 +69,7 @@ func qemuSMP(t testing.TB, name string) string {
 // instance type changes neither the running guest nor its restart, and a new
 // VM gets the new size.
 func TestInstancetype(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	it, pref, vm := instancetypeExample(t)
 	it.Name, pref.Name, it.Namespace, pref.Namespace = "e2e-tiny", "e2e-tiny-guest", "default", "default"

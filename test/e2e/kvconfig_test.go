@@ -27,7 +27,7 @@ import (
 // the CPU and the overcommitted memory, and QEMU runs with the model and
 // machine type.
 func TestKubeVirtConfigurationLive(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	controllers := func() []types.UID {
 		pods, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtControllerValue})
 		if err != nil {
@@ -59,7 +59,7 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	})
 	// The controllers read the CR from their informer: wait until the
 	// edit is there to read (the API server's own answer is the bound).
-	framework.WaitFor(t, "KubeVirt CR edited", 30*time.Second, func() (bool, string) {
+	suite.WaitFor(t, "KubeVirt CR edited", 30*time.Second, func() (bool, string) {
 		kv, err := kvs.Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

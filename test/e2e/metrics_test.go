@@ -92,14 +92,14 @@ func sample(body, family string, want ...string) (float64, bool) {
 // examples/vm-disk.yaml's: it boots from its disk (storage reads) and
 // answers HTTP on the pod network (network traffic).
 func TestMetrics(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	name := "metrics"
 	framework.CreateVM(t, c, framework.ExampleVM(t, "vm-disk.yaml", name, v1.RunStrategyAlways))
 	vmi := framework.WaitVMI(t, c, name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 		return running(vmi) && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
-	framework.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/"), "vmkit guest "+name, 3*time.Minute)
 	disk := vmi.Spec.Domain.Devices.Disks[0].Name
 	iface := vmi.Spec.Domain.Devices.Interfaces[0].Name
 
@@ -128,7 +128,7 @@ func TestMetrics(t *testing.T) {
 	}
 	labels := []string{`node="` + vmi.Status.NodeName + `"`, `namespace="default"`, `name="` + name + `"`}
 	var first, body string
-	framework.WaitFor(t, "virt-handler's metrics of the VMI", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "virt-handler's metrics of the VMI", time.Minute, func() (bool, string) {
 		var err error
 		if body, err = scrape(ctx, handler); err != nil {
 			return false, err.Error()

@@ -28,7 +28,7 @@ import (
 // launcher pod (vmkit's before the non-root launcher, or the Root feature
 // gate's) is refused by such a namespace, which the test shows first.
 func TestRestrictedNamespace(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	const ns = "vmkit-restricted"
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -47,7 +47,7 @@ func TestRestrictedNamespace(t *testing.T) {
 			t.Errorf("deleting namespace %s: %v", ns, err)
 			return
 		}
-		framework.WaitFor(t, "namespace "+ns+" gone", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "namespace "+ns+" gone", 2*time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().Namespaces().Get(cctx, ns, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -73,7 +73,7 @@ func TestRestrictedNamespace(t *testing.T) {
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
 	var vmi *v1.VirtualMachineInstance
-	framework.WaitFor(t, "VMI "+ns+"/"+vm.Name+" Running with an address", 3*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "VMI "+ns+"/"+vm.Name+" Running with an address", 3*time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachineInstances(ns).Get(ctx, vm.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error() + "; events: " + events(ctx, c.Kube.CoreV1().Events(ns))
@@ -91,7 +91,7 @@ func TestRestrictedNamespace(t *testing.T) {
 	if u := procUser(t, qemuPID(t, ns, vm.Name)); u != 107 {
 		t.Errorf("QEMU of %s runs as uid %d, want 107", vm.Name, u)
 	}
-	body := framework.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	body := suite.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	t.Logf("%s in a restricted namespace: create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name,
 		toRunning.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 

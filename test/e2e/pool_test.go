@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -26,7 +25,7 @@ import (
 // highest index goes and vmpool-tiny-0 keeps running, the same VMI;
 // deleting the pool deletes its VMs, their VMIs and launcher pods.
 func TestPool(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +50,7 @@ func TestPool(t *testing.T) {
 		if err := pools.Delete(ctx, pool.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting %s: %v", pool.Name, err)
 		}
-		framework.WaitFor(t, "VMs, VMIs and launcher pods of "+pool.Name+" gone", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "VMs, VMIs and launcher pods of "+pool.Name+" gone", 2*time.Minute, func() (bool, string) {
 			vms, err := c.Client.KubevirtV1().VirtualMachines("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
 				return false, err.Error()
@@ -72,7 +71,7 @@ func TestPool(t *testing.T) {
 	runningVMIs := func(names ...string) map[string]v1.VirtualMachineInstance {
 		t.Helper()
 		got := map[string]v1.VirtualMachineInstance{}
-		framework.WaitFor(t, fmt.Sprintf("Running VMIs %v of %s", names, pool.Name), 3*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, fmt.Sprintf("Running VMIs %v of %s", names, pool.Name), 3*time.Minute, func() (bool, string) {
 			list, err := c.Client.KubevirtV1().VirtualMachineInstances("default").List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 			if err != nil {
 				return false, err.Error()
@@ -99,7 +98,7 @@ func TestPool(t *testing.T) {
 	}
 	status := func(replicas, ready int32) {
 		t.Helper()
-		framework.WaitFor(t, fmt.Sprintf("%s status: %d replicas, %d ready", pool.Name, replicas, ready), time.Minute, func() (bool, string) {
+		suite.WaitFor(t, fmt.Sprintf("%s status: %d replicas, %d ready", pool.Name, replicas, ready), time.Minute, func() (bool, string) {
 			got, err := pools.Get(t.Context(), pool.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -128,7 +127,7 @@ func TestPool(t *testing.T) {
 	if got, want := left[pool.Name+"-0"].UID, first[pool.Name+"-0"].UID; got != want {
 		t.Errorf("scaled 2 → 1: %s-0 runs VMI %s, want the same VMI %s as before", pool.Name, got, want)
 	}
-	framework.WaitFor(t, "VM "+pool.Name+"-1 deleted", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "VM "+pool.Name+"-1 deleted", 2*time.Minute, func() (bool, string) {
 		_, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), pool.Name+"-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

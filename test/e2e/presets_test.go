@@ -18,7 +18,7 @@ import (
 // operator) to the VMI the VM controller creates: the guest's QEMU runs with
 // the preset's two cores and the VMI carries the preset's annotation.
 func TestPresets(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	const label = "e2e.vmkit.io/preset"
 	preset := &v1.VirtualMachineInstancePreset{

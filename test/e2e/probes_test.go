@@ -36,7 +36,7 @@ import (
 //     launcher, the VMI fails (LauncherTerminated) and the VM, runStrategy
 //     Always, starts a new one.
 func TestProbes(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	probeVM := func(name string, readiness, liveness *v1.Probe) *v1.VirtualMachine {
 		vm := framework.ExampleVM(t, "vm-net.yaml", name, v1.RunStrategyAlways)
 		vm.Spec.Template.Spec.ReadinessProbe, vm.Spec.Template.Spec.LivenessProbe = readiness, liveness
@@ -85,7 +85,7 @@ func TestProbes(t *testing.T) {
 		if p := pod.Spec.Containers[0].ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntVal != 80 || p.InitialDelaySeconds != 10 {
 			t.Errorf("compute container's readiness probe %+v, want the VMI's httpGet on port 80 with initialDelaySeconds 10", p)
 		}
-		framework.WaitFor(t, "VM "+httpReady.Name+" status.ready", time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "VM "+httpReady.Name+" status.ready", time.Minute, func() (bool, string) {
 			vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), httpReady.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -93,7 +93,7 @@ func TestProbes(t *testing.T) {
 			return vm.Status.Ready, fmt.Sprintf("ready %v, printableStatus %s", vm.Status.Ready, vm.Status.PrintableStatus)
 		})
 		waitEndpoint(t, c, httpReady.Name+"-http", pod.Status.PodIP, true)
-		framework.HTTPGetUntil(t, framework.GuestURL(svcHTTP, 8000, "/"), "vmkit guest "+httpReady.Name, 30*time.Second)
+		suite.HTTPGetUntil(t, framework.GuestURL(svcHTTP, 8000, "/"), "vmkit guest "+httpReady.Name, 30*time.Second)
 	})
 
 	t.Run("ClosedPortReadiness", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestProbes(t *testing.T) {
 				t.Errorf("launcher pod %s: container %s restarted %d times; warnings: %s", pod.Name, st.Name, st.RestartCount, warnings())
 			}
 		}
-		body := framework.HTTPGetUntil(t, framework.GuestURL(svcAgent, 8000, "/live"), "alive", 30*time.Second)
+		body := suite.HTTPGetUntil(t, framework.GuestURL(svcAgent, 8000, "/live"), "alive", 30*time.Second)
 		if n := strings.Count(body, "alive"); n < 3 {
 			t.Errorf("the liveness command ran %d times in the guest of %s in %v, want 3 or more", n, agent.Name, time.Since(started).Round(time.Second))
 		} else {
@@ -215,7 +215,7 @@ func TestProbes(t *testing.T) {
 // given readiness.
 func waitEndpoint(t testing.TB, c *cluster.Cluster, service, ip string, ready bool) {
 	t.Helper()
-	framework.WaitFor(t, fmt.Sprintf("endpoint %s of Service %s with ready=%v", ip, service, ready), time.Minute, func() (bool, string) {
+	suite.WaitFor(t, fmt.Sprintf("endpoint %s of Service %s with ready=%v", ip, service, ready), time.Minute, func() (bool, string) {
 		slices, err := c.Kube.DiscoveryV1().EndpointSlices("default").List(t.Context(), metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 		if err != nil {
 			return false, err.Error()

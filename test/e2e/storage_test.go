@@ -76,7 +76,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			return
 		}
 		pv := pvc.Spec.VolumeName
-		framework.WaitFor(t, "claim "+claim.Name+" gone", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "claim "+claim.Name+" gone", 2*time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(ctx, claim.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -84,7 +84,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			return
 		}
 		if strings.HasPrefix(pv, cluster.BlockVolumePrefix) {
-			framework.WaitFor(t, "PersistentVolume "+pv+" Released", time.Minute, func() (bool, string) {
+			suite.WaitFor(t, "PersistentVolume "+pv+" Released", time.Minute, func() (bool, string) {
 				v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -97,7 +97,7 @@ func createClaim(t testing.TB, c *cluster.Cluster, claim *corev1.PersistentVolum
 			}
 			return
 		}
-		framework.WaitFor(t, "provisioned PersistentVolume "+pv+" deleted with its claim", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "provisioned PersistentVolume "+pv+" deleted with its claim", 2*time.Minute, func() (bool, string) {
 			v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
 			if err != nil {
 				return apierrors.IsNotFound(err), err.Error()
@@ -240,7 +240,7 @@ func bootedIP(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) string {
 		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	ip := vmi.Status.Interfaces[0].IP
-	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest "+vm.Name, 3*time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest "+vm.Name, 3*time.Minute)
 	return ip
 }
 
@@ -252,7 +252,7 @@ func bootedIP(t testing.TB, c *cluster.Cluster, vm *v1.VirtualMachine) string {
 // VM's data claim becomes an ephemeral volume: the guest reads the marker
 // and overwrites it, and the claim's image still holds it afterwards.
 func TestPVCDisks(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 
 	classes, err := c.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
@@ -321,7 +321,7 @@ func TestPVCDisks(t *testing.T) {
 	markers := map[string]string{}
 	for _, vm := range vms {
 		markers[vm.Name] = fmt.Sprintf("%s-%d", vm.Name, time.Now().UnixNano())
-		framework.HTTPGetUntil(t, framework.GuestURL(ips[vm.Name], 80, "/cgi-bin/disk?vdb="+markers[vm.Name]), "wrote "+markers[vm.Name]+" to /dev/vdb", time.Minute)
+		suite.HTTPGetUntil(t, framework.GuestURL(ips[vm.Name], 80, "/cgi-bin/disk?vdb="+markers[vm.Name]), "wrote "+markers[vm.Name]+" to /dev/vdb", time.Minute)
 		setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	}
 	// The guest's /dev/vdb is the created disk.img: the marker is its first line.
@@ -334,7 +334,7 @@ func TestPVCDisks(t *testing.T) {
 	}
 	for _, vm := range vms {
 		ip := bootedIP(t, c, vm)
-		body := framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[vm.Name], time.Minute)
+		body := suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[vm.Name], time.Minute)
 		t.Logf("%s: after stop and start the guest reads %q from its data disk", vm.Name, strings.TrimSpace(body))
 	}
 	// The second launcher used the image as it was: same file, same size.
@@ -363,10 +363,10 @@ func TestPVCDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip := bootedIP(t, c, fsVM)
-	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[fsVM.Name]+"\n", time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), markers[fsVM.Name]+"\n", time.Minute)
 	scratch := fmt.Sprintf("overlay-%d", time.Now().UnixNano())
-	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+scratch), "wrote "+scratch+" to /dev/vdb", time.Minute)
-	framework.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), scratch+"\n", 30*time.Second)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb="+scratch), "wrote "+scratch+" to /dev/vdb", time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vdb"), scratch+"\n", 30*time.Second)
 	setRunStrategy(t, c, fsVM.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, fsVM.Name)
 	if got, err := os.ReadFile(img); err != nil || !bytes.HasPrefix(got, []byte(markers[fsVM.Name]+"\n")) {
@@ -437,7 +437,7 @@ func checkCreatedImage(t testing.TB, img string, size int64) *syscall.Stat_t {
 // waitVMReady waits until the VM reports the condition Ready.
 func waitVMReady(t testing.TB, c *cluster.Cluster, name string) {
 	t.Helper()
-	framework.WaitFor(t, "VM "+name+" Ready", 3*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "VM "+name+" Ready", 3*time.Minute, func() (bool, string) {
 		vm, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -460,7 +460,7 @@ func waitVMReady(t testing.TB, c *cluster.Cluster, name string) {
 //
 //	go test -run '^$' -bench PVCStart -benchtime 5x ./test/e2e/
 func BenchmarkPVCStart(b *testing.B) {
-	c := framework.Need(b)
+	c := suite.Need(b)
 	fsVM, blockVM := pvcVMs(b, c)
 	type series struct{ ready, http []time.Duration }
 	kinds := []string{"filesystem", "block", "containerdisk", "efi"}

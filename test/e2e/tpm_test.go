@@ -29,7 +29,7 @@ var tpmProbed = regexp.MustCompile(`tpm_tis \S+: 2\.0 TPM \(device-id`)
 // Debian), its guest's kernel finds a TPM 2.0, and libvirt's swtpm runs as
 // the launcher's non-root user and ends with the VM.
 func TestTPM(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-tpm", v1.RunStrategyAlways)
 	spec := &vm.Spec.Template.Spec
 	spec.Domain.Devices.TPM = &v1.TPMDevice{}
@@ -74,7 +74,7 @@ func TestTPM(t *testing.T) {
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	framework.WaitFor(t, "swtpm of "+vm.Name+" gone", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "swtpm of "+vm.Name+" gone", time.Minute, func() (bool, string) {
 		left := swtpmPIDs(t, "default_"+vm.Name)
 		return len(left) == 0, "swtpm PIDs " + pidsString(left)
 	})
@@ -143,7 +143,7 @@ func rsaKeys(t testing.TB, path string) map[string]bool {
 // one: its endorsement key, made once by swtpm_setup at the first start,
 // is still in its state.
 func TestPersistentTPM(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	vm := tinyVM(t, "vm-tpm-persist", v1.RunStrategyAlways)
 	vm.Spec.Template.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: v1.BoolPtr(true)}
 	framework.CreateVM(t, c, vm)
@@ -168,7 +168,7 @@ func TestPersistentTPM(t *testing.T) {
 	if !mounted {
 		t.Errorf("launcher pod %s does not mount claim %s", pod.Name, name)
 	}
-	framework.WaitFor(t, "claim "+name+" bound", time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "claim "+name+" bound", time.Minute, func() (bool, string) {
 		claim, err = c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -180,7 +180,7 @@ func TestPersistentTPM(t *testing.T) {
 		t.Fatalf("volume of claim %s: %v (hostPath %v)", name, err, pv.Spec.HostPath)
 	}
 	state := filepath.Join(pv.Spec.HostPath.Path, "swtpm", string(first.Spec.Domain.Firmware.UUID), "tpm2", "tpm2-00.permall")
-	framework.WaitFor(t, "TPM state "+state, time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "TPM state "+state, time.Minute, func() (bool, string) {
 		_, err := os.Stat(state)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -191,7 +191,7 @@ func TestPersistentTPM(t *testing.T) {
 
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyHalted)
 	waitNoVMI(t, c, vm.Name)
-	framework.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "launcher pod "+pod.Name+" gone", 2*time.Minute, func() (bool, string) {
 		_, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -93,7 +93,7 @@ func readStream(conn net.Conn, want string, timeout time.Duration) (string, erro
 // agent, console, VNC and port-forward streams, and RBAC through the
 // aggregated kubevirt.io:view and kubevirt.io:edit roles.
 func TestVirtAPI(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	sub, err := vmctl.NewSubresources(c.Config)
 	if err != nil {
@@ -287,7 +287,7 @@ func TestVirtAPI(t *testing.T) {
 // start through the aggregation layer until the VMI is Running, and PUT stop
 // until the VMI is gone, on one VM started and stopped b.N times.
 func BenchmarkVirtAPIStartStop(b *testing.B) {
-	c := framework.Need(b)
+	c := suite.Need(b)
 	const name = "bench-api"
 	vm := framework.ExampleVM(b, "vm-net.yaml", name, v1.RunStrategyHalted)
 	framework.CreateVM(b, c, vm)

@@ -24,7 +24,7 @@ import (
 // virt-handler; the running guest is untouched (same VMI, same QEMU) and
 // its console still answers through the new node agent.
 func TestUpgrade(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	const tag = "upgrade"
 	// The same images under a new tag: what a registry would serve for a
 	// new release, as far as the kubelet can tell.
@@ -53,7 +53,7 @@ func TestUpgrade(t *testing.T) {
 	if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	framework.WaitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -95,7 +95,7 @@ func TestUpgrade(t *testing.T) {
 // TestUninstall: deleting the KubeVirt CR removes everything the operator
 // installed. It runs last.
 func TestUninstall(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	if err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Delete(t.Context(), cluster.KubeVirtName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestUninstall(t *testing.T) {
 	defer func() {
 		t.Logf("KubeVirt CR deleted → everything gone in %v", time.Since(deleted).Round(100*time.Millisecond))
 	}()
-	framework.WaitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "KubeVirt CR gone", 3*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""
@@ -113,7 +113,7 @@ func TestUninstall(t *testing.T) {
 		}
 		return false, "phase " + string(kv.Status.Phase)
 	})
-	framework.WaitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
 		var left []string
 		deps, _ := c.Kube.AppsV1().Deployments(cluster.Namespace).List(t.Context(), metav1.ListOptions{})
 		for _, d := range deps.Items {

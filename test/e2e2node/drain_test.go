@@ -24,7 +24,7 @@ import (
 // to the other node (same UID, answering HTTP on its new pod IP), the source
 // launcher completes and the drain ends.
 func TestDrain(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	vm := netVM(t, "vm-drain", c.Env.Nodes[0].Name)
 	vm.Spec.Template.Spec.NodeSelector = nil // it must be free to move
@@ -35,7 +35,7 @@ func TestDrain(t *testing.T) {
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	uid, source, ip := vmi.UID, vmi.Status.NodeName, vmi.Status.Interfaces[0].IP
-	framework.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	suite.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 
 	bin, err := testenv.BinDir()
 	if err != nil {
@@ -95,7 +95,7 @@ func TestDrain(t *testing.T) {
 	v = framework.WaitVMI(t, c, vm.Name, "with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 		return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
 	})
-	framework.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	suite.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	// The source launcher pod completed (then the drain removed it): none
 	// of the VMI's pods is left running on the drained node.
 	pods, err := c.Env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(uid)})

@@ -40,6 +40,9 @@ const (
 	nodes       = 2
 )
 
+// suite is the package's cluster, which TestMain starts.
+var suite framework.Suite
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -49,7 +52,7 @@ func TestMain(m *testing.M) {
 		o := cluster.Options{Nodes: nodes}
 		opts, err := cluster.NodeOptions(o)
 		if err != nil {
-			framework.SetCluster(nil, err)
+			suite.Set(nil, err)
 			return m.Run()
 		}
 		// Launch may first wait (up to 15 minutes) for another test's
@@ -59,7 +62,7 @@ func TestMain(m *testing.M) {
 		began := time.Now()
 		env, err := testenv.Launch(launchCtx, opts)
 		if err != nil {
-			framework.SetCluster(nil, fmt.Errorf("starting the cluster: %w", err))
+			suite.Set(nil, fmt.Errorf("starting the cluster: %w", err))
 			return m.Run()
 		}
 		fmt.Printf("e2e2node: control plane and %d nodes ready %v after the test began (waiting for the node lock included)\n", nodes, time.Since(began).Round(time.Millisecond))
@@ -78,7 +81,7 @@ func TestMain(m *testing.M) {
 				fmt.Printf("e2e2node: vmkit installed by the operator, both nodes schedulable in %v\n", time.Since(began).Round(time.Millisecond))
 			}
 		}
-		framework.SetCluster(c, err)
+		suite.Set(c, err)
 		return m.Run()
 	}()
 	os.Exit(code)
@@ -133,7 +136,7 @@ func guestURL(ip string, path string) string { return framework.GuestURL(ip, 80,
 // virt-handler running on it; kube-apiserver reaches each kubelet (the
 // logs of each node's virt-handler); each node has its own block volumes.
 func TestNodes(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	for i, n := range c.Env.Nodes {
 		node, err := c.Kube.CoreV1().Nodes().Get(t.Context(), n.Name, metav1.GetOptions{})
 		if err != nil {
@@ -203,7 +206,7 @@ func TestNodes(t *testing.T) {
 // over the pod network, which sees the first's pod IP (no NAT between
 // the nodes), and the other way round.
 func TestVMIOnEachNode(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	began := time.Now()
 	for _, n := range c.Env.Nodes {
 		framework.CreateVM(t, c, netVM(t, "vm-"+n.Name, n.Name))
@@ -232,7 +235,7 @@ func TestVMIOnEachNode(t *testing.T) {
 			t.Errorf("launcher %s's socket directory for VMI %s in %s's kubelet directory: %v", pod.Name, vmi.UID, n.Name, sockets)
 		}
 		podIP[n.Name] = pod.Status.PodIP
-		framework.HTTPGetUntil(t, guestURL(pod.Status.PodIP, "/"), "vmkit guest "+name, 90*time.Second)
+		suite.HTTPGetUntil(t, guestURL(pod.Status.PodIP, "/"), "vmkit guest "+name, 90*time.Second)
 		t.Logf("%s: create → Running on %s, guest answers HTTP at %s %v after create", name, n.Name, pod.Status.PodIP, time.Since(began).Round(time.Millisecond))
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		lines, err := c.Console(ctx, "default", name, guestMarker)
@@ -244,8 +247,8 @@ func TestVMIOnEachNode(t *testing.T) {
 	first, second := c.Env.Nodes[0].Name, c.Env.Nodes[1].Name
 	// The guest's fetch runs in its launcher pod's network (masquerade:
 	// NAT to the pod's IP), so the other guest sees that pod's address.
-	framework.HTTPGetUntil(t, guestURL(podIP[first], "/cgi-bin/fetch?"+guestURL(podIP[second], "/cgi-bin/client")), "client "+podIP[first]+"\n", 60*time.Second)
-	framework.HTTPGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
+	suite.HTTPGetUntil(t, guestURL(podIP[first], "/cgi-bin/fetch?"+guestURL(podIP[second], "/cgi-bin/client")), "client "+podIP[first]+"\n", 60*time.Second)
+	suite.HTTPGetUntil(t, guestURL(podIP[second], "/cgi-bin/fetch?"+guestURL(podIP[first], "/cgi-bin/client")), "client "+podIP[second]+"\n", 60*time.Second)
 	t.Logf("pods reach each other across the nodes: %s (%s) <-> %s (%s), %v after create", podIP[first], first, podIP[second], second,
 		time.Since(began).Round(time.Millisecond))
 }
@@ -257,7 +260,7 @@ func TestVMIOnEachNode(t *testing.T) {
 // claim removes the local-path volume's directory (the provisioner's
 // helper pod on localhost-2) and releases the block volume.
 func TestStorageOnSecondNode(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	n := c.Env.Nodes[1]
 	block := corev1.PersistentVolumeBlock
 	blockClass := cluster.BlockStorageClass
@@ -303,7 +306,7 @@ func TestStorageOnSecondNode(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		_ = c.Kube.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{})
-		framework.WaitFor(t, "pod "+pod.Name+" gone", time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "pod "+pod.Name+" gone", time.Minute, func() (bool, string) {
 			_, err := c.Kube.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -314,14 +317,14 @@ func TestStorageOnSecondNode(t *testing.T) {
 		}
 		if fsPV != nil {
 			dir := fsPV.Spec.HostPath.Path
-			framework.WaitFor(t, "local-path volume "+fsPV.Name+" and its directory gone", 2*time.Minute, func() (bool, string) {
+			suite.WaitFor(t, "local-path volume "+fsPV.Name+" and its directory gone", 2*time.Minute, func() (bool, string) {
 				_, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, fsPV.Name, metav1.GetOptions{})
 				_, serr := os.Stat(dir)
 				return apierrors.IsNotFound(err) && os.IsNotExist(serr), fmt.Sprintf("volume: %v, directory: %v", err, serr)
 			})
 		}
 		if blockPV != nil {
-			framework.WaitFor(t, "block volume "+blockPV.Name+" Released", time.Minute, func() (bool, string) {
+			suite.WaitFor(t, "block volume "+blockPV.Name+" Released", time.Minute, func() (bool, string) {
 				v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, blockPV.Name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -334,7 +337,7 @@ func TestStorageOnSecondNode(t *testing.T) {
 			}
 		}
 	})
-	framework.WaitFor(t, "pod "+pod.Name+" Succeeded", 2*time.Minute, func() (bool, string) {
+	suite.WaitFor(t, "pod "+pod.Name+" Succeeded", 2*time.Minute, func() (bool, string) {
 		p, err := c.Kube.CoreV1().Pods("default").Get(t.Context(), pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

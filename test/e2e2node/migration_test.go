@@ -35,7 +35,7 @@ var downtimeRE = regexp.MustCompile(`downtime="[0-9.]+m?s"`)
 // the downtimes the agents logged are reported), and a migration of a VMI
 // whose bridge binding cannot move fails with the reason in its events.
 func TestLiveMigration(t *testing.T) {
-	c := framework.Need(t)
+	c := suite.Need(t)
 	ctx := t.Context()
 	vm := netVM(t, "vm-mig", c.Env.Nodes[0].Name)
 	vm.Spec.Template.Spec.NodeSelector = nil // it must be free to move
@@ -49,10 +49,10 @@ func TestLiveMigration(t *testing.T) {
 	})
 	uid, source := vmi.UID, vmi.Status.NodeName
 	ip := vmi.Status.Interfaces[0].IP
-	framework.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
+	suite.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest "+vm.Name, 90*time.Second)
 	marker := fmt.Sprintf("written-before-migration-%d", time.Now().UnixNano())
-	framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda="+marker), "wrote "+marker, 30*time.Second)
-	framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+	suite.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda="+marker), "wrote "+marker, 30*time.Second)
+	suite.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
 	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
 
 	setBandwidth := func(q string) {
@@ -88,7 +88,7 @@ func TestLiveMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		framework.WaitFor(t, "migration mig-cancel Running", 3*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "migration mig-cancel Running", 3*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -105,11 +105,11 @@ func TestLiveMigration(t *testing.T) {
 		if v.Status.NodeName != source || v.Labels[v1.NodeNameLabel] != source || v.Status.Phase != v1.Running {
 			t.Errorf("after the cancel: node %s, label %s, phase %s; want Running on %s", v.Status.NodeName, v.Labels[v1.NodeNameLabel], v.Status.Phase, source)
 		}
-		framework.WaitFor(t, "migration mig-cancel gone", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "migration mig-cancel gone", 2*time.Minute, func() (bool, string) {
 			_, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
-		framework.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
+		suite.HTTPGetUntil(t, guestURL(ip, "/cgi-bin/disk?vda"), marker, 30*time.Second)
 	})
 
 	t.Run("MigrationMovesTheGuest", func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestLiveMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		framework.WaitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -143,7 +143,7 @@ func TestLiveMigration(t *testing.T) {
 		}
 		target := v.Status.NodeName
 		// The source launcher pod completes once the guest has left.
-		framework.WaitFor(t, "the source launcher pod Succeeded", 60*time.Second, func() (bool, string) {
+		suite.WaitFor(t, "the source launcher pod Succeeded", 60*time.Second, func() (bool, string) {
 			pods, err := c.Env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(uid)})
 			if err != nil {
 				return false, err.Error()
@@ -162,7 +162,7 @@ func TestLiveMigration(t *testing.T) {
 			return len(v.Status.Interfaces) > 0 && v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip
 		})
 		newIP := v.Status.Interfaces[0].IP
-		got := framework.HTTPGetUntil(t, guestURL(newIP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		got := suite.HTTPGetUntil(t, guestURL(newIP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
 		t.Logf("migrated %s -> %s in %v (migration created -> Succeeded); the guest answers at %s with %q", source, target, took, newIP, strings.TrimSpace(got))
 		// The target's console holds what the guest printed since it
 		// arrived: a guest that booted again would have printed the marker.
@@ -199,7 +199,7 @@ func TestLiveMigration(t *testing.T) {
 			}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			framework.WaitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
+			suite.WaitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
 				m, err := migrations.Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return false, err.Error()
@@ -217,7 +217,7 @@ func TestLiveMigration(t *testing.T) {
 		if v.UID != uid {
 			t.Errorf("after five migrations the VMI has UID %s, was %s", v.UID, uid)
 		}
-		framework.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
+		suite.HTTPGetUntil(t, guestURL(v.Status.Interfaces[0].IP, "/cgi-bin/disk?vda"), marker, 90*time.Second)
 		logs := c.PodLogs(ctx, cluster.Namespace, "kubevirt.io=virt-handler", 200)
 		t.Logf("migrations created -> Succeeded: %v; downtimes the agents logged: %v", took, downtimeRE.FindAllString(logs, -1))
 	})
@@ -237,7 +237,7 @@ func TestLiveMigration(t *testing.T) {
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		framework.WaitFor(t, "migration mig-bridge Failed with the reason", 2*time.Minute, func() (bool, string) {
+		suite.WaitFor(t, "migration mig-bridge Failed with the reason", 2*time.Minute, func() (bool, string) {
 			m, err := migrations.Get(ctx, "mig-bridge", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -282,7 +282,7 @@ func migrateThroughVirtAPI(t *testing.T, c *cluster.Cluster, name string) string
 		t.Fatalf("vmctl migrate %s: %v", name, err)
 	}
 	var created string
-	framework.WaitFor(t, "the migration virt-api created for VM "+name, 30*time.Second, func() (bool, string) {
+	suite.WaitFor(t, "the migration virt-api created for VM "+name, 30*time.Second, func() (bool, string) {
 		list, err := migrations.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
