@@ -17,52 +17,9 @@ import (
 // startMigratable is start with a launcher that knows its libvirt socket.
 func startMigratable(t *testing.T) *fixture {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "lm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	vmi := testVMI()
-	cd := filepath.Join(dir, "cd", string(vmi.UID))
-	if err := os.MkdirAll(cd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cd, "disk_0.img"), []byte("raw disk"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{h: hypervisor.NewFake(), run: make(chan Status, 1), done: make(chan struct{})}
-	f.cfg = Config{
-		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
-		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
-		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
-		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
-		GracePeriod: 200 * time.Millisecond, Emulation: true,
-		LibvirtSocket: "/run/libvirt/libvirt-sock", LibvirtSession: true,
-	}
-	if f.l, err = New(f.cfg); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		st, err := f.l.Run(ctx)
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		f.run <- st
-		close(f.done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-f.done:
-		case <-time.After(5 * time.Second):
-			t.Error("Run did not return")
-		}
+	return startWith(t, func(c *Config) {
+		c.LibvirtSocket, c.LibvirtSession = "/run/libvirt/libvirt-sock", true
 	})
-	f.c = NewClient(SocketPath(f.cfg.ShareDir, f.cfg.UID))
-	t.Cleanup(f.c.Close)
-	waitFor(t, func() bool { _, err := f.c.Ping(context.Background()); return err == nil })
-	return f
 }
 
 func TestMigrationSourceEndsMigrated(t *testing.T) {
