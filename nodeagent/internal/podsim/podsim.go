@@ -1,7 +1,9 @@
 // Package podsim runs launchers the way launcher pods run them, on one
 // machine, for tests of live migration: each "pod" is a mount namespace
 // in which the pod's own directory is mounted at the same path (Root), as
-// every launcher pod has /var/run/kubevirt; with its own /etc/passwd
+// every launcher pod has /var/run/kubevirt; with its own device nodes for
+// /dev/kvm, /dev/net/tun and /dev/vhost-net, as a container has (the node
+// agent chowns them for a non-root launcher); with its own /etc/passwd
 // holding KubeVirt's qemu user (uid 107); running its own libvirtd in
 // session mode as that user (a non-root launcher, as KubeVirt's) with its
 // own host UUID (libvirt refuses to migrate to the same host); and
@@ -41,6 +43,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
@@ -82,6 +86,7 @@ func Base(t testing.TB) (dir, launcherBinary string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	keepHostDevices(t)
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +105,69 @@ func Base(t testing.TB) (dir, launcherBinary string) {
 		t.Fatal(err)
 	}
 	return base, bin
+}
+
+// launcherDevices are the device nodes a launcher pod gets from the device
+// plugins (/dev/kvm, /dev/net/tun, /dev/vhost-net), which the node agent
+// chowns to a non-root launcher's user.
+var launcherDevices = []string{"kvm", "net/tun", "vhost-net"}
+
+// keepHostDevices fails the test if, when it ends, the host's nodes of
+// launcherDevices have another owner or mode than at its start (and puts
+// them back): each pod has its own nodes, as a container does, and what
+// the node agent does to a pod's must not reach the host's.
+func keepHostDevices(t testing.TB) {
+	t.Helper()
+	before := map[string]unix.Stat_t{}
+	for _, d := range launcherDevices {
+		var st unix.Stat_t
+		if unix.Stat("/dev/"+d, &st) == nil {
+			before[d] = st
+		}
+	}
+	t.Cleanup(func() {
+		for d, was := range before {
+			var st unix.Stat_t
+			if err := unix.Stat("/dev/"+d, &st); err != nil {
+				t.Errorf("the host's /dev/%s: %v", d, err)
+				continue
+			}
+			if st.Uid != was.Uid || st.Gid != was.Gid || st.Mode != was.Mode {
+				t.Errorf("the host's /dev/%s changed: owner %d:%d mode %o, was %d:%d mode %o (put back)", d, st.Uid, st.Gid, st.Mode&0o7777, was.Uid, was.Gid, was.Mode&0o7777)
+				_ = unix.Chown("/dev/"+d, int(was.Uid), int(was.Gid))
+				_ = unix.Chmod("/dev/"+d, was.Mode&0o7777)
+			}
+		}
+	})
+}
+
+// podDevices makes the pod's own nodes of launcherDevices that the host
+// has, under dir/dev, with the host's numbers, owner and mode, as a
+// container runtime does, and returns the shell commands that mount them
+// over the host's in the pod's mount namespace.
+func podDevices(dir string) (string, error) {
+	var mounts string
+	for _, d := range launcherDevices {
+		var st unix.Stat_t
+		if err := unix.Stat("/dev/"+d, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			continue
+		}
+		own := filepath.Join(dir, "dev", d)
+		if err := os.MkdirAll(filepath.Dir(own), 0o755); err != nil {
+			return "", err
+		}
+		if err := unix.Mknod(own, st.Mode, int(st.Rdev)); err != nil {
+			return "", fmt.Errorf("mknod %s: %w", own, err)
+		}
+		if err := unix.Chown(own, int(st.Uid), int(st.Gid)); err != nil {
+			return "", err
+		}
+		if err := unix.Chmod(own, st.Mode&0o7777); err != nil { // mknod applied the umask
+			return "", err
+		}
+		mounts += "mount --bind " + shellQuote(own) + " /dev/" + d + " && "
+	}
+	return mounts, nil
 }
 
 // Pod is one launcher pod: its libvirtd and virt-launcher.
@@ -181,6 +249,8 @@ func Start(t testing.TB, base, name, bin string, vmi *v1.VirtualMachineInstance,
 		return os.Lchown(p, QEMUUID, QEMUUID)
 	}))
 	must(os.Chmod(filepath.Join(dir, "run"), 0o700))
+	devices, err := podDevices(dir)
+	must(err)
 
 	uri := "qemu+unix:///session?socket=" + Root + "/run/libvirt/libvirt-sock"
 	launcherArgs := []string{bin, "--name", vmi.Name, "--uid", string(vmi.UID), "--namespace", vmi.Namespace,
@@ -193,7 +263,7 @@ func Start(t testing.TB, base, name, bin string, vmi *v1.VirtualMachineInstance,
 	inner := fmt.Sprintf("libvirtd --pid-file %[1]s/libvirtd.pid >%[1]s/libvirtd.log 2>&1 & "+
 		"i=0; while [ ! -S %[1]s/run/libvirt/libvirt-sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; exec %[2]s",
 		Root, shellJoin(launcherArgs))
-	script := fmt.Sprintf("mount --bind %[1]s/passwd /etc/passwd && mount --bind %[1]s/group /etc/group && mount --bind %[1]s %[2]s && "+
+	script := devices + fmt.Sprintf("mount --bind %[1]s/passwd /etc/passwd && mount --bind %[1]s/group /etc/group && mount --bind %[1]s %[2]s && "+
 		"exec setpriv --reuid=%[3]d --regid=%[3]d --clear-groups env -i PATH=%[4]s HOME=%[2]s/home XDG_RUNTIME_DIR=%[2]s/run "+
 		"XDG_CONFIG_HOME=%[2]s/config XDG_CACHE_HOME=%[2]s/cache %[5]s --reap sh -c %[6]s",
 		dir, Root, QEMUUID, os.Getenv("PATH"), bin, shellQuote(inner))
