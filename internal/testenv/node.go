@@ -96,7 +96,46 @@ const (
 	kubeProxyNFTTable = "kube-proxy"
 	// sandboxNetnsDir is where containerd pins pod sandboxes' namespaces.
 	sandboxNetnsDir = "/run/netns"
+	// cniCacheDir is where libcni (in containerd) keeps each sandbox's
+	// ADD result, as <network>-<sandbox id>-<interface>, until its DEL,
+	// which a stopped node never runs.
+	cniCacheDir = "/var/lib/cni/results"
 )
+
+// cniCacheEntry is a libcni cache file of a vmkit pod network: the
+// network, the sandbox's ID.
+var cniCacheEntry = regexp.MustCompile(`^(` + regexp.QuoteMeta(podNetworkName) + `(?:-[0-9]+)?)-([0-9a-f]{64})-[^-]+$`)
+
+// cniCacheFiles are the libcni cache files of the sandboxes on network
+// (every vmkit pod network when it is ""): the network's and the loopback
+// network's of the same sandboxes.
+func cniCacheFiles(network string) []string {
+	entries, _ := os.ReadDir(cniCacheDir)
+	var files []string
+	for _, e := range entries {
+		m := cniCacheEntry.FindStringSubmatch(e.Name())
+		if m == nil || (network != "" && m[1] != network) {
+			continue
+		}
+		files = append(files, filepath.Join(cniCacheDir, e.Name()))
+		if lo := filepath.Join(cniCacheDir, "cni-loopback-"+m[2]+"-lo"); exists(lo) {
+			files = append(files, lo)
+		}
+	}
+	return files
+}
+
+// removeCNICache removes the libcni cache files of network's sandboxes
+// (every vmkit pod network's when it is "").
+func removeCNICache(network string) error {
+	var errs []error
+	for _, f := range cniCacheFiles(network) {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // NodeOptions makes Start also run a node: containerd and runc from the
 // host's packages, a kubelet registering Node [NodeName], a pod network
@@ -790,12 +829,13 @@ func (n *Node) unlock() {
 }
 
 // leftovers reports what the stopped nodes left on the host: their
-// bridges, host-local allocations, cgroups, mounts (under their
-// directories and the kubelet's), pinned sandbox network namespaces,
-// kube-proxy's nftables table, processes of their directories (containerd,
-// kubelets, shims) and loop devices over their files. Env.stop checks this
-// while it still holds the node lock: the next cluster may start the
-// moment it lets go, and its bridge would look like ours.
+// bridges, host-local allocations, libcni cache files, cgroups, mounts
+// (under their directories and the kubelet's), pinned sandbox network
+// namespaces, kube-proxy's nftables table, processes of their directories
+// (containerd, kubelets, shims) and loop devices over their files.
+// Env.stop checks this while it still holds the node lock: the next
+// cluster may start the moment it lets go, and its bridge would look like
+// ours.
 func (e *Env) leftovers() error {
 	var left []string
 	dirs := []string{resolve(KubeletRootDir) + "/"}
@@ -805,6 +845,9 @@ func (e *Env) leftovers() error {
 		}
 		if exists(filepath.Join(hostLocalRoot, n.networkName)) {
 			left = append(left, "host-local allocations "+filepath.Join(hostLocalRoot, n.networkName))
+		}
+		if files := cniCacheFiles(n.networkName); len(files) > 0 {
+			left = append(left, "CNI cache files "+strings.Join(files, " "))
 		}
 		cgroup := kubepodsCgroup
 		if n.cgroupRoot != "" {
@@ -874,7 +917,7 @@ func (n *Node) stopOther() error {
 		n.mountNS.stop(stopGrace)
 	}
 	return errors.Join(err, removeBridge(n.PodBridge), os.RemoveAll(filepath.Join(hostLocalRoot, n.networkName)),
-		removeCgroup(n.cgroupRoot), os.RemoveAll(n.dir))
+		removeCNICache(n.networkName), removeCgroup(n.cgroupRoot), os.RemoveAll(n.dir))
 }
 
 // CleanupNode removes what a node killed before it could stop leaves
@@ -1162,8 +1205,9 @@ func removeBridge(bridge string) error {
 
 // removePodNetwork removes what the pod networks of every node and
 // kube-proxy leave on the host once every pod is gone: the bridges
-// (vmkit-cni0, vmkit-cni1, ...), host-local's allocations and kube-proxy's
-// nftables tables (kube-proxy does not remove them on exit).
+// (vmkit-cni0, vmkit-cni1, ...), host-local's allocations, libcni's cache
+// of the sandboxes and kube-proxy's nftables tables (kube-proxy does not
+// remove them on exit).
 func removePodNetwork() error {
 	var errs []error
 	bridges, _ := filepath.Glob("/sys/class/net/vmkit-cni[0-9]*")
@@ -1176,6 +1220,7 @@ func removePodNetwork() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, removeCNICache(""))
 	// containerd pins each sandbox's network namespace at /run/netns/cni-*
 	// and removes it only when it tears the sandbox down, which a stopped
 	// node never does.
