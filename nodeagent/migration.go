@@ -192,6 +192,13 @@ func (a *Agent) syncMigrationTarget(ctx context.Context, key string) (time.Durat
 		if st.Final {
 			return 0, fmt.Errorf("migration target %s: the target launcher ended: %s", vmiKey, st.Message)
 		}
+		// A non-root target launcher's QEMU opens the same devices and
+		// disks as the source's: /dev/kvm, /dev/net/tun, Block claims.
+		if err := a.prepareLauncher(ctx, vmi, c); err != nil {
+			a.metrics.launcherErrors.WithLabelValues("prepare").Inc()
+			a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The migration target's devices and disks could not be given to its user: %v", err)
+			return 0, fmt.Errorf("preparing the launcher of migration target %s: %w", vmiKey, err)
+		}
 		if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
 			a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonNetworkSetupFailed, "The migration target's network could not be set up: %v", err)
 			return 0, fmt.Errorf("wiring the network of migration target %s: %w", vmiKey, err)

@@ -110,6 +110,13 @@ func TestAgentsMigrate(t *testing.T) {
 		if ms := v.Status.MigrationState; ms.TargetNodeAddress != "127.0.0.1" || len(ms.TargetDirectMigrationNodePorts) != 3 || ms.Mode != "PreCopy" {
 			t.Errorf("migration state under way = %+v", ms)
 		}
+		// Each agent gave its launcher (uid 107) the pod's devices before
+		// its QEMU started: the target's as the source's.
+		for _, pod := range []*podsim.Pod{podA, podB} {
+			if not := pod.DevicesNotGiven(); len(not) > 0 {
+				t.Errorf("pod %s: devices not given to the launcher's user: %s", pod.Name, strings.Join(not, ", "))
+			}
+		}
 		// What the migration controller does when the migration object
 		// is deleted.
 		update(ctx, t, client, created.Name, func(v *v1.VirtualMachineInstance) { v.Status.MigrationState.AbortRequested = true })

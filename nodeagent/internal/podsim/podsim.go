@@ -26,6 +26,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -168,6 +169,26 @@ func podDevices(dir string) (string, error) {
 		mounts += "mount --bind " + shellQuote(own) + " /dev/" + d + " && "
 	}
 	return mounts, nil
+}
+
+// DevicesNotGiven lists the pod's device nodes (launcherDevices the host
+// has) that are not owned by the launcher's user: the node agent gives
+// them to a non-root launcher before its QEMU starts.
+func (p *Pod) DevicesNotGiven() []string {
+	var not []string
+	for _, d := range launcherDevices {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(p.Dir, "dev", d), &st); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				not = append(not, fmt.Sprintf("/dev/%s (%v)", d, err))
+			}
+			continue
+		}
+		if st.Uid != QEMUUID || st.Gid != QEMUUID {
+			not = append(not, fmt.Sprintf("/dev/%s (owner %d:%d)", d, st.Uid, st.Gid))
+		}
+	}
+	return not
 }
 
 // Pod is one launcher pod: its libvirtd and virt-launcher.
