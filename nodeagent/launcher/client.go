@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -36,6 +37,49 @@ const (
 	SyncTimeout = 60 * time.Second
 )
 
+// Bounds on what a Client reads from a launcher. The launcher runs in the
+// tenant's pod: whoever controls it must not make the node agent buffer
+// an endless answer. An answer that does not fit fails at once with an
+// error matching ErrAnswerTooLarge.
+const (
+	// MaxAnswerBytes bounds an answer: a status, an error body, the
+	// domain's statistics, a probe's result.
+	MaxAnswerBytes = 1 << 20
+	// MaxGuestAgentAnswerBytes bounds a guest agent command's return value
+	// (a guest's file systems or users may take more than MaxAnswerBytes).
+	MaxGuestAgentAnswerBytes = 4 << 20
+	// maxHeaderBytes bounds an answer's HTTP header.
+	maxHeaderBytes = 64 << 10
+)
+
+// ErrAnswerTooLarge is the error (errors.Is) of a call whose answer is
+// larger than the client accepts.
+var ErrAnswerTooLarge = errors.New("the launcher's answer is too large")
+
+// decodeAnswer decodes the JSON value r starts with into v, reading at most
+// limit bytes of r.
+func decodeAnswer(r io.Reader, limit int64, v any) error {
+	lr := &io.LimitedReader{R: r, N: limit}
+	err := json.NewDecoder(lr).Decode(v)
+	if err != nil && lr.N == 0 {
+		return fmt.Errorf("%w: more than %d bytes", ErrAnswerTooLarge, limit)
+	}
+	return err
+}
+
+// errorAnswer is the *Error of an answer other than 200 OK, whose body
+// holds the launcher's errorBody; it says so when that body is too large.
+func errorAnswer(resp *http.Response) *Error {
+	var e errorBody
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &e); errors.Is(err, ErrAnswerTooLarge) {
+		return &Error{Code: resp.StatusCode, Message: fmt.Sprintf("%s: %v", resp.Status, err)}
+	}
+	if e.Error == "" {
+		e.Error = resp.Status
+	}
+	return &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+}
+
 // Client talks to the launcher of one VMI over its command socket.
 type Client struct {
 	// socket names the socket in errors: its path, or what NewResolvingClient was given.
@@ -60,9 +104,10 @@ func NewClient(socket string) *Client {
 func NewResolvingClient(name string, resolve func() []string) *Client {
 	c := &Client{socket: name, resolve: resolve}
 	tr := &http.Transport{
-		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
-		MaxIdleConns:      1,
-		DisableKeepAlives: false,
+		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
+		MaxIdleConns:           1,
+		DisableKeepAlives:      false,
+		MaxResponseHeaderBytes: maxHeaderBytes,
 	}
 	c.http = &http.Client{Transport: tr}
 	return c
@@ -174,12 +219,11 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (Status,
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return e.Status, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+		e := errorAnswer(resp)
+		return e.Status, e
 	}
 	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &st); err != nil {
 		return Status{}, fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
 	}
 	return st, nil
@@ -224,7 +268,10 @@ func (c *Client) Ping(ctx context.Context) (string, error) {
 	var b struct {
 		UID string `json:"uid"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil {
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("ping %s: %w", c.socket, errorAnswer(resp))
+	}
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &b); err != nil {
 		return "", fmt.Errorf("ping %s: %w", c.socket, err)
 	}
 	return b.UID, nil
@@ -303,7 +350,7 @@ func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.Ra
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout+DefaultGuestAgentTimeout)
 	defer cancel()
 	var out json.RawMessage
-	if err := c.getJSON(ctx, path, 4<<20, &out); err != nil {
+	if err := c.getJSON(ctx, path, MaxGuestAgentAnswerBytes, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -318,7 +365,7 @@ func (c *Client) Probe(ctx context.Context, kind ProbeKind, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout+time.Duration(seconds)*time.Second)
 	defer cancel()
 	var res ProbeResult
-	if err := c.getJSON(ctx, path, 1<<20, &res); err != nil {
+	if err := c.getJSON(ctx, path, MaxAnswerBytes, &res); err != nil {
 		return ProbeResult{}, err
 	}
 	return res, nil
@@ -337,14 +384,9 @@ func (c *Client) getJSON(ctx context.Context, path string, limit int64, into any
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+		return errorAnswer(resp)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(into); err != nil {
+	if err := decodeAnswer(resp.Body, limit, into); err != nil {
 		return fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
 	return nil
@@ -385,22 +427,25 @@ func (c *Client) stream(ctx context.Context, path string) (io.ReadWriteCloser, e
 		conn.Close()
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
-	br := bufio.NewReader(conn)
+	// The answer's header is bounded (http.ReadResponse reads a line of
+	// any length); the stream after it is not.
+	handshake := &io.LimitedReader{R: conn, N: maxHeaderBytes}
+	br := bufio.NewReader(handshake)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		conn.Close()
+		if handshake.N <= 0 {
+			err = fmt.Errorf("%w: a header of more than %d bytes", ErrAnswerTooLarge, maxHeaderBytes)
+		}
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer conn.Close()
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return nil, &Error{Code: resp.StatusCode, Message: e.Error, Status: e.Status}
+		handshake.N = MaxAnswerBytes // errorAnswer's own bound applies
+		return nil, errorAnswer(resp)
 	}
 	_ = conn.SetDeadline(noDeadline)
+	handshake.N = math.MaxInt64
 	return &streamConn{Conn: conn, r: br}, nil
 }
 

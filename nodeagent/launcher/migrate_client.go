@@ -68,11 +68,9 @@ func (c *Client) doInto(ctx context.Context, method, path string, body, out any)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+		return errorAnswer(resp)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, out); err != nil {
 		return fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
 	}
 	return nil

@@ -2,9 +2,7 @@ package launcher
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
@@ -52,15 +50,10 @@ func (c *Client) Stats(ctx context.Context) (hypervisor.DomainStats, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e errorBody
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		if e.Error == "" {
-			e.Error = resp.Status
-		}
-		return hypervisor.DomainStats{}, &Error{Code: resp.StatusCode, Message: e.Error, Reason: e.Reason, Status: e.Status}
+		return hypervisor.DomainStats{}, errorAnswer(resp)
 	}
 	var st hypervisor.DomainStats
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &st); err != nil {
 		return hypervisor.DomainStats{}, fmt.Errorf("GET /v1/stats on %s: %w", c.socket, err)
 	}
 	return st, nil
