@@ -103,8 +103,6 @@ const (
 	APIServiceName = "virt-api"
 	// PrometheusServiceName selects every component's metrics endpoint.
 	PrometheusServiceName = "kubevirt-prometheus-metrics"
-	// OperatorWebhookServiceName is in front of the operator's webhooks.
-	OperatorWebhookServiceName = "kubevirt-operator-webhook"
 	// SubresourcesGroup is the API group virt-api serves subresources in.
 	SubresourcesGroup = "subresources.kubevirt.io"
 	// PrometheusLabel on a pod makes the Prometheus Service select it.

@@ -153,7 +153,6 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"RoleBinding kubevirt/kubevirt-controller",
 		"Service kubevirt/virt-api",
 		"Service kubevirt/kubevirt-prometheus-metrics",
-		"Service kubevirt/kubevirt-operator-webhook",
 		"Deployment kubevirt/virt-api",
 		"Deployment kubevirt/virt-controller",
 		"DaemonSet kubevirt/virt-handler",

@@ -21,7 +21,6 @@ const (
 	ControllerHTTPPort = 8080 // virt-controller's /metrics, /healthz, /readyz
 	HandlerHTTPPort    = 8443 // virt-handler's /metrics and /healthz
 	HandlerConsolePort = 8186 // virt-handler's console, VNC and lifecycle REST API
-	OperatorWebhooks   = 8444 // virt-operator's webhooks
 )
 
 // DefaultInfraReplicas is the replica count of virt-api and virt-controller.
@@ -52,10 +51,10 @@ func (s *Strategy) addServices(c *DeploymentConfig) {
 	prom := svc("", PrometheusServiceName, map[string]string{PrometheusLabel: "true"},
 		corev1.ServicePort{Name: "metrics", Port: 443, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP}, true)
 	prom.Labels[PrometheusLabel] = "true"
-	s.Services = append(s.Services, prom,
-		svc(v1.VirtOperatorValue, OperatorWebhookServiceName, map[string]string{v1.AppLabel: v1.VirtOperatorValue},
-			corev1.ServicePort{Name: "webhooks", Port: 443, TargetPort: intstr.FromInt32(OperatorWebhooks), Protocol: corev1.ProtocolTCP}, false),
-	)
+	// KubeVirt's kubevirt-operator-webhook Service has no counterpart:
+	// vmkit's operator serves no webhook, so nothing would listen behind
+	// it. Apply prunes the one older versions installed.
+	s.Services = append(s.Services, prom)
 }
 
 func (s *Strategy) addWorkloads(c *DeploymentConfig) error {

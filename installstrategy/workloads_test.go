@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -126,4 +128,61 @@ func TestVirtAPIDeployment(t *testing.T) {
 			t.Errorf("path %q, want %q", got, want)
 		}
 	}
+}
+
+// TestServicesHaveListeners: every Service of the strategy selects the pods
+// of a component (the strategy's workloads or the operator's own
+// Deployment) and each of its ports targets a port those pods' containers
+// declare: no Service is an address with nothing listening behind it.
+func TestServicesHaveListeners(t *testing.T) {
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := OperatorObjects(OperatorConfig{Image: "quay.io/kubevirt/virt-operator:v1.4.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.PodTemplateSpec
+	for _, d := range s.Deployments {
+		pods = append(pods, d.Spec.Template)
+	}
+	for _, ds := range s.DaemonSets {
+		pods = append(pods, ds.Spec.Template)
+	}
+	for _, o := range operator {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			pods = append(pods, d.Spec.Template)
+		}
+	}
+	for _, svc := range s.Services {
+		var selected []corev1.PodTemplateSpec
+		for _, p := range pods {
+			if labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(p.Labels)) {
+				selected = append(selected, p)
+			}
+		}
+		if len(selected) == 0 {
+			t.Errorf("Service %s selects no component's pods (selector %v)", svc.Name, svc.Spec.Selector)
+			continue
+		}
+		for _, port := range svc.Spec.Ports {
+			for _, p := range selected {
+				if !declaresPort(p.Spec, port.TargetPort) {
+					t.Errorf("Service %s port %s targets %s, which pods %s do not listen on", svc.Name, port.Name, port.TargetPort.String(), p.Labels[v1.AppLabel])
+				}
+			}
+		}
+	}
+}
+
+func declaresPort(spec corev1.PodSpec, target intstr.IntOrString) bool {
+	for _, c := range spec.Containers {
+		for _, p := range c.Ports {
+			if (target.Type == intstr.String && p.Name == target.StrVal) || (target.Type == intstr.Int && p.ContainerPort == target.IntVal) {
+				return true
+			}
+		}
+	}
+	return false
 }
