@@ -133,6 +133,9 @@ type Agent struct {
 	metrics   *metrics
 	now       func() time.Time
 	broadcast record.EventBroadcaster
+	// netNS finds a launcher's PID and network namespace (launcherNetNS
+	// when nil; tests put a namespace of their own there).
+	netNS func(context.Context, *launcher.Client) (int, string, error)
 
 	mu sync.Mutex
 	// deleted remembers the UID of VMIs that left the informer, so their

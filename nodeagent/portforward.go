@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
@@ -21,33 +22,40 @@ import (
 // port (tcp, the default) or the datagrams it exchanges with it (udp: one
 // message per datagram, up to 32 KiB).
 //
-// Where the agent dials:
+// Where the agent dials: only an address it wired itself, never one the
+// VMI's status holds (a user may write status at creation where the
+// admission policy is not installed, and the guest's own agent reports
+// interfaces: 127.0.0.1, the cluster's Service IPs, other tenants' pods
+// would all be reachable from the privileged agent's network namespace).
 //
-//   - A VMI whose pod network interface uses the masquerade binding is
+//   - The pod network interface uses the masquerade binding: the guest is
 //     dialed at its address behind the NAT, masqueradeGuestIP, from inside
 //     the launcher pod's network namespace (/proc/<launcher pid>/ns/net, the
 //     one nodeagent/network wires), as KubeVirt's virt-handler dials inside
 //     the pod: every port of the guest is reachable, not only those of
 //     spec.domain.devices.interfaces[].ports that the pod forwards.
-//   - Any other VMI is dialed from the node at its IP in status.interfaces:
-//     the pod network interface's (the one whose network has pod: {}),
-//     else the first interface with an address. With the bridge binding
-//     that is the pod IP, which the guest holds: every port is reachable.
-//     A masquerade VMI whose launcher shares the node's network namespace
-//     (nodeagent/localnode's launchers) is dialed this way too; through the
-//     pod IP only the ports the pod forwards reach the guest.
+//   - The pod network interface uses the bridge binding: the guest holds the
+//     pod's IP, which the agent took from the pod interface when it wired it
+//     (network.Result's lease); that address is dialed from the node, as any
+//     pod IP is reached. After an agent restart the wiring is read back from
+//     the pod's namespace (network.Setup changes nothing on a wired one).
+//   - A VMI without a pod network interface, or whose launcher shares the
+//     node's network namespace, has no address the agent can vouch for:
+//     409 "VMI has no pod network address".
 //
-// A VMI with no address to dial is a 409 "VMI has no IP address"; a port
-// outside 1-65535 or a protocol other than tcp and udp a 400; a guest that
-// refuses the connection (nothing listens, a firewall) a 502.
+// Whatever the binding, the address must be a unicast IP outside loopback
+// and link-local ranges. A port outside 1-65535 or a protocol other than
+// tcp and udp is a 400; a guest that refuses the connection (nothing
+// listens, a firewall) a 502.
 
 // masqueradeGuestIP is the guest's address behind the masquerade binding's
 // NAT: KubeVirt's default guest network 10.0.2.0/24, the only one
 // nodeagent/network wires.
 const masqueradeGuestIP = "10.0.2.2"
 
-// errNoIP is the REST API's answer for a VMI without an address.
-const errNoIP = "VMI has no IP address"
+// errNoIP is the REST API's answer for a VMI without an address the agent
+// wired itself.
+const errNoIP = "VMI has no pod network address"
 
 // dialTimeout bounds the agent's connection to the guest.
 const dialTimeout = 10 * time.Second
@@ -90,6 +98,10 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), dialTimeout)
 	defer cancel()
+	if err := checkDialable(target.IP); err != nil {
+		writeError(w, http.StatusConflict, "port-forward: "+err.Error())
+		return
+	}
 	conn, err := dialGuest(ctx, target, proto, int(port))
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "connecting to the guest: "+err.Error())
@@ -99,64 +111,104 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 }
 
 // forwardTarget decides where to dial the VMI's guest (see the comment at
-// the top of the file). Its IP is empty when the VMI has no address.
+// the top of the file). Its IP is empty when the agent has no address it
+// wired itself.
 func (a *Agent) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) (forwardTarget, error) {
-	if plan, err := network.Plan(vmi); err == nil && len(plan) > 0 && plan[0].Binding == network.BindingMasquerade {
-		ns, err := launcherNetNS(ctx, c)
+	plan, err := network.Plan(vmi)
+	if err != nil || len(plan) == 0 {
+		return forwardTarget{}, nil
+	}
+	netNS := a.netNS
+	if netNS == nil {
+		netNS = launcherNetNS
+	}
+	pid, ns, err := netNS(ctx, c)
+	if err != nil || ns == "" {
+		return forwardTarget{}, err
+	}
+	iface := plan[0]
+	switch iface.Binding {
+	case network.BindingMasquerade:
+		return forwardTarget{IP: masqueradeGuestIP, NetNS: ns}, nil
+	case network.BindingBridge:
+		wired, err := a.wiredNetwork(ctx, vmi, pid, plan)
 		if err != nil {
 			return forwardTarget{}, err
 		}
-		if ns != "" {
-			return forwardTarget{IP: masqueradeGuestIP, NetNS: ns}, nil
+		for _, r := range wired {
+			if r.Interface == iface.Name && r.Lease.IP.IP != nil {
+				return forwardTarget{IP: r.Lease.IP.IP.String()}, nil
+			}
 		}
 	}
-	return forwardTarget{IP: guestIP(vmi)}, nil
+	return forwardTarget{}, nil
 }
 
-// launcherNetNS returns the path of the launcher's network namespace, or ""
-// when it is the agent's own or the agent cannot see the launcher's PID.
-func launcherNetNS(ctx context.Context, c *launcher.Client) (string, error) {
+// wiredNetwork is what the agent wired in the launcher's network namespace
+// (that of the launcher process pid) for vmi: from memory, else read back
+// by network.Setup, which changes nothing in a namespace it wired before
+// (an agent restarted since).
+func (a *Agent) wiredNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, pid int, plan []network.Interface) ([]network.Result, error) {
+	if r := a.networkOf(vmi.UID); r != nil {
+		return r, nil
+	}
+	ns := netNSPath(pid)
+	uid, gid, err := launcherUser(pid)
+	if err != nil {
+		return nil, fmt.Errorf("the launcher's user: %w", err)
+	}
+	results, err := network.Setup(ns, plan, network.Options{TapOwner: uid, TapGroup: gid})
+	if err != nil {
+		return nil, fmt.Errorf("reading the wiring of %s/%s's pod network: %w", vmi.Namespace, vmi.Name, err)
+	}
+	a.mu.Lock()
+	a.networks[vmi.UID] = results
+	a.mu.Unlock()
+	klog.FromContext(ctx).V(2).Info("read back the pod network's wiring", "vmi", vmi.Namespace+"/"+vmi.Name)
+	return results, nil
+}
+
+// checkDialable refuses an address the agent must never dial for a guest:
+// anything but a unicast IP literal outside loopback, link-local and
+// unspecified (the node's own services, cloud metadata).
+func checkDialable(addr string) error {
+	ip := net.ParseIP(addr)
+	switch {
+	case ip == nil:
+		return fmt.Errorf("%q is not an IP address", addr)
+	case ip.IsLoopback(), ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsMulticast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast(), ip.Equal(net.IPv4bcast):
+		return fmt.Errorf("%s is not a guest's address", addr)
+	}
+	return nil
+}
+
+// launcherNetNS returns the launcher's PID and the path of its network
+// namespace; the path is "" when it is the agent's own or the agent cannot
+// see the launcher's PID.
+func launcherNetNS(ctx context.Context, c *launcher.Client) (int, string, error) {
 	pid, err := c.PID(ctx)
 	if err != nil {
-		return "", fmt.Errorf("finding the launcher process: %w", err)
+		return 0, "", fmt.Errorf("finding the launcher process: %w", err)
 	}
 	if pid <= 0 {
-		return "", nil
+		return 0, "", nil
 	}
-	path := "/proc/" + strconv.Itoa(pid) + "/ns/net"
+	path := netNSPath(pid)
 	same, err := network.SameNamespace(path)
 	if err != nil || same {
-		return "", err
+		return 0, "", err
 	}
-	return path, nil
+	return pid, path, nil
 }
 
-// guestIP is the VMI's address in status.interfaces: the pod network
-// interface's, else the first interface's that has one; "" when none has.
-func guestIP(vmi *v1.VirtualMachineInstance) string {
-	pod := ""
-	for _, n := range vmi.Spec.Networks {
-		if n.Pod != nil {
-			pod = n.Name
-		}
-	}
-	first := ""
-	for _, iface := range vmi.Status.Interfaces {
-		if iface.IP == "" {
-			continue
-		}
-		if pod != "" && iface.Name == pod {
-			return iface.IP
-		}
-		if first == "" {
-			first = iface.IP
-		}
-	}
-	return first
-}
+// netNSPath is the network namespace of process pid.
+func netNSPath(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/net" }
 
 // dialGuest connects to the guest's port at target.
 func dialGuest(ctx context.Context, target forwardTarget, proto string, port int) (net.Conn, error) {
+	if err := checkDialable(target.IP); err != nil {
+		return nil, err
+	}
 	addr := net.JoinHostPort(target.IP, strconv.Itoa(port))
 	if target.NetNS == "" {
 		var d net.Dialer

@@ -8,19 +8,22 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/net/websocket"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -36,16 +39,18 @@ func (f *restFixture) portForward(vmi, path string) (*websocket.Conn, error) {
 	return ws, nil
 }
 
-// The pod network interface's address is dialed, not another's: the
-// server listens on 127.0.0.1 only.
-func podNetworkStatus(vmi *v1.VirtualMachineInstance) {
+// masqueradeVMI gives vm1 a masquerade pod network interface and, in its
+// status, addresses the agent must not dial: what a user could write at
+// creation or the guest's agent report (127.0.0.1 is the node's loopback,
+// where hostService listens).
+func masqueradeVMI(vmi *v1.VirtualMachineInstance) {
 	vmi.Spec.Networks = []v1.Network{
 		{Name: "storage", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "storage"}}},
 		{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}},
 	}
 	vmi.Spec.Domain.Devices.Interfaces = []v1.Interface{
 		{Name: "storage", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}},
-		{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}},
+		{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}},
 	}
 	vmi.Status.Interfaces = []v1.VirtualMachineInstanceNetworkInterface{
 		{Name: "storage", IP: "127.0.0.2"},
@@ -53,18 +58,108 @@ func podNetworkStatus(vmi *v1.VirtualMachineInstance) {
 	}
 }
 
+// testNetNS is a network namespace of the test's own standing in for a
+// launcher pod's: lo up with masqueradeGuestIP on it, where the guest
+// answers. inside runs on a thread in the namespace (to listen there).
+func testNetNS(t *testing.T, inside func() error) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates a network namespace: run it as root (sudo go test ./nodeagent/)")
+	}
+	type made struct {
+		ns  netns.NsHandle
+		err error
+	}
+	ch := make(chan made, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			ch <- made{err: err}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			ch <- made{err: err}
+			return
+		}
+		lo, err := netlink.LinkByName("lo")
+		if err == nil {
+			err = netlink.LinkSetUp(lo)
+		}
+		if err == nil {
+			err = netlink.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(masqueradeGuestIP), Mask: net.CIDRMask(32, 32)}})
+		}
+		if err == nil && inside != nil {
+			err = inside()
+		}
+		if serr := netns.Set(orig); serr != nil {
+			ch <- made{err: serr} // the thread stays locked and ends with the goroutine
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- made{ns, err}
+	}()
+	m := <-ch
+	if m.err != nil {
+		t.Fatalf("making a network namespace: %v", m.err)
+	}
+	t.Cleanup(func() { m.ns.Close() })
+	return fmt.Sprintf("/proc/self/fd/%d", int(m.ns))
+}
+
+// hostService listens on 127.0.0.1 in the test's (the agent's) own
+// namespace and counts the connections it gets: port-forward must never
+// reach it.
+func hostService(t *testing.T) (port string, conns *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			_, _ = io.WriteString(c, "HOST-SERVICE-NOT-THE-GUEST\n")
+			c.Close()
+		}
+	}()
+	_, port, _ = net.SplitHostPort(ln.Addr().String())
+	return port, conns
+}
+
 // TestPortForward: the WebSocket carries an HTTP exchange with a TCP server
-// at the guest's address, and UDP datagrams to a UDP server; bad ports and
-// protocols, a VMI without an address, a refused connection and a VMI on
-// another node get their status codes.
+// at the guest's address inside the launcher's network namespace, and UDP
+// datagrams to a UDP server there; the addresses in status are never
+// dialed; bad ports and protocols, a VMI without a pod network, a refused
+// connection and a VMI on another node get their status codes.
 func TestPortForward(t *testing.T) {
 	f := newRESTFixture(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "guest answers %s", r.URL.Path)
-	}))
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	f.update(podNetworkStatus)
+	port, hostConns := hostService(t)
+	var tcp net.Listener
+	var udp net.PacketConn
+	nsPath := testNetNS(t, func() error {
+		var err error
+		// The same port as the node's service: only the namespace differs.
+		if tcp, err = net.Listen("tcp", net.JoinHostPort(masqueradeGuestIP, port)); err != nil {
+			return err
+		}
+		udp, err = net.ListenPacket("udp", masqueradeGuestIP+":0")
+		return err
+	})
+	t.Cleanup(func() { tcp.Close(); udp.Close() })
+	go func() {
+		_ = http.Serve(tcp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "guest answers %s", r.URL.Path) }))
+	}()
+	f.a.netNS = func(context.Context, *launcher.Client) (int, string, error) { return os.Getpid(), nsPath, nil }
+	f.update(masqueradeVMI)
 
 	for _, path := range []string{port, port + "/tcp"} {
 		ws, err := f.portForward("vm1", path)
@@ -86,11 +181,6 @@ func TestPortForward(t *testing.T) {
 	}
 
 	// UDP: one message, one datagram, both ways.
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { udp.Close() })
 	go func() {
 		buf := make([]byte, 2048)
 		for {
@@ -134,10 +224,14 @@ func TestPortForward(t *testing.T) {
 		{"sctp", "vm1", port + "/sctp", nil, http.StatusBadRequest, `unsupported protocol "sctp"`},
 		{"nothing listens", "vm1", closedPort, nil, http.StatusBadGateway, "connection refused"},
 		{"another node", "elsewhere", port, nil, http.StatusNotFound, "does not run on node node01"},
-		{"no address", "vm1", port, func(vmi *v1.VirtualMachineInstance) {
-			vmi.Status.Interfaces = []v1.VirtualMachineInstanceNetworkInterface{{Name: "default"}}
-		},
-			http.StatusConflict, errNoIP},
+		// The SSRF of the security review (N2): a VMI without a pod
+		// interface whose status lists the node's loopback.
+		{"no pod network, loopback in status", "vm1", port, func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Networks, vmi.Spec.Domain.Devices.Interfaces = nil, nil
+		}, http.StatusConflict, errNoIP},
+		{"no pod network, a hostname in status", "vm1", port, func(vmi *v1.VirtualMachineInstance) {
+			vmi.Status.Interfaces = []v1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "localhost"}}
+		}, http.StatusConflict, errNoIP},
 	} {
 		if tc.setup != nil {
 			f.update(tc.setup)
@@ -148,52 +242,52 @@ func TestPortForward(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d %q", tc.name, code, body, tc.wantCode, tc.wantMsg)
 		}
 	}
+	if n := hostConns.Load(); n != 0 {
+		t.Errorf("the node's own service got %d connections through port-forward", n)
+	}
 }
 
-// A masquerade VMI whose launcher shares the agent's network namespace (as
-// here: the launcher runs in the test) is dialed at its status address.
-func TestPortForwardMasqueradeSameNamespace(t *testing.T) {
+// A pod network interface whose launcher shares the agent's network
+// namespace (as here: the launcher runs in the test), whatever its
+// binding, has no address the agent wired: the status address is not
+// dialed.
+func TestPortForwardRefusesStatusAddresses(t *testing.T) {
 	f := newRESTFixture(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "guest") }))
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	f.update(func(vmi *v1.VirtualMachineInstance) {
-		podNetworkStatus(vmi)
-		vmi.Spec.Domain.Devices.Interfaces[1].InterfaceBindingMethod = v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}
-	})
-	ws, err := f.portForward("vm1", port)
-	if err != nil {
-		t.Fatal(err)
+	port, hostConns := hostService(t)
+	for _, binding := range []v1.InterfaceBindingMethod{{Masquerade: &v1.InterfaceMasquerade{}}, {Bridge: &v1.InterfaceBridge{}}} {
+		f.update(func(vmi *v1.VirtualMachineInstance) {
+			masqueradeVMI(vmi)
+			vmi.Spec.Domain.Devices.Interfaces[1].InterfaceBindingMethod = binding
+		})
+		code, body := f.do("GET", "vm1", "portforward/"+port, "")
+		if code != http.StatusConflict || !strings.Contains(body, errNoIP) {
+			t.Errorf("%+v: %d %s, want 409 %q", binding, code, body, errNoIP)
+		}
 	}
-	defer ws.Close()
-	if _, err := io.WriteString(ws, "GET / HTTP/1.1\r\nHost: guest\r\n\r\n"); err != nil {
-		t.Fatal(err)
+	// A bridge interface the agent wired is dialed at the pod IP it took,
+	// never at loopback even there.
+	f.a.networks[types.UID("0d4a0f4e-1111-4222-8333-944455556666")] = []network.Result{{Interface: "default", Lease: dhcp.Lease{IP: net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)}}}}
+	f.a.netNS = func(context.Context, *launcher.Client) (int, string, error) {
+		return os.Getpid(), "/proc/self/ns/net", nil
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(ws), nil)
-	if err != nil {
-		t.Fatal(err)
+	code, body := f.do("GET", "vm1", "portforward/"+port, "")
+	if code != http.StatusConflict || !strings.Contains(body, "is not a guest's address") {
+		t.Errorf("wired loopback: %d %s, want 409", code, body)
 	}
-	if body, _ := io.ReadAll(resp.Body); string(body) != "guest" {
-		t.Errorf("answer %q, want the server's", body)
+	if n := hostConns.Load(); n != 0 {
+		t.Errorf("the node's own service got %d connections through port-forward", n)
 	}
 }
 
-func TestGuestIP(t *testing.T) {
-	pod := []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}
-	for _, tc := range []struct {
-		name   string
-		nets   []v1.Network
-		ifaces []v1.VirtualMachineInstanceNetworkInterface
-		want   string
-	}{
-		{"the pod network's", pod, []v1.VirtualMachineInstanceNetworkInterface{{Name: "other", IP: "10.1.0.5"}, {Name: "default", IP: "10.244.0.7"}}, "10.244.0.7"},
-		{"the pod network has none yet", pod, []v1.VirtualMachineInstanceNetworkInterface{{Name: "default"}, {Name: "other", IP: "10.1.0.5"}}, "10.1.0.5"},
-		{"no pod network", nil, []v1.VirtualMachineInstanceNetworkInterface{{InterfaceName: "eth0"}, {InterfaceName: "eth1", IP: "fd00::5"}}, "fd00::5"},
-		{"none", pod, []v1.VirtualMachineInstanceNetworkInterface{{Name: "default"}}, ""},
+func TestCheckDialable(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"10.244.0.7": true, "fd00:10:244::7": true, "192.0.2.1": true,
+		"127.0.0.1": false, "::1": false, "0.0.0.0": false, "::": false, "169.254.169.254": false,
+		"fe80::1": false, "224.0.0.1": false, "ff02::1": false, "255.255.255.255": false,
+		"localhost": false, "": false, "10.0.0.1:22": false,
 	} {
-		vmi := &v1.VirtualMachineInstance{Spec: v1.VirtualMachineInstanceSpec{Networks: tc.nets}, Status: v1.VirtualMachineInstanceStatus{Interfaces: tc.ifaces}}
-		if got := guestIP(vmi); got != tc.want {
-			t.Errorf("%s: guestIP = %q, want %q", tc.name, got, tc.want)
+		if err := checkDialable(addr); (err == nil) != ok {
+			t.Errorf("checkDialable(%q) = %v, want ok=%v", addr, err, ok)
 		}
 	}
 }
@@ -217,54 +311,15 @@ func TestMasqueradeGuestIP(t *testing.T) {
 // network namespace, which a dial from the test's own cannot. It needs
 // root (CAP_SYS_ADMIN, to create and enter the namespace).
 func TestDialInNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test creates a network namespace: run it as root (sudo go test -run TestDialInNamespace ./nodeagent/)")
-	}
-	// A namespace with lo up and a server on 127.0.0.1 in it, made on a
-	// thread of its own that then returns to the test's namespace.
-	type made struct {
-		ns  netns.NsHandle
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan made, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			ch <- made{err: err}
-			return
-		}
-		defer orig.Close()
-		ns, err := netns.New()
-		if err != nil {
-			ch <- made{err: err}
-			return
-		}
-		var ln net.Listener
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		if err == nil {
-			ln, err = net.Listen("tcp", "127.0.0.1:0")
-		}
-		if serr := netns.Set(orig); serr != nil {
-			ch <- made{err: serr} // the thread stays locked and ends with the goroutine
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- made{ns, ln, err}
-	}()
-	m := <-ch
-	if m.err != nil {
-		t.Fatalf("making a network namespace: %v", m.err)
-	}
-	t.Cleanup(func() { m.ns.Close() })
-	t.Cleanup(func() { m.ln.Close() })
+	var ln net.Listener
+	nsPath := testNetNS(t, func() (err error) {
+		ln, err = net.Listen("tcp", masqueradeGuestIP+":0")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
-			c, err := m.ln.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
@@ -272,8 +327,7 @@ func TestDialInNamespace(t *testing.T) {
 			c.Close()
 		}
 	}()
-	addr := m.ln.Addr().String()
-	nsPath := fmt.Sprintf("/proc/self/fd/%d", int(m.ns))
+	addr := ln.Addr().String()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
