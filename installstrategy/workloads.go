@@ -340,15 +340,20 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 	// its node: it is the one privileged component (as KubeVirt's).
 	ctr.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
-	bidirectional := corev1.MountPropagationBidirectional
+	// The agent mounts nothing itself: it only has to see the mounts the
+	// kubelet and the runtime make later under the launcher pods'
+	// directories (volumes, claims), which HostToContainer propagates.
+	// Bidirectional (KubeVirt's) would also carry any mount made in the
+	// privileged container back to the host.
+	hostToContainer := corev1.MountPropagationHostToContainer
 	var volumes []corev1.Volume
 	for _, m := range []struct {
 		name, path  string
 		propagation *corev1.MountPropagationMode
 	}{
-		{"virt-share-dir", HostShareDir, &bidirectional},
+		{"virt-share-dir", HostShareDir, &hostToContainer},
 		{"virt-private-dir", HostPrivateDir, nil},
-		{"kubelet-pods", HostKubeletPods, &bidirectional},
+		{"kubelet-pods", HostKubeletPods, &hostToContainer},
 		{"device-plugin", HostDevicePlugins, nil},
 	} {
 		volumes = append(volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.path, Type: &dirOrCreate}}})

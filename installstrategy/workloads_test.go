@@ -186,3 +186,41 @@ func declaresPort(spec corev1.PodSpec, target intstr.IntOrString) bool {
 	}
 	return false
 }
+
+// TestHandlerMountPropagation: no component mounts a host path with
+// Bidirectional propagation (the node agent performs no mounts, so none of
+// the container's mounts should reach the host), and virt-handler still
+// sees what the kubelet mounts later under the launcher pods' directories.
+func TestHandlerMountPropagation(t *testing.T) {
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []corev1.PodSpec
+	for _, d := range s.Deployments {
+		specs = append(specs, d.Spec.Template.Spec)
+	}
+	for _, ds := range s.DaemonSets {
+		specs = append(specs, ds.Spec.Template.Spec)
+	}
+	propagation := map[string]corev1.MountPropagationMode{}
+	for _, spec := range specs {
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			for _, m := range c.VolumeMounts {
+				if m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationBidirectional {
+					t.Errorf("%s mounts %s with Bidirectional propagation", c.Name, m.MountPath)
+				}
+				if c.Name == v1.VirtHandlerValue && m.MountPropagation != nil {
+					propagation[m.MountPath] = *m.MountPropagation
+				}
+			}
+		}
+	}
+	want := map[string]corev1.MountPropagationMode{
+		HostShareDir:    corev1.MountPropagationHostToContainer,
+		HostKubeletPods: corev1.MountPropagationHostToContainer,
+	}
+	if diff := cmp.Diff(want, propagation); diff != "" {
+		t.Errorf("virt-handler's mount propagation (-want +got):\n%s", diff)
+	}
+}
