@@ -26,6 +26,9 @@ const (
 // DefaultInfraReplicas is the replica count of virt-api and virt-controller.
 const DefaultInfraReplicas = 2
 
+// handlerMemoryLimit is virt-handler's memory limit in bytes (1Gi; see handlerDaemonSet).
+const handlerMemoryLimit = 1 << 30
+
 func (s *Strategy) addServices(c *DeploymentConfig) {
 	svc := func(component, name string, selector map[string]string, port corev1.ServicePort, headless bool) *corev1.Service {
 		out := &corev1.Service{
@@ -205,11 +208,17 @@ func container(c *DeploymentConfig, component string, args []string, ports ...co
 
 func requests(milliCPU, memory int64) corev1.ResourceRequirements {
 	cpu := resource.NewMilliQuantity(milliCPU, resource.DecimalSI)
-	mem := resource.NewQuantity(memory, resource.BinarySI)
-	// String caches the canonical form, as decoding does, so a strategy
-	// read back from its ConfigMap is identical to the generated one.
-	_, _ = cpu.String(), mem.String()
-	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *cpu, corev1.ResourceMemory: *mem}}
+	_ = cpu.String() // see quantity
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *cpu, corev1.ResourceMemory: quantity(memory, resource.BinarySI)}}
+}
+
+// quantity is value in format. String caches the canonical form, as
+// decoding does, so a strategy read back from its ConfigMap is identical
+// to the generated one.
+func quantity(value int64, format resource.Format) resource.Quantity {
+	q := resource.NewQuantity(value, format)
+	_ = q.String()
+	return *q
 }
 
 func probe(get *corev1.HTTPGetAction, delay, period int32) *corev1.Probe {
@@ -335,7 +344,17 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		Name:      "MY_POD_IP",
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}},
 	}}, ctr.Env...)
+	// KubeVirt's requests, and a memory limit, which KubeVirt does not set.
+	// The agent holds the VMIs of its node in its informers, a client per
+	// launcher, and copy buffers for the console, VNC and migration
+	// streams it relays (docs/performance.md measured 97 MiB RSS for the
+	// agent, the controllers and a test kubelet together in one process).
+	// 1Gi, three times the request, leaves room for many VMIs with
+	// consoles and migrations in flight, while a runaway (an endless answer
+	// from a launcher, #35 N4) restarts the agent alone instead of pushing
+	// the node into its OOM killer.
 	ctr.Resources = requests(10, 325<<20)
+	ctr.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: quantity(handlerMemoryLimit, resource.BinarySI)}
 	// The node agent creates devices, cgroups and mounts for the domains of
 	// its node: it is the one privileged component (as KubeVirt's).
 	ctr.SecurityContext = &corev1.SecurityContext{Privileged: ptr(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}

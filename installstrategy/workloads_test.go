@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -222,5 +224,27 @@ func TestHandlerMountPropagation(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, propagation); diff != "" {
 		t.Errorf("virt-handler's mount propagation (-want +got):\n%s", diff)
+	}
+}
+
+// TestHandlerMemoryLimit: virt-handler keeps KubeVirt's requests (10m CPU,
+// 325Mi) and has a memory limit above them, so a runaway agent is
+// restarted alone rather than left to the node's OOM killer; no CPU limit
+// throttles it.
+func TestHandlerMemoryLimit(t *testing.T) {
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.DaemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want virt-handler's", len(s.DaemonSets))
+	}
+	got := s.DaemonSets[0].Spec.Template.Spec.Containers[0].Resources
+	want := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("325Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	if !equality.Semantic.DeepEqual(want, got) {
+		t.Errorf("virt-handler's resources %v, want %v", got, want)
 	}
 }
