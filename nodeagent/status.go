@@ -31,8 +31,15 @@ const (
 	// nobody asked to stop (its pod was deleted or evicted, or its liveness
 	// probe failed), and the launcher stopped the guest.
 	ReasonLauncherTerminated = "LauncherTerminated"
-	// ReasonPausedByUser is the Paused condition's reason, as KubeVirt's.
-	ReasonPausedByUser = "PausedByUser"
+	// ReasonPausedByUser and ReasonPausedIOError are the Paused condition's
+	// reasons, as KubeVirt's: paused through the pause subresource, or by
+	// QEMU on a disk I/O error (the domains' error_policy is stop: a full
+	// disk, or lost storage), when libvirt's paused reason is ioerror.
+	ReasonPausedByUser  = "PausedByUser"
+	ReasonPausedIOError = "PausedIOError"
+	// ReasonIOErrorEvent is the reason of KubeVirt's Warning event on a VMI
+	// whose guest an I/O error paused (KubeVirt's spelling).
+	ReasonIOErrorEvent = "IOerror"
 	// ReasonAccessCredentialsSyncSuccess and ReasonAccessCredentialsSyncFailed
 	// are KubeVirt's event reasons for the AccessCredentialsSynchronized
 	// condition, which vmkit also gives the condition.
@@ -58,11 +65,11 @@ type observation struct {
 }
 
 // calculateStatus is the VMI's status given what the launcher and the guest
-// agent reported. It only changes the phase, the reason, the Paused,
-// AgentConnected and AccessCredentialsSynchronized conditions, guestOSInfo
-// and interfaces; the Ready
-// condition belongs to the VMI controller. It is pure: sync writes the
-// result only when it differs.
+// agent reported. It only changes the phase, the reason, the Paused
+// (PausedByUser or PausedIOError), AgentConnected and
+// AccessCredentialsSynchronized conditions, guestOSInfo and interfaces; the
+// Ready condition belongs to the VMI controller. It is pure: sync writes
+// the result only when it differs.
 func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.VirtualMachineInstanceStatus {
 	s := *vmi.Status.DeepCopy()
 	if vmi.IsFinal() {
@@ -102,12 +109,8 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	case st.Started && running(st.State):
 		enter(v1.Running, "")
 	}
-	paused := st != nil && !st.Final && st.State == hypervisor.StatePaused && st.Reason == hypervisor.ReasonUser
-	if paused && s.Phase == v1.Running {
-		setCondition(&s, v1.VirtualMachineInstanceCondition{
-			Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
-			Reason: ReasonPausedByUser, Message: "VMI was paused by user",
-		}, now)
+	if c := pausedCondition(st); c != nil && s.Phase == v1.Running {
+		setCondition(&s, *c, now)
 	} else {
 		removeCondition(&s, v1.VirtualMachineInstancePaused)
 	}
@@ -136,6 +139,48 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	return s
 }
 
+// pausedCondition is the Paused condition for a live domain paused by the
+// user or by an I/O error, as KubeVirt's virt-handler sets it; nil for a
+// domain that is not paused, or paused for another reason (a migration's
+// switch-over, a snapshot), which KubeVirt does not report either.
+func pausedCondition(st *launcher.Status) *v1.VirtualMachineInstanceCondition {
+	if st == nil || st.Final || st.State != hypervisor.StatePaused {
+		return nil
+	}
+	c := &v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue}
+	switch st.Reason {
+	case hypervisor.ReasonUser:
+		c.Reason, c.Message = ReasonPausedByUser, "VMI was paused by user"
+	case hypervisor.ReasonIOError:
+		c.Reason, c.Message = ReasonPausedIOError, "VMI was paused, low-level IO error detected"
+	default:
+		return nil
+	}
+	return c
+}
+
+// ioErrorEvent records KubeVirt's Warning IOerror event when status, just
+// written, is the first to say that an I/O error paused the guest. The
+// guest stays paused until it is unpaused (virtctl unpause), which retries
+// the failed I/O: make room on the disk or restore its storage first.
+func (a *Agent) ioErrorEvent(vmi *v1.VirtualMachineInstance, status *v1.VirtualMachineInstanceStatus) {
+	if pausedBy(status) != ReasonPausedIOError || pausedBy(&vmi.Status) == ReasonPausedIOError {
+		return
+	}
+	a.recorder.Event(vmi, corev1.EventTypeWarning, ReasonIOErrorEvent,
+		"VM Paused due to IO error: a disk is full or its storage failed; unpause the VMI once it is fixed")
+}
+
+// pausedBy is the reason of a status's Paused condition when it is True.
+func pausedBy(s *v1.VirtualMachineInstanceStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == v1.VirtualMachineInstancePaused && c.Status == corev1.ConditionTrue {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
 // applyGuestAgent sets AgentConnected (True, as KubeVirt's, without a
 // reason) while the guest agent answers and removes it when it stops;
 // guestOSInfo and the interfaces are what the agent last reported, kept
@@ -160,7 +205,8 @@ func applyGuestAgent(s *v1.VirtualMachineInstanceStatus, ga *guestAgentInfo, now
 }
 
 // running reports whether a domain in this state has a guest that runs
-// (paused by the user counts; shut off or crashed does not).
+// (paused, by the user or by an I/O error, counts; shut off or crashed
+// does not).
 func running(st hypervisor.State) bool {
 	switch st {
 	case hypervisor.StateRunning, hypervisor.StateBlocked, hypervisor.StatePaused, hypervisor.StateShuttingDown, hypervisor.StatePMSuspended:

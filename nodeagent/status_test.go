@@ -1,15 +1,20 @@
 package nodeagent
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -28,6 +33,10 @@ func TestCalculateStatus(t *testing.T) {
 	}
 	paused := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
 		Reason: ReasonPausedByUser, Message: "VMI was paused by user", LastTransitionTime: ts}
+	ioError := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
+		Reason: ReasonPausedIOError, Message: "VMI was paused, low-level IO error detected", LastTransitionTime: ts}
+	ioErrorBefore := ioError
+	ioErrorBefore.LastTransitionTime = earlier
 	ready := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue, LastTransitionTime: earlier}
 	enter := func(p v1.VirtualMachineInstancePhase) []v1.VirtualMachineInstancePhaseTransitionTimestamp {
 		return []v1.VirtualMachineInstancePhaseTransitionTimestamp{{Phase: p, PhaseTransitionTimestamp: ts}}
@@ -52,6 +61,41 @@ func TestCalculateStatus(t *testing.T) {
 		vmi:  vmiIn(v1.Running, ready),
 		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonUser)},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ready, paused}},
+	}, {
+		name: "paused by an I/O error (a full disk): Paused with reason PausedIOError, still Running",
+		vmi:  vmiIn(v1.Running, ready),
+		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonIOError)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ready, ioError}},
+	}, {
+		name: "still paused by the I/O error: the transition time stays",
+		vmi:  vmiIn(v1.Running, ioErrorBefore),
+		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonIOError)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ioErrorBefore}},
+	}, {
+		name: "a user-paused guest that then hits an I/O error: the reason changes",
+		vmi: vmiIn(v1.Running, func() v1.VirtualMachineInstanceCondition {
+			c := paused
+			c.LastTransitionTime = earlier
+			return c
+		}()),
+		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonIOError)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ioErrorBefore}},
+	}, {
+		name: "unpaused after the I/O error: Paused goes",
+		vmi:  vmiIn(v1.Running, ready, ioErrorBefore),
+		obs:  observation{launcher: live(hypervisor.StateRunning, hypervisor.ReasonUnpaused)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ready}},
+	}, {
+		name: "a scheduled VMI whose guest an I/O error paused at boot: Running and Paused",
+		vmi:  vmiIn(v1.Scheduled),
+		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonIOError)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Running),
+			Conditions: []v1.VirtualMachineInstanceCondition{ioError}},
+	}, {
+		name: "paused for a migration's switch-over: no condition, as KubeVirt's",
+		vmi:  vmiIn(v1.Running, ready),
+		obs:  observation{launcher: live(hypervisor.StatePaused, hypervisor.ReasonMigrated)},
+		want: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "n", Conditions: []v1.VirtualMachineInstanceCondition{ready}},
 	}, {
 		name: "unpaused removes Paused",
 		vmi:  vmiIn(v1.Running, ready, paused),
@@ -126,6 +170,72 @@ func TestCalculateStatus(t *testing.T) {
 				t.Errorf("calculateStatus modified the VMI:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIOErrorPauseReported is the review's TestAuditIOErrorPauseNotReported
+// (#35, N7) turned around: a guest QEMU paused on an I/O error
+// (error_policy stop: a full disk, a lost storage backend) gives the VMI
+// the Paused condition with KubeVirt's reason and message; before, the VMI
+// stayed Running with no condition at all.
+func TestIOErrorPauseReported(t *testing.T) {
+	vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}}
+	st := launcher.Status{Started: true, State: hypervisor.StatePaused, Reason: hypervisor.ReasonIOError}
+	got := calculateStatus(vmi, observation{now: time.Now(), launcher: &st})
+	if got.Phase != v1.Running {
+		t.Errorf("phase %s, want Running (a paused guest is Running and Paused, as in KubeVirt)", got.Phase)
+	}
+	c := pausedConditionOf(&got)
+	if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "PausedIOError" || c.Message != "VMI was paused, low-level IO error detected" {
+		t.Fatalf("Paused condition %+v, want True PausedIOError %q; conditions %+v", c, "VMI was paused, low-level IO error detected", got.Conditions)
+	}
+}
+
+func pausedConditionOf(s *v1.VirtualMachineInstanceStatus) *v1.VirtualMachineInstanceCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == v1.VirtualMachineInstancePaused {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestIOErrorEvent: KubeVirt's Warning IOerror event when the guest is
+// first reported paused by an I/O error; none while it stays paused, for a
+// user's pause, or for the resume; a second I/O error after a resume has
+// its own.
+func TestIOErrorEvent(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	a := &Agent{recorder: rec}
+	paused := func(reason string) []v1.VirtualMachineInstanceCondition {
+		return []v1.VirtualMachineInstanceCondition{{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue, Reason: reason}}
+	}
+	const event = "Warning IOerror VM Paused due to IO error: a disk is full or its storage failed; unpause the VMI once it is fixed"
+	vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running}}
+	steps := []struct {
+		name string
+		next []v1.VirtualMachineInstanceCondition
+		want string // "" for no event
+	}{
+		{"running", nil, ""},
+		{"paused by the user", paused(ReasonPausedByUser), ""},
+		{"then by an I/O error", paused(ReasonPausedIOError), event},
+		{"still paused by it", paused(ReasonPausedIOError), ""},
+		{"unpaused", nil, ""},
+		{"paused by an I/O error again", paused(ReasonPausedIOError), event},
+	}
+	for _, s := range steps {
+		status := v1.VirtualMachineInstanceStatus{Phase: v1.Running, Conditions: s.next}
+		a.ioErrorEvent(vmi, &status)
+		got := ""
+		select {
+		case got = <-rec.Events:
+		default:
+		}
+		if got != s.want {
+			t.Errorf("%s: event %q, want %q", s.name, got, s.want)
+		}
+		vmi.Status = status
 	}
 }
 
@@ -214,5 +324,77 @@ func TestCalculateStatusGuestAgent(t *testing.T) {
 				t.Errorf("calculateStatus modified the VMI:\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIOErrorPauseThroughSync drives the agent's sync against a real
+// launcher on the fake hypervisor: when QEMU pauses the running guest on an
+// I/O error, the written VMI stays Running with Paused=True PausedIOError,
+// and the agent's /metrics has vmkit_nodeagent_vmi_paused for it; once the
+// guest is resumed both are gone.
+func TestIOErrorPauseThroughSync(t *testing.T) {
+	dir := shortTempDir(t)
+	share := filepath.Join(dir, "share")
+	vmi := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455557777")
+	vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
+	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"}
+	h := hypervisor.NewFake()
+	runLauncher(t, dir, share, h, vmi)
+	ctx := context.Background()
+	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100), PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncUntil := func(what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.informer.GetIndexer().Update(got); err != nil {
+				t.Fatal(err)
+			}
+			if cond(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; status %+v", what, got.Status)
+			}
+			if _, err := a.sync(ctx, "ns/vm1"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	pausedMetric := func() map[string]float64 { return samples(t, a.Registry(), "vmkit_nodeagent_vmi_paused") }
+
+	waitFor(t, func() bool { _, err := a.client(vmi.UID).Ping(ctx); return err == nil })
+	syncUntil("Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running })
+	if got := pausedMetric(); len(got) != 0 {
+		t.Errorf("vmkit_nodeagent_vmi_paused of a running guest: %v, want none", got)
+	}
+
+	if err := h.SetState("ns_vm1", hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonIOError}); err != nil {
+		t.Fatal(err)
+	}
+	got := syncUntil("Paused", func(v *v1.VirtualMachineInstance) bool { return pausedConditionOf(&v.Status) != nil })
+	if c := pausedConditionOf(&got.Status); got.Status.Phase != v1.Running || c.Status != corev1.ConditionTrue || c.Reason != ReasonPausedIOError {
+		t.Errorf("after the I/O error: phase %s, Paused %+v; want Running, True %s", got.Status.Phase, c, ReasonPausedIOError)
+	}
+	want := map[string]float64{`vmkit_nodeagent_vmi_paused{name="vm1",namespace="ns",node="node01",reason="PausedIOError"}`: 1}
+	if diff := cmp.Diff(want, pausedMetric()); diff != "" {
+		t.Errorf("vmkit_nodeagent_vmi_paused (-want +got):\n%s", diff)
+	}
+
+	if err := h.SetState("ns_vm1", hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}); err != nil {
+		t.Fatal(err)
+	}
+	syncUntil("Paused to go", func(v *v1.VirtualMachineInstance) bool { return pausedConditionOf(&v.Status) == nil })
+	if got := pausedMetric(); len(got) != 0 {
+		t.Errorf("vmkit_nodeagent_vmi_paused after the resume: %v, want none", got)
 	}
 }

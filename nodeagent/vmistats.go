@@ -50,6 +50,9 @@ func newVMIFamily(name, help string, typ prometheus.ValueType, extra ...string) 
 // counted in vmkit_nodeagent_launcher_errors_total{op="stats"}: one hung
 // launcher never stalls /metrics for longer than the timeout.
 //
+// It also exports vmkit_nodeagent_vmi_paused from the Paused condition of
+// those VMIs, so that a guest an I/O error paused can be alerted on.
+//
 // Collecting at scrape time, from the launcher that owns the domain, is
 // what KubeVirt does too (virt-handler asks each virt-launcher over its
 // command socket): the values are fresh, the agent keeps no state per VMI,
@@ -65,6 +68,9 @@ type vmiStatsCollector struct {
 	netRxErrors, netTxErrors, netRxDropped, netTxDropped, netTraffic       vmiFamily
 	diskReadReqs, diskWriteReqs, diskReadBytes, diskWriteBytes             vmiFamily
 	diskReadTime, diskWriteTime, diskFlushReqs, diskFlushTime              vmiFamily
+
+	// paused is vmkit's own, from the VMIs' Paused condition.
+	paused vmiFamily
 }
 
 // newVMIStatsCollector defines the families with KubeVirt's names, types,
@@ -114,6 +120,12 @@ func newVMIStatsCollector(a *Agent) *vmiStatsCollector {
 		diskWriteTime:  newVMIFamily("kubevirt_vmi_storage_write_times_seconds_total", "Total time spent on write operations.", c, "drive"),
 		diskFlushReqs:  newVMIFamily("kubevirt_vmi_storage_flush_requests_total", "Total storage flush requests.", c, "drive"),
 		diskFlushTime:  newVMIFamily("kubevirt_vmi_storage_flush_times_seconds_total", "Total time spent on cache flushing.", c, "drive"),
+
+		// KubeVirt has no metric for a paused VMI (its virt-controller's
+		// kubevirt_vm_info shows a VM's printable status Paused, with no
+		// reason).
+		paused: newVMIFamily("vmkit_nodeagent_vmi_paused", "1 for each Running VMI on this node whose guest is paused (its Paused condition), by the condition's reason: "+
+			"PausedByUser, or PausedIOError when QEMU stopped the guest on a disk I/O error (a full disk, lost storage) and it waits to be unpaused.", g, "reason"),
 	}
 }
 
@@ -127,6 +139,7 @@ func (c *vmiStatsCollector) families() []vmiFamily {
 		c.netRxErrors, c.netTxErrors, c.netRxDropped, c.netTxDropped, c.netTraffic,
 		c.diskReadReqs, c.diskWriteReqs, c.diskReadBytes, c.diskWriteBytes,
 		c.diskReadTime, c.diskWriteTime, c.diskFlushReqs, c.diskFlushTime,
+		c.paused,
 	}
 }
 
@@ -158,6 +171,9 @@ func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, vmi := range vmis {
 		if !c.scraped(vmi) {
 			continue
+		}
+		if reason := pausedBy(&vmi.Status); reason != "" {
+			ch <- prometheus.MustNewConstMetric(c.paused.desc, c.paused.typ, 1, vmi.Status.NodeName, vmi.Namespace, vmi.Name, reason)
 		}
 		wg.Add(1)
 		go func() {
