@@ -3,10 +3,12 @@ package nodeagent
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -82,7 +84,8 @@ func TestPrepareNonRootLauncher(t *testing.T) {
 		{Name: "blk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}},
 		{Name: "fs", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{}}},
 		{Name: "hd", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/images/img.raw", Type: v1.HostDiskExists}}},
-		{Name: "hdnew", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/images/new.raw", Type: v1.HostDiskExistsOrCreateEmpty}}},
+		{Name: "hdnew", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/var/images/new.raw", Type: v1.HostDiskExistsOrCreateEmpty,
+			Capacity: resource.MustParse("1Mi")}}},
 		{Name: "cd", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "x"}}},
 	}}}
 
@@ -113,12 +116,29 @@ func TestPrepareNonRootLauncher(t *testing.T) {
 		hostDisksDir + "/fs/disk.img": {0, 0},
 		hostDisksDir + "/hd/img.raw":  {uid, gid},
 		hostDisksDir + "/hd":          {0, 0},
-		hostDisksDir + "/hdnew":       {uid, gid}, // the launcher creates new.raw in it
+		// #35, N8: the directory of a DiskOrCreate image keeps its owner
+		// (it is the node's: /etc for a path of /etc/x.img); the agent
+		// creates the image itself, owned by the launcher's user.
+		hostDisksDir + "/hdnew":         {0, 0},
+		hostDisksDir + "/hdnew/new.raw": {uid, gid},
 	}
 	for p, w := range want {
 		if got := owner(t, filepath.Join(root, p)); got != w {
 			t.Errorf("/%s owned by %v, want %v", p, got, w)
 		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, hostDisksDir, "hdnew/new.raw")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 1<<20 || fi.Mode().Perm() != 0o660 {
+		t.Errorf("the created image: %v %v, want a regular file of 1Mi bytes, mode 0660", fi, err)
+	}
+	// A second start keeps the image as it is (the guest's data).
+	if err := os.WriteFile(filepath.Join(root, hostDisksDir, "hdnew/new.raw"), []byte("data"), 0o660); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareNonRootLauncher(vmi, root, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, hostDisksDir, "hdnew/new.raw")); err != nil || string(b) != "data" {
+		t.Errorf("the image after a second start: %q %v, want it kept", b, err)
 	}
 	if got := owner(t, outside); got != [2]int{0, 0} {
 		t.Errorf("a file outside the launcher's root changed owner: %v", got)
@@ -133,6 +153,41 @@ func TestPrepareNonRootLauncher(t *testing.T) {
 	}
 	if got := owner(t, outside); got != [2]int{0, 0} {
 		t.Errorf("a file outside the launcher's root changed owner: %v", got)
+	}
+}
+
+// TestPrepareHostDiskHardLink (#35, N8): a host disk image that is a hard
+// link (the VMI's creator can make one in a directory the launcher may
+// write, to any file of the node's file system) is refused, and neither of
+// its names changes owner.
+func TestPrepareHostDiskHardLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test changes owners: run it as root")
+	}
+	const uid, gid = 4107, 4108
+	root := t.TempDir()
+	dir := filepath.Join(root, hostDisksDir, "hd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(root, "shadow") // what the link is another name of
+	if err := os.WriteFile(victim, []byte("root:x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(victim, filepath.Join(dir, "img.raw")); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []v1.HostDiskType{v1.HostDiskExists, v1.HostDiskExistsOrCreateEmpty} {
+		vmi := &v1.VirtualMachineInstance{Spec: v1.VirtualMachineInstanceSpec{Volumes: []v1.Volume{
+			{Name: "hd", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: "/data/img.raw", Type: typ, Capacity: resource.MustParse("1Mi")}}},
+		}}}
+		err := prepareNonRootLauncher(vmi, root, uid, gid)
+		if err == nil || !strings.Contains(err.Error(), "hard links") {
+			t.Errorf("%s: a hard-linked image: error %v, want one about its hard links", typ, err)
+		}
+		if got := owner(t, victim); got != [2]int{0, 0} {
+			t.Errorf("%s: the link's other name is owned by %v", typ, got)
+		}
 	}
 }
 

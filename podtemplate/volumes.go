@@ -65,7 +65,9 @@ type podStorage struct {
 //     claims are left to the node agent;
 //   - hostDisk, only with Config.FeatureGates' HostDiskGate: the image's
 //     directory on the node (hostPath), mounted there too, so that the image
-//     is <dir>/<name>/<base name of hostDisk.path> in the pod;
+//     is <dir>/<name>/<base name of hostDisk.path> in the pod; a directory
+//     that would expose the node's system (DeniedHostDiskPath) is refused
+//     even with the gate;
 //   - configMap, secret, downwardAPI, sysprep: mounted read-only under
 //     /var/run/kubevirt-private/<kind>/<name>, where the launcher builds the
 //     ISO image the guest sees;
@@ -347,8 +349,9 @@ func (s *podStorage) addClaim(f *guestFacts, name, claim string, readOnly bool, 
 }
 
 // addHostDisk mounts the directory of a host disk image: Directory for an
-// existing image, DirectoryOrCreate when the launcher may create it. The
-// caller checks the HostDisk feature gate.
+// existing image, DirectoryOrCreate when the image may be created. The
+// caller checks the HostDisk feature gate; a directory DeniedHostDiskPath
+// names is refused here.
 func (s *podStorage) addHostDisk(f *guestFacts, vol *v1.Volume, field volField) error {
 	hd := vol.HostDisk
 	if !path.IsAbs(hd.Path) || path.Clean(hd.Path) != hd.Path {
@@ -357,6 +360,9 @@ func (s *podStorage) addHostDisk(f *guestFacts, vol *v1.Volume, field volField) 
 	dir := path.Dir(hd.Path)
 	if dir == "/" || dir == hd.Path {
 		return f.ref.errorf(field.at(".hostDisk.path"), "%q: the image must be in a directory other than /, which would expose the node's root", hd.Path)
+	}
+	if denied := DeniedHostDiskPath(hd.Path); denied != "" {
+		return f.ref.errorf(field.at(".hostDisk.path"), "%q: its directory %s would mount %s of the node into the launcher pod, read-write; host disks must be in a directory of their own, such as /data/images", hd.Path, dir, denied)
 	}
 	var t corev1.HostPathType
 	switch hd.Type {
@@ -375,6 +381,43 @@ func (s *podStorage) addHostDisk(f *guestFacts, vol *v1.Volume, field volField) 
 	}})
 	s.mounts = append(s.mounts, corev1.VolumeMount{Name: vol.Name, MountPath: hostDisksDir + "/" + vol.Name})
 	return nil
+}
+
+// deniedHostDirs are the node's directories no hostDisk may mount: the
+// system, the kubelet's and the container runtimes' state (other pods'
+// volumes, secrets and images), home directories, and where root's jobs
+// and programs live. Every directory under them is denied too, and so is
+// every directory above one, whose mount would contain it. A directory
+// whose base name starts with "lib" directly under / (/lib, /lib64,
+// /libx32, …) is denied as well.
+var deniedHostDirs = []string{
+	"/bin", "/boot", "/dev", "/etc", "/home", "/opt", "/proc", "/root", "/run", "/sbin", "/sys", "/usr",
+	"/var/lib/kubelet", "/var/run", "/var/lib/containerd", "/var/lib/containers", "/var/lib/docker",
+	"/var/lib/cni", "/var/lib/etcd", "/var/spool",
+}
+
+// DeniedHostDiskPath returns the node directory that no VMI may reach and
+// that the launcher pod's mount of p's directory would expose (p is a
+// hostDisk.path, clean and absolute): that directory itself, the denied
+// one it is under, or a denied one under it; "" when p's directory may be
+// mounted. The HostDisk feature gate lets every user who may create a VMI
+// mount a node directory read-write, so the renderer refuses these
+// whatever the gate says. The check is lexical: a symbolic link on the node
+// from an allowed directory to a denied one is not seen.
+func DeniedHostDiskPath(p string) string {
+	dir := path.Dir(p)
+	if dir == "/" {
+		return "/"
+	}
+	if first, _, _ := strings.Cut(dir[1:], "/"); strings.HasPrefix(first, "lib") {
+		return "/" + first
+	}
+	for _, d := range deniedHostDirs {
+		if dir == d || strings.HasPrefix(dir, d+"/") || strings.HasPrefix(d, dir+"/") {
+			return d
+		}
+	}
+	return ""
 }
 
 func (s *podStorage) addSysprep(f *guestFacts, vol *v1.Volume, field volField) error {

@@ -2,6 +2,8 @@ package podtemplate
 
 import (
 	"errors"
+	"fmt"
+	"path"
 	"strings"
 	"testing"
 
@@ -178,6 +180,82 @@ func TestVMIStorageErrors(t *testing.T) {
 			var fe *FieldError
 			if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), "VirtualMachineInstance ns/vm: "+tt.want) {
 				t.Errorf("error %v\nwant a FieldError starting with %q", err, "VirtualMachineInstance ns/vm: "+tt.want)
+			}
+		})
+	}
+}
+
+// TestHostDiskDeniedPaths (#35, N8): with the HostDisk gate on, a hostDisk
+// whose directory is, is under, or contains a system directory of the node
+// (/etc, /var/lib/kubelet, …) renders no pod, and the error names the VMI
+// and spec.volumes[i].hostDisk.path; a directory of its own renders.
+func TestHostDiskDeniedPaths(t *testing.T) {
+	tests := []struct {
+		path   string
+		denied string // "" when allowed
+	}{
+		{"/etc/x.img", "/etc"},
+		{"/etc/ld.so.preload", "/etc"},
+		{"/etc/kubernetes/pki/x.img", "/etc"},
+		{"/root/.ssh/authorized_keys", "/root"},
+		{"/usr/local/bin/x", "/usr"},
+		{"/boot/x.img", "/boot"},
+		{"/bin/x", "/bin"},
+		{"/sbin/x", "/sbin"},
+		{"/lib/x.img", "/lib"},
+		{"/lib64/x.img", "/lib64"},
+		{"/libx32/x.img", "/libx32"},
+		{"/var/lib/kubelet/x.img", "/var/lib/kubelet"},
+		{"/var/lib/kubelet/pods/u/volumes/x.img", "/var/lib/kubelet"},
+		{"/var/run/x.img", "/var/run"},
+		{"/run/containerd/x.img", "/run"},
+		{"/proc/1/root/x", "/proc"},
+		{"/sys/kernel/x", "/sys"},
+		{"/dev/sda", "/dev"},
+		{"/home/admin/.ssh/x", "/home"},
+		{"/opt/cni/bin/bridge", "/opt"},
+		{"/var/lib/containerd/x.img", "/var/lib/containerd"},
+		{"/var/spool/cron/crontabs/root", "/var/spool"},
+		// A directory above a denied one would mount it too.
+		{"/var/x.img", "/var/lib/kubelet"},
+		{"/var/lib/x.img", "/var/lib/kubelet"},
+		// Directories of their own.
+		{"/data/x.img", ""},
+		{"/data/etc/x.img", ""},
+		{"/var/lib/vm-disks/x.img", ""},
+		{"/var/lib/libvirt/images/x.qcow2", ""},
+		{"/var/lib/kubelet-images/x.img", ""},
+		{"/mnt/disks/x.img", ""},
+		{"/tmp/hostImages/x.img", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			if got := DeniedHostDiskPath(tt.path); got != tt.denied {
+				t.Errorf("DeniedHostDiskPath(%q) = %q, want %q", tt.path, got, tt.denied)
+			}
+			for _, typ := range []v1.HostDiskType{v1.HostDiskExists, v1.HostDiskExistsOrCreateEmpty} {
+				vols := []v1.Volume{
+					{Name: "root", VolumeSource: v1.VolumeSource{ContainerDisk: &v1.ContainerDiskSource{Image: "img"}}},
+					{Name: "data", VolumeSource: v1.VolumeSource{HostDisk: &v1.HostDisk{Path: tt.path, Type: typ, Capacity: q("1Gi")}}},
+				}
+				f := &guestFacts{ref: objectRef{kind: kindVMI, namespace: "ns", name: "vm"}}
+				var got podStorage
+				err := vmiStorage(f, &v1.VirtualMachineInstanceSpec{Volumes: vols}, "ns", &Config{FeatureGates: []string{HostDiskGate}}, &got)
+				if tt.denied == "" {
+					if err != nil {
+						t.Errorf("%s: %v", typ, err)
+					}
+					continue
+				}
+				want := fmt.Sprintf(`VirtualMachineInstance ns/vm: spec.volumes[1].hostDisk.path: %q: its directory %s would mount %s of the node into the launcher pod, read-write;`,
+					tt.path, path.Dir(tt.path), tt.denied)
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field != "spec.volumes[1].hostDisk.path" || !strings.HasPrefix(err.Error(), want) {
+					t.Errorf("%s: error %v\nwant a FieldError starting with %s", typ, err, want)
+				}
+				if len(got.volumes) != 0 {
+					t.Errorf("%s: volumes %v added for a denied host disk", typ, got.volumes)
+				}
 			}
 		})
 	}
