@@ -19,13 +19,50 @@ const (
 	migrationJobNameAnnotation = "kubevirt.io/migrationJobName"
 )
 
-// podLabels are the VMI's labels, then Config.ExtraLabels, then the
-// launcher's own: kubevirt.io=virt-launcher, kubevirt.io/created-by=<vmi uid>
-// and vm.kubevirt.io/name=<host name> (what KubeVirt puts there, so Services
-// written for KubeVirt select the pod).
+// reservedKeys are labels and annotations that vmkit's components, as
+// KubeVirt's, set themselves on launcher pods or VMIs and read back. A
+// VMI's own are never copied to its pod, where a controller would take
+// them for its own: to the migration controller a pod labelled
+// kubevirt.io/migrationJobUID and annotated kubevirt.io/migrationJobName is
+// that migration's target. (KubeVirt copies them; #35 N11.) Other
+// kubevirt.io/ keys are copied, as KubeVirt copies them: users label VMs
+// kubevirt.io/vm or kubevirt.io/domain and select launcher pods by them
+// (the annotation kubevirt.io/domain is the renderer's, set after).
+var reservedKeys = map[string]bool{
+	v1.AppLabel:                     true,
+	v1.CreatedByLabel:               true,
+	v1.MigrationJobLabel:            true,
+	migrationJobNameAnnotation:      true,
+	v1.NodeNameLabel:                true,
+	v1.MigrationTargetNodeNameLabel: true,
+	v1.MigrationSelectorLabel:       true,
+	v1.EphemeralProvisioningObject:  true,
+	// KubeVirt's API-version bookkeeping on VMIs.
+	"kubevirt.io/latest-observed-api-version":  true,
+	"kubevirt.io/storage-observed-api-version": true,
+}
+
+// runtimeAnnotationPrefixes start the annotations the kubelet and the
+// container runtime act on for security: AppArmor and seccomp profiles.
+// A VMI's are never copied to its pod, whose profiles are the renderer's
+// (an AppArmor "unconfined" takes effect in a privileged namespace).
+var runtimeAnnotationPrefixes = []string{
+	"container.apparmor.security.beta.kubernetes.io/",
+	"seccomp.security.alpha.kubernetes.io/",
+	"container.seccomp.security.alpha.kubernetes.io/",
+}
+
+// podLabels are the VMI's labels but reservedKeys, then Config.ExtraLabels,
+// then the launcher's own: kubevirt.io=virt-launcher,
+// kubevirt.io/created-by=<vmi uid> and vm.kubevirt.io/name=<host name>
+// (what KubeVirt puts there, so Services written for KubeVirt select the
+// pod).
 func podLabels(vmi *v1.VirtualMachineInstance, extra map[string]string, host string, room int) map[string]string {
 	labels := make(map[string]string, len(vmi.Labels)+len(extra)+3+room)
 	for k, v := range vmi.Labels {
+		if reservedKeys[k] {
+			continue
+		}
 		labels[k] = v
 	}
 	for k, v := range extra {
@@ -39,15 +76,13 @@ func podLabels(vmi *v1.VirtualMachineInstance, extra map[string]string, host str
 	return labels
 }
 
-// podAnnotations are the VMI's annotations without kubectl's and KubeVirt's
-// bookkeeping ones, then Config.ExtraAnnotations, then
+// podAnnotations are the VMI's annotations without kubectl's, reservedKeys
+// and the AppArmor and seccomp ones, then Config.ExtraAnnotations, then
 // kubevirt.io/domain=<vmi name> and kubectl's default container.
 func podAnnotations(vmi *v1.VirtualMachineInstance, extra map[string]string, room int) map[string]string {
 	ann := make(map[string]string, len(vmi.Annotations)+len(extra)+2+room)
 	for k, v := range vmi.Annotations {
-		if strings.HasPrefix(k, "kubectl.kubernetes.io/") ||
-			k == "kubevirt.io/latest-observed-api-version" ||
-			k == "kubevirt.io/storage-observed-api-version" {
+		if strings.HasPrefix(k, "kubectl.kubernetes.io/") || reservedKeys[k] || isRuntimeAnnotation(k) {
 			continue
 		}
 		ann[k] = v
@@ -58,6 +93,15 @@ func podAnnotations(vmi *v1.VirtualMachineInstance, extra map[string]string, roo
 	ann[v1.DomainAnnotation] = vmi.Name
 	ann[defaultContainerAnnotation] = ComputeContainerName
 	return ann
+}
+
+func isRuntimeAnnotation(k string) bool {
+	for _, p := range runtimeAnnotationPrefixes {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // controllerRef makes the VMI the pod's controlling owner, so deleting the
