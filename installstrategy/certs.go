@@ -53,6 +53,15 @@ const (
 	// certificate (HandlerClientCertSecretName), KubeVirt's: virt-handler
 	// accepts client certificates of the CA bundle with this name only.
 	HandlerClientCommonName = "kubevirt.io:system:client:virt-handler"
+	// MigrationClientCertSecretName is the client certificate (tls.crt,
+	// tls.key) a node agent's migration proxy presents to another node's
+	// migration listeners: the only identity they accept, and one the
+	// REST API refuses (a connection a launcher's libvirt opens through
+	// the proxy carries it, so it must open nothing but migrations).
+	MigrationClientCertSecretName = "kubevirt-virt-handler-migration-certs"
+	// MigrationClientCommonName is the subject common name of
+	// MigrationClientCertSecretName's certificate.
+	MigrationClientCommonName = "kubevirt.io:system:client:migration-proxy"
 	// APIServerCertSecretName is virt-api's serving certificate (tls.crt,
 	// tls.key), for the names of its Service (virt-api, virt-api.<ns>,
 	// virt-api.<ns>.svc): the aggregator verifies it against the CA bundle
@@ -176,6 +185,9 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		{HandlerClientCertSecretName, x509.Certificate{
 			Subject: pkix.Name{CommonName: HandlerClientCommonName},
 		}, x509.ExtKeyUsageClientAuth},
+		{MigrationClientCertSecretName, x509.Certificate{
+			Subject: pkix.Name{CommonName: MigrationClientCommonName},
+		}, x509.ExtKeyUsageClientAuth},
 		{APIServerCertSecretName, x509.Certificate{
 			Subject:  pkix.Name{CommonName: APIServiceName + "." + namespace + ".svc"},
 			DNSNames: []string{APIServiceName, APIServiceName + "." + namespace, APIServiceName + "." + namespace + ".svc"},
@@ -208,7 +220,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 // DeleteCertificates removes what EnsureCertificates created.
 func DeleteCertificates(ctx context.Context, c dynamic.Interface, namespace string) error {
 	var errs []error
-	for _, name := range []string{APIServerCertSecretName, HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
+	for _, name := range []string{APIServerCertSecretName, MigrationClientCertSecretName, HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
 		if err := c.Resource(secretsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", namespace, name, err))
 		}

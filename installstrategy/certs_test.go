@@ -29,8 +29,8 @@ func TestEnsureCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if certs.Writes != 5 { // CA Secret, bundle ConfigMap, handler server and client, virt-api Secrets
-		t.Errorf("first call wrote %d objects, want 5", certs.Writes)
+	if certs.Writes != 6 { // CA Secret, bundle ConfigMap, handler server and client, migration client, virt-api Secrets
+		t.Errorf("first call wrote %d objects, want 6", certs.Writes)
 	}
 	again, err := EnsureCertificates(ctx, c, "kubevirt")
 	if err != nil || again.Writes != 0 {
@@ -86,6 +86,23 @@ func TestEnsureCertificates(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("server handshake: %v", err)
+	}
+
+	// The migration proxy's certificate has a name of its own: the REST
+	// API (which accepts only HandlerClientCommonName) refuses it.
+	mig, err := tls.X509KeyPair(secret(MigrationClientCertSecretName)[corev1.TLSCertKey], secret(MigrationClientCertSecretName)[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(mig.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leaf.Subject.CommonName != MigrationClientCommonName {
+		t.Errorf("%s: common name %q, want %q", MigrationClientCertSecretName, leaf.Subject.CommonName, MigrationClientCommonName)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: clientTLS.RootCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("%s: not a client certificate of the installation's CA: %v", MigrationClientCertSecretName, err)
 	}
 
 	if err := DeleteCertificates(ctx, c, "kubevirt"); err != nil {
@@ -209,8 +226,8 @@ func TestAPIServerCertificate(t *testing.T) {
 		}
 		putSecret(t, c, ns, CASecretName, encodeCert(expiring), encodeKey(key))
 		got, err := EnsureCertificates(ctx, c, ns)
-		if err != nil || got.Writes != 5 { // CA, bundle and the three leaves
-			t.Errorf("wrote %d objects (err %v), want 5", got.Writes, err)
+		if err != nil || got.Writes != 6 { // CA, bundle and the four leaves
+			t.Errorf("wrote %d objects (err %v), want 6", got.Writes, err)
 		}
 		if string(got.CABundle) == string(certs.CABundle) || string(got.CABundle) == string(encodeCert(expiring)) {
 			t.Fatal("the CA bundle did not change to a new CA")
@@ -343,8 +360,8 @@ func TestCARotationKeepsOldCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if certs.Writes != 5 {
-		t.Errorf("rotation wrote %d objects, want 5 (CA, bundle, three leaves)", certs.Writes)
+	if certs.Writes != 6 {
+		t.Errorf("rotation wrote %d objects, want 6 (CA, bundle, four leaves)", certs.Writes)
 	}
 	newCA := parseCert(t, secretData(t, c, ns, CASecretName)[corev1.TLSCertKey])
 	var got []string

@@ -136,7 +136,9 @@ func Rules() []ComponentRules {
 			// reports their status, patches its own Node (heartbeat and
 			// the schedulable label) and records events. It cannot touch
 			// pods, secrets or any other node's workloads' objects beyond
-			// VMIs and migrations.
+			// VMIs and migrations; it reads the pods of its own namespace
+			// only, to check that a migration target's address is another
+			// virt-handler's.
 			Component:      v1.VirtHandlerValue,
 			ServiceAccount: HandlerServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
@@ -145,6 +147,9 @@ func Rules() []ComponentRules {
 				rule(kv, []string{"kubevirts"}, read...),
 				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
 				rule("", []string{"events"}, "create", "patch"),
+			},
+			Namespace: []rbacv1.PolicyRule{
+				rule("", []string{"pods"}, "list"),
 			},
 		},
 	}

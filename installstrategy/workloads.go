@@ -310,7 +310,9 @@ const (
 	handlerServerCertDir = "/etc/virt-handler/servercertificates"
 	handlerCADir         = "/etc/virt-handler/clientcertificates"
 	// handlerClientCertDir holds the client certificate the node agent's
-	// migration proxy presents to other nodes' agents.
+	// migration proxy presents to other nodes' agents
+	// (MigrationClientCertSecretName: not the REST API's client identity,
+	// which virt-handler does not hold).
 	handlerClientCertDir = "/etc/virt-handler/migrationcertificates"
 )
 
@@ -326,7 +328,8 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		"--client-ca-file=" + handlerCADir + "/" + CABundleKey,
 		// Live migration: the proxy listens on the pod's IP (the node's on
 		// the host network), as KubeVirt's --pod-ip-address, and presents
-		// the installation's virt-handler client certificate.
+		// the migration proxy's client certificate; source agents check a
+		// target's address against the virt-handler pods of this namespace.
 		"--pod-ip-address=$(MY_POD_IP)",
 		"--migration-client-cert-file=" + handlerClientCertDir + "/" + corev1.TLSCertKey,
 		"--migration-client-key-file=" + handlerClientCertDir + "/" + corev1.TLSPrivateKeyKey,
@@ -381,7 +384,7 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 	// The REST API's certificate and the CA its clients' certificates chain to (see EnsureCertificates).
 	volumes = append(volumes,
 		corev1.Volume{Name: "server-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerServerCertSecretName}}},
-		corev1.Volume{Name: "client-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: HandlerClientCertSecretName}}},
+		corev1.Volume{Name: "client-certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: MigrationClientCertSecretName}}},
 		corev1.Volume{Name: "ca-bundle", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: CABundleConfigMapName}}}})
 	ctr.VolumeMounts = append(ctr.VolumeMounts,
 		corev1.VolumeMount{Name: "server-certs", MountPath: handlerServerCertDir, ReadOnly: true},

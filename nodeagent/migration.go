@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -66,11 +67,18 @@ type MigrationConfig struct {
 	// listen on it and source agents connect to it (targetNodeAddress).
 	Address string
 	// ServerTLS secures the target proxies (the agent's serving
-	// certificate, client certificates signed by the installation's CA
-	// required); ClientTLS the source side (the agent's client
+	// certificate; the migration proxy's client certificate, signed by the
+	// installation's CA, required: installstrategy.MigrationClientCommonName,
+	// which the REST API refuses); ClientTLS the source side (that client
 	// certificate, the CA as roots). Both nil only with a loopback
 	// Address.
 	ServerTLS, ClientTLS *tls.Config
+	// HandlerNamespace is the namespace of the node agents' pods
+	// (label kubevirt.io=virt-handler). A source agent connects a launcher
+	// only to a target address that is the IP of the running agent pod on
+	// the migration's target node there. Required with ClientTLS; without
+	// it (a loopback-only, plain TCP setup) the address is not looked up.
+	HandlerNamespace string
 	// BandwidthMiB limits each migration (MiB/s, the KubeVirt CR's
 	// bandwidthPerMigration); 0 is unlimited.
 	BandwidthMiB uint64
@@ -131,6 +139,9 @@ func newMigrationProxy(cfg *MigrationConfig) (*migrationproxy.Manager, error) {
 	}
 	if cfg.Address == "" {
 		return nil, errors.New("nodeagent: Migration.Address is required")
+	}
+	if cfg.ClientTLS != nil && cfg.HandlerNamespace == "" {
+		return nil, errors.New("nodeagent: Migration.HandlerNamespace is required with Migration.ClientTLS (target addresses are checked against the node agents' pods)")
 	}
 	return migrationproxy.New(migrationproxy.Config{ListenAddress: cfg.Address, ServerTLS: cfg.ServerTLS, ClientTLS: cfg.ClientTLS})
 }
@@ -208,7 +219,7 @@ func (a *Agent) syncMigrationTarget(ctx context.Context, key string) (time.Durat
 			a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The migration target could not be prepared: %v", err)
 			return 0, fmt.Errorf("preparing migration target %s: %w", vmiKey, err)
 		}
-		root, err := launcherRoot(ctx, c)
+		_, root, err := launcherRoot(ctx, c)
 		if err != nil {
 			return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
 		}
@@ -394,21 +405,40 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 	case !st.Started || state.TargetNodeAddress == "" || len(state.TargetDirectMigrationNodePorts) == 0:
 		return false, a.cfg.PollInterval, nil // waiting for the target's ports
 	}
-	// Start: the proxy's sockets in the launcher's file system, then the
-	// launcher's migration.
+	// Start: check the migration, then the proxy's sockets in the
+	// launcher's file system, then the launcher's migration.
+	if err := a.verifyMigration(ctx, vmi); err != nil {
+		var bad *unverifiedMigration
+		if !errors.As(err, &bad) {
+			return false, 0, fmt.Errorf("migration of %s: %w", key, err)
+		}
+		log.Info("refusing a migration that cannot be verified", "reason", err.Error())
+		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonMigrated, "VirtualMachineInstance migration uid %s refused: %v", state.MigrationUID, err)
+		ms.Failed, ms.Completed, ms.EndTimestamp, ms.FailureReason = true, true, &now, err.Error()
+		return true, 0, a.updateVMI(ctx, vmi, updated)
+	}
 	info, err := c.MigrationInfo(ctx)
 	if err != nil {
 		return false, 0, fmt.Errorf("migration of %s: %w", key, err)
 	}
-	root, err := launcherRoot(ctx, c)
+	pid, root, err := launcherRoot(ctx, c)
 	if err != nil {
 		return false, 0, fmt.Errorf("migration of %s: %w", key, err)
 	}
 	uid := string(vmi.UID)
 	dir, err := inLauncherRoot(root, filepath.Join(info.ShareDir, launcher.MigrationProxyDir))
+	var owner, group int
 	if err == nil {
-		err = a.proxy.StartSource(uid, state.TargetNodeAddress, state.TargetDirectMigrationNodePorts, func(port int) string {
-			return filepath.Join(dir, filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)))
+		// The sockets are the launcher user's alone (its libvirt and QEMU
+		// connect to them), not the world's.
+		owner, group, err = launcherUser(pid)
+	}
+	if err == nil {
+		err = a.proxy.StartSource(uid, migrationproxy.Source{
+			TargetAddress: state.TargetNodeAddress, Ports: state.TargetDirectMigrationNodePorts, UID: owner, GID: group,
+			SocketPath: func(port int) string {
+				return filepath.Join(dir, filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)))
+			},
 		})
 	}
 	if err != nil {
@@ -427,6 +457,65 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 		ms.StartTimestamp, ms.Mode = m.StartTimestamp, m.Mode
 	}
 	return true, a.cfg.PollInterval, a.updateVMI(ctx, vmi, updated)
+}
+
+// unverifiedMigration is a migration in a VMI's status that the source
+// agent cannot match with the API's objects: it is refused, not retried.
+type unverifiedMigration struct{ err error }
+
+func (e *unverifiedMigration) Error() string { return e.err.Error() }
+func (e *unverifiedMigration) Unwrap() error { return e.err }
+
+// verifyMigration checks what vmi's status.migrationState says before the
+// source agent connects the launcher to another node: only vmkit's
+// components write a VMI's status, but the agent does not rely on that
+// alone (a status forged where the admission policy is missing would
+// otherwise open a tunnel with the agent's identity to any address). The
+// migration must be a VirtualMachineInstanceMigration of that UID for this
+// VMI that has not ended, and the target address the IP of the running
+// node agent pod on the target node (Migration.HandlerNamespace).
+func (a *Agent) verifyMigration(ctx context.Context, vmi *v1.VirtualMachineInstance) error {
+	state := vmi.Status.MigrationState
+	migs, err := a.cfg.Client.KubevirtV1().VirtualMachineInstanceMigrations(vmi.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the migrations of namespace %s: %w", vmi.Namespace, err)
+	}
+	var mig *v1.VirtualMachineInstanceMigration
+	for i := range migs.Items {
+		if migs.Items[i].UID == state.MigrationUID {
+			mig = &migs.Items[i]
+		}
+	}
+	switch {
+	case mig == nil:
+		return &unverifiedMigration{fmt.Errorf("status.migrationState.migrationUid %s: no VirtualMachineInstanceMigration of that UID in namespace %s", state.MigrationUID, vmi.Namespace)}
+	case mig.Spec.VMIName != vmi.Name:
+		return &unverifiedMigration{fmt.Errorf("status.migrationState.migrationUid %s: VirtualMachineInstanceMigration %s/%s migrates %q, not %q", state.MigrationUID, mig.Namespace, mig.Name, mig.Spec.VMIName, vmi.Name)}
+	case mig.DeletionTimestamp != nil || mig.IsFinal():
+		return &unverifiedMigration{fmt.Errorf("status.migrationState.migrationUid %s: VirtualMachineInstanceMigration %s/%s has ended", state.MigrationUID, mig.Namespace, mig.Name)}
+	}
+	ns := a.cfg.Migration.HandlerNamespace
+	if ns == "" {
+		return nil // plain TCP on loopback only (migrationproxy refuses more)
+	}
+	pods, err := a.cfg.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: v1.AppLabel + "=" + v1.VirtHandlerValue,
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", state.TargetNode).String(),
+	})
+	if err != nil {
+		return fmt.Errorf("finding the node agent on node %s: %w", state.TargetNode, err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != state.TargetNode || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, ip := range p.Status.PodIPs {
+			if ip.IP == state.TargetNodeAddress {
+				return nil
+			}
+		}
+	}
+	return &unverifiedMigration{fmt.Errorf("status.migrationState.targetNodeAddress %s is not the address of a running node agent pod on node %s (namespace %s)", state.TargetNodeAddress, state.TargetNode, ns)}
 }
 
 // migrateRequest is the launcher's migration request for vmi: the
@@ -538,17 +627,17 @@ func inLauncherRoot(root, path string) (string, error) {
 	return p, nil
 }
 
-// launcherRoot is the launcher's root directory as the agent reaches it
-// (/proc/<pid>/root): its sockets are in its own file system.
-func launcherRoot(ctx context.Context, c *launcher.Client) (string, error) {
+// launcherRoot is the launcher's PID and its root directory as the agent
+// reaches it (/proc/<pid>/root): its sockets are in its own file system.
+func launcherRoot(ctx context.Context, c *launcher.Client) (int, string, error) {
 	pid, err := c.PID(ctx)
 	if err != nil {
-		return "", fmt.Errorf("finding the launcher process: %w", err)
+		return 0, "", fmt.Errorf("finding the launcher process: %w", err)
 	}
 	if pid <= 0 {
-		return "", errors.New("the launcher runs in a PID namespace the node agent cannot see (virt-handler needs hostPID)")
+		return 0, "", errors.New("the launcher runs in a PID namespace the node agent cannot see (virt-handler needs hostPID)")
 	}
-	return "/proc/" + strconv.Itoa(pid) + "/root", nil
+	return pid, "/proc/" + strconv.Itoa(pid) + "/root", nil
 }
 
 func portList(ports map[string]int) string {

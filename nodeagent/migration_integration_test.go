@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
@@ -86,11 +85,32 @@ func TestAgentsMigrate(t *testing.T) {
 	if err := os.Symlink(filepath.Join(podB.Dir, "share", "sockets"), filepath.Join(bShare, "sockets")); err != nil {
 		t.Fatal(err)
 	}
-	startMigration := func(uid string, cfg *v1.MigrationConfiguration) {
+	// The node agent on mig-b as the source agent looks it up: a running
+	// virt-handler pod at the migration address.
+	handler, err := env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-handler-b", Labels: map[string]string{v1.AppLabel: v1.VirtHandlerValue}},
+		Spec:       corev1.PodSpec{NodeName: "mig-b", Containers: []corev1.Container{{Name: "virt-handler", Image: "virt-handler"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}}
+	if _, err := env.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, handler, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// startMigration creates the migration object, as a user does, and
+	// writes what the migration controller would.
+	startMigration := func(name string, cfg *v1.MigrationConfiguration) {
+		m, err := client.KubevirtV1().VirtualMachineInstanceMigrations(ns).Create(ctx, &v1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: created.Name},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		update(ctx, t, client, created.Name, func(v *v1.VirtualMachineInstance) {
 			v.Labels[v1.MigrationTargetNodeNameLabel] = "mig-b"
 			v.Status.MigrationState = &v1.VirtualMachineInstanceMigrationState{
-				MigrationUID: types.UID(uid), SourceNode: "mig-a", TargetNode: "mig-b", TargetPod: "virt-launcher-b",
+				MigrationUID: m.UID, SourceNode: "mig-a", TargetNode: "mig-b", TargetPod: "virt-launcher-b",
 				MigrationConfiguration: cfg,
 			}
 		})
@@ -227,7 +247,7 @@ func startAgent(ctx context.Context, t *testing.T, client versioned.Interface, k
 	a, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: share, KubeletPodsDir: pods,
 		PollInterval: 200 * time.Millisecond, OrphanSweepInterval: -1,
-		Migration: &nodeagent.MigrationConfig{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, BandwidthMiB: bandwidth},
+		Migration: &nodeagent.MigrationConfig{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "default", BandwidthMiB: bandwidth},
 	})
 	if err != nil {
 		t.Fatal(err)

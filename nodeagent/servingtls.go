@@ -84,3 +84,75 @@ func requireClientName(name string) func([][]byte, [][]*x509.Certificate) error 
 		return nil
 	}
 }
+
+// ClientTLS names the files of a client certificate and of the CA bundle
+// that verifies the servers it connects to, as the install strategy mounts
+// them from a Secret and a ConfigMap.
+type ClientTLS struct {
+	// CertFile and KeyFile are the client certificate and its key.
+	CertFile, KeyFile string
+	// CAFile is the CA bundle (PEM) the server's certificate must chain to.
+	CAFile string
+	// ServerName is the name the server's certificate must hold
+	// (installstrategy.HandlerServerName).
+	ServerName string
+}
+
+// Config loads the files and returns a client TLS configuration that
+// follows them as ServingTLS.Config does: a renewed certificate, or a CA
+// bundle that gained the next CA, is used from the next connection on,
+// without a restart (the node agent's migration proxy runs for a year).
+func (c ClientTLS) Config(ctx context.Context) (*tls.Config, error) {
+	if c.CertFile == "" || c.KeyFile == "" || c.CAFile == "" || c.ServerName == "" {
+		return nil, errors.New("client TLS: a certificate file, a key file, a CA file and a server name are required")
+	}
+	pair, err := dynamiccertificates.NewDynamicServingContentFromFiles("client-cert", c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate %s: %w", c.CertFile, err)
+	}
+	if _, err := currentPair(pair); err != nil {
+		return nil, fmt.Errorf("client certificate %s: %w", c.CertFile, err)
+	}
+	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("server-ca", c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle %s: %w", c.CAFile, err)
+	}
+	go pair.Run(ctx, 1)
+	go ca.Run(ctx, 1)
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return currentPair(pair)
+		},
+		// The chain is verified below, against the bundle as it is now:
+		// crypto/tls would verify it against RootCAs, fixed at creation.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the server presented no certificate")
+			}
+			opts, ok := ca.VerifyOptions()
+			if !ok {
+				return fmt.Errorf("CA bundle %s holds no certificate", c.CAFile)
+			}
+			opts.DNSName = c.ServerName
+			opts.KeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+			opts.Intermediates = x509.NewCertPool()
+			for _, cert := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(cert)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		},
+	}, nil
+}
+
+// currentPair is the key pair the files hold now.
+func currentPair(p *dynamiccertificates.DynamicCertKeyPairContent) (*tls.Certificate, error) {
+	certPEM, keyPEM := p.CurrentCertKeyContent()
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &cert, nil
+}

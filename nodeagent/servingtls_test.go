@@ -141,17 +141,6 @@ func TestServingTLSReloadsAndChecksClientName(t *testing.T) {
 		}
 		return resp.TLS.PeerCertificates[0].Issuer.CommonName, nil
 	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		start := time.Now()
-		for !cond() {
-			if time.Since(start) > 70*time.Second { // the files are also re-read every minute
-				t.Fatalf("%s: not after %s", what, time.Since(start))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
-	}
 
 	oldClient, newClient := client(oldCA, installstrategy.HandlerClientCommonName), client(newCA, installstrategy.HandlerClientCommonName)
 	if issuer, err := call(oldClient); err != nil || issuer != "old CA" {
@@ -177,7 +166,7 @@ func TestServingTLSReloadsAndChecksClientName(t *testing.T) {
 	newServer := server(newCA)
 	replaceFile(t, keyFile, newServer.keyPEM(t))
 	replaceFile(t, certFile, newServer.certPEM())
-	eventually("the new serving certificate is served", func() bool {
+	eventually(t, "the new serving certificate is served", func() bool {
 		issuer, err := call(oldClient)
 		return err == nil && issuer == "new CA"
 	})
@@ -190,11 +179,110 @@ func TestServingTLSReloadsAndChecksClientName(t *testing.T) {
 
 	// The old CA leaves the bundle: its client certificates are refused.
 	replaceFile(t, caFile, newCA.certPEM())
-	eventually("a client of the old CA is refused", func() bool {
+	eventually(t, "a client of the old CA is refused", func() bool {
 		_, err := call(oldClient)
 		return err != nil
 	})
 	if _, err := call(newClient); err != nil {
 		t.Errorf("after the overlap a client certificate of the new CA is refused: %v", err)
 	}
+}
+
+// TestClientTLSReloads: the migration proxy's client side follows its
+// files (review N9): after the CA rotates and the client certificate is
+// re-issued, a new connection succeeds without a restart; a server of a
+// CA not in the bundle, or without the server name, is refused. The
+// migration listeners accept only the migration proxy's name, and the REST
+// API refuses it.
+func TestClientTLSReloads(t *testing.T) {
+	dir := t.TempDir()
+	oldCA, newCA := testCA(t, "old CA"), testCA(t, "new CA")
+	// Two servers as a node agent runs them: the migration listener and
+	// the REST API, each with its own CA file to rotate.
+	serve := func(name, clientName string) (addr, caFile string) {
+		sd := filepath.Join(dir, name)
+		if err := os.Mkdir(sd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		leaf := testLeaf(t, oldCA, "kubevirt.io:system:node:virt-handler", x509.ExtKeyUsageServerAuth, installstrategy.HandlerServerName)
+		replaceFile(t, filepath.Join(sd, "tls.crt"), leaf.certPEM())
+		replaceFile(t, filepath.Join(sd, "tls.key"), leaf.keyPEM(t))
+		replaceFile(t, filepath.Join(sd, "ca"), append(oldCA.certPEM(), newCA.certPEM()...))
+		cfg, err := ServingTLS{CertFile: filepath.Join(sd, "tls.crt"), KeyFile: filepath.Join(sd, "tls.key"), ClientCAFile: filepath.Join(sd, "ca"), ClientName: clientName}.Config(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return ln.Addr().String(), filepath.Join(sd, "ca")
+	}
+	migrationAddr, _ := serve("migration", installstrategy.MigrationClientCommonName)
+	restAddr, _ := serve("rest", installstrategy.HandlerClientCommonName)
+
+	certFile, keyFile, caFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca-bundle")
+	client := testLeaf(t, oldCA, installstrategy.MigrationClientCommonName, x509.ExtKeyUsageClientAuth)
+	replaceFile(t, certFile, client.certPEM())
+	replaceFile(t, keyFile, client.keyPEM(t))
+	replaceFile(t, caFile, newCA.certPEM()) // not yet the servers' CA
+	cfg, err := ClientTLS{CertFile: certFile, KeyFile: keyFile, CAFile: caFile, ServerName: installstrategy.HandlerServerName}.Config(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(addr string) error {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: cfg}}
+		resp, err := c.Get("https://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}
+	if err := call(migrationAddr); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("a server of a CA not in the bundle: %v, want refused", err)
+	}
+	// The bundle gains the servers' CA: the next connection succeeds.
+	replaceFile(t, caFile, append(newCA.certPEM(), oldCA.certPEM()...))
+	eventually(t, "the rotated CA bundle is used", func() bool { return call(migrationAddr) == nil })
+	// The migration identity opens no REST API.
+	if err := call(restAddr); err == nil {
+		t.Error("virt-handler's REST API accepted the migration proxy's client certificate")
+	}
+	// The client certificate is re-issued by the new CA: it is presented
+	// from the next connection on (the servers trust both CAs).
+	renewed := testLeaf(t, newCA, installstrategy.MigrationClientCommonName, x509.ExtKeyUsageClientAuth)
+	replaceFile(t, keyFile, renewed.keyPEM(t))
+	replaceFile(t, certFile, renewed.certPEM())
+	get := cfg.GetClientCertificate
+	var presented string
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		c, err := get(cri)
+		if err == nil {
+			leaf, _ := x509.ParseCertificate(c.Certificate[0])
+			presented = leaf.Issuer.CommonName
+		}
+		return c, err
+	}
+	eventually(t, "the renewed client certificate is presented", func() bool { return call(migrationAddr) == nil && presented == "new CA" })
+}
+
+// eventually waits for cond, at most 70 s (dynamiccertificates also
+// re-reads files every minute).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 70*time.Second {
+			t.Fatalf("%s: not after %s", what, time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
 }

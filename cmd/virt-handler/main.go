@@ -98,9 +98,11 @@ func run() error {
 	// The certificates and the CA bundle are followed as the kubelet
 	// rotates the mounted Secrets and ConfigMap: no restart needed.
 	var tlsConfig, metricsTLS *tls.Config
+	var serving *nodeagent.ServingTLS
 	if !insecure {
 		var err error
-		if tlsConfig, err = (nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, ClientName: installstrategy.HandlerClientCommonName}).Config(ctx); err != nil {
+		serving = &nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, ClientName: installstrategy.HandlerClientCommonName}
+		if tlsConfig, err = serving.Config(ctx); err != nil {
 			return err
 		}
 		// Prometheus scrapes /metrics without a client certificate.
@@ -126,7 +128,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	migration, err := mig.config(podIP, tlsConfig, clientCA)
+	migration, err := mig.config(ctx, podIP, serving)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/nodeagent"
@@ -22,11 +22,13 @@ type migrationFlags struct {
 	progressTimeout         int64
 	autoConverge, postCopy  bool
 	parallelConnections     int
+	namespace               string
 }
 
 func (m *migrationFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.address, "migration-address", "", "IP address the migration proxy listens on and that other nodes' agents connect to (default: --pod-ip-address; none: this node takes no part in live migrations)")
-	fs.StringVar(&m.clientCert, "migration-client-cert-file", "", "client certificate (PEM) the migration proxy presents to other nodes' agents: the installation's virt-handler client certificate (kubevirt-virt-handler-certs)")
+	fs.StringVar(&m.clientCert, "migration-client-cert-file", "", "client certificate (PEM) the migration proxy presents to other nodes' agents: the installation's migration proxy certificate (kubevirt-virt-handler-migration-certs)")
+	fs.StringVar(&m.namespace, "namespace", inClusterNamespace(), "namespace of the virt-handler pods, whose IPs are the only migration targets a source connects to (default: this pod's)")
 	fs.StringVar(&m.clientKey, "migration-client-key-file", "", "key of --migration-client-cert-file")
 	fs.Uint64Var(&m.bandwidthMiB, "migration-bandwidth-mib", 0, "bandwidth per migration in MiB/s (the KubeVirt CR's bandwidthPerMigration); 0 is unlimited")
 	fs.Int64Var(&m.completionTimeoutPerGiB, "migration-completion-timeout-per-gib", nodeagent.DefaultCompletionTimeoutPerGiB, "abort a migration not completed within this many seconds per GiB of guest memory; negative: never")
@@ -36,12 +38,16 @@ func (m *migrationFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.parallelConnections, "migration-parallel-connections", 0, "send memory over this many connections (multifd) when above 1")
 }
 
-// config is the agent's migration configuration: the proxy's server side
-// is the REST API's TLS (serverTLS: the node agent's serving certificate,
-// client certificates signed by the CA in caFile), its client side the
-// node agent's client certificate with that CA as roots. With --insecure
-// (serverTLS nil) only a loopback migration address is allowed.
-func (m *migrationFlags) config(podIP string, serverTLS *tls.Config, caFile string) (*nodeagent.MigrationConfig, error) {
+// config is the agent's migration configuration. With TLS (serving not
+// nil) the proxy's listeners serve the node agent's serving certificate and
+// accept only the migration proxy's client certificate
+// (installstrategy.MigrationClientCommonName, which the REST API refuses),
+// and the proxy presents that certificate, verifying the other agent
+// against the CA bundle; all of these files are followed as the kubelet
+// rotates them. The node agent pods are looked up in --namespace to check
+// target addresses. With --insecure (serving nil) only a loopback
+// migration address is allowed.
+func (m *migrationFlags) config(ctx context.Context, podIP string, serving *nodeagent.ServingTLS) (*nodeagent.MigrationConfig, error) {
 	addr := m.address
 	if addr == "" {
 		addr = podIP
@@ -63,28 +69,35 @@ func (m *migrationFlags) config(podIP string, serverTLS *tls.Config, caFile stri
 	if m.progressTimeout == 0 {
 		cfg.ProgressTimeout = -1
 	}
-	if serverTLS == nil {
+	if serving == nil {
 		return cfg, nil // migrationproxy refuses a non-loopback address without TLS
 	}
 	if m.clientCert == "" || m.clientKey == "" {
-		return nil, errors.New("--migration-client-cert-file and --migration-client-key-file are required with TLS (the installation's virt-handler client certificate), or no --migration-address/--pod-ip-address")
+		return nil, errors.New("--migration-client-cert-file and --migration-client-key-file are required with TLS (the migration proxy's client certificate), or no --migration-address/--pod-ip-address")
 	}
-	cert, err := tls.LoadX509KeyPair(m.clientCert, m.clientKey)
-	if err != nil {
+	if m.namespace == "" {
+		return nil, errors.New("--namespace is required with TLS: target addresses are checked against the virt-handler pods there")
+	}
+	listeners := *serving
+	listeners.ClientName = installstrategy.MigrationClientCommonName
+	var err error
+	if cfg.ServerTLS, err = listeners.Config(ctx); err != nil {
+		return nil, fmt.Errorf("migration listeners: %w", err)
+	}
+	client := nodeagent.ClientTLS{CertFile: m.clientCert, KeyFile: m.clientKey, CAFile: serving.ClientCAFile, ServerName: installstrategy.HandlerServerName}
+	if cfg.ClientTLS, err = client.Config(ctx); err != nil {
 		return nil, fmt.Errorf("--migration-client-cert-file: %w", err)
 	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("--client-ca-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--client-ca-file %s: no certificates", caFile)
-	}
-	cfg.ServerTLS = serverTLS
-	cfg.ClientTLS = &tls.Config{
-		Certificates: []tls.Certificate{cert}, RootCAs: pool,
-		ServerName: installstrategy.HandlerServerName, MinVersion: tls.VersionTLS12,
-	}
+	cfg.HandlerNamespace = m.namespace
 	return cfg, nil
+}
+
+// inClusterNamespace is the namespace of the pod's service account, where
+// the install strategy runs virt-handler; "" outside a pod.
+func inClusterNamespace() string {
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -32,7 +32,7 @@ func Example() {
 	source, _ := migrationproxy.New(migrationproxy.Config{ListenAddress: "127.0.0.1"})
 	defer source.Close()
 	sock := func(port int) string { return filepath.Join(dir, fmt.Sprintf("vmi-uid-%d-source.sock", port)) }
-	if err := source.StartSource("vmi-uid", "127.0.0.1", ports, sock); err != nil {
+	if err := source.StartSource("vmi-uid", migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
 		fmt.Println(err)
 		return
 	}

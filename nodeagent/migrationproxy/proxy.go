@@ -140,16 +140,30 @@ func (m *Manager) StopTarget(key string) {
 	delete(m.targets, key)
 }
 
-// StartSource serves, for each entry of ports (TCP port on the target as
-// a string → migration port, as ParsePorts reads them), the UNIX socket
-// socketPath(migration port), forwarding its connections to
-// targetAddress:<TCP port>. Starting a key again with the same target
+// Source is the source side of one migration.
+type Source struct {
+	// TargetAddress is the target agent's address (targetNodeAddress).
+	TargetAddress string
+	// Ports maps each TCP port on the target (a string) to the migration
+	// port it carries, as targetDirectMigrationNodePorts holds them.
+	Ports map[string]int
+	// SocketPath is where the UNIX socket of a migration port is served.
+	SocketPath func(port int) string
+	// UID and GID own the sockets (mode 0660): the launcher's user, whose
+	// libvirt and QEMU connect to them, and nobody else in its container.
+	UID, GID int
+}
+
+// StartSource serves, for each entry of src.Ports, the UNIX socket
+// src.SocketPath(migration port), forwarding its connections to
+// src.TargetAddress:<TCP port>. Starting a key again with the same target
 // keeps the running listeners; with another it replaces them.
-func (m *Manager) StartSource(key, targetAddress string, ports map[string]int, socketPath func(port int) string) error {
-	parsed, err := ParsePorts(ports)
+func (m *Manager) StartSource(key string, src Source) error {
+	parsed, err := ParsePorts(src.Ports)
 	if err != nil {
 		return err
 	}
+	targetAddress, socketPath := src.TargetAddress, src.SocketPath
 	if net.ParseIP(targetAddress) == nil {
 		return fmt.Errorf("migration proxy for %s: target address %q is not an IP address", key, targetAddress)
 	}
@@ -193,8 +207,9 @@ func (m *Manager) StartSource(key, targetAddress string, ports map[string]int, s
 			stopAll(started)
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
 		}
-		// The launcher's libvirt and QEMU may run as another (non-root) user.
-		if err := chmodSocket(path, 0o777); err != nil {
+		// The launcher's libvirt and QEMU may run as another (non-root)
+		// user: theirs, not everyone's.
+		if err := ownSocket(path, 0o660, src.UID, src.GID); err != nil {
 			ln.Close()
 			stopAll(started)
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
@@ -376,11 +391,11 @@ func (p *proxy) stop() {
 	}
 }
 
-// chmodSocket changes the mode of the socket the proxy bound at path,
-// and of nothing else: the directory is the launcher's, which could put a
+// ownSocket gives the socket the proxy bound at path its owner and mode,
+// and nothing else: the directory is the launcher's, which could put a
 // symbolic link in its place, so the node is opened without following
 // links and must be a socket.
-func chmodSocket(path string, mode os.FileMode) error {
+func ownSocket(path string, mode os.FileMode, uid, gid int) error {
 	dir, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
@@ -399,6 +414,9 @@ func chmodSocket(path string, mode os.FileMode) error {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return fmt.Errorf("chmod %s: not the proxy's socket", path)
+	}
+	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", path, err)
 	}
 	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -159,8 +160,18 @@ func TestProxyCarriesEachPortOverMutualTLS(t *testing.T) {
 		t.Fatalf("starting the same target again = %v, %v; want the same ports %v", again, err, ports)
 	}
 	sock := func(port int) string { return filepath.Join(dir, "src", fmt.Sprintf("uid1-%d-source.sock", port)) }
-	if err := source.StartSource("uid1", "127.0.0.1", ports, sock); err != nil {
+	if err := source.StartSource("uid1", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock, UID: 107, GID: 108}); err != nil {
 		t.Fatal(err)
+	}
+	// The launcher user's sockets, not the world's.
+	for _, port := range []int{LibvirtPort, DirectMigrationPort} {
+		fi, err := os.Stat(sock(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 107 || st.Gid != 108 {
+			t.Errorf("%s: mode %v owner %d:%d, want 0660 107:108", sock(port), fi.Mode().Perm(), st.Uid, st.Gid)
+		}
 	}
 	big := bytes.Repeat([]byte("0123456789"), 200_000) // 2 MB: many TLS records
 	if got := roundTrip(t, sock(LibvirtPort), []byte("hello")); got != "libvirt:hello" {
@@ -223,7 +234,7 @@ func TestTargetRefusesClientsWithoutTheInstallationsCertificate(t *testing.T) {
 	}
 	defer src.Close()
 	sock := func(port int) string { return filepath.Join(dir, fmt.Sprintf("o-%d.sock", port)) }
-	if err := src.StartSource("uid1", "127.0.0.1", ports, sock); err != nil {
+	if err := src.StartSource("uid1", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("unix", sock(LibvirtPort))
@@ -255,7 +266,7 @@ func TestLongSocketPaths(t *testing.T) {
 	if len(sock(0)) <= maxSocketPath {
 		t.Fatalf("test path %s is not too long for sun_path", sock(0))
 	}
-	if err := source.StartSource("k", "127.0.0.1", ports, sock); err != nil {
+	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := dialUnix(sock(0))
@@ -274,7 +285,7 @@ func TestLongSocketPaths(t *testing.T) {
 	}
 }
 
-func TestChmodSocketOnlyChangesTheSocket(t *testing.T) {
+func TestOwnSocketOnlyChangesTheSocket(t *testing.T) {
 	dir := shortDir(t)
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, nil, 0o600); err != nil {
@@ -284,13 +295,13 @@ func TestChmodSocketOnlyChangesTheSocket(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(dir, "k.sock")); err != nil {
 		t.Fatal(err)
 	}
-	if err := chmodSocket(filepath.Join(dir, "k.sock"), 0o777); err == nil {
+	if err := ownSocket(filepath.Join(dir, "k.sock"), 0o660, os.Getuid(), os.Getgid()); err == nil {
 		t.Error("chmod through a symbolic link succeeded")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "file.sock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := chmodSocket(filepath.Join(dir, "file.sock"), 0o777); err == nil || !strings.Contains(err.Error(), "not the proxy's socket") {
+	if err := ownSocket(filepath.Join(dir, "file.sock"), 0o660, os.Getuid(), os.Getgid()); err == nil || !strings.Contains(err.Error(), "not the proxy's socket") {
 		t.Errorf("chmod of a regular file: %v", err)
 	}
 	for _, f := range []string{victim, filepath.Join(dir, "file.sock")} {
@@ -303,11 +314,18 @@ func TestChmodSocketOnlyChangesTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if err := chmodSocket(filepath.Join(dir, "real.sock"), 0o777); err != nil {
+	if err := ownSocket(filepath.Join(dir, "real.sock"), 0o660, 107, 107); err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(filepath.Join(dir, "real.sock")); fi.Mode().Perm() != 0o777 {
-		t.Errorf("socket mode %v, want 0777", fi.Mode().Perm())
+	fi, err := os.Stat(filepath.Join(dir, "real.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 107 || st.Gid != 107 {
+		t.Errorf("socket mode %v owner %d:%d, want 0660 107:107", fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	if fi, _ := os.Stat(victim); fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
+		t.Errorf("the link's target changed owner")
 	}
 }
 
@@ -320,11 +338,11 @@ func TestPlainTCPOnlyOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	err = m.StartSource("k", "10.1.2.3", map[string]int{"4000": 0}, func(int) string { return "/nonexistent" })
+	err = m.StartSource("k", Source{TargetAddress: "10.1.2.3", Ports: map[string]int{"4000": 0}, SocketPath: func(int) string { return "/nonexistent" }})
 	if err == nil || !strings.Contains(err.Error(), "needs TLS") {
 		t.Errorf("StartSource to 10.1.2.3 without TLS: %v", err)
 	}
-	err = m.StartSource("k", "node-b", map[string]int{"4000": 0}, func(int) string { return "/nonexistent" })
+	err = m.StartSource("k", Source{TargetAddress: "node-b", Ports: map[string]int{"4000": 0}, SocketPath: func(int) string { return "/nonexistent" }})
 	if err == nil || !strings.Contains(err.Error(), "not an IP address") {
 		t.Errorf("StartSource to a host name: %v", err)
 	}
@@ -353,7 +371,7 @@ func TestStopEndsConnectionsInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := func(int) string { return filepath.Join(dir, "k.sock") }
-	if err := source.StartSource("k", "127.0.0.1", ports, sock); err != nil {
+	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("unix", sock(0))
@@ -443,7 +461,7 @@ func FuzzProxyRoundTrip(f *testing.F) {
 		f.Fatal(err)
 	}
 	sock := func(int) string { return filepath.Join(dir, "k.sock") }
-	if err := source.StartSource("k", "127.0.0.1", ports, sock); err != nil {
+	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {

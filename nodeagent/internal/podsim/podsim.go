@@ -622,7 +622,7 @@ func TLS(t testing.TB) (server, client *tls.Config) {
 	}
 	server = &tls.Config{Certificates: []tls.Certificate{leaf(2, "kubevirt.io:system:node:virt-handler", []string{"virt-handler"}, x509.ExtKeyUsageServerAuth)},
 		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	client = &tls.Config{Certificates: []tls.Certificate{leaf(3, "kubevirt.io:system:client:virt-handler", nil, x509.ExtKeyUsageClientAuth)},
+	client = &tls.Config{Certificates: []tls.Certificate{leaf(3, "kubevirt.io:system:client:migration-proxy", nil, x509.ExtKeyUsageClientAuth)},
 		RootCAs: pool, ServerName: "virt-handler", MinVersion: tls.VersionTLS12}
 	return server, client
 }

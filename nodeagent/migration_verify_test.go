@@ -1,0 +1,221 @@
+package nodeagent
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestSourceVerifiesTheMigration is the security review's N1 scenario: a
+// VMI whose status (written by a user where the admission policy is
+// missing) names this node as a migration source and any address and port
+// as the target. The source agent connects nothing until a
+// VirtualMachineInstanceMigration of that UID for this VMI exists and the
+// target address is the node agent pod's on the target node; then its
+// sockets are the launcher user's (0660), and what it presents is the
+// migration proxy's identity, which a node agent's REST API refuses.
+func TestSourceVerifiesTheMigration(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "mver") // short: sun_path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	share := filepath.Join(dir, "share")
+
+	ca := testCA(t, "kubevirt.io@kubevirt")
+	server := testLeaf(t, ca, "kubevirt.io:system:node:virt-handler", x509.ExtKeyUsageServerAuth, installstrategy.HandlerServerName)
+	migrationClient := testLeaf(t, ca, installstrategy.MigrationClientCommonName, x509.ExtKeyUsageClientAuth)
+	for name, data := range map[string][]byte{"tls.crt": server.certPEM(), "tls.key": server.keyPEM(t), "ca": ca.certPEM(),
+		"client.crt": migrationClient.certPEM(), "client.key": migrationClient.keyPEM(t)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// listen serves, as another node's agent, an HTTPS server that accepts
+	// only clientName and counts its requests.
+	listen := func(clientName string) (port int, hits *atomic.Int64) {
+		cfg, err := ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: clientName}.Config(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits = &atomic.Int64{}
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			fmt.Fprintf(w, "served %s to %s", r.URL.Path, r.TLS.PeerCertificates[0].Subject.CommonName)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return ln.Addr().(*net.TCPAddr).Port, hits
+	}
+	restPort, restHits := listen(installstrategy.HandlerClientCommonName)
+	migrationPort, _ := listen(installstrategy.MigrationClientCommonName)
+
+	serverTLS, err := ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: installstrategy.MigrationClientCommonName}.Config(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS, err := ClientTLS{CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key"), CAFile: filepath.Join(dir, "ca"), ServerName: installstrategy.HandlerServerName}.Config(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// tenant runs a launcher of its own for each VMI UID (a launcher asked
+	// to migrate stays migrating).
+	tenant := func(uid string) *v1.VirtualMachineInstance {
+		vmi := orphanVMI("tenant", uid)
+		runLauncher(t, dir, share, hypervisor.NewFake(), vmi)
+		startGuest(t, share, vmi)
+		vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
+		return vmi
+	}
+	vmi := tenant("0d4a0f4e-aaaa-4222-8333-944455556666")
+	state := func(port int) *v1.VirtualMachineInstanceMigrationState {
+		return &v1.VirtualMachineInstanceMigrationState{
+			MigrationUID: types.UID("forged"), SourceNode: "node01", TargetNode: "node02", TargetNodeAddress: "127.0.0.1",
+			TargetDirectMigrationNodePorts: map[string]int{strconv.Itoa(port): 0},
+		}
+	}
+	handlerPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt", Name: "virt-handler-x", Labels: map[string]string{v1.AppLabel: v1.VirtHandlerValue}},
+		Spec:       corev1.PodSpec{NodeName: "node02"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1", PodIPs: []corev1.PodIP{{IP: "127.0.0.1"}}},
+	}
+	migration := func(vmiName string) *v1.VirtualMachineInstanceMigration {
+		return &v1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "forged"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vmiName}}
+	}
+
+	// run syncs the VMI once on an agent whose API holds objs and returns
+	// the VMI as the agent left it.
+	run := func(t *testing.T, vmi *v1.VirtualMachineInstance, port int, migrations []*v1.VirtualMachineInstanceMigration, pods ...*corev1.Pod) *v1.VirtualMachineInstance {
+		t.Helper()
+		in := vmi.DeepCopy()
+		in.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01", MigrationState: state(port)}
+		objs := []runtime.Object{in}
+		for _, m := range migrations {
+			objs = append(objs, m)
+		}
+		var kobjs []runtime.Object
+		for _, p := range pods {
+			kobjs = append(kobjs, p)
+		}
+		client := vmfake.NewSimpleClientset(objs...)
+		a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(kobjs...), ShareDir: share,
+			KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100),
+			Migration: &MigrationConfig{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "kubevirt"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.proxy.Close)
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		a.factory.Start(sctx.Done())
+		a.targetFactory.Start(sctx.Done())
+		if !cache.WaitForCacheSync(sctx.Done(), a.informer.HasSynced, a.targetInformer.HasSynced) {
+			t.Fatal("cache")
+		}
+		if _, err := a.sync(sctx, "ns/tenant"); err != nil {
+			t.Logf("sync: %v", err)
+		}
+		out, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "tenant", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	refused := func(t *testing.T, out *v1.VirtualMachineInstance, want string) {
+		t.Helper()
+		sock := launcher.MigrationSocket(share, string(out.UID), 0)
+		if _, err := os.Lstat(sock); err == nil {
+			t.Errorf("the agent serves %s for an unverified migration", sock)
+		}
+		ms := out.Status.MigrationState
+		if ms == nil || !ms.Failed || !ms.Completed || !strings.Contains(ms.FailureReason, want) {
+			t.Errorf("migration state %+v, want failed with a reason naming %q", ms, want)
+		}
+	}
+
+	t.Run("no migration object", func(t *testing.T) {
+		refused(t, run(t, vmi, restPort, nil, handlerPod), "no VirtualMachineInstanceMigration of that UID")
+	})
+	t.Run("a migration of another VMI", func(t *testing.T) {
+		refused(t, run(t, vmi, restPort, []*v1.VirtualMachineInstanceMigration{migration("other")}, handlerPod), `migrates "other"`)
+	})
+	t.Run("a target address that is no node agent's", func(t *testing.T) {
+		elsewhere := handlerPod.DeepCopy()
+		elsewhere.Spec.NodeName = "node03"
+		refused(t, run(t, vmi, restPort, []*v1.VirtualMachineInstanceMigration{migration("tenant")}, elsewhere), "is not the address of a running node agent pod on node node02")
+	})
+	t.Run("verified: the migration identity reaches a migration listener, not a REST API", func(t *testing.T) {
+		tunnel := func(uid string, port int) (string, error) {
+			vmi := tenant(uid)
+			sock := launcher.MigrationSocket(share, uid, 0)
+			out := run(t, vmi, port, []*v1.VirtualMachineInstanceMigration{migration("tenant")}, handlerPod)
+			if ms := out.Status.MigrationState; ms.Failed {
+				t.Fatalf("verified migration failed: %s", ms.FailureReason)
+			}
+			fi, err := os.Stat(sock)
+			if err != nil {
+				t.Fatalf("no source socket: %v", err)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || int(st.Uid) != os.Getuid() {
+				t.Errorf("source socket mode %v owner %d, want 0660 and the launcher's user %d", fi.Mode().Perm(), st.Uid, os.Getuid())
+			}
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			_, _ = io.WriteString(c, "GET /v1/namespaces/victim/virtualmachineinstances/vm/console HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return string(b), err
+		}
+		if got, err := tunnel("0d4a0f4e-bbbb-4222-8333-944455556666", migrationPort); err != nil || !strings.Contains(got, installstrategy.MigrationClientCommonName) {
+			t.Errorf("through the migration listener: %q, %v; want an answer to the migration proxy", got, err)
+		}
+		if got, err := tunnel("0d4a0f4e-cccc-4222-8333-944455556666", restPort); err == nil {
+			t.Errorf("a REST API answered the migration proxy: %q", got)
+		}
+		if n := restHits.Load(); n != 0 {
+			t.Errorf("the REST API served %d requests", n)
+		}
+	})
+}
