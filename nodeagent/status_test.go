@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -342,10 +343,23 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	runLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	rec := record.NewFakeRecorder(100)
 	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
-		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100), PollInterval: 20 * time.Millisecond})
+		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: rec, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
+	}
+	ioEvents := func() (n int) {
+		for {
+			select {
+			case e := <-rec.Events:
+				if strings.Contains(e, "Warning IOerror") {
+					n++
+				}
+			default:
+				return n
+			}
+		}
 	}
 	syncUntil := func(what string, cond func(*v1.VirtualMachineInstance) bool) *v1.VirtualMachineInstance {
 		t.Helper()
@@ -384,6 +398,9 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	got := syncUntil("Paused", func(v *v1.VirtualMachineInstance) bool { return pausedConditionOf(&v.Status) != nil })
 	if c := pausedConditionOf(&got.Status); got.Status.Phase != v1.Running || c.Status != corev1.ConditionTrue || c.Reason != ReasonPausedIOError {
 		t.Errorf("after the I/O error: phase %s, Paused %+v; want Running, True %s", got.Status.Phase, c, ReasonPausedIOError)
+	}
+	if n := ioEvents(); n != 1 {
+		t.Errorf("%d Warning IOerror events after the I/O error, want 1", n)
 	}
 	want := map[string]float64{`vmkit_nodeagent_vmi_paused{name="vm1",namespace="ns",node="node01",reason="PausedIOError"}`: 1}
 	if diff := cmp.Diff(want, pausedMetric()); diff != "" {

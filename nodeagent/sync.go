@@ -138,6 +138,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 0, err
 	}
 	a.accessCredentialsEvent(vmi, &status)
+	a.ioErrorEvent(vmi, &status)
 	if status.Phase != vmi.Status.Phase {
 		switch status.Phase {
 		case v1.Failed:
