@@ -16,7 +16,11 @@
 // connects: under Config.ShareDir (launchers sharing the agent's directory,
 // as nodeagent/localnode runs them) or in the sockets volume of a launcher
 // pod under Config.KubeletPodsDir (a real kubelet), preferring one that
-// accepts a connection.
+// accepts a connection. A pod's volume is the tenant's to write: the agent
+// follows no symbolic link below those directories, reads at most 1 MiB
+// of a launcher's answer, and sends nothing to a launcher that does not
+// answer with the VMI's UID (nor, with Config.CheckLauncherPod, to one
+// that does not run in the pod whose volume holds its socket).
 //
 // The agent keeps no state of its own: a restarted agent finds the running
 // launchers by their sockets, and never stops a running guest or marks it
@@ -115,6 +119,15 @@ type Config struct {
 	// and target (migration.go); without it the agent leaves migrations
 	// alone.
 	Migration *MigrationConfig
+	// CheckLauncherPod makes the agent check, on each connection to a
+	// launcher in a launcher pod's sockets volume, that the process serving
+	// the socket (SO_PEERCRED) runs in that pod: its /proc/<pid>/cgroup
+	// names the pod's UID, as the kubelet names pod cgroups (see
+	// launcher.ResolveOptions.CheckPeerPod). It needs the host's PID
+	// namespace (virt-handler's hostPID). Off, a socket in a pod's volume
+	// is trusted to be that pod's launcher's; a launcher of another VMI is
+	// refused either way (its UID).
+	CheckLauncherPod bool
 	// StatsTimeout bounds how long a scrape of the agent's metrics waits
 	// for the launchers' domain statistics, KubeVirt's per-VMI metrics
 	// (default DefaultStatsTimeout, 5s). A launcher that has not answered
@@ -281,7 +294,10 @@ type goneVMI struct {
 
 // client returns the cached launcher client of a VMI. It looks for the
 // launcher's socket each time it connects: the launcher pod, and so its
-// socket, appears after the VMI, and may be replaced.
+// socket, appears after the VMI, and may be replaced. The client follows
+// no symbolic link in a launcher pod's volume, which the tenant can
+// write, and sends nothing to a launcher of another VMI (see
+// launcher.ResolveOptions).
 func (a *Agent) client(uid types.UID) *launcher.Client {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -289,8 +305,13 @@ func (a *Agent) client(uid types.UID) *launcher.Client {
 	if !ok {
 		name := launcher.SocketPath(a.cfg.ShareDir, string(uid)) + " or " +
 			filepath.Join(kubeletSocketDirPattern(a.cfg.KubeletPodsDir, string(uid)), launcher.SocketFile)
-		c = launcher.NewResolvingClient(name, func() []string {
-			return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid))
+		c = launcher.NewResolvingClient(launcher.ResolveOptions{
+			Name: name,
+			UID:  string(uid),
+			Locations: func() []launcher.Location {
+				return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid))
+			},
+			CheckPeerPod: a.cfg.CheckLauncherPod,
 		})
 		a.clients[uid] = c
 	}
@@ -355,65 +376,86 @@ func (a *Agent) forgetPods(uid types.UID) {
 	delete(a.launcherPods, uid)
 }
 
+// podSocketsDir is where a launcher pod's sockets volume is below the
+// kubelet's pods directory.
+func podSocketsDir(pod string) string {
+	return filepath.Join(pod, "volumes", "kubernetes.io~empty-dir", socketsVolume)
+}
+
 // launcherDirs returns the existing socket directories of the launcher of
 // the VMI with the given UID, in order of preference: the one under
 // shareDir, then those in the volumes of the launcher pods under podsDir
 // (only those of pods when it is not nil; see Agent.podsOf), most recently
-// changed first (a newer pod's before a stale one's).
-func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []string {
-	var dirs []string
-	if local := launcher.SocketDir(shareDir, uid); isDir(local) {
+// changed first (a newer pod's before a stale one's). A directory reached
+// through a symbolic link below shareDir or podsDir is left out: a
+// launcher pod's volume is the tenant's to write, and a link there could
+// lead the agent to another VMI's launcher (review N3).
+func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []launcher.Location {
+	var dirs []launcher.Location
+	if local := localLocation(shareDir, uid); isDir(local) {
 		dirs = append(dirs, local)
 	}
-	var candidates []string
 	if pods == nil {
-		candidates, _ = filepath.Glob(kubeletSocketDirPattern(podsDir, uid)) // only a bad pattern errs
-	}
-	for _, pod := range pods {
-		candidates = append(candidates, filepath.Join(podsDir, string(pod), "volumes", "kubernetes.io~empty-dir", socketsVolume, uid))
+		// Any pod's: the kubelet's directories below podsDir hold no
+		// links; one that is not a directory is no pod.
+		entries, _ := os.ReadDir(podsDir)
+		pods = make([]types.UID, 0, len(entries))
+		for _, e := range entries {
+			if e.IsDir() {
+				pods = append(pods, types.UID(e.Name()))
+			}
+		}
 	}
 	type dir struct {
-		path string
-		mod  time.Time
+		loc launcher.Location
+		mod time.Time
 	}
-	found := make([]dir, 0, len(candidates))
-	for _, p := range candidates {
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			found = append(found, dir{p, fi.ModTime()})
+	found := make([]dir, 0, len(pods))
+	for _, pod := range pods {
+		loc := launcher.Location{Root: podsDir, Rel: filepath.Join(podSocketsDir(string(pod)), uid), Pod: string(pod)}
+		if fi, err := loc.Stat(); err == nil && fi.IsDir() {
+			found = append(found, dir{loc, fi.ModTime()})
 		}
 	}
 	sort.SliceStable(found, func(i, j int) bool { return found[i].mod.After(found[j].mod) })
 	for _, d := range found {
-		dirs = append(dirs, d.path)
+		dirs = append(dirs, d.loc)
 	}
 	return dirs
 }
 
-// launcherSockets returns the command sockets of the launcher of the VMI
-// with the given UID that exist, in launcherDirs' order; the client uses
-// the first that accepts a connection.
-func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []string {
-	var socks []string
+// localLocation is the socket directory of a launcher sharing the agent's
+// directory (<shareDir>/sockets/<uid>).
+func localLocation(shareDir, uid string) launcher.Location {
+	return launcher.Location{Root: shareDir, Rel: filepath.Join("sockets", uid)}
+}
+
+// launcherSockets returns the socket directories of the launcher of the VMI
+// with the given UID that hold a command socket, in launcherDirs' order;
+// the client uses the first that accepts a connection.
+func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []launcher.Location {
+	var socks []launcher.Location
 	for _, d := range launcherDirs(shareDir, podsDir, uid, pods) {
-		p := filepath.Join(d, launcher.SocketFile)
-		if _, err := os.Lstat(p); err == nil {
-			socks = append(socks, p)
+		if d.HasSocket() {
+			socks = append(socks, d)
 		}
 	}
 	return socks
 }
 
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
+// isDir reports whether loc is a directory, reached without links.
+func isDir(loc launcher.Location) bool {
+	fi, err := loc.Stat()
 	return err == nil && fi.IsDir()
 }
 
 // readFinal reads the final status the launcher of the VMI with the given
 // UID left, from the first of its directories that holds one; an error
-// wrapping os.ErrNotExist when none does.
+// wrapping os.ErrNotExist when none does. A final status that is a link,
+// or another VMI's, is an error.
 func (a *Agent) readFinal(uid types.UID) (launcher.Status, error) {
 	for _, d := range launcherDirs(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid)) {
-		st, err := launcher.ReadFinalDir(d)
+		st, err := d.ReadFinal(string(uid))
 		if !errors.Is(err, os.ErrNotExist) {
 			return st, err
 		}

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -46,12 +47,11 @@ func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanKeyPrefi
 // <shareDir>/sockets (the agent's own, also when only a dead launcher's
 // final state is left in it) and every directory in a launcher pod's
 // sockets volume under podsDir that holds a command socket.
-func launcherCandidates(shareDir, podsDir string) map[types.UID][]string {
-	found := map[types.UID][]string{}
+func launcherCandidates(shareDir, podsDir string) map[types.UID][]launcher.Location {
+	found := map[types.UID][]launcher.Location{}
 	local, _ := filepath.Glob(launcher.SocketDir(shareDir, "*")) // only a bad pattern errs
 	for _, d := range local {
-		if isDir(d) {
-			uid := filepath.Base(d)
+		if uid := filepath.Base(d); isDir(localLocation(shareDir, uid)) {
 			found[types.UID(uid)] = nil
 		}
 	}
@@ -149,7 +149,7 @@ func (a *Agent) sweepOrphans(ctx context.Context) error {
 	log := klog.FromContext(ctx)
 	for _, uid := range uids {
 		dirs := candidates[uid]
-		own := len(dirs) > 0 && dirs[0] == launcher.SocketDir(a.cfg.ShareDir, string(uid))
+		own := len(dirs) > 0 && dirs[0] == localLocation(a.cfg.ShareDir, string(uid))
 		grace := gracePeriod(&v1.VirtualMachineInstance{})
 		vmiKey := "none"
 		vmi, known := vmis[uid]
@@ -198,6 +198,10 @@ func (a *Agent) orphanState(ctx context.Context, uid types.UID) (st launcher.Sta
 	defer cancel()
 	st, err := a.client(uid).State(ctx)
 	if err != nil {
+		var other *launcher.UIDMismatchError
+		if errors.As(err, &other) {
+			return launcher.Status{UID: other.Got}, true // another VMI's launcher answers
+		}
 		if !launcher.IsGone(err) {
 			// It may be busy: stop it anyway; stopAndClean retries.
 			a.metrics.launcherErrors.WithLabelValues("state").Inc()

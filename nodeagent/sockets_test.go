@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +66,24 @@ func fakeLauncher(t *testing.T, ln net.Listener, st launcher.Status) *http.Serve
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	return srv
+}
+
+// dirPaths are the paths of socket directories.
+func dirPaths(locs []launcher.Location) []string {
+	var out []string
+	for _, l := range locs {
+		out = append(out, l.Path())
+	}
+	return out
+}
+
+// socketPaths are the paths of the sockets in socket directories.
+func socketPaths(locs []launcher.Location) []string {
+	var out []string
+	for _, l := range locs {
+		out = append(out, filepath.Join(l.Path(), launcher.SocketFile))
+	}
+	return out
 }
 
 // podSocketDir is a launcher pod's socket directory as the kubelet lays it
@@ -142,7 +162,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 		}
 		later = later.Add(-time.Second)
 	}
-	if diff := cmp.Diff([]string{stale, live}, launcherSockets(share, pods, uid, a.podsOf(vmi.UID))); diff != "" {
+	if diff := cmp.Diff([]string{stale, live}, socketPaths(launcherSockets(share, pods, uid, a.podsOf(vmi.UID)))); diff != "" {
 		t.Errorf("launcher sockets (-want +got):\n%s", diff)
 	}
 	if got, err := a.client(vmi.UID).Ping(ctx); err != nil || got != uid {
@@ -200,7 +220,7 @@ func TestLauncherDirsPreferShareDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff([]string{local, pod}, launcherDirs(share, pods, uid, nil)); diff != "" {
+	if diff := cmp.Diff([]string{local, pod}, dirPaths(launcherDirs(share, pods, uid, nil))); diff != "" {
 		t.Errorf("launcher directories (-want +got):\n%s", diff)
 	}
 	a := &Agent{cfg: Config{ShareDir: share, KubeletPodsDir: pods}}
@@ -252,4 +272,123 @@ func TestSocketsVolumeIsPodtemplates(t *testing.T) {
 			t.Errorf("volume %s is not an emptyDir: %+v", v.Name, v.VolumeSource)
 		}
 	}
+}
+
+// The review's scratch TestAuditSocketSymlinkRedirect (N3), inverted: a
+// tenant who replaces its VMI's socket directory in its launcher pod's
+// sockets volume by a symbolic link to another VMI's gets its own
+// launcher reported gone; the agent neither reads the other VMI's state
+// nor kills its guest, and reads no final status through a link. A
+// launcher of another VMI answering in the tenant's directory (its socket
+// hard-linked there) fails every call with a UID mismatch naming both
+// VMIs, and is sent no command.
+func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "n3") // short: the launcher's socket address must fit sun_path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pods := filepath.Join(dir, "pods")
+	// The victim's launcher, in its own pod volume.
+	victimShare := filepath.Join(dir, "v")
+	victim := orphanVMI("victim", "0d4a0f4e-bbbb-4222-8333-944455556666")
+	h := hypervisor.NewFake()
+	runLauncher(t, dir, victimShare, h, victim)
+	startGuest(t, victimShare, victim)
+	victimDir := launcher.SocketDir(victimShare, string(victim.UID))
+
+	// The attacker's pod volume: sockets/<attacker uid> -> the victim's dir.
+	attacker := types.UID("0d4a0f4e-cccc-4222-8333-944455556666")
+	const attackerPod = "attacker-pod"
+	attDir := podSocketDir(pods, attackerPod, string(attacker))
+	if err := os.MkdirAll(filepath.Dir(attDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victimDir, attDir); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{NodeName: "node01", Client: vmfake.NewSimpleClientset(), Kube: fake.NewClientset(),
+		ShareDir: filepath.Join(dir, "share"), KubeletPodsDir: pods, Recorder: record.NewFakeRecorder(10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.notePods(&v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{UID: attacker},
+		Status: v1.VirtualMachineInstanceStatus{ActivePods: map[types.UID]string{attackerPod: "node01"}}})
+	if socks := launcherSockets(a.cfg.ShareDir, pods, string(attacker), a.podsOf(attacker)); len(socks) != 0 {
+		t.Errorf("sockets of the attacker's VMI: %v, want none (its directory is a link)", socketPaths(socks))
+	}
+	c := a.client(attacker)
+	if st, err := c.State(ctx); !launcher.IsGone(err) {
+		t.Errorf("State through the link: %+v, %v; want the launcher gone", st, err)
+	}
+	if st, err := c.Kill(ctx); !launcher.IsGone(err) {
+		t.Errorf("Kill through the link: %+v, %v; want the launcher gone", st, err)
+	}
+	victimRuns := func() {
+		t.Helper()
+		time.Sleep(200 * time.Millisecond)
+		vst, err := launcher.NewClient(launcher.SocketPath(victimShare, string(victim.UID))).State(ctx)
+		if err != nil || vst.StopRequested || vst.Final || vst.State != hypervisor.StateRunning {
+			t.Errorf("the victim after the attacker's kill: %+v, %v; want it running", vst, err)
+		}
+		if _, err := os.Lstat(filepath.Join(victimDir, launcher.FinalFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the victim left a final status: %v", err)
+		}
+	}
+	victimRuns()
+	// The victim's final status, seen through the link, is not read.
+	b, _ := json.Marshal(launcher.Status{UID: string(attacker), Final: true, State: hypervisor.StateShutoff})
+	elsewhere := filepath.Join(dir, "elsewhere.json")
+	if err := os.WriteFile(elsewhere, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victimDir, launcher.FinalFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := a.readFinal(attacker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("readFinal through a linked directory: %+v, %v; want none", st, err)
+	}
+	if err := os.Remove(filepath.Join(victimDir, launcher.FinalFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The attacker's directory is real, its final.json a link to a file
+	// outside the volume (naming the attacker's VMI, so only the link
+	// refuses it), its socket a hard link to the victim's.
+	if err := os.Remove(attDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(attDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(attDir, launcher.FinalFile)); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := a.readFinal(attacker); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("readFinal of a final.json link: %+v, %v; want ELOOP", st, err)
+	}
+	if err := os.Link(launcher.SocketPath(victimShare, string(victim.UID)), filepath.Join(attDir, launcher.SocketFile)); err != nil {
+		t.Fatal(err)
+	}
+	a.forgetClient(attacker)
+	c = a.client(attacker)
+	for name, call := range map[string]func() error{
+		"Ping":     func() error { _, err := c.Ping(ctx); return err },
+		"State":    func() error { _, err := c.State(ctx); return err },
+		"Shutdown": func() error { _, err := c.Shutdown(ctx); return err },
+		"Kill":     func() error { _, err := c.Kill(ctx); return err },
+		"Migrate":  func() error { _, err := c.Migrate(ctx, launcher.MigrateRequest{}); return err },
+	} {
+		err := call()
+		var m *launcher.UIDMismatchError
+		if !errors.As(err, &m) || m.Want != string(attacker) || m.Got != string(victim.UID) || launcher.IsGone(err) {
+			t.Errorf("%s through the victim's socket: %v; want a UID mismatch naming both VMIs", name, err)
+		}
+	}
+	// A sync that stops the attacker's VMI fails, and stops nothing.
+	if again, err := a.stopAndClean(ctx, "ns/attacker", attacker, 0); err == nil || !strings.Contains(err.Error(), string(victim.UID)) {
+		t.Errorf("stopAndClean of the attacker's VMI: %v, %v; want a UID mismatch", again, err)
+	}
+	victimRuns()
 }

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
@@ -82,27 +81,39 @@ func errorAnswer(resp *http.Response) *Error {
 
 // Client talks to the launcher of one VMI over its command socket.
 type Client struct {
-	// socket names the socket in errors: its path, or what NewResolvingClient was given.
-	socket  string
-	resolve func() []string
+	// socket names the socket in errors: its path, or ResolveOptions.Name.
+	socket string
+	// locations, when set, returns where to look for the launcher each
+	// time the client connects (NewResolvingClient); else it dials socket.
+	locations func() []Location
+	// uid and checkPod: see ResolveOptions.
+	uid      string
+	checkPod bool
+	// procDir is /proc (tests put a fake one there).
+	procDir string
 	http    *http.Client
 }
 
 // NewClient returns a client of the launcher listening on socket (see
-// SocketPath). It does not connect until the first call.
+// SocketPath), a path the caller trusts. It does not connect until the
+// first call.
 func NewClient(socket string) *Client {
-	return NewResolvingClient(socket, func() []string { return []string{socket} })
+	return newClient(&Client{socket: socket})
 }
 
 // NewResolvingClient returns a client of a launcher whose socket is not
 // known in advance or may move, such as one in a launcher pod's volume that
-// appears only after the pod started. Each time the client connects it asks
-// resolve for the candidate sockets, in order of preference, and uses the
-// first that accepts a connection. With no candidate, or none accepting,
-// calls fail with an error for which IsGone is true. name describes the
-// socket in errors.
-func NewResolvingClient(name string, resolve func() []string) *Client {
-	c := &Client{socket: name, resolve: resolve}
+// appears only after the pod started, and is written by the tenant. Each
+// time the client connects it asks opts.Locations where to look, and uses
+// the first socket that accepts a connection and passes the checks
+// ResolveOptions describes. With no location, or none accepting, calls
+// fail with an error for which IsGone is true.
+func NewResolvingClient(opts ResolveOptions) *Client {
+	return newClient(&Client{socket: opts.Name, locations: opts.Locations, uid: opts.UID, checkPod: opts.CheckPeerPod})
+}
+
+func newClient(c *Client) *Client {
+	c.procDir = "/proc"
 	tr := &http.Transport{
 		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
 		MaxIdleConns:           1,
@@ -113,18 +124,22 @@ func NewResolvingClient(name string, resolve func() []string) *Client {
 	return c
 }
 
-// dial connects to the first candidate socket that accepts. When none
-// does, it returns an error that says why the launcher could not be
-// reached rather than that it is gone (a timeout, a permission), if any,
-// else the first candidate's.
+// dial connects to the launcher: the static socket, or the first location
+// that accepts and passes the checks. When none does, it returns an error
+// that says why the launcher could not be reached rather than that it is
+// gone (a timeout, a permission, a launcher of another VMI), if any, else
+// the first location's.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
-	paths := c.resolve()
-	if len(paths) == 0 {
+	if c.locations == nil {
+		return dialUnix(ctx, c.socket)
+	}
+	locs := c.locations()
+	if len(locs) == 0 {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: c.socket, Net: "unix"}, Err: syscall.ENOENT}
 	}
 	var first, other error
-	for _, p := range paths {
-		conn, err := dialUnix(ctx, p)
+	for _, loc := range locs {
+		conn, err := c.dialLocation(ctx, loc)
 		if err == nil {
 			return conn, nil
 		}
@@ -220,11 +235,19 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (Status,
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		e := errorAnswer(resp)
+		if e.Status.UID != "" {
+			if err := c.checkUID(e.Status.UID); err != nil {
+				return Status{}, fmt.Errorf("%s %s: %w", method, path, err)
+			}
+		}
 		return e.Status, e
 	}
 	var st Status
 	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &st); err != nil {
 		return Status{}, fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)
+	}
+	if err := c.checkUID(st.UID); err != nil {
+		return Status{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return st, nil
 }
@@ -252,7 +275,17 @@ func callTimeout(path string) time.Duration {
 	return CallTimeout
 }
 
-// Ping checks that the launcher answers and returns its VMI's UID.
+// checkUID checks the VMI UID of a launcher's answer against the client's
+// (when it has one).
+func (c *Client) checkUID(got string) error {
+	if c.uid != "" && got != c.uid {
+		return &UIDMismatchError{Socket: c.socket, Want: c.uid, Got: got}
+	}
+	return nil
+}
+
+// Ping checks that the launcher answers and returns its VMI's UID (the
+// client's, for a client with ResolveOptions.UID).
 func (c *Client) Ping(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -273,6 +306,9 @@ func (c *Client) Ping(ctx context.Context) (string, error) {
 	}
 	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &b); err != nil {
 		return "", fmt.Errorf("ping %s: %w", c.socket, err)
+	}
+	if err := c.checkUID(b.UID); err != nil {
+		return "", fmt.Errorf("ping: %w", err)
 	}
 	return b.UID, nil
 }
@@ -476,19 +512,9 @@ func (c *Client) PID(ctx context.Context) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("launcher socket %s: not a UNIX connection", c.socket)
 	}
-	raw, err := uc.SyscallConn()
+	pid, err := peerPID(uc)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("launcher socket %s: %w", c.socket, err)
 	}
-	var (
-		cred *unix.Ucred
-		cerr error
-	)
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return 0, err
-	}
-	if cerr != nil {
-		return 0, fmt.Errorf("launcher socket %s: SO_PEERCRED: %w", c.socket, cerr)
-	}
-	return int(cred.Pid), nil
+	return pid, nil
 }
