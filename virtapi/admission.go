@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/podtemplate"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -164,31 +166,34 @@ func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, erro
 	}
 }
 
-// KubeVirt's feature gates virt-api checks (podtemplate.HostDiskGate and
-// podtemplate.VMPersistentStateGate, which virt-api does not import):
-// hostDisk volumes, and persistent TPM or EFI state.
-const (
-	hostDiskGate          = "HostDisk"
-	vmPersistentStateGate = "VMPersistentState"
-)
-
-// gated reports what the cluster's feature gates do not allow.
+// gated reports what the cluster's feature gates do not allow, and the
+// hostDisk paths no gate allows (podtemplate.DeniedHostDiskPath: the
+// node's system directories), refused here at creation rather than by the
+// VMI controller, which would leave the VMI without a pod.
 func gated(vmi *v1.VirtualMachineInstance, gates []string) field.ErrorList {
 	const why = " feature gate is not enabled (KubeVirt CR spec.configuration.developerConfiguration.featureGates)"
 	var errs field.ErrorList
-	if !slices.Contains(gates, hostDiskGate) {
-		for i, vol := range vmi.Spec.Volumes {
-			if vol.HostDisk != nil {
-				errs = append(errs, field.Forbidden(field.NewPath("spec", "volumes").Index(i).Child("hostDisk"), "the "+hostDiskGate+why))
+	for i, vol := range vmi.Spec.Volumes {
+		if vol.HostDisk == nil {
+			continue
+		}
+		fld := field.NewPath("spec", "volumes").Index(i).Child("hostDisk")
+		if !slices.Contains(gates, podtemplate.HostDiskGate) {
+			errs = append(errs, field.Forbidden(fld, "the "+podtemplate.HostDiskGate+why))
+			continue
+		}
+		if p := vol.HostDisk.Path; path.IsAbs(p) {
+			if denied := podtemplate.DeniedHostDiskPath(path.Clean(p)); denied != "" {
+				errs = append(errs, field.Forbidden(fld.Child("path"), fmt.Sprintf("%s would expose the node's %s: a hostDisk may not reach the node's system directories", p, denied)))
 			}
 		}
 	}
-	if !slices.Contains(gates, vmPersistentStateGate) {
+	if !slices.Contains(gates, podtemplate.VMPersistentStateGate) {
 		if v1.PersistentTPM(&vmi.Spec) {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "devices", "tpm", "persistent"), "the "+vmPersistentStateGate+why))
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "devices", "tpm", "persistent"), "the "+podtemplate.VMPersistentStateGate+why))
 		}
 		if v1.PersistentEFI(&vmi.Spec) {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "firmware", "bootloader", "efi", "persistent"), "the "+vmPersistentStateGate+why))
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "domain", "firmware", "bootloader", "efi", "persistent"), "the "+podtemplate.VMPersistentStateGate+why))
 		}
 	}
 	return errs

@@ -15,11 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/vmkit/vmkit/podtemplate"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 func review(t *testing.T, path string, op admissionv1.Operation, obj any) *admissionv1.AdmissionResponse {
+	t.Helper()
+	return reviewWith(t, AdmissionConfig{Emulation: true}, path, op, obj)
+}
+
+// reviewWith is review with the cluster's configuration cfg.
+func reviewWith(t *testing.T, cfg AdmissionConfig, path string, op admissionv1.Operation, obj any) *admissionv1.AdmissionResponse {
 	t.Helper()
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -32,7 +39,7 @@ func review(t *testing.T, path string, op admissionv1.Operation, obj any) *admis
 	}
 	body, _ := json.Marshal(in)
 	rec := httptest.NewRecorder()
-	AdmissionHandler(AdmissionConfig{Emulation: true}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+	AdmissionHandler(cfg).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
 	}
@@ -109,6 +116,29 @@ func TestAdmission(t *testing.T) {
 				t.Fatalf("response %+v, want a 422 naming %s", resp.Result, tc.wantField)
 			}
 		})
+	}
+}
+
+// With the HostDisk gate on, a hostDisk in the node's system directories is
+// still refused at creation, naming the field and the directory; one in a
+// directory of its own is admitted.
+func TestAdmissionRefusesSystemHostDisks(t *testing.T) {
+	cfg := AdmissionConfig{Emulation: true, FeatureGates: []string{podtemplate.HostDiskGate}}
+	for p, want := range map[string]string{
+		"/etc/ld.so.preload":         "the node's /etc",
+		"/var/lib/kubelet/pki/x.img": "the node's /var/lib/kubelet",
+		"/x.img":                     "the node's /",
+		"/var/lib/vm-disks/x.img":    "",
+	} {
+		spec := withHostDisk()
+		spec.Volumes[0].HostDisk.Path = p
+		resp := reviewWith(t, cfg, ValidateVMIPath, admissionv1.Create, &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec})
+		switch {
+		case want == "" && !resp.Allowed:
+			t.Errorf("%s: refused: %+v", p, resp.Result)
+		case want != "" && (resp.Allowed || !strings.Contains(resp.Result.Message, "spec.volumes[0].hostDisk.path") || !strings.Contains(resp.Result.Message, want)):
+			t.Errorf("%s: %+v, want refused naming spec.volumes[0].hostDisk.path and %q", p, resp.Result, want)
+		}
 	}
 }
 
