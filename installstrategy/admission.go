@@ -1,7 +1,6 @@
 package installstrategy
 
 import (
-	"fmt"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -11,61 +10,126 @@ import (
 )
 
 // VMIUpdatePolicyName names the ValidatingAdmissionPolicy (and its
-// binding) that keeps a VirtualMachineInstance's spec and status to
-// vmkit's components.
+// binding) that keeps a VirtualMachineInstance's spec, status and reserved
+// labels to vmkit's components.
 const VMIUpdatePolicyName = "kubevirt-vmi-update"
 
-// addAdmissionPolicies adds what the API server itself enforces, without a
-// webhook: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1,
-// GA since Kubernetes 1.30) that rejects updates of a
-// VirtualMachineInstance's spec or status by anyone but vmkit's service
-// accounts. KubeVirt's virt-api webhook refuses the same: once a VMI
-// exists, the controller, the node agent and the launcher act on its spec,
-// and a user who could change it (or fake its status) would steer them.
-// Metadata (labels, annotations, finalizers, owner references) stays
-// writable, as on KubeVirt.
-func (s *Strategy) addAdmissionPolicies(c *DeploymentConfig) {
-	var components []string
+// componentUsers are the user names of vmkit's components' service
+// accounts, which the admission policies and webhooks let through.
+func componentUsers(c *DeploymentConfig) []string {
+	var out []string
 	for _, sa := range []string{OperatorServiceAccount, APIServiceAccount, ControllerServiceAccount, HandlerServiceAccount} {
-		components = append(components, fmt.Sprintf("'system:serviceaccount:%s:%s'", c.Namespace, sa))
+		out = append(out, serviceAccountUser(c.Namespace, sa))
 	}
-	fail := admissionregistrationv1.Fail
+	return out
+}
+
+// serviceAccountUser is the user name the API server gives a service account's tokens.
+func serviceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// notAComponent is the match condition of a policy or webhook that checks
+// users only: it holds for everyone but vmkit's components.
+func notAComponent(c *DeploymentConfig) admissionregistrationv1.MatchCondition {
+	return admissionregistrationv1.MatchCondition{
+		Name:       "not-a-kubevirt-component",
+		Expression: "!(request.userInfo.username in " + celList(componentUsers(c)) + ")",
+	}
+}
+
+// celList is a CEL list literal of the strings, which hold no quote.
+func celList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, item := range items {
+		quoted[i] = "'" + item + "'"
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// addAdmissionPolicies adds what the API server itself enforces, without a
+// webhook (so also while virt-api is down): ValidatingAdmissionPolicies
+// (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30).
+//
+// VMIUpdatePolicyName keeps a VirtualMachineInstance's spec, status and
+// reserved labels to vmkit's service accounts, as KubeVirt's virt-api
+// webhooks do: once a VMI exists, the controller, the node agent and the
+// launcher act on its spec, and its status and labels tell them where it
+// runs and migrates. A user may therefore not change its spec, create it
+// with a status (the VMI has no status subresource, so a status sent with
+// the object is stored as sent: a forged status.migrationState would steer
+// the node agents) or change its status, and may neither set, change nor
+// remove KubeVirt's reserved labels (its restrictedVmiLabels) on create or
+// update. An empty status, as KubeVirt's examples end with (status: {}),
+// or one holding only empty objects, as a typed client sends
+// (status: {guestOSInfo: {}}), is no status. Other metadata (other labels,
+// kubevirt.io/vm and kubevirt.io/domain included, annotations,
+// finalizers, owner references) stays writable, as on KubeVirt.
+func (s *Strategy) addAdmissionPolicies(c *DeploymentConfig) {
+	reserved := []string{v1.CreatedByLabel, v1.MigrationJobLabel, v1.NodeNameLabel, v1.MigrationTargetNodeNameLabel, v1.NodeSchedulable, v1.InstallStrategyLabel}
+	const components = "KubeVirt's components (virt-controller, virt-handler)"
+	s.addAdmissionPolicy(c, VMIUpdatePolicyName, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: vmiRule(admissionregistrationv1.Create, admissionregistrationv1.Update),
+		MatchConditions:  []admissionregistrationv1.MatchCondition{notAComponent(c)},
+		Variables: []admissionregistrationv1.Variable{
+			{Name: "oldLabels", Expression: "oldObject != null && has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+			{Name: "newLabels", Expression: "has(object.metadata.labels) ? object.metadata.labels : {}"},
+			// The reserved labels this request sets, changes or removes.
+			{Name: "reservedLabelsChanged", Expression: celList(reserved) + ".filter(l, (l in variables.newLabels) != (l in variables.oldLabels) || (l in variables.newLabels && variables.newLabels[l] != variables.oldLabels[l]))"},
+			// The status fields a create sets: all but empty objects.
+			{Name: "statusSet", Expression: "oldObject == null && has(object.status) ? object.status.filter(f, object.status[f] != {}) : []"},
+		},
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: "oldObject == null || object.spec == oldObject.spec",
+			Message:    "spec of a VirtualMachineInstance cannot be changed once it exists (only KubeVirt's components may)",
+			Reason:     ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression:        "size(variables.statusSet) == 0",
+			Message:           "status of a VirtualMachineInstance is written by " + components + " only: a user may not set it at creation (create the VMI without status, or with status: {})",
+			MessageExpression: `"status." + variables.statusSet.join(", status.") + " of a VirtualMachineInstance is written by ` + components + ` only: a user may not set it at creation (create the VMI without status, or with status: {})"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression: "oldObject == null || (has(object.status) == has(oldObject.status) && (!has(object.status) || object.status == oldObject.status))",
+			Message:    "status of a VirtualMachineInstance is written by " + components + " only: a user may not change it",
+			Reason:     ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression:        "size(variables.reservedLabelsChanged) == 0",
+			Message:           "metadata.labels of a VirtualMachineInstance: " + strings.Join(reserved, ", ") + " are reserved to " + components + ": a user may not set, change or remove them",
+			MessageExpression: `"metadata.labels[" + variables.reservedLabelsChanged.join("], metadata.labels[") + "] of a VirtualMachineInstance is reserved to ` + components + `: a user may not set, change or remove it"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}},
+	})
+}
+
+// vmiRule matches the operations on VirtualMachineInstances.
+func vmiRule(ops ...admissionregistrationv1.OperationType) *admissionregistrationv1.MatchResources {
+	return &admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: ops,
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"},
+					Resources: []string{"virtualmachineinstances"},
+				},
+			},
+		}},
+	}
+}
+
+// addAdmissionPolicy adds the policy, failurePolicy Fail, and its binding
+// of the same name, which denies what it refuses.
+func (s *Strategy) addAdmissionPolicy(c *DeploymentConfig, name string, spec admissionregistrationv1.ValidatingAdmissionPolicySpec) {
+	spec.FailurePolicy = ptr(admissionregistrationv1.Fail)
 	s.AdmissionPolicies = append(s.AdmissionPolicies, &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: objectMeta(c, "", VMIUpdatePolicyName, ""),
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"},
-							Resources: []string{"virtualmachineinstances"},
-						},
-					},
-				}},
-			},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "not-a-kubevirt-component",
-				Expression: "!(request.userInfo.username in [" + strings.Join(components, ", ") + "])",
-			}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "object.spec == oldObject.spec",
-				Message:    "spec of a VirtualMachineInstance cannot be changed once it exists (only KubeVirt's components may)",
-				Reason:     ptr(metav1.StatusReasonForbidden),
-			}, {
-				Expression: "has(object.status) == has(oldObject.status) && (!has(object.status) || object.status == oldObject.status)",
-				Message:    "status of a VirtualMachineInstance is written by KubeVirt's components only",
-				Reason:     ptr(metav1.StatusReasonForbidden),
-			}},
-		},
+		ObjectMeta: objectMeta(c, "", name, ""),
+		Spec:       spec,
 	})
 	s.AdmissionPolicyBindings = append(s.AdmissionPolicyBindings, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: objectMeta(c, "", VMIUpdatePolicyName, ""),
+		ObjectMeta: objectMeta(c, "", name, ""),
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        VMIUpdatePolicyName,
+			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	})

@@ -1,0 +1,231 @@
+package installstrategy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// tenantNamespace is where the admission tests' tenant may manage VMs.
+const tenantNamespace = "tenant"
+
+// TestAdmissionAgainstAPIServer: with the strategy applied and no virt-api
+// running, what the API server itself refuses or lets through, for a
+// tenant (a user bound to kubevirt.io:admin in their namespace) and for
+// vmkit's components' service accounts, impersonated.
+func TestAdmissionAgainstAPIServer(t *testing.T) {
+	c := startCluster(t)
+	ctx := ctxFor(t)
+	kube := c.env.Kube
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespaceObject(tenantNamespace), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(tenantNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AdminClusterRoleName},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	as := clientsFor(c.env.Config, s.Config.Namespace)
+
+	// virt-api's webhooks refuse every VMI create while virt-api is down:
+	// out of the way for the VMI policies' tests (Apply puts them back).
+	for _, err := range []error{
+		kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ValidatingWebhookName, metav1.DeleteOptions{}),
+		kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, MutatingWebhookName, metav1.DeleteOptions{}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server drops deleted webhooks and loads new policies when its
+	// informers see them: wait until a dry-run create of a VMI reaches the
+	// policy.
+	waitForPolicy(t, ctx, "a tenant's VMI with a status", func() error {
+		_, err := as.tenant.vmis().Create(ctx, vmiObject("probe", nil, map[string]any{"phase": "Running"}), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+
+	t.Run("a tenant's VMI has no status or reserved label of its own", func(t *testing.T) {
+		testVMICreatePolicy(t, ctx, as)
+	})
+}
+
+// impersonated are dynamic clients acting as a tenant and as vmkit's components.
+type impersonated struct {
+	tenant, controller, operator client
+	// handler returns virt-handler's client, its token naming the node
+	// (authentication.kubernetes.io/node-name) unless node is empty.
+	handler func(node string) client
+}
+
+type client struct {
+	dynamic.Interface
+	config *rest.Config
+}
+
+func (c client) vmis() dynamic.ResourceInterface {
+	return c.Resource(vmiResource).Namespace(tenantNamespace)
+}
+
+func clientsFor(admin *rest.Config, namespace string) impersonated {
+	as := func(user string, groups []string, extra map[string][]string) client {
+		cfg := rest.CopyConfig(admin)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups, Extra: extra}
+		return client{dynamic.NewForConfigOrDie(cfg), cfg}
+	}
+	component := func(sa string) client {
+		return as(serviceAccountUser(namespace, sa), nil, nil)
+	}
+	return impersonated{
+		tenant:     as("alice", []string{"system:authenticated"}, nil),
+		controller: component(ControllerServiceAccount),
+		operator:   component(OperatorServiceAccount),
+		handler: func(node string) client {
+			var extra map[string][]string
+			if node != "" {
+				extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+			}
+			return as(serviceAccountUser(namespace, HandlerServiceAccount), nil, extra)
+		},
+	}
+}
+
+// waitForPolicy retries a request that an admission policy refuses until
+// it is refused (Forbidden), for up to 30 seconds: the API server loads
+// new policies asynchronously.
+func waitForPolicy(t *testing.T, ctx context.Context, what string, request func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = request(); apierrors.IsForbidden(err) {
+			return
+		}
+	}
+	t.Fatalf("%s: %v after 30 s, want Forbidden by an admission policy", what, err)
+}
+
+// wantRefused fails unless err is Forbidden with a message holding each of want.
+func wantRefused(t *testing.T, what string, err error, want ...string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: %v, want Forbidden", what, err)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %v, want a message naming %q", what, err, w)
+		}
+	}
+}
+
+func namespaceObject(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// vmiObject is a minimal VMI in the tenant's namespace with labels and,
+// unless nil, status exactly as given.
+func vmiObject(name string, labels map[string]string, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+		"metadata": map[string]any{"name": name, "namespace": tenantNamespace},
+		"spec":     map[string]any{"domain": map[string]any{"devices": map[string]any{}, "resources": map[string]any{"requests": map[string]any{"memory": "64Mi"}}}},
+	}}
+	u.SetLabels(labels)
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+// mergePatch sends a JSON merge patch.
+func mergePatch(ctx context.Context, r dynamic.ResourceInterface, name, patch string) error {
+	_, err := r.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// testVMICreatePolicy: a tenant cannot create a VMI with a status (a
+// forged status.migrationState would steer the node agents) or with one of
+// KubeVirt's reserved labels, nor set, change or remove those labels
+// later; status: {} (KubeVirt's examples) and a typed client's empty
+// status are accepted, and so are the other kubevirt.io/ labels. vmkit's
+// controller may create what the tenant may not.
+func testVMICreatePolicy(t *testing.T, ctx context.Context, as impersonated) {
+	forged := map[string]any{"migrationState": map[string]any{
+		"sourceNode": "node-a", "targetNode": "node-b", "targetNodeAddress": "10.0.0.66",
+		"targetDirectMigrationNodePorts": map[string]any{"8186": int64(0)}, "migrationUid": "forged",
+	}}
+	for _, tt := range []struct {
+		name   string
+		status map[string]any
+		want   []string
+	}{
+		{"a forged migration state", forged, []string{"status.migrationState of a VirtualMachineInstance is written by KubeVirt's components", "a user may not set it at creation"}},
+		{"a phase and a node", map[string]any{"phase": "Running", "nodeName": "node-a"}, []string{"status.phase", "status.nodeName", "of a VirtualMachineInstance is written by KubeVirt's components"}},
+		{"an empty object beside a set field", map[string]any{"guestOSInfo": map[string]any{}, "interfaces": []any{map[string]any{"ipAddress": "127.0.0.1"}}}, []string{"status.interfaces of"}},
+	} {
+		_, err := as.tenant.vmis().Create(ctx, vmiObject("forged", nil, tt.status), metav1.CreateOptions{})
+		wantRefused(t, "a tenant's VMI with "+tt.name, err, tt.want...)
+	}
+
+	// An empty status, as sent by kubectl from KubeVirt's examples and by
+	// a typed client, is no status.
+	empty, err := as.tenant.vmis().Create(ctx, vmiObject("empty-status", nil, map[string]any{}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a tenant's VMI with status: {}: %v, want it created", err)
+	}
+	if status, ok := empty.Object["status"]; ok && len(status.(map[string]any)) != 0 {
+		t.Errorf("status stored as %v, want empty", status)
+	}
+	typed := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "typed", Labels: map[string]string{"kubevirt.io/vm": "typed", "kubevirt.io/domain": "typed"}}}
+	typed.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	if _, err := versioned.NewForConfigOrDie(as.tenant.config).KubevirtV1().VirtualMachineInstances(tenantNamespace).Create(ctx, typed, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a tenant's VMI from a typed client, labelled kubevirt.io/vm and kubevirt.io/domain: %v, want it created", err)
+	}
+
+	reserved := []string{v1.CreatedByLabel, v1.MigrationJobLabel, v1.NodeNameLabel, v1.MigrationTargetNodeNameLabel, v1.NodeSchedulable, v1.InstallStrategyLabel}
+	for _, label := range reserved {
+		_, err := as.tenant.vmis().Create(ctx, vmiObject("labelled", map[string]string{label: "node-a"}, nil), metav1.CreateOptions{})
+		wantRefused(t, "a tenant's VMI labelled "+label, err, "metadata.labels["+label+"] of a VirtualMachineInstance is reserved to KubeVirt's components", "a user may not set")
+	}
+
+	// The controller creates VMIs with these labels (and writes status).
+	if _, err := as.controller.vmis().Create(ctx, vmiObject("placed", map[string]string{v1.NodeNameLabel: "node-a", v1.CreatedByLabel: "uid"}, map[string]any{"phase": "Scheduled", "nodeName": "node-a"}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the controller's VMI with status and reserved labels: %v, want it created", err)
+	}
+	for _, tt := range []struct{ what, patch, label string }{
+		{"set", `{"metadata":{"labels":{"` + v1.MigrationTargetNodeNameLabel + `":"node-b"}}}`, v1.MigrationTargetNodeNameLabel},
+		{"change", `{"metadata":{"labels":{"` + v1.NodeNameLabel + `":"node-b"}}}`, v1.NodeNameLabel},
+		{"remove", `{"metadata":{"labels":{"` + v1.CreatedByLabel + `":null}}}`, v1.CreatedByLabel},
+	} {
+		wantRefused(t, "a tenant's update to "+tt.what+" "+tt.label, mergePatch(ctx, as.tenant.vmis(), "placed", tt.patch),
+			"metadata.labels["+tt.label+"]", "a user may not set, change or remove it")
+	}
+	if err := mergePatch(ctx, as.tenant.vmis(), "placed", `{"metadata":{"labels":{"team":"blue","kubevirt.io/vm":"placed"}}}`); err != nil {
+		t.Errorf("a tenant's label change beside the reserved labels: %v, want it allowed", err)
+	}
+	wantRefused(t, "a tenant's status change", mergePatch(ctx, as.tenant.vmis(), "placed", `{"status":{"phase":"Running"}}`),
+		"status of a VirtualMachineInstance is written by KubeVirt's components", "a user may not change it")
+}
