@@ -99,6 +99,138 @@ func (s *Strategy) addAdmissionPolicies(c *DeploymentConfig) {
 			Reason:            ptr(metav1.StatusReasonForbidden),
 		}},
 	})
+	s.addHandlerPolicies(c)
+}
+
+// Names of the admission policies that hold virt-handler to its node.
+const (
+	// NodeRestrictionPolicyName names (as KubeVirt does) the policy that
+	// lets virt-handler change only its own Node, and of it only the
+	// kubevirt.io/ labels and annotations.
+	NodeRestrictionPolicyName = "kubevirt-node-restriction-policy"
+	// HandlerVMIPolicyName names the policy that lets virt-handler change
+	// only the VirtualMachineInstances on its node or migrating to it.
+	HandlerVMIPolicyName = "kubevirt-handler-vmi-restriction"
+)
+
+// nodeNameExtra is the user information a service account token bound to a
+// pod carries with the name of the pod's node (ServiceAccountTokenPodNodeInfo,
+// on by default since Kubernetes 1.30).
+const nodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// addHandlerPolicies adds what KubeVirt's node restriction does (its
+// kubevirt-node-restriction-policy and the NodeRestriction branch of its
+// VMI update webhook): virt-handler's credentials work for its own node
+// only, the node its token names (nodeNameExtra). With another node's
+// handler token, one could otherwise taint or relabel any Node, fake its
+// heartbeat, or rewrite any VMI's status.
+//
+// A handler token without that name (a legacy Secret token, or a cluster
+// whose tokens do not carry it) may change no Node and no VMI: refused,
+// as KubeVirt refuses it, rather than let through unchecked.
+// virt-handler's pods get bound tokens naming their node on every
+// Kubernetes vmkit supports (1.30 and later, which the policies need).
+func (s *Strategy) addHandlerPolicies(c *DeploymentConfig) {
+	handlerOnly := admissionregistrationv1.MatchCondition{
+		Name:       "virt-handler-only",
+		Expression: "request.userInfo.username == '" + serviceAccountUser(c.Namespace, HandlerServiceAccount) + "'",
+	}
+	nodeName := admissionregistrationv1.Variable{
+		Name: "nodeName",
+		Expression: "has(request.userInfo.extra) && '" + nodeNameExtra + "' in request.userInfo.extra && size(request.userInfo.extra['" + nodeNameExtra + "']) > 0" +
+			" ? request.userInfo.extra['" + nodeNameExtra + "'][0] : ''",
+	}
+	namesNode := admissionregistrationv1.Validation{
+		Expression: "variables.nodeName != ''",
+		Message:    "virt-handler's credentials name no node (" + nodeNameExtra + "): they may change no Node and no VirtualMachineInstance; run virt-handler with its pod's own service account token",
+		Reason:     ptr(metav1.StatusReasonForbidden),
+	}
+	// changed lists the keys of metadata's labels or annotations outside
+	// kubevirt.io/ that the update adds, changes or removes.
+	changed := func(field string) string {
+		was, now := "variables.old"+field, "variables.new"+field
+		return was + ".filter(k, !k.startsWith('kubevirt.io/') && (!(k in " + now + ") || " + now + "[k] != " + was + "[k])) + " +
+			now + ".filter(k, !k.startsWith('kubevirt.io/') && !(k in " + was + "))"
+	}
+	const fixedMetadata = "!(k in ['labels', 'annotations', 'managedFields', 'resourceVersion'])"
+	s.addAdmissionPolicy(c, NodeRestrictionPolicyName, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{
+			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					// A patch is an update here; virt-handler may not
+					// create or delete Nodes (see Rules).
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"nodes"}},
+				},
+			}},
+		},
+		MatchConditions: []admissionregistrationv1.MatchCondition{handlerOnly},
+		Variables: []admissionregistrationv1.Variable{
+			nodeName,
+			{Name: "oldLabels", Expression: "has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}"},
+			{Name: "newLabels", Expression: "has(object.metadata.labels) ? object.metadata.labels : {}"},
+			{Name: "oldAnnotations", Expression: "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}"},
+			{Name: "newAnnotations", Expression: "has(object.metadata.annotations) ? object.metadata.annotations : {}"},
+			{Name: "labelsChanged", Expression: changed("Labels")},
+			{Name: "annotationsChanged", Expression: changed("Annotations")},
+		},
+		Validations: []admissionregistrationv1.Validation{namesNode, {
+			Expression:        "object.metadata.name == variables.nodeName",
+			Message:           "virt-handler may change its own Node only",
+			MessageExpression: `"virt-handler of node " + variables.nodeName + " may not change Node " + object.metadata.name + ": each virt-handler changes its own Node only"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression: "object.spec == oldObject.spec",
+			Message:    "spec of a Node: virt-handler may not change it (virt-controller taints and untaints nodes)",
+			Reason:     ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression: "object.metadata.filter(k, " + fixedMetadata + ").all(k, k in oldObject.metadata && object.metadata[k] == oldObject.metadata[k]) && " +
+				"oldObject.metadata.filter(k, " + fixedMetadata + ").all(k, k in object.metadata)",
+			Message: "metadata of a Node: virt-handler may change only its kubevirt.io/ labels and annotations",
+			Reason:  ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression:        "size(variables.labelsChanged) == 0",
+			Message:           "metadata.labels of a Node: virt-handler may set, change or remove only kubevirt.io/ labels",
+			MessageExpression: `"metadata.labels[" + variables.labelsChanged.join("], metadata.labels[") + "] of Node " + object.metadata.name + ": virt-handler may set, change or remove only kubevirt.io/ labels"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression:        "size(variables.annotationsChanged) == 0",
+			Message:           "metadata.annotations of a Node: virt-handler may set, change or remove only kubevirt.io/ annotations",
+			MessageExpression: `"metadata.annotations[" + variables.annotationsChanged.join("], metadata.annotations[") + "] of Node " + object.metadata.name + ": virt-handler may set, change or remove only kubevirt.io/ annotations"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}},
+	})
+	// A VMI's status names its node and, while it migrates, the target's.
+	// The target's agent takes the VMI over (status.nodeName) when the
+	// migration completes; virt-controller alone picks the target.
+	stringAt := func(object, path string) string {
+		parts := strings.Split(path, ".")
+		var checks []string
+		for i := range parts {
+			checks = append(checks, "has("+object+"."+strings.Join(parts[:i+1], ".")+")")
+		}
+		return strings.Join(checks, " && ") + " ? " + object + "." + path + " : ''"
+	}
+	s.addAdmissionPolicy(c, HandlerVMIPolicyName, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: vmiRule(admissionregistrationv1.Update),
+		MatchConditions:  []admissionregistrationv1.MatchCondition{handlerOnly},
+		Variables: []admissionregistrationv1.Variable{
+			nodeName,
+			{Name: "oldNode", Expression: stringAt("oldObject", "status.nodeName")},
+			{Name: "oldTarget", Expression: stringAt("oldObject", "status.migrationState.targetNode")},
+			{Name: "newTarget", Expression: stringAt("object", "status.migrationState.targetNode")},
+		},
+		Validations: []admissionregistrationv1.Validation{namesNode, {
+			Expression:        "variables.nodeName != '' && (variables.oldNode == variables.nodeName || variables.oldTarget == variables.nodeName)",
+			Message:           "virt-handler may change only the VirtualMachineInstances on its node (status.nodeName) or migrating to it (status.migrationState.targetNode)",
+			MessageExpression: `"virt-handler of node " + variables.nodeName + " may change only the VirtualMachineInstances on its node (status.nodeName) or migrating to it (status.migrationState.targetNode), not one on node '" + variables.oldNode + "'"`,
+			Reason:            ptr(metav1.StatusReasonForbidden),
+		}, {
+			Expression: "variables.newTarget == variables.oldTarget",
+			Message:    "status.migrationState.targetNode of a VirtualMachineInstance is chosen by virt-controller: virt-handler may not set or change it",
+			Reason:     ptr(metav1.StatusReasonForbidden),
+		}},
+	})
 }
 
 // vmiRule matches the operations on VirtualMachineInstances.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -71,10 +73,16 @@ func TestAdmissionAgainstAPIServer(t *testing.T) {
 	t.Run("a tenant's VMI has no status or reserved label of its own", func(t *testing.T) {
 		testVMICreatePolicy(t, ctx, as)
 	})
+	t.Run("virt-handler changes only its own node's Node and VMIs", func(t *testing.T) {
+		testHandlerNodeRestriction(t, ctx, kube, as)
+	})
 }
 
 // impersonated are dynamic clients acting as a tenant and as vmkit's components.
 type impersonated struct {
+	// namespace is the installation's.
+	namespace                    string
+	admin                        *rest.Config
 	tenant, controller, operator client
 	// handler returns virt-handler's client, its token naming the node
 	// (authentication.kubernetes.io/node-name) unless node is empty.
@@ -100,6 +108,8 @@ func clientsFor(admin *rest.Config, namespace string) impersonated {
 		return as(serviceAccountUser(namespace, sa), nil, nil)
 	}
 	return impersonated{
+		namespace:  namespace,
+		admin:      admin,
 		tenant:     as("alice", []string{"system:authenticated"}, nil),
 		controller: component(ControllerServiceAccount),
 		operator:   component(OperatorServiceAccount),
@@ -228,4 +238,123 @@ func testVMICreatePolicy(t *testing.T, ctx context.Context, as impersonated) {
 	}
 	wantRefused(t, "a tenant's status change", mergePatch(ctx, as.tenant.vmis(), "placed", `{"status":{"phase":"Running"}}`),
 		"status of a VirtualMachineInstance is written by KubeVirt's components", "a user may not change it")
+}
+
+// testHandlerNodeRestriction: virt-handler's service account, its token
+// naming node-a, may write its heartbeat on Node node-a as the agent does
+// (kubevirt.io/ labels and annotations) and update the VMIs on node-a or
+// migrating to it, and nothing else: not Node node-b, not node-a's other
+// labels, annotations, spec or metadata, not a VMI on node-b, not a VMI's
+// migration target. A token naming no node may change neither.
+func testHandlerNodeRestriction(t *testing.T, ctx context.Context, kube kubernetes.Interface, as impersonated) {
+	for _, name := range []string{"node-a", "node-b"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"topology.kubernetes.io/zone": "z1"}, Annotations: map[string]string{"owner": "ops"}}}
+		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := func(c client) dynamic.ResourceInterface {
+		return c.Resource(corev1.SchemeGroupVersion.WithResource("nodes"))
+	}
+	handlerA, anonymous := as.handler("node-a"), as.handler("")
+	// The agent's heartbeat (nodeagent/heartbeat.go: patchNode).
+	heartbeat := `{"metadata":{"labels":{"` + v1.NodeSchedulable + `":"true"},"annotations":{"` + v1.VirtHandlerHeartbeat + `":"2026-11-28T00:00:00Z"}}}`
+	waitForPolicy(t, ctx, "virt-handler of node-a patching Node node-b", func() error {
+		_, err := nodes(handlerA).Patch(ctx, "node-b", types.MergePatchType, []byte(heartbeat), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	if err := mergePatch(ctx, nodes(handlerA), "node-a", heartbeat); err != nil {
+		t.Errorf("virt-handler's heartbeat on its own Node: %v, want it allowed", err)
+	}
+	// The token the kubelet gets for virt-handler's pod names the pod's
+	// node: what the policies rely on.
+	podToken := boundToken(t, ctx, kube, as, "node-a")
+	if err := mergePatch(ctx, nodes(podToken), "node-a", heartbeat); err != nil {
+		t.Errorf("virt-handler's heartbeat with its pod's token on its own Node: %v, want it allowed", err)
+	}
+	wantRefused(t, "virt-handler's pod token on another Node", mergePatch(ctx, nodes(podToken), "node-b", heartbeat), "virt-handler of node node-a may not change Node node-b")
+	for _, tt := range []struct{ what, node, patch string }{
+		{"the heartbeat on another Node", "node-b", heartbeat},
+		{"a label outside kubevirt.io/", "node-a", `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`},
+		{"another component's label", "node-a", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"z2"}}}`},
+		{"removing a label", "node-a", `{"metadata":{"labels":{"topology.kubernetes.io/zone":null}}}`},
+		{"an annotation outside kubevirt.io/", "node-a", `{"metadata":{"annotations":{"owner":"me"}}}`},
+		{"a look-alike label", "node-a", `{"metadata":{"labels":{"evil.kubevirt.io/x":"1"}}}`},
+		{"a taint", "node-a", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`},
+		{"unschedulable", "node-a", `{"spec":{"unschedulable":true}}`},
+		{"a finalizer", "node-a", `{"metadata":{"finalizers":["example.com/hold"]}}`},
+	} {
+		wantRefused(t, "virt-handler of node-a setting "+tt.what+" on Node "+tt.node, mergePatch(ctx, nodes(handlerA), tt.node, tt.patch))
+	}
+	err := mergePatch(ctx, nodes(handlerA), "node-b", heartbeat)
+	wantRefused(t, "virt-handler of node-a on Node node-b", err, "virt-handler of node node-a may not change Node node-b")
+	err = mergePatch(ctx, nodes(handlerA), "node-a", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"z2"}}}`)
+	wantRefused(t, "virt-handler changing another label", err, "metadata.labels[topology.kubernetes.io/zone] of Node node-a", "only kubevirt.io/ labels")
+	err = mergePatch(ctx, nodes(anonymous), "node-a", heartbeat)
+	wantRefused(t, "virt-handler without a node name on its Node", err, "virt-handler's credentials name no node ("+nodeNameExtra+")")
+
+	// VMIs as virt-controller placed them: one on each node, one on node-b
+	// migrating to node-a.
+	for _, vmi := range []struct {
+		name   string
+		status map[string]any
+	}{
+		{"on-a", map[string]any{"phase": "Running", "nodeName": "node-a"}},
+		{"on-b", map[string]any{"phase": "Running", "nodeName": "node-b"}},
+		{"to-a", map[string]any{"phase": "Running", "nodeName": "node-b", "migrationState": map[string]any{"sourceNode": "node-b", "targetNode": "node-a", "migrationUid": "m1"}}},
+	} {
+		if _, err := as.controller.vmis().Create(ctx, vmiObject(vmi.name, nil, vmi.status), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitForPolicy(t, ctx, "virt-handler of node-a updating a VMI on node-b", func() error {
+		_, err := handlerA.vmis().Patch(ctx, "on-b", types.MergePatchType, []byte(`{"status":{"phase":"Failed"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	if err := mergePatch(ctx, handlerA.vmis(), "on-a", `{"status":{"phase":"Succeeded"}}`); err != nil {
+		t.Errorf("virt-handler of node-a writing the status of a VMI on node-a: %v, want it allowed", err)
+	}
+	// The migration target's agent takes the VMI over (nodeagent/migration.go: finishTarget).
+	if err := mergePatch(ctx, handlerA.vmis(), "to-a", `{"metadata":{"labels":{"`+v1.NodeNameLabel+`":"node-a"}},"status":{"nodeName":"node-a","migrationState":{"targetNodeDomainDetected":true}}}`); err != nil {
+		t.Errorf("virt-handler of node-a taking over a VMI migrating to node-a: %v, want it allowed", err)
+	}
+	err = mergePatch(ctx, handlerA.vmis(), "on-b", `{"status":{"phase":"Failed"}}`)
+	wantRefused(t, "virt-handler of node-a on a VMI on node-b", err, "virt-handler of node node-a may change only the VirtualMachineInstances on its node", "not one on node 'node-b'")
+	err = mergePatch(ctx, handlerA.vmis(), "on-b", `{"status":{"migrationState":{"targetNode":"node-a"}}}`)
+	wantRefused(t, "virt-handler of node-a making itself the target of a VMI on node-b", err, "may change only the VirtualMachineInstances on its node")
+	err = mergePatch(ctx, handlerA.vmis(), "on-a", `{"status":{"migrationState":{"sourceNode":"node-a","targetNode":"node-b","targetNodeAddress":"10.0.0.66"}}}`)
+	wantRefused(t, "virt-handler of node-a setting a migration target", err, "status.migrationState.targetNode of a VirtualMachineInstance is chosen by virt-controller")
+	err = mergePatch(ctx, anonymous.vmis(), "on-a", `{"status":{"phase":"Failed"}}`)
+	wantRefused(t, "virt-handler without a node name on a VMI", err, "virt-handler's credentials name no node")
+	// The controller stays free to place and migrate VMIs.
+	if err := mergePatch(ctx, as.controller.vmis(), "on-b", `{"status":{"migrationState":{"sourceNode":"node-b","targetNode":"node-a"}}}`); err != nil {
+		t.Errorf("virt-controller choosing a migration target: %v, want it allowed", err)
+	}
+}
+
+// boundToken is a client with the token of virt-handler's service account
+// bound to a virt-handler pod on node, as the kubelet requests for the
+// pod's projected token (the pod only exists: no kubelet runs here).
+func boundToken(t *testing.T, ctx context.Context, kube kubernetes.Interface, as impersonated, node string) client {
+	t.Helper()
+	pod, err := kube.CoreV1().Pods(as.namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-handler-" + node},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: HandlerServiceAccount,
+			NodeName:           node,
+			Containers:         []corev1.Container{{Name: v1.VirtHandlerValue, Image: "virt-handler"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := kube.CoreV1().ServiceAccounts(as.namespace).CreateToken(ctx, HandlerServiceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(as.admin)
+	cfg.BearerToken = token.Status.Token
+	return client{dynamic.NewForConfigOrDie(cfg), cfg}
 }
