@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -183,17 +184,49 @@ func guestOSInfo(raw json.RawMessage) (v1.VirtualMachineInstanceGuestOSInfo, err
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return v1.VirtualMachineInstanceGuestOSInfo{}, fmt.Errorf("guest-get-osinfo: %w", err)
 	}
+	c := func(s string) string { return truncate(s, maxGuestString) }
 	return v1.VirtualMachineInstanceGuestOSInfo{
-		Name: r.Name, KernelRelease: r.KernelRelease, Version: r.Version, PrettyName: r.PrettyName,
-		VersionID: r.VersionID, KernelVersion: r.KernelVersion, Machine: r.Machine, ID: r.ID,
+		Name: c(r.Name), KernelRelease: c(r.KernelRelease), Version: c(r.Version), PrettyName: c(r.PrettyName),
+		VersionID: c(r.VersionID), KernelVersion: c(r.KernelVersion), Machine: c(r.Machine), ID: c(r.ID),
 	}, nil
+}
+
+// Bounds on what a guest agent's answers put in the VMI's status
+// (status.interfaces, status.guestOSInfo). The guest writes those answers
+// (up to launcher.MaxGuestAgentAnswerBytes each): kept whole, they could
+// push the VMI towards etcd's object size limit, past which every write of
+// its status fails (review N13).
+const (
+	// maxGuestInterfaces is how many interfaces are kept besides those
+	// matching an interface of the VMI's spec, which are always kept.
+	maxGuestInterfaces = 32
+	// maxGuestIPs is how many addresses are kept per interface.
+	maxGuestIPs = 16
+	// maxGuestString bounds a name, in bytes; maxGuestMAC a hardware
+	// address (an InfiniBand one takes 59).
+	maxGuestString = 256
+	maxGuestMAC    = 64
+)
+
+// truncate cuts s to at most n bytes, at a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // guestInterfaces converts guest-network-get-interfaces' return value to
 // status interfaces: one per guest interface except the loopback, named
 // after the spec interface with the same MAC address when there is one,
 // with the addresses the guest holds (IPv6 link-local ones left out) and
-// the first of them as the primary address.
+// the first of them as the primary address. It keeps, in the guest's
+// order, every interface matching the spec and at most maxGuestInterfaces
+// others, at most maxGuestIPs addresses of each, and names and MACs cut to
+// maxGuestString and maxGuestMAC bytes.
 func guestInterfaces(raw json.RawMessage, spec []v1.Interface) ([]v1.VirtualMachineInstanceNetworkInterface, error) {
 	var r []struct {
 		Name        string `json:"name"`
@@ -206,19 +239,30 @@ func guestInterfaces(raw json.RawMessage, spec []v1.Interface) ([]v1.VirtualMach
 		return nil, fmt.Errorf("guest-network-get-interfaces: %w", err)
 	}
 	out := []v1.VirtualMachineInstanceNetworkInterface{}
+	others := 0
 	for _, gi := range r {
 		if gi.Name == "lo" {
 			continue
 		}
 		iface := v1.VirtualMachineInstanceNetworkInterface{
-			InterfaceName: gi.Name, MAC: gi.HardwareAdr, InfoSource: InfoSourceGuestAgent,
+			InterfaceName: truncate(gi.Name, maxGuestString), MAC: truncate(gi.HardwareAdr, maxGuestMAC), InfoSource: InfoSourceGuestAgent,
 		}
 		for _, s := range spec {
 			if s.MacAddress != "" && strings.EqualFold(s.MacAddress, gi.HardwareAdr) {
 				iface.Name = s.Name
 			}
 		}
+		if iface.Name == "" {
+			if others == maxGuestInterfaces {
+				continue
+			}
+			others++
+		}
 		for _, a := range gi.IPAddresses {
+			if len(iface.IPs) == maxGuestIPs {
+				break
+			}
+			// A parsed address's text is short: at most 45 bytes.
 			if ip := net.ParseIP(a.Address); ip == nil || ip.IsLinkLocalUnicast() {
 				continue
 			}

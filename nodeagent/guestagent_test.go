@@ -3,14 +3,17 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -77,6 +81,98 @@ func TestGuestAgentConversions(t *testing.T) {
 	} {
 		if err := fn(json.RawMessage(`"not the shape"`)); err == nil {
 			t.Errorf("%s of a malformed reply: no error", name)
+		}
+	}
+}
+
+// hostileInterfaces is a guest agent's answer as large as the launcher lets
+// through (launcher.MaxGuestAgentAnswerBytes): many interfaces with long
+// names and MACs and many addresses each, the VMI's own interface among
+// the last.
+func hostileInterfaces(t testing.TB, specMAC string) json.RawMessage {
+	t.Helper()
+	type addr struct {
+		Address string `json:"ip-address"`
+	}
+	type iface struct {
+		Name string `json:"name"`
+		MAC  string `json:"hardware-address"`
+		IPs  []addr `json:"ip-addresses"`
+	}
+	var ips []addr
+	for i := range 200 {
+		ips = append(ips, addr{fmt.Sprintf("fd00:%x::%x", i, i)})
+	}
+	var r []iface
+	for i := range 100 {
+		r = append(r, iface{Name: strings.Repeat("é", 2000) + strconv.Itoa(i), MAC: strings.Repeat("ab:", 300), IPs: ips})
+	}
+	r = append(r, iface{Name: "eth0", MAC: specMAC, IPs: ips})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > launcher.MaxGuestAgentAnswerBytes {
+		t.Fatalf("the hostile answer has %d bytes, more than the launcher lets through", len(b))
+	}
+	return b
+}
+
+// A guest agent's answers cannot grow the VMI's status towards etcd's
+// limit (review N13): from an answer of MiBs, the status keeps the VMI's
+// own interface, at most maxGuestInterfaces others, maxGuestIPs addresses
+// each and bounded strings, and encodes to less than 64 KiB.
+func TestGuestAgentRepliesAreBounded(t *testing.T) {
+	const mac = "52:54:00:12:34:56"
+	raw := hostileInterfaces(t, mac)
+	ifaces, err := guestInterfaces(raw, []v1.Interface{{Name: "default", MacAddress: mac}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ifaces) != maxGuestInterfaces+1 {
+		t.Errorf("%d interfaces kept, want %d", len(ifaces), maxGuestInterfaces+1)
+	}
+	if last := ifaces[len(ifaces)-1]; last.Name != "default" || last.InterfaceName != "eth0" {
+		t.Errorf("the VMI's own interface, listed last by the guest, was not kept: %+v", last)
+	}
+	for _, i := range ifaces {
+		if len(i.IPs) > maxGuestIPs || len(i.InterfaceName) > maxGuestString || len(i.MAC) > maxGuestMAC || !utf8.ValidString(i.InterfaceName) {
+			t.Fatalf("interface %q: %d addresses, name of %d bytes, MAC of %d bytes (valid UTF-8: %v)",
+				i.InterfaceName[:16], len(i.IPs), len(i.InterfaceName), len(i.MAC), utf8.ValidString(i.InterfaceName))
+		}
+	}
+	long := strings.Repeat("x", 256<<10)
+	osRaw, _ := json.Marshal(map[string]string{"name": long, "kernel-release": long, "version": long, "pretty-name": long,
+		"version-id": long, "kernel-version": long, "machine": long, "id": long})
+	os, err := guestOSInfo(osRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st v1.VirtualMachineInstanceStatus
+	applyGuestAgent(&st, &guestAgentInfo{connected: true, os: os, interfaces: ifaces}, metav1.Now())
+	encoded, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("guest answers of %d KiB (interfaces) and %d KiB (OS) give a status of %d KiB", len(raw)>>10, len(osRaw)>>10, len(encoded)>>10)
+	if len(encoded) > 64<<10 {
+		t.Errorf("the status encodes to %d KiB, want under 64 KiB", len(encoded)>>10)
+	}
+	if len(os.KernelVersion) != maxGuestString {
+		t.Errorf("kernel version of %d bytes, want %d", len(os.KernelVersion), maxGuestString)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"}, {"abcd", 3, "abc"}, {"aé", 2, "a"}, {"aé", 3, "aé"}, {"éé", 3, "é"}, {"", 0, ""}, {"é", 1, ""},
+	} {
+		if got := truncate(tc.s, tc.n); got != tc.want {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 		}
 	}
 }
