@@ -82,9 +82,10 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcRoot := podsim.ProcRoot(ctx, t, src.Client)
-	err = sourceProxy.StartSource(string(uid), "127.0.0.1", ports, func(port int) string {
-		return srcRoot + launcher.MigrationSocket(srcInfo.ShareDir, string(uid), port)
-	})
+	err = sourceProxy.StartSource(string(uid), migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, UID: podsim.QEMUUID, GID: podsim.QEMUUID,
+		SocketPath: func(port int) string {
+			return srcRoot + launcher.MigrationSocket(srcInfo.ShareDir, string(uid), port)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
