@@ -280,9 +280,10 @@ const (
 )
 
 // addValidatingWebhooks adds virt-api's validating webhooks: a VMI (on
-// create), a VM's or replica set's template (on create and update) that no
-// node could run, or that uses what the cluster's feature gates forbid, is
-// refused by the API server with the fields named. The webhook's caBundle
+// create), a VM's or replica set's template (on a user's create, and on a
+// user's update of its spec) that no node could run, or that uses what the
+// cluster's feature gates forbid, is refused by the API server with the
+// fields named. The webhook's caBundle
 // is the installation CA, which Apply writes (ApplyOptions.CABundle), as
 // for the APIService. failurePolicy Fail, as KubeVirt's: while virt-api is
 // down these objects cannot be created, rather than be created unchecked.
@@ -313,13 +314,25 @@ func (s *Strategy) addValidatingWebhooks(c *DeploymentConfig) {
 		}
 	}
 	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
+	// A VM's or replica set's template is checked when a user writes it:
+	// not when vmkit's components do (the controllers, and virt-api's
+	// subresources, write what a user's request allowed), and not on an
+	// update that leaves the spec as it was (labels, annotations,
+	// finalizers), which then works while virt-api is down.
+	templates := func(h admissionregistrationv1.ValidatingWebhook) admissionregistrationv1.ValidatingWebhook {
+		h.MatchConditions = []admissionregistrationv1.MatchCondition{notAComponent(c), {
+			Name:       "spec-written",
+			Expression: "request.operation != 'UPDATE' || object.spec != oldObject.spec",
+		}}
+		return h
+	}
 	s.ValidatingWebhooks = append(s.ValidatingWebhooks, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: objectMeta(c, v1.VirtAPIValue, ValidatingWebhookName, ""),
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			hook("virtualmachineinstances-create-validator.kubevirt.io", webhookVMIPath, "virtualmachineinstances", create),
-			hook("virtualmachine-validator.kubevirt.io", webhookVMPath, "virtualmachines", create, update),
-			hook("virtualmachinereplicaset-validator.kubevirt.io", webhookReplicaSetPath, "virtualmachineinstancereplicasets", create, update),
+			templates(hook("virtualmachine-validator.kubevirt.io", webhookVMPath, "virtualmachines", create, update)),
+			templates(hook("virtualmachinereplicaset-validator.kubevirt.io", webhookReplicaSetPath, "virtualmachineinstancereplicasets", create, update)),
 			launcherEvictionHook(c),
 		},
 	})

@@ -76,14 +76,22 @@ func TestAdmissionAgainstAPIServer(t *testing.T) {
 	t.Run("virt-handler changes only its own node's Node and VMIs", func(t *testing.T) {
 		testHandlerNodeRestriction(t, ctx, kube, as)
 	})
+	t.Run("with virt-api down, components and metadata-only updates pass its webhooks", func(t *testing.T) {
+		testTemplateWebhooksWithoutVirtAPI(t, ctx, kube, as, func() {
+			// virt-api's webhooks come back; virt-api runs nowhere.
+			if _, err := Apply(ctx, c.dyn, s, ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
 }
 
 // impersonated are dynamic clients acting as a tenant and as vmkit's components.
 type impersonated struct {
 	// namespace is the installation's.
-	namespace                    string
-	admin                        *rest.Config
-	tenant, controller, operator client
+	namespace          string
+	admin              *rest.Config
+	tenant, controller client
 	// handler returns virt-handler's client, its token naming the node
 	// (authentication.kubernetes.io/node-name) unless node is empty.
 	handler func(node string) client
@@ -96,6 +104,14 @@ type client struct {
 
 func (c client) vmis() dynamic.ResourceInterface {
 	return c.Resource(vmiResource).Namespace(tenantNamespace)
+}
+
+func (c client) vms() dynamic.ResourceInterface {
+	return c.Resource(vmResource).Namespace(tenantNamespace)
+}
+
+func (c client) replicaSets() dynamic.ResourceInterface {
+	return c.Resource(v1.SchemeGroupVersion.WithResource("virtualmachineinstancereplicasets")).Namespace(tenantNamespace)
 }
 
 func clientsFor(admin *rest.Config, namespace string) impersonated {
@@ -112,7 +128,6 @@ func clientsFor(admin *rest.Config, namespace string) impersonated {
 		admin:      admin,
 		tenant:     as("alice", []string{"system:authenticated"}, nil),
 		controller: component(ControllerServiceAccount),
-		operator:   component(OperatorServiceAccount),
 		handler: func(node string) client {
 			var extra map[string][]string
 			if node != "" {
@@ -357,4 +372,75 @@ func boundToken(t *testing.T, ctx context.Context, kube kubernetes.Interface, as
 	cfg := rest.AnonymousClientConfig(as.admin)
 	cfg.BearerToken = token.Status.Token
 	return client{dynamic.NewForConfigOrDie(cfg), cfg}
+}
+
+// testTemplateWebhooksWithoutVirtAPI: virt-api's VM and replica set
+// webhooks (failurePolicy Fail) are not called for vmkit's components nor
+// for updates that leave the spec alone, so with virt-api down the
+// controllers still create VMs and a tenant still relabels VMs and replica
+// sets; a tenant's create or spec change still meets the webhook (and
+// fails while virt-api is down). installWebhooks (Apply) also installs the
+// components' PodDisruptionBudgets.
+func testTemplateWebhooksWithoutVirtAPI(t *testing.T, ctx context.Context, kube kubernetes.Interface, as impersonated, installWebhooks func()) {
+	template := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+		"spec":     map[string]any{"domain": map[string]any{"devices": map[string]any{}, "resources": map[string]any{"requests": map[string]any{"memory": "64Mi"}}}},
+	}
+	vm := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+			"metadata": map[string]any{"name": name, "namespace": tenantNamespace},
+			"spec":     map[string]any{"runStrategy": "Halted", "template": template},
+		}}
+	}
+	rs := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceReplicaSet",
+			"metadata": map[string]any{"name": name, "namespace": tenantNamespace},
+			"spec":     map[string]any{"replicas": int64(0), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}, "template": template},
+		}}
+	}
+	// The tenant's replica set from before the webhooks came back.
+	if _, err := as.tenant.replicaSets().Create(ctx, rs("web"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	installWebhooks()
+	for _, name := range []string{"virt-api-pdb", "virt-controller-pdb"} {
+		pdb, err := kube.PolicyV1().PodDisruptionBudgets(as.namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("PodDisruptionBudget %s: %v", name, err)
+			continue
+		}
+		if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+			t.Errorf("PodDisruptionBudget %s: minAvailable %v, want 1", name, pdb.Spec.MinAvailable)
+		}
+	}
+	// The API server calls the webhooks once its informer sees them again.
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_, err = as.tenant.vms().Create(ctx, vm("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "virtualmachine-validator.kubevirt.io") {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Fatalf("a tenant's VM with virt-api down: %v, want the webhook virtualmachine-validator.kubevirt.io failing", err)
+	}
+	_, err = as.tenant.replicaSets().Create(ctx, rs("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err == nil || !strings.Contains(err.Error(), "virtualmachinereplicaset-validator.kubevirt.io") {
+		t.Errorf("a tenant's replica set with virt-api down: %v, want the webhook virtualmachinereplicaset-validator.kubevirt.io failing", err)
+	}
+
+	if _, err := as.controller.vms().Create(ctx, vm("web"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("virt-controller creating a VM with virt-api down: %v, want it created", err)
+	}
+	for kind, r := range map[string]dynamic.ResourceInterface{"VM": as.tenant.vms(), "replica set": as.tenant.replicaSets()} {
+		if err := mergePatch(ctx, r, "web", `{"metadata":{"labels":{"team":"blue"},"annotations":{"note":"x"}}}`); err != nil {
+			t.Errorf("a tenant's label change on a %s with virt-api down: %v, want it allowed", kind, err)
+		}
+		err := mergePatch(ctx, r, "web", `{"spec":{"template":{"metadata":{"labels":{"app":"web","tier":"2"}}}}}`)
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("a tenant's spec change on a %s with virt-api down: %v, want the webhook failing", kind, err)
+		}
+	}
 }

@@ -77,6 +77,7 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, resource: "services", namespaced: true, compare: sameSpec("selector", "ports")},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, resource: "deployments", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, resource: "daemonsets", namespaced: true, generation: true},
+	{gvk: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, resource: "poddisruptionbudgets", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, resource: "apiservices", compare: sameSpec("service", "group", "version", "groupPriorityMinimum", "versionPriority", "caBundle", "insecureSkipTLSVerify")},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy"}, resource: "validatingadmissionpolicies", generation: true},
 	{gvk: schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding"}, resource: "validatingadmissionpolicybindings", generation: true},

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -143,6 +144,8 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.Deployments)
 	case appsv1.SchemeGroupVersion.WithKind("DaemonSet"):
 		return decodeInto(doc, &s.DaemonSets)
+	case policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):
+		return decodeInto(doc, &s.PodDisruptionBudgets)
 	case apiregv1.SchemeGroupVersion.WithKind("APIService"):
 		return decodeInto(doc, &s.APIServices)
 	case admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"):

@@ -185,3 +185,41 @@ func TestOperatorRulesLeastPrivilege(t *testing.T) {
 		t.Errorf("the roles virt-api is bound to are missing: %v %v", clusterRoles, kubeSystemRoles)
 	}
 }
+
+// TestOperatorMayManageEveryObject: the operator's own permissions let it
+// do to every object of a strategy what Apply and Delete do (read, list to
+// prune, create, update, patch, delete), in the object's scope.
+func TestOperatorMayManageEveryObject(t *testing.T) {
+	p, err := OperatorRules("kubevirt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allows := func(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return len(r.ResourceNames) == 0 && slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb)
+		})
+	}
+	for _, obj := range s.Objects() {
+		k, err := kindFor(obj.GetObjectKind().GroupVersionKind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := p.Cluster
+		switch obj.GetNamespace() {
+		case "":
+		case "kube-system":
+			rules = append(slices.Clone(rules), p.KubeSystem...)
+		default:
+			rules = append(slices.Clone(rules), p.Namespace...)
+		}
+		for _, verb := range []string{"get", "list", "create", "update", "patch", "delete"} {
+			if !allows(rules, k.gvk.Group, k.resource, verb) {
+				t.Errorf("the operator may not %s %s (%s)", verb, k.resource, describe(obj))
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -42,7 +43,10 @@ type Strategy struct {
 	Services            []*corev1.Service
 	Deployments         []*appsv1.Deployment
 	DaemonSets          []*appsv1.DaemonSet
-	APIServices         []*apiregv1.APIService
+	// PodDisruptionBudgets keep one pod of virt-api and of virt-controller
+	// through voluntary disruptions such as drains.
+	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
+	APIServices          []*apiregv1.APIService
 	// AdmissionPolicies and their bindings are enforced by the API server
 	// itself (see VMIUpdatePolicyName).
 	AdmissionPolicies       []*admissionregistrationv1.ValidatingAdmissionPolicy
@@ -63,7 +67,8 @@ type Strategy struct {
 }
 
 // Objects returns every object in the order Apply writes them: CRDs first,
-// then priority classes, RBAC, Services, workloads, the APIService (whose
+// then priority classes, RBAC, Services, workloads and their disruption
+// budgets, the APIService (whose
 // backing Service must exist), the admission policies and last the
 // Prometheus Operator's objects.
 func (s *Strategy) Objects() []Object {
@@ -78,6 +83,7 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.Services)
 	out = appendAll(out, s.Deployments)
 	out = appendAll(out, s.DaemonSets)
+	out = appendAll(out, s.PodDisruptionBudgets)
 	out = appendAll(out, s.APIServices)
 	out = appendAll(out, s.AdmissionPolicies)
 	out = appendAll(out, s.AdmissionPolicyBindings)

@@ -158,6 +158,8 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"Deployment kubevirt/virt-api",
 		"Deployment kubevirt/virt-controller",
 		"DaemonSet kubevirt/virt-handler",
+		"PodDisruptionBudget kubevirt/virt-api-pdb",
+		"PodDisruptionBudget kubevirt/virt-controller-pdb",
 		"APIService v1.subresources.kubevirt.io",
 		"ValidatingAdmissionPolicy kubevirt-vmi-update",
 		"ValidatingAdmissionPolicy kubevirt-node-restriction-policy",

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -110,7 +111,34 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	s.Deployments = append(s.Deployments, deployment(c, v1.VirtControllerValue, replicas, ControllerServiceAccount, infra, ctl))
 
 	s.DaemonSets = append(s.DaemonSets, handlerDaemonSet(c, workloads, verbosity))
+	for _, d := range s.Deployments {
+		if pdb := disruptionBudget(c, d); pdb != nil {
+			s.PodDisruptionBudgets = append(s.PodDisruptionBudgets, pdb)
+		}
+	}
 	return nil
+}
+
+// disruptionBudget keeps one pod of the Deployment through voluntary
+// disruptions, as KubeVirt's <name>-pdb: a drain evicts virt-api's or
+// virt-controller's pods one at a time, waiting for the evicted one's
+// replacement, rather than all at once (virt-api's webhooks refuse VM
+// and VMI writes while none runs). A Deployment of one replica gets none:
+// its budget would block every drain of that node.
+func disruptionBudget(c *DeploymentConfig, d *appsv1.Deployment) *policyv1.PodDisruptionBudget {
+	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		return nil
+	}
+	component := d.Labels[v1.AppLabel]
+	one := intstr.FromInt32(1)
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
+		ObjectMeta: objectMeta(c, component, d.Name+"-pdb", d.Namespace),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: &one,
+			Selector:     d.Spec.Selector.DeepCopy(),
+		},
+	}
 }
 
 // Where virt-api's pod mounts its certificates: the defaults of

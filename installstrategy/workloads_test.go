@@ -1,6 +1,8 @@
 package installstrategy
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -246,5 +249,65 @@ func TestHandlerMemoryLimit(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(want, got) {
 		t.Errorf("virt-handler's resources %v, want %v", got, want)
+	}
+}
+
+// TestComponentDisruptionBudgets: virt-api and virt-controller each have a
+// PodDisruptionBudget keeping one of their pods through a drain, selecting
+// exactly their Deployment's pods; a component without a second replica
+// (or virt-api, when not installed) has none, which would block drains.
+func TestComponentDisruptionBudgets(t *testing.T) {
+	withoutAPI := testConfig()
+	withoutAPI.WithoutVirtAPI = true
+	oneReplica := testConfig()
+	oneReplica.AdditionalProperties = map[string]string{PropertyInfraReplicas: "1"}
+	tests := []struct {
+		name string
+		cfg  *DeploymentConfig
+		want []string
+	}{
+		{"default", testConfig(), []string{"virt-api-pdb", "virt-controller-pdb"}},
+		{"three replicas", customConfig(), []string{"virt-api-pdb", "virt-controller-pdb"}},
+		{"without virt-api", withoutAPI.SetID(), []string{"virt-controller-pdb"}},
+		{"one replica", oneReplica.SetID(), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Generate(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, pdb := range s.PodDisruptionBudgets {
+				got = append(got, pdb.Name)
+				if pdb.Namespace != tt.cfg.Namespace {
+					t.Errorf("%s in namespace %q, want %q", pdb.Name, pdb.Namespace, tt.cfg.Namespace)
+				}
+				if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) || pdb.Spec.MaxUnavailable != nil {
+					t.Errorf("%s: minAvailable %v, maxUnavailable %v; want minAvailable 1", pdb.Name, pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+				}
+				selector, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var selected []string
+				for _, d := range s.Deployments {
+					if selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+						selected = append(selected, d.Name)
+					}
+				}
+				for _, ds := range s.DaemonSets {
+					if selector.Matches(labels.Set(ds.Spec.Template.Labels)) {
+						selected = append(selected, ds.Name)
+					}
+				}
+				if want := []string{strings.TrimSuffix(pdb.Name, "-pdb")}; !slices.Equal(selected, want) {
+					t.Errorf("%s selects the pods of %v, want %v", pdb.Name, selected, want)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PodDisruptionBudgets (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
