@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,8 +21,11 @@ import (
 // A plain Prometheus scrapes the pods annotated prometheus.io/scrape=true
 // at prometheus.io/port, prometheus.io/path, with prometheus.io/scheme (the
 // kubernetes-pods job of Prometheus's example configuration;
-// docs/metrics.md has one): virt-handler (HTTPS), virt-controller and
-// virt-operator (HTTP). The Service PrometheusServiceName selects the same
+// docs/metrics.md has one): virt-handler, virt-controller and virt-operator,
+// all over HTTPS and each answering only a scraper the API server
+// authenticates and allows get on /metrics (MetricsReaderClusterRoleName),
+// so the job presents its service account's token. The Service
+// PrometheusServiceName selects the same
 // pods; with the Prometheus Operator the strategy's ServiceMonitor scrapes
 // them through it, and its PrometheusRule records KubeVirt's rules and
 // raises KubeVirt's alerts. Both are applied only where the cluster serves
@@ -43,6 +47,20 @@ const (
 	AnnotationPrometheusScheme = "prometheus.io/scheme"
 )
 
+// MetricsReaderClusterRoleName grants get on the non-resource URL
+// /metrics, which virt-controller, virt-handler and virt-operator ask the
+// API server about before they answer a scrape (a SubjectAccessReview; the
+// scraper authenticates with its service account's token). Bind it to
+// Prometheus's service account; the strategy binds it to the KubeVirt CR's
+// monitorAccount (default prometheus-k8s) in its monitorNamespace when
+// that is set. Prometheus installations whose role already grants get on
+// /metrics (kube-prometheus's prometheus-k8s does, for the kubelet's and
+// kube-controller-manager's) need nothing more.
+const MetricsReaderClusterRoleName = "kubevirt.io:metrics-reader"
+
+// defaultMonitorAccount is KubeVirt's default monitorAccount.
+const defaultMonitorAccount = "prometheus-k8s"
+
 // The Prometheus Operator's kinds the strategy holds.
 var (
 	ServiceMonitorGVK = schema.GroupVersionKind{Group: MonitoringGroup, Version: "v1", Kind: "ServiceMonitor"}
@@ -60,10 +78,14 @@ type metricsEndpoint struct {
 // not among them: it exports none of KubeVirt's metrics, and its
 // API server's own /metrics needs the cluster's authorization.
 var metricsEndpoints = []metricsEndpoint{
-	{v1.VirtControllerValue, ControllerHTTPPort, "http"},
+	{v1.VirtControllerValue, ControllerHTTPPort, "https"},
 	{v1.VirtHandlerValue, HandlerHTTPPort, "https"},
-	{v1.VirtOperatorValue, OperatorHTTPPort, "http"},
+	{v1.VirtOperatorValue, OperatorHTTPPort, "https"},
 }
+
+// ServiceAccountTokenFile is where a pod's service account token is
+// mounted: the ServiceMonitor has Prometheus present its own.
+const ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // scrapeAnnotations are the pod annotations that make a plain Prometheus
 // scrape component's metrics; nil for a component it does not scrape.
@@ -79,6 +101,26 @@ func scrapeAnnotations(component string) map[string]string {
 		}
 	}
 	return nil
+}
+
+// addMetricsReader adds MetricsReaderClusterRoleName and, when the CR names
+// Prometheus's namespace, its binding to Prometheus's service account there.
+func (s *Strategy) addMetricsReader(c *DeploymentConfig) {
+	s.ClusterRoles = append(s.ClusterRoles, &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: objectMeta(c, "", MetricsReaderClusterRoleName, ""),
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	})
+	ns := c.property(PropertyMonitorNamespace)
+	if ns == "" {
+		return
+	}
+	account := c.property(PropertyMonitorAccount)
+	if account == "" {
+		account = defaultMonitorAccount
+	}
+	s.ClusterRoleBindings = append(s.ClusterRoleBindings, clusterRoleBinding(objectMeta(c, "", MetricsReaderClusterRoleName, ""),
+		MetricsReaderClusterRoleName, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: ns}}))
 }
 
 // addMonitoring adds the ServiceMonitor and the PrometheusRule.
@@ -103,9 +145,13 @@ func (s *Strategy) addMonitoring(c *DeploymentConfig) error {
 // serviceMonitorSpec scrapes the pods behind PrometheusServiceName, as
 // KubeVirt's ServiceMonitor does (its port "metrics", honouring the
 // metrics' own labels, so a VMI's namespace label stays the VMI's), one
-// endpoint per scheme: the components do not all serve HTTPS. virt-handler's
-// certificate is issued by the installation's own CA, which Prometheus does
-// not know: it is not verified, as in KubeVirt.
+// endpoint per scheme. Every component serves HTTPS and asks the API server
+// whether the scraper may get /metrics: Prometheus presents its service
+// account's token (bearerTokenFile, as kube-prometheus scrapes
+// kube-controller-manager). The certificates are not verified, as in
+// KubeVirt: virt-handler's is issued by the installation's own CA, which
+// Prometheus does not know, and virt-controller's and virt-operator's are
+// self-signed at every start.
 func serviceMonitorSpec(c *DeploymentConfig) map[string]any {
 	byScheme := map[string][]string{}
 	var schemes []string
@@ -130,6 +176,7 @@ func serviceMonitorSpec(c *DeploymentConfig) map[string]any {
 		}
 		if scheme == "https" {
 			ep["tlsConfig"] = map[string]any{"insecureSkipVerify": true}
+			ep["bearerTokenFile"] = ServiceAccountTokenFile
 		}
 		endpoints = append(endpoints, ep)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,9 +44,9 @@ func TestScrapeAnnotations(t *testing.T) {
 	}
 	want := map[string]map[string]string{
 		v1.VirtAPIValue:        nil,
-		v1.VirtControllerValue: scrape("8080", "http"),
+		v1.VirtControllerValue: scrape("8080", "https"),
 		v1.VirtHandlerValue:    scrape("8443", "https"),
-		v1.VirtOperatorValue:   scrape("8187", "http"),
+		v1.VirtOperatorValue:   scrape("8187", "https"),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pod template annotations (-want +got):\n%s", diff)
@@ -224,5 +225,82 @@ func TestApplyMonitoring(t *testing.T) {
 	}
 	if _, err := rule.Get(ctx, PrometheusRuleName, metav1.GetOptions{}); err == nil {
 		t.Error("the PrometheusRule is left after Delete")
+	}
+}
+
+// TestServiceMonitorAuthenticates: every component serves /metrics over
+// HTTPS to authorized scrapers only, so the ServiceMonitor scrapes all
+// three with Prometheus's service account token and without verifying
+// their certificates (self-signed, or the installation's CA).
+func TestServiceMonitorAuthenticates(t *testing.T) {
+	s, err := Generate(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.ServiceMonitors) != 1 {
+		t.Fatalf("%d ServiceMonitors, want 1", len(s.ServiceMonitors))
+	}
+	endpoints, _, _ := unstructured.NestedSlice(s.ServiceMonitors[0].Object, "spec", "endpoints")
+	want := []any{map[string]any{
+		"port": "metrics", "path": "/metrics", "scheme": "https", "honorLabels": true,
+		"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"tlsConfig":       map[string]any{"insecureSkipVerify": true},
+		"relabelings": []any{map[string]any{
+			"sourceLabels": []any{"__meta_kubernetes_pod_label_kubevirt_io"},
+			"regex":        "virt-controller|virt-handler|virt-operator",
+			"action":       "keep",
+		}},
+	}}
+	if diff := cmp.Diff(want, endpoints); diff != "" {
+		t.Errorf("ServiceMonitor endpoints (-want +got):\n%s", diff)
+	}
+}
+
+// TestMetricsReader: the strategy ships a ClusterRole granting get on
+// /metrics, and binds it to Prometheus's service account only where the
+// KubeVirt CR names its namespace (monitorAccount defaulting to
+// KubeVirt's prometheus-k8s).
+func TestMetricsReader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		want  []rbacv1.Subject
+	}{
+		{name: "no monitor namespace"},
+		{name: "only the account", props: map[string]string{PropertyMonitorAccount: "prometheus"}},
+		{name: "monitor namespace", props: map[string]string{PropertyMonitorNamespace: "monitoring"},
+			want: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}},
+		{name: "monitor namespace and account", props: map[string]string{PropertyMonitorNamespace: "openshift-monitoring", PropertyMonitorAccount: "prometheus"},
+			want: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "openshift-monitoring"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.AdditionalProperties = tc.props
+			s, err := Generate(cfg.SetID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var role *rbacv1.ClusterRole
+			for _, r := range s.ClusterRoles {
+				if r.Name == MetricsReaderClusterRoleName {
+					role = r
+				}
+			}
+			if role == nil {
+				t.Fatalf("no ClusterRole %s", MetricsReaderClusterRoleName)
+			}
+			if diff := cmp.Diff([]rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, role.Rules); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			var got []rbacv1.Subject
+			for _, b := range s.ClusterRoleBindings {
+				if b.RoleRef.Name == MetricsReaderClusterRoleName {
+					got = append(got, b.Subjects...)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("bound to (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -23,7 +23,8 @@ import (
 const (
 	// OperatorServiceAccount is virt-operator's service account (KubeVirt's name).
 	OperatorServiceAccount = "kubevirt-operator"
-	// OperatorHTTPPort serves virt-operator's /metrics, /healthz and /readyz.
+	// OperatorHTTPPort serves virt-operator's /metrics, /healthz and
+	// /readyz (HTTPS, a self-signed certificate).
 	OperatorHTTPPort = 8187
 )
 
@@ -54,7 +55,9 @@ type OperatorConfig struct {
 // OperatorObjects returns the operator's own installation, in apply order:
 // its Namespace, the KubeVirt CRD, its ServiceAccount, ClusterRole and
 // binding, Roles and bindings in its namespace and kube-system
-// (OperatorRules), and its Deployment.
+// (OperatorRules), the bindings to system:auth-delegator and
+// extension-apiserver-authentication-reader its /metrics needs (delegated
+// authentication and authorization), and its Deployment.
 func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
@@ -108,7 +111,7 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 		env = append(env, corev1.EnvVar{Name: name, Value: cfg.Env[name]})
 	}
 	health := func(path string) *corev1.Probe {
-		return probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: cfg.HostNetwork, Port: intstr.FromInt32(OperatorHTTPPort), Path: path}, 5, 10)
+		return probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: cfg.HostNetwork, Port: intstr.FromInt32(OperatorHTTPPort), Path: path}, 5, 10)
 	}
 	ctr := corev1.Container{
 		Name:            v1.VirtOperatorValue,
@@ -167,6 +170,8 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 			Rules:      perms.KubeSystem,
 		},
 		roleBinding(meta(OperatorServiceAccount, "kube-system"), "Role", OperatorServiceAccount, subject),
+		clusterRoleBinding(meta(OperatorServiceAccount+"-"+sanitize(authDelegator), ""), authDelegator, subject),
+		roleBinding(meta(OperatorServiceAccount+"-"+sanitize(authenticationReader), "kube-system"), "Role", authenticationReader, subject),
 		&appsv1.Deployment{
 			TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
 			ObjectMeta: meta(v1.VirtOperatorValue, cfg.Namespace),
@@ -213,9 +218,10 @@ type OperatorPermissions struct {
 
 // OperatorRules returns virt-operator's permissions for an installation in
 // namespace. The role names it may bind are those of the strategy
-// Generate returns for that namespace.
+// Generate returns for that namespace with every optional binding
+// (bindingsConfig).
 func OperatorRules(namespace string) (OperatorPermissions, error) {
-	s, err := Generate(&DeploymentConfig{Namespace: namespace, Registry: "registry", Version: "version"})
+	s, err := Generate(bindingsConfig(namespace))
 	if err != nil {
 		return OperatorPermissions{}, err
 	}
@@ -273,6 +279,14 @@ func OperatorRules(namespace string) (OperatorPermissions, error) {
 		p.KubeSystem = append(p.KubeSystem, bind("roles", kubeSystemRoles))
 	}
 	return p, nil
+}
+
+// bindingsConfig is a configuration of an installation in namespace whose
+// strategy holds every role binding a KubeVirt CR can ask for: the metrics
+// reader's is there only when the CR names Prometheus's namespace.
+func bindingsConfig(namespace string) *DeploymentConfig {
+	return &DeploymentConfig{Namespace: namespace, Registry: "registry", Version: "version",
+		AdditionalProperties: map[string]string{PropertyMonitorNamespace: "monitoring"}}
 }
 
 func appendNew(list []string, s string) []string {

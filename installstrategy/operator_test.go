@@ -21,7 +21,8 @@ func TestOperatorObjects(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
 	}
-	want := "Namespace kubevirt,CustomResourceDefinition kubevirts.kubevirt.io,ServiceAccount kubevirt-operator,ClusterRole kubevirt-operator,ClusterRoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator,Deployment virt-operator"
+	want := "Namespace kubevirt,CustomResourceDefinition kubevirts.kubevirt.io,ServiceAccount kubevirt-operator,ClusterRole kubevirt-operator,ClusterRoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator,Role kubevirt-operator,RoleBinding kubevirt-operator," +
+		"ClusterRoleBinding kubevirt-operator-system-auth-delegator,RoleBinding kubevirt-operator-extension-apiserver-authentication-reader,Deployment virt-operator"
 	if got := strings.Join(kinds, ","); got != want {
 		t.Errorf("objects:\n got %s\nwant %s", got, want)
 	}
@@ -85,11 +86,11 @@ func TestOperatorManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs := strings.Split(string(data), "\n---\n")[1:] // after the header comment
-	if len(docs) != 10 {
-		t.Fatalf("%d documents, want 10", len(docs))
+	if len(docs) != 12 {
+		t.Fatalf("%d documents, want 12", len(docs))
 	}
 	d := &appsv1.Deployment{}
-	if err := yaml.UnmarshalStrict([]byte(docs[9]), d); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(docs[11]), d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Spec.Template.Spec.HostNetwork || *d.Spec.Replicas != 2 || d.Spec.Template.Spec.Containers[0].ImagePullPolicy != corev1.PullAlways {
@@ -142,7 +143,8 @@ func TestOperatorRulesLeastPrivilege(t *testing.T) {
 			t.Errorf("%v not granted in the operator's namespace", g)
 		}
 	}
-	s, err := Generate(&DeploymentConfig{Namespace: "kubevirt", Registry: "r", Version: "v"})
+	// An installation with every optional binding (the metrics reader's).
+	s, err := Generate(bindingsConfig("kubevirt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,9 @@ func TestOperatorRulesLeastPrivilege(t *testing.T) {
 	checkBind("Role in kube-system", kubeSystem, "roles", kubeSystemRoles)
 	if !slices.Contains(clusterRoles, "system:auth-delegator") || !slices.Contains(kubeSystemRoles, "extension-apiserver-authentication-reader") {
 		t.Errorf("the roles virt-api is bound to are missing: %v %v", clusterRoles, kubeSystemRoles)
+	}
+	if !slices.Contains(clusterRoles, MetricsReaderClusterRoleName) {
+		t.Errorf("the operator may not bind %s to Prometheus's account: %v", MetricsReaderClusterRoleName, clusterRoles)
 	}
 }
 

@@ -15,6 +15,19 @@ const (
 	HandlerServiceAccount    = "kubevirt-handler"
 )
 
+// Kubernetes' roles of a component that authenticates and authorizes its
+// callers through the API server (delegated authentication and
+// authorization): virt-api's aggregated API, and the /metrics of
+// virt-controller, virt-handler and virt-operator.
+const (
+	// authDelegator creates TokenReviews and SubjectAccessReviews.
+	authDelegator = "system:auth-delegator"
+	// authenticationReader reads the client CA (and virt-api the front
+	// proxy's) in kube-system's ConfigMap
+	// extension-apiserver-authentication.
+	authenticationReader = "extension-apiserver-authentication-reader"
+)
+
 // verbs
 var (
 	read      = []string{"get", "list", "watch"}
@@ -83,14 +96,15 @@ func Rules() []ComponentRules {
 			Namespace: []rbacv1.PolicyRule{
 				rule("", []string{"pods"}, read...),
 			},
-			BoundClusterRoles: []string{"system:auth-delegator"},
-			KubeSystemRoles:   []string{"extension-apiserver-authentication-reader"},
+			BoundClusterRoles: []string{authDelegator},
+			KubeSystemRoles:   []string{authenticationReader},
 		},
 		{
 			// virt-controller turns VMs into VMIs and VMIs into launcher
 			// pods, keeps replica sets, VM pools and migrations, fails VMIs
-			// on dead nodes, and holds its leader Lease in the install
-			// namespace.
+			// on dead nodes, holds its leader Lease in the install
+			// namespace, and delegates the authentication and
+			// authorization of /metrics.
 			Component:      v1.VirtControllerValue,
 			ServiceAccount: ControllerServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
@@ -130,6 +144,8 @@ func Rules() []ComponentRules {
 			Namespace: []rbacv1.PolicyRule{
 				rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
 			},
+			BoundClusterRoles: []string{authDelegator},
+			KubeSystemRoles:   []string{authenticationReader},
 		},
 		{
 			// virt-handler runs the domains of the VMIs on its node: it
@@ -138,7 +154,8 @@ func Rules() []ComponentRules {
 			// pods, secrets or any other node's workloads' objects beyond
 			// VMIs and migrations; it reads the pods of its own namespace
 			// only, to check that a migration target's address is another
-			// virt-handler's.
+			// virt-handler's. It delegates the authentication and
+			// authorization of /metrics.
 			Component:      v1.VirtHandlerValue,
 			ServiceAccount: HandlerServiceAccount,
 			Cluster: []rbacv1.PolicyRule{
@@ -151,6 +168,8 @@ func Rules() []ComponentRules {
 			Namespace: []rbacv1.PolicyRule{
 				rule("", []string{"pods"}, "list"),
 			},
+			BoundClusterRoles: []string{authDelegator},
+			KubeSystemRoles:   []string{authenticationReader},
 		},
 	}
 }
@@ -188,6 +207,7 @@ func (s *Strategy) addRBAC(cfg *DeploymentConfig) {
 		}
 	}
 	s.addUserRoles(cfg)
+	s.addMetricsReader(cfg)
 }
 
 func clusterRoleBinding(meta metav1.ObjectMeta, role string, subjects []rbacv1.Subject) *rbacv1.ClusterRoleBinding {

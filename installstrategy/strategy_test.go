@@ -140,10 +140,13 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"ClusterRole kubevirt.io:view",
 		"ClusterRole kubevirt.io:migrate",
 		"ClusterRole instancetype.kubevirt.io:view",
+		"ClusterRole kubevirt.io:metrics-reader",
 		"ClusterRoleBinding kubevirt-apiserver",
 		"ClusterRoleBinding kubevirt-apiserver-system-auth-delegator",
 		"ClusterRoleBinding kubevirt-controller",
+		"ClusterRoleBinding kubevirt-controller-system-auth-delegator",
 		"ClusterRoleBinding kubevirt-handler",
+		"ClusterRoleBinding kubevirt-handler-system-auth-delegator",
 		"ClusterRoleBinding kubevirt.io:default",
 		"ClusterRoleBinding instancetype.kubevirt.io:view",
 		"Role kubevirt/kubevirt-apiserver",
@@ -152,7 +155,9 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"RoleBinding kubevirt/kubevirt-apiserver",
 		"RoleBinding kube-system/kubevirt-apiserver-extension-apiserver-authentication-reader",
 		"RoleBinding kubevirt/kubevirt-controller",
+		"RoleBinding kube-system/kubevirt-controller-extension-apiserver-authentication-reader",
 		"RoleBinding kubevirt/kubevirt-handler",
+		"RoleBinding kube-system/kubevirt-handler-extension-apiserver-authentication-reader",
 		"Service kubevirt/virt-api",
 		"Service kubevirt/kubevirt-prometheus-metrics",
 		"Deployment kubevirt/virt-api",
@@ -362,8 +367,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 				t.Errorf("%s: wildcard in %+v", x.owner, x.r)
 			}
 		}
-		if len(x.r.ResourceNames) == 0 && len(x.r.NonResourceURLs) > 0 {
-			t.Errorf("%s: non-resource URLs %v", x.owner, x.r.NonResourceURLs)
+		// Only the metrics reader grants a non-resource URL: get on /metrics.
+		if len(x.r.NonResourceURLs) > 0 && (x.owner != "ClusterRole "+MetricsReaderClusterRoleName ||
+			!slices.Equal(x.r.NonResourceURLs, []string{"/metrics"}) || !slices.Equal(x.r.Verbs, []string{"get"})) {
+			t.Errorf("%s: non-resource URLs %v, verbs %v", x.owner, x.r.NonResourceURLs, x.r.Verbs)
 		}
 		for _, res := range x.r.Resources {
 			if forbidden[res] {

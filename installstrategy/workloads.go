@@ -19,7 +19,7 @@ import (
 // Ports the components listen on.
 const (
 	APIPort            = 8443 // virt-api's HTTPS server (subresources, health)
-	ControllerHTTPPort = 8080 // virt-controller's /metrics, /healthz, /readyz
+	ControllerHTTPPort = 8080 // virt-controller's /metrics, /healthz, /readyz (HTTPS)
 	HandlerHTTPPort    = 8443 // virt-handler's /metrics and /healthz
 	HandlerConsolePort = 8186 // virt-handler's console, VNC and lifecycle REST API
 )
@@ -105,9 +105,11 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 	ctl.Resources = requests(10, 275<<20)
 	// With the host network the probes go to the address the server listens
 	// on. Readiness is cheap to ask and gates the operator's Available: ask
-	// early and often.
-	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 2, 3)
-	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTP, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
+	// early and often. The server is HTTPS with a self-signed certificate,
+	// which the kubelet does not verify; /healthz and /readyz need no
+	// credentials.
+	ctl.ReadinessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/readyz"}, 2, 3)
+	ctl.LivenessProbe = probe(&corev1.HTTPGetAction{Scheme: corev1.URISchemeHTTPS, Host: c.HostNetwork, Port: intstr.FromInt32(ControllerHTTPPort), Path: "/healthz"}, 15, 10)
 	s.Deployments = append(s.Deployments, deployment(c, v1.VirtControllerValue, replicas, ControllerServiceAccount, infra, ctl))
 
 	s.DaemonSets = append(s.DaemonSets, handlerDaemonSet(c, workloads, verbosity))

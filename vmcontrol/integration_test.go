@@ -2,6 +2,7 @@ package vmcontrol_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vmkit/vmkit/internal/delegatedauth"
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/crds"
@@ -231,7 +233,19 @@ func (c *cluster) launcherPods(t *testing.T, vmi *v1.VirtualMachineInstance) []c
 func TestControllers(t *testing.T) {
 	c := startCluster(t)
 	c.fakeKubelet(t)
-	m, stop := c.startManager(t, vmcontrol.LeaderElection{})
+	// The HTTP server as cmd/virt-controller runs it: TLS, and /metrics and
+	// the profiles only to whom the API server authenticates and allows.
+	serving, err := delegatedauth.SelfSignedTLS("virt-controller", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := delegatedauth.New(t.Context(), delegatedauth.Config{Client: c.env.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, stop := c.startManager(t, vmcontrol.LeaderElection{}, func(o *vmcontrol.Options) {
+		o.HTTPTLS, o.HTTPGuard, o.Profiling = serving, guard.Handler, true
+	})
 
 	t.Run("AlwaysToScheduledAndRestart", func(t *testing.T) {
 		c.createVM(t, newVM("always", v1.RunStrategyAlways))
@@ -364,12 +378,36 @@ func TestControllers(t *testing.T) {
 	})
 
 	t.Run("Metrics", func(t *testing.T) {
-		resp, err := http.Get("http://" + m.HTTPAddr() + "/metrics")
-		if err != nil {
-			t.Fatal(err)
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed
+		defer client.CloseIdleConnections()
+		get := func(path, token string) (int, string) {
+			t.Helper()
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+m.HTTPAddr()+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		// Without credentials: the probes' paths only (#35 N5: /metrics
+		// lists every VMI's namespace, name, node and pod).
+		for path, want := range map[string]int{"/metrics": http.StatusUnauthorized, "/debug/pprof/": http.StatusUnauthorized, "/healthz": http.StatusOK, "/readyz": http.StatusOK} {
+			if code, body := get(path, ""); code != want {
+				t.Errorf("GET %s without credentials: %d %q, want %d", path, code, body, want)
+			}
+		}
+		code, body := get("/metrics", c.env.AdminToken)
+		if code != http.StatusOK {
+			t.Fatalf("GET /metrics as the admin: %d %q", code, body)
+		}
 		for _, want := range []string{
 			`kubevirt_vmi_phase_transition_time_from_creation_seconds_bucket{phase="Scheduled",le="0.5"}`,
 			`vmkit_controller_reconcile_total{controller="virtualmachine",result="success"}`,
@@ -379,17 +417,8 @@ func TestControllers(t *testing.T) {
 			`kubevirt_vmi_info{evictable="true",`,
 			`kubevirt_vmi_phase_count{`,
 		} {
-			if !strings.Contains(string(body), want) {
+			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
-			}
-		}
-		for _, path := range []string{"/healthz", "/readyz"} {
-			resp, err := http.Get("http://" + m.HTTPAddr() + path)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Errorf("%s: %v %v", path, resp, err)
-			}
-			if resp != nil {
-				resp.Body.Close()
 			}
 		}
 	})

@@ -19,6 +19,7 @@ package vmcontrol
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -102,6 +103,16 @@ type Options struct {
 	LeaderElection LeaderElection
 	// HTTPAddr serves /metrics, /healthz and /readyz ("" disables it).
 	HTTPAddr string
+	// HTTPTLS, when set, serves HTTPAddr over TLS with this configuration.
+	HTTPTLS *tls.Config
+	// HTTPGuard, when set, wraps /metrics and /debug/pprof/, but not
+	// /healthz and /readyz, which the kubelet's probes read without
+	// credentials. /metrics lists every VMI's namespace, name, node and
+	// pod: cmd/virt-controller serves it over TLS (a self-signed
+	// certificate) behind the API server's authentication and
+	// authorization (internal/delegatedauth), as kube-controller-manager
+	// serves its own.
+	HTTPGuard func(http.Handler) http.Handler
 	// Profiling adds Go's profiles (/debug/pprof/) to the HTTP server.
 	Profiling bool
 	// DiscoveryInterval is how often the Manager checks whether the API
@@ -242,8 +253,14 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if m.listener != nil {
-		srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(m.listener) }()
+		srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second, TLSConfig: m.opts.HTTPTLS}
+		go func() {
+			if srv.TLSConfig != nil {
+				_ = srv.ServeTLS(m.listener, "", "")
+				return
+			}
+			_ = srv.Serve(m.listener)
+		}()
 		defer func() { _ = srv.Close() }()
 	}
 	if !m.opts.LeaderElection.Enabled {
@@ -579,8 +596,12 @@ func newInformer[L runtime.Object](c listerWatcher[L], example runtime.Object, r
 }
 
 func (m *Manager) handler() http.Handler {
+	guard := m.opts.HTTPGuard
+	if guard == nil {
+		guard = func(h http.Handler) http.Handler { return h }
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", guard(promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !m.ready.Load() {
@@ -590,10 +611,10 @@ func (m *Manager) handler() http.Handler {
 		_, _ = w.Write([]byte("ok"))
 	})
 	if m.opts.Profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
 	}
 	return mux
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/internal/delegatedauth"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmcontrol"
 )
@@ -59,7 +60,7 @@ func main() {
 	flag.BoolVar(&o.manager.LeaderElection.Enabled, "leader-elect", true, "run the controllers only while holding the leader Lease")
 	flag.StringVar(&o.manager.LeaderElection.Namespace, "leader-elect-namespace", "kubevirt", "namespace of the leader Lease")
 	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
-	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz")
+	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz over HTTPS (a self-signed certificate); /metrics and /debug/pprof/ only to whom the API server authenticates and allows get on the path")
 	flag.BoolVar(&o.manager.Profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
 	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes, instancetype.kubevirt.io or pool.kubevirt.io started or stopped being served (the controllers then restart in-process; negative: only at start)")
 	klog.InitFlags(nil)
@@ -84,6 +85,11 @@ func run(o options) error {
 		return err
 	}
 	o.manager.QPS = float32(o.qps)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := secureHTTP(ctx, &o.manager); err != nil {
+		return err
+	}
 	// The Manager builds the renderer, looking claims' volume modes up in its informer.
 	o.manager.PodTemplate = &podtemplate.Config{
 		LauncherImage:      o.launcherImage,
@@ -97,10 +103,32 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
 	klog.InfoS("virt-controller starting", "http", mgr.HTTPAddr(), "leaderElection", o.manager.LeaderElection.Enabled, "emulation", o.emulation, "featureGates", o.manager.PodTemplate.FeatureGates)
 	return mgr.Run(ctx)
+}
+
+// secureHTTP serves the Manager's HTTP address over TLS with a certificate
+// made in memory, and /metrics and /debug/pprof/ only to users the API
+// server authenticates and allows get on the path, as
+// kube-controller-manager does when given no certificate: /metrics lists
+// every VMI's namespace, name, node and pod (#35 N5). Prometheus skips
+// verifying the certificate, as it does for kube-controller-manager's and
+// KubeVirt's, and presents its service account's token.
+func secureHTTP(ctx context.Context, opts *vmcontrol.Options) error {
+	if opts.HTTPAddr == "" {
+		return nil
+	}
+	host, _ := os.Hostname()
+	tlsConfig, err := delegatedauth.SelfSignedTLS("virt-controller", host, "localhost", "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	guard, err := delegatedauth.New(ctx, delegatedauth.Config{Client: opts.Config})
+	if err != nil {
+		return err
+	}
+	opts.HTTPTLS, opts.HTTPGuard = tlsConfig, guard.Handler
+	return nil
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.

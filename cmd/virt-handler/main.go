@@ -3,8 +3,11 @@
 // --console-server-port and its metrics and health on --port.
 //
 // Both servers use TLS with the given certificate; the REST API also
-// requires client certificates signed by --client-ca-file. --insecure
-// serves plain HTTP instead, for local use only.
+// requires client certificates signed by --client-ca-file, and /metrics
+// answers only users the API server authenticates (a token, or a client
+// certificate of the cluster's client CA) and allows get on /metrics
+// (internal/delegatedauth). --insecure serves plain HTTP without
+// authentication instead, for local use only.
 //
 // It also advertises devices.kubevirt.io/kvm, tun and vhost-net to the
 // kubelet through the device plugin API (nodeagent/deviceplugin), in
@@ -33,6 +36,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/delegatedauth"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/deviceplugin"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -105,10 +109,13 @@ func run() error {
 		if tlsConfig, err = serving.Config(ctx); err != nil {
 			return err
 		}
-		// Prometheus scrapes /metrics without a client certificate.
+		// /metrics asks for a client certificate without requiring one:
+		// the API server's client CA verifies it, or a token is presented
+		// instead (see the guard below).
 		if metricsTLS, err = (nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile}).Config(ctx); err != nil {
 			return err
 		}
+		metricsTLS = delegatedauth.RequestClientCertificates(metricsTLS)
 	}
 	var cfg *rest.Config
 	var err error
@@ -162,8 +169,20 @@ func run() error {
 		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(consolePort)), agent.Handler(), api) }()
 	}
 	if port != 0 {
+		// /metrics lists the node's VMIs (namespace, name, pod): only to
+		// users the API server authenticates and allows get on it, as
+		// kube-controller-manager's (#35 N15). /healthz stays open for
+		// probes; --insecure serves both to anyone.
+		metrics := promhttp.HandlerFor(agent.Registry(), promhttp.HandlerOpts{})
+		if !insecure {
+			guard, err := delegatedauth.New(ctx, delegatedauth.Config{Client: cfg})
+			if err != nil {
+				return err
+			}
+			metrics = guard.Handler(metrics)
+		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(agent.Registry(), promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", metrics)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(port)), mux, metricsTLS) }()
 	}

@@ -1,6 +1,7 @@
 // Command virt-operator installs, updates and removes vmkit as a KubeVirt CR
 // asks (vmcontrol/operator), under leader election, serving /metrics,
-// /healthz and /readyz. With --dump-install-strategy it instead writes the
+// /healthz and /readyz over HTTPS (/metrics to authorized users only).
+// With --dump-install-strategy it instead writes the
 // install strategy of its configuration (read from OPERATOR_IMAGE,
 // TARGET_INSTALL_NAMESPACE, TARGET_IMAGE_PULL_POLICY and
 // TARGET_DEPLOYMENT_CONFIG) to a ConfigMap and exits. With
@@ -38,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/delegatedauth"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -89,7 +91,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run the controller only while holding the leader Lease")
 	fs.StringVar(&o.leaseNamespace, "leader-elect-namespace", "", "namespace of the leader Lease (default: the install namespace)")
 	fs.StringVar(&o.leaseName, "leader-elect-name", "virt-operator", "name of the leader Lease")
-	fs.StringVar(&o.metricsAddress, "metrics-address", ":8187", "address serving /metrics, /healthz and /readyz (empty disables)")
+	fs.StringVar(&o.metricsAddress, "metrics-address", ":8187", "address serving /metrics, /healthz and /readyz over HTTPS (a self-signed certificate; empty disables); /metrics only to whom the API server authenticates and allows get on it")
 	fs.DurationVar(&o.resync, "resync", 5*time.Minute, "how often the installed strategy is re-applied")
 	// An install, upgrade or uninstall makes a few hundred requests in a
 	// burst; client-go's default of 5 per second made each take 20-40 s.
@@ -133,12 +135,27 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		return err
 	}
 	if o.metricsAddress != "" {
+		// /metrics over TLS and only to users the API server
+		// authenticates and allows get on it, as virt-controller's
+		// (#35 N5): a certificate made in memory, which Prometheus does
+		// not verify, and the API server's TokenReviews and
+		// SubjectAccessReviews. The probes read /healthz and /readyz
+		// without credentials.
+		host, _ := os.Hostname()
+		tlsConfig, err := delegatedauth.SelfSignedTLS("virt-operator", host, "localhost", "127.0.0.1")
+		if err != nil {
+			return err
+		}
+		guard, err := delegatedauth.New(ctx, delegatedauth.Config{Client: restCfg})
+		if err != nil {
+			return err
+		}
 		ln, err := net.Listen("tcp", o.metricsAddress)
 		if err != nil {
 			return fmt.Errorf("listening on %s: %w", o.metricsAddress, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.Handler())
+		mux.Handle("/metrics", guard.Handler(promhttp.Handler()))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() {
@@ -147,8 +164,8 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 			}
 			_, _ = w.Write([]byte("ok"))
 		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConfig}
+		go func() { _ = srv.ServeTLS(ln, "", "") }()
 		defer func() { _ = srv.Close() }()
 	}
 	controllers := func(ctx context.Context) error {

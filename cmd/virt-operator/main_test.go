@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
+	"io"
+	"net"
+	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,7 +83,9 @@ func TestDumpInstallStrategy(t *testing.T) {
 }
 
 // TestRunInstalls runs the whole command (no leader election) and checks
-// that a KubeVirt CR gets installed.
+// that a KubeVirt CR gets installed, and that its /metrics answers the
+// admin over HTTPS but not an anonymous request, while its probes' paths
+// need no credentials.
 func TestRunInstalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver; run without -short")
@@ -96,8 +103,9 @@ func TestRunInstalls(t *testing.T) {
 	vars := map[string]string{installstrategy.EnvOperatorImage: "quay.io/kubevirt/virt-operator:v1.4.0"}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	metricsAddress := freeAddress(t)
 	go func() {
-		done <- run(runCtx, parse(t, "--kubeconfig", env.KubeconfigPath, "--leader-elect=true", "--metrics-address=127.0.0.1:0"), func(k string) string { return vars[k] }, nil)
+		done <- run(runCtx, parse(t, "--kubeconfig", env.KubeconfigPath, "--leader-elect=true", "--metrics-address="+metricsAddress), func(k string) string { return vars[k] }, nil)
 	}()
 	defer func() {
 		stop()
@@ -116,6 +124,49 @@ func TestRunInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("virt-handler never installed: %v", err)
 	}
+
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second} //nolint:gosec // self-signed
+	defer client.CloseIdleConnections()
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", env.AdminToken, http.StatusOK},
+		{"/healthz", "", http.StatusOK},
+		{"/readyz", "", http.StatusOK},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+metricsAddress+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s (token %v): %s %q, want %d", tc.path, tc.token != "", resp.Status, body, tc.want)
+		}
+		if tc.path == "/metrics" && tc.want == http.StatusOK && !strings.Contains(string(body), "kubevirt_virt_operator_leading_status 1") {
+			t.Errorf("GET /metrics as the admin lacks kubevirt_virt_operator_leading_status 1")
+		}
+	}
+}
+
+// freeAddress is a local address nothing listens on.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func ensureKubeVirt(ctx context.Context, env *testenv.Env) error {

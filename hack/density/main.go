@@ -26,6 +26,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -174,7 +175,7 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 	var heapProfile string
 	if profile {
 		heapProfile = filepath.Join(root, "_output", "density", "heap.pprof")
-		if err := saveHeapProfile(ctx, httpAddr, heapProfile); err != nil {
+		if err := saveHeapProfile(ctx, httpAddr, env.AdminToken, heapProfile); err != nil {
 			fmt.Fprintf(os.Stderr, "density: no heap profile: %v\n", err)
 			heapProfile = ""
 		}
@@ -521,21 +522,27 @@ func freeAddr() (string, error) {
 
 // saveHeapProfile writes the controller's heap profile (in-use and allocated
 // memory by call site) to path, for `go tool pprof`.
-func saveHeapProfile(ctx context.Context, addr, path string) error {
-	if err := saveURL(ctx, "http://"+addr+"/debug/pprof/heap", path); err != nil {
+// saveHeapProfile reads the controller's heap profile as the admin: the
+// controller serves its profiles over HTTPS (a self-signed certificate) to
+// users the API server allows only.
+func saveHeapProfile(ctx context.Context, addr, token, path string) error {
+	if err := saveURL(ctx, "https://"+addr+"/debug/pprof/heap", token, path); err != nil {
 		return err
 	}
 	// The text form ends with the runtime's MemStats: how much of the RSS is
 	// heap, stacks and the runtime's own structures.
-	return saveURL(ctx, "http://"+addr+"/debug/pprof/heap?debug=1", strings.TrimSuffix(path, ".pprof")+".txt")
+	return saveURL(ctx, "https://"+addr+"/debug/pprof/heap?debug=1", token, strings.TrimSuffix(path, ".pprof")+".txt")
 }
 
-func saveURL(ctx context.Context, url, path string) error {
+func saveURL(ctx context.Context, url, token, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Authorization", "Bearer "+token)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/installstrategy"
@@ -24,11 +27,25 @@ import (
 
 // scrape GETs a component's /metrics the way Prometheus does: the scheme
 // and port its pod's prometheus.io annotations name, a certificate not
-// verified (virt-handler's is signed by the installation's own CA).
-func scrape(ctx context.Context, pod corev1.Pod) (string, error) {
+// verified (virt-handler's is signed by the installation's own CA,
+// virt-controller's and virt-operator's are self-signed) and a service
+// account's token (see metricsToken).
+func scrape(ctx context.Context, pod corev1.Pod, token string) (string, error) {
+	code, body, err := get(ctx, pod, token)
+	if err != nil {
+		return "", err
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics of %s: %d %s", pod.Name, code, body)
+	}
+	return body, nil
+}
+
+// get is scrape's request: the answer's status and body.
+func get(ctx context.Context, pod corev1.Pod, token string) (int, string, error) {
 	a := pod.Annotations
 	if a[installstrategy.AnnotationPrometheusScrape] != "true" {
-		return "", fmt.Errorf("pod %s is not annotated for scraping: %v", pod.Name, a)
+		return 0, "", fmt.Errorf("pod %s is not annotated for scraping: %v", pod.Name, a)
 	}
 	u := fmt.Sprintf("%s://%s%s", a[installstrategy.AnnotationPrometheusScheme],
 		net.JoinHostPort(pod.Status.PodIP, a[installstrategy.AnnotationPrometheusPort]), a[installstrategy.AnnotationPrometheusPath])
@@ -36,20 +53,108 @@ func scrape(ctx context.Context, pod corev1.Pod) (string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return "", err
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("GET %s: %w", u, err)
+		return 0, "", fmt.Errorf("GET %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", u, resp.Status)
+	return resp.StatusCode, string(body), err
+}
+
+// metricsToken is a token of a new service account in default, bound to
+// the strategy's metrics reader ClusterRole when reader is true: what
+// Prometheus presents.
+func metricsToken(t *testing.T, c *cluster.Cluster, name string, reader bool) string {
+	t.Helper()
+	ctx := t.Context()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.Kube.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
-	return string(body), err
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().ServiceAccounts("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if reader {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: installstrategy.MetricsReaderClusterRoleName},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
+		}
+		if _, err := c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = c.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+	}
+	tr, err := c.Kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// runningPods are the running pods of a component.
+func runningPods(t *testing.T, c *cluster.Cluster, component string) []corev1.Pod {
+	t.Helper()
+	list, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + component})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no running %s pod", component)
+	}
+	return out
+}
+
+// TestMetricsNeedAuthorization: the components' /metrics, which name every
+// VMI's namespace, node and pod, answer only a scraper the API server
+// authenticates and allows get on /metrics (#35 N5, N15): 401 without a
+// token, 403 with a token of a service account without the metrics
+// reader role, the metrics with one. The ServiceMonitor and the pods'
+// annotations point Prometheus at the same scheme and port.
+func TestMetricsNeedAuthorization(t *testing.T) {
+	c := suite.Need(t)
+	ctx := t.Context()
+	stranger := metricsToken(t, c, "metrics-stranger", false)
+	reader := metricsToken(t, c, "metrics-reader", true)
+	for _, component := range []string{v1.VirtControllerValue, v1.VirtHandlerValue, v1.VirtOperatorValue} {
+		pod := runningPods(t, c, component)[0]
+		for _, tc := range []struct {
+			who   string
+			token string
+			want  int
+		}{{"no token", "", http.StatusUnauthorized}, {"a service account without the role", stranger, http.StatusForbidden}, {"the metrics reader", reader, http.StatusOK}} {
+			// The binding may take a moment to reach the authorizer's cache.
+			suite.WaitFor(t, fmt.Sprintf("%s's /metrics to answer %s with %d", pod.Name, tc.who, tc.want), 30*time.Second, func() (bool, string) {
+				code, body, err := get(ctx, pod, tc.token)
+				if err != nil {
+					return false, err.Error()
+				}
+				if code != tc.want {
+					return false, fmt.Sprintf("%d %.200s", code, body)
+				}
+				if code == http.StatusOK && !strings.Contains(body, "kubevirt_") {
+					return false, "no kubevirt_ metric in " + body[:min(len(body), 200)]
+				}
+				return true, ""
+			})
+		}
+	}
 }
 
 // sample returns the value of the first sample of family whose labels
@@ -103,23 +208,8 @@ func TestMetrics(t *testing.T) {
 	disk := vmi.Spec.Domain.Devices.Disks[0].Name
 	iface := vmi.Spec.Domain.Devices.Interfaces[0].Name
 
-	pods := func(component string) []corev1.Pod {
-		t.Helper()
-		list, err := c.Kube.CoreV1().Pods(cluster.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + component})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []corev1.Pod
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				out = append(out, p)
-			}
-		}
-		if len(out) == 0 {
-			t.Fatalf("no running %s pod", component)
-		}
-		return out
-	}
+	pods := func(component string) []corev1.Pod { return runningPods(t, c, component) }
+	token := metricsToken(t, c, "metrics-scraper", true)
 	var handler corev1.Pod
 	for _, p := range pods(v1.VirtHandlerValue) {
 		if p.Spec.NodeName == vmi.Status.NodeName {
@@ -130,7 +220,7 @@ func TestMetrics(t *testing.T) {
 	var first, body string
 	suite.WaitFor(t, "virt-handler's metrics of the VMI", time.Minute, func() (bool, string) {
 		var err error
-		if body, err = scrape(ctx, handler); err != nil {
+		if body, err = scrape(ctx, handler, token); err != nil {
 			return false, err.Error()
 		}
 		if _, ok := sample(body, "kubevirt_vmi_vcpu_seconds_total", append(labels, `id="0"`)...); !ok {
@@ -180,7 +270,7 @@ func TestMetrics(t *testing.T) {
 
 	var leading, infos int
 	for _, p := range pods(v1.VirtControllerValue) {
-		body, err := scrape(ctx, p)
+		body, err := scrape(ctx, p, token)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -187,12 +187,19 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	}
 
 	t.Run("install", func(t *testing.T) {
-		if _, err := kvs("kubevirt").Create(ctx, &v1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"}}, metav1.CreateOptions{}); err != nil {
+		// monitorNamespace: the operator binds the metrics reader to
+		// Prometheus's account there (it may bind that role).
+		if _, err := kvs("kubevirt").Create(ctx, &v1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: "kubevirt"},
+			Spec: v1.KubeVirtSpec{MonitorNamespace: "monitoring"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		kv := waitFor(t, "kubevirt", "kubevirt", "phase Deployed", func(kv *v1.KubeVirt, err error) bool {
 			return err == nil && kv.Status.Phase == v1.KubeVirtPhaseDeployed
 		})
+		if b, err := env.Kube.RbacV1().ClusterRoleBindings().Get(ctx, installstrategy.MetricsReaderClusterRoleName, metav1.GetOptions{}); err != nil ||
+			len(b.Subjects) != 1 || b.Subjects[0].Namespace != "monitoring" || b.Subjects[0].Name != "prometheus-k8s" {
+			t.Errorf("ClusterRoleBinding %s: %+v, %v; want it binding monitoring/prometheus-k8s", installstrategy.MetricsReaderClusterRoleName, b, err)
+		}
 		if got := seen.of("kubevirt"); !slices.Contains(got, v1.KubeVirtPhaseDeploying) {
 			t.Errorf("phases %v never showed Deploying", got)
 		}
