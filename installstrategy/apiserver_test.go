@@ -208,17 +208,30 @@ func TestApplyAgainstAPIServer(t *testing.T) {
 		if _, err := kube.RbacV1().ClusterRoles().Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// virt-handler's REST API opened to every pod.
+		np, err := kube.NetworkingV1().NetworkPolicies("kubevirt").Get(ctx, HandlerNetworkPolicyName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		np.Spec.Ingress[0].From = nil
+		if _, err := kube.NetworkingV1().NetworkPolicies("kubevirt").Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		c.counter.writes.Store(0)
 		res, err := Apply(ctx, c.dyn, s, ApplyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"ClusterRole " + HandlerServiceAccount, "Deployment kubevirt/virt-controller"}
+		want := []string{"ClusterRole " + HandlerServiceAccount, "NetworkPolicy kubevirt/" + HandlerNetworkPolicyName, "Deployment kubevirt/virt-controller"}
 		if diff := cmp.Diff(want, res.Updated); diff != "" {
 			t.Errorf("updated (-want +got):\n%s", diff)
 		}
-		if n := c.counter.writes.Load(); n != 2 {
-			t.Errorf("%d write requests, want 2", n)
+		if n := c.counter.writes.Load(); n != 3 {
+			t.Errorf("%d write requests, want 3", n)
+		}
+		np, _ = kube.NetworkingV1().NetworkPolicies("kubevirt").Get(ctx, HandlerNetworkPolicyName, metav1.GetOptions{})
+		if len(np.Spec.Ingress) == 0 || len(np.Spec.Ingress[0].From) != 1 {
+			t.Errorf("virt-handler's NetworkPolicy after Apply: %+v", np.Spec.Ingress)
 		}
 		d, _ = kube.AppsV1().Deployments("kubevirt").Get(ctx, "virt-controller", metav1.GetOptions{})
 		if img := d.Spec.Template.Spec.Containers[0].Image; img != "quay.io/kubevirt/virt-controller:v1.4.0" {

@@ -75,6 +75,7 @@ var kinds = []kind{
 	{gvk: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"}, resource: "roles", namespaced: true, compare: sameFields("rules")},
 	{gvk: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}, resource: "rolebindings", namespaced: true, compare: sameFields("roleRef", "subjects")},
 	{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, resource: "services", namespaced: true, compare: sameSpec("selector", "ports")},
+	{gvk: schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}, resource: "networkpolicies", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, resource: "deployments", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}, resource: "daemonsets", namespaced: true, generation: true},
 	{gvk: schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, resource: "poddisruptionbudgets", namespaced: true, generation: true},

@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -140,6 +141,8 @@ func (s *Strategy) add(doc []byte) error {
 		return decodeInto(doc, &s.RoleBindings)
 	case corev1.SchemeGroupVersion.WithKind("Service"):
 		return decodeInto(doc, &s.Services)
+	case networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):
+		return decodeInto(doc, &s.NetworkPolicies)
 	case appsv1.SchemeGroupVersion.WithKind("Deployment"):
 		return decodeInto(doc, &s.Deployments)
 	case appsv1.SchemeGroupVersion.WithKind("DaemonSet"):

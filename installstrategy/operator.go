@@ -206,7 +206,7 @@ type OperatorPermissions struct {
 	// Namespace is the Role in the operator's (and installation's)
 	// namespace: ServiceAccounts, Services, Secrets (certificates),
 	// ConfigMaps (CA bundle, dumped strategies), Deployments, DaemonSets,
-	// PodDisruptionBudgets, Jobs (strategy dumps), Roles and RoleBindings (`bind` on the Roles an
+	// PodDisruptionBudgets, NetworkPolicies, Jobs (strategy dumps), Roles and RoleBindings (`bind` on the Roles an
 	// installation binds there, by name), its leader Lease, and the
 	// Prometheus Operator's kinds where they exist.
 	Namespace []rbacv1.PolicyRule
@@ -263,6 +263,7 @@ func OperatorRules(namespace string) (OperatorPermissions, error) {
 			rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),
 			rule("apps", []string{"deployments", "daemonsets"}, all...),
 			rule("policy", []string{"poddisruptionbudgets"}, all...),
+			rule("networking.k8s.io", []string{"networkpolicies"}, all...),
 			rule("batch", []string{"jobs"}, all...),
 			rule("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, all...),
 			rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -46,7 +47,10 @@ type Strategy struct {
 	// PodDisruptionBudgets keep one pod of virt-api and of virt-controller
 	// through voluntary disruptions such as drains.
 	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
-	APIServices          []*apiregv1.APIService
+	// NetworkPolicies let into the components' pods only what they serve
+	// (see HandlerNetworkPolicyName); none on the host network.
+	NetworkPolicies []*networkingv1.NetworkPolicy
+	APIServices     []*apiregv1.APIService
 	// AdmissionPolicies and their bindings are enforced by the API server
 	// itself (see VMIUpdatePolicyName).
 	AdmissionPolicies       []*admissionregistrationv1.ValidatingAdmissionPolicy
@@ -67,7 +71,8 @@ type Strategy struct {
 }
 
 // Objects returns every object in the order Apply writes them: CRDs first,
-// then priority classes, RBAC, Services, workloads and their disruption
+// then priority classes, RBAC, Services, the network policies (before the
+// pods they isolate), workloads and their disruption
 // budgets, the APIService (whose
 // backing Service must exist), the admission policies and last the
 // Prometheus Operator's objects.
@@ -81,6 +86,7 @@ func (s *Strategy) Objects() []Object {
 	out = appendAll(out, s.Roles)
 	out = appendAll(out, s.RoleBindings)
 	out = appendAll(out, s.Services)
+	out = appendAll(out, s.NetworkPolicies)
 	out = appendAll(out, s.Deployments)
 	out = appendAll(out, s.DaemonSets)
 	out = appendAll(out, s.PodDisruptionBudgets)
@@ -154,6 +160,7 @@ func Generate(cfg *DeploymentConfig) (*Strategy, error) {
 	s.addRBAC(&c)
 	s.addAdmissionPolicies(&c)
 	s.addServices(&c)
+	s.addNetworkPolicies(&c)
 	if err := s.addWorkloads(&c); err != nil {
 		return nil, fmt.Errorf("installstrategy: %w", err)
 	}
