@@ -48,6 +48,14 @@ type Config struct {
 	// Handlers reaches the node agent of a node. Required for the
 	// subresources of running VMIs.
 	Handlers HandlerDialer
+	// WebhookKube and WebhookKubevirt, when set, are what the admission
+	// webhooks read and write with (the eviction webhook's pods, VMIs and
+	// KubeVirt CR, the VM validator's instance types and revisions); Kube
+	// and Kubevirt otherwise. Anyone who reaches virt-api's Service can
+	// call the webhooks (#35 N5): clients with a rate limiter of their own
+	// keep a flood of such calls from starving the subresources.
+	WebhookKube     kubernetes.Interface
+	WebhookKubevirt versioned.Interface
 }
 
 // Server serves the subresource API.
@@ -187,16 +195,17 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
 	// kube-apiserver calls admission webhooks directly, over TLS verified
 	// with the webhook configuration's caBundle, without a user.
+	hooks := s.webhooks()
 	admissionConfig := opts.Admission
 	if admissionConfig.Expand == nil {
-		admissionConfig.Expand = s.expand
+		admissionConfig.Expand = hooks.expand
 	}
 	admission := AdmissionHandler(admissionConfig)
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
 		root.Handle("POST "+p, admission)
 	}
 	root.Handle("POST "+MutateVMIPath, PresetHandler(s.watchPresets(ctx)))
-	root.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: s.cfg.Kube, Kubevirt: s.cfg.Kubevirt, ClusterStrategy: s.clusterEvictionStrategy}))
+	root.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: hooks.cfg.Kube, Kubevirt: hooks.cfg.Kubevirt, ClusterStrategy: hooks.clusterEvictionStrategy}))
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
@@ -209,6 +218,19 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	}
 	klog.FromContext(ctx).Info("virt-api serving", "address", net.JoinHostPort(secure.BindAddress.String(), strconv.Itoa(secure.BindPort)))
 	return stopped, nil
+}
+
+// webhooks is the Server the admission webhooks use: s with
+// Config.WebhookKube and WebhookKubevirt, where set, as its clients.
+func (s *Server) webhooks() *Server {
+	cfg := s.cfg
+	if cfg.WebhookKube != nil {
+		cfg.Kube = cfg.WebhookKube
+	}
+	if cfg.WebhookKubevirt != nil {
+		cfg.Kubevirt = cfg.WebhookKubevirt
+	}
+	return &Server{cfg: cfg}
 }
 
 func statusScheme() *runtime.Scheme {
