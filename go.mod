@@ -4,7 +4,6 @@ go 1.25.0
 
 require (
 	github.com/VictoriaMetrics/metricsql v0.87.3
-	github.com/cyphar/filepath-securejoin v0.4.1
 	github.com/google/nftables v0.3.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/insomniacslk/dhcp v0.0.0-20250417080101-5f8cf70e8c5f

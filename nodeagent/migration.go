@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/internal/safepath"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -224,15 +224,24 @@ func (a *Agent) syncMigrationTarget(ctx context.Context, key string) (time.Durat
 			return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
 		}
 		uid := string(vmi.UID)
-		sockets := map[int]string{}
+		// Each socket's directory is opened once, resolved as the
+		// launcher sees its own file system; the proxy never follows a
+		// path in it again (the launcher's user could swap it for a link
+		// to another socket of the node).
+		sockets := map[int]migrationproxy.Socket{}
 		for port, p := range map[int]string{
 			migrationproxy.LibvirtPort:         info.LibvirtSocket,
 			migrationproxy.DirectMigrationPort: launcher.MigrationSocket(info.ShareDir, uid, launcher.DirectMigrationPort),
 			migrationproxy.BlockMigrationPort:  launcher.MigrationSocket(info.ShareDir, uid, launcher.BlockMigrationPort),
 		} {
-			if sockets[port], err = inLauncherRoot(root, p); err != nil {
-				return 0, fmt.Errorf("migration target %s: %w", vmiKey, err)
+			dir, err := safepath.OpenInRoot(root, filepath.Dir(p))
+			if err != nil {
+				for _, s := range sockets {
+					_ = s.Dir.Close()
+				}
+				return 0, fmt.Errorf("migration target %s: %s in the launcher's root %s: %w", vmiKey, p, root, err)
 			}
+			sockets[port] = migrationproxy.Socket{Dir: dir, Name: filepath.Base(p)}
 		}
 		ports, err = a.proxy.StartTarget(uid, sockets)
 		if err != nil {
@@ -426,19 +435,20 @@ func (a *Agent) syncMigrationSource(ctx context.Context, key string, vmi *v1.Vir
 		return false, 0, fmt.Errorf("migration of %s: %w", key, err)
 	}
 	uid := string(vmi.UID)
-	dir, err := inLauncherRoot(root, filepath.Join(info.ShareDir, launcher.MigrationProxyDir))
-	var owner, group int
+	// The sockets' directory is opened once, resolved as the launcher
+	// sees its own file system (its /var/run may be a link to /run), and
+	// the proxy binds in it without resolving a path again.
+	owner, group, err := launcherUser(pid)
+	var dir *safepath.Dir
+	if err == nil {
+		dir, err = safepath.MkdirAllInRoot(root, filepath.Join(info.ShareDir, launcher.MigrationProxyDir), 0o755)
+	}
 	if err == nil {
 		// The sockets are the launcher user's alone (its libvirt and QEMU
 		// connect to them), not the world's.
-		owner, group, err = launcherUser(pid)
-	}
-	if err == nil {
 		err = a.proxy.StartSource(uid, migrationproxy.Source{
 			TargetAddress: state.TargetNodeAddress, Ports: state.TargetDirectMigrationNodePorts, UID: owner, GID: group,
-			SocketPath: func(port int) string {
-				return filepath.Join(dir, filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)))
-			},
+			Dir: dir, SocketName: func(port int) string { return filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)) },
 		})
 	}
 	if err != nil {
@@ -613,18 +623,6 @@ func (a *Agent) updateVMI(ctx context.Context, vmi, updated *v1.VirtualMachineIn
 		return fmt.Errorf("updating VMI %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
 	return nil
-}
-
-// inLauncherRoot is path, as the launcher sees it, as the agent reaches
-// it under the launcher's root (/proc/<pid>/root): symbolic links are
-// resolved inside that root (a launcher image's /var/run is a link to
-// /run, which the agent would otherwise resolve in its own file system).
-func inLauncherRoot(root, path string) (string, error) {
-	p, err := securejoin.SecureJoin(root, path)
-	if err != nil {
-		return "", fmt.Errorf("%s in the launcher's root %s: %w", path, root, err)
-	}
-	return p, nil
 }
 
 // launcherRoot is the launcher's PID and its root directory as the agent

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -76,17 +77,19 @@ func TestAgentsMigrate(t *testing.T) {
 	ticksA := podsim.WatchTicks(ctx, t, podA.Client)
 	ticksA.WaitAbove(t, 2, time.Minute, "the guest ticking on mig-a")
 
-	// Agent B finds the current target pod's sockets through a link.
+	// Agent B finds the current target pod's sockets through a link: its
+	// share directory itself (the agent follows no link below it).
 	bShare := filepath.Join(base, "bshare")
-	if err := os.MkdirAll(bShare, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	podB := podsim.Start(t, base, "b", bin, vmi, guest.Kernel, initrd)
-	if err := os.Symlink(filepath.Join(podB.Dir, "share", "sockets"), filepath.Join(bShare, "sockets")); err != nil {
+	if err := os.Symlink(filepath.Join(podB.Dir, "share"), bShare); err != nil {
 		t.Fatal(err)
 	}
 	// The node agent on mig-b as the source agent looks it up: a running
-	// virt-handler pod at the migration address.
+	// virt-handler pod at the migration address (this control plane runs no
+	// controller that would make the namespace's service account).
+	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	handler, err := env.Kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "virt-handler-b", Labels: map[string]string{v1.AppLabel: v1.VirtHandlerValue}},
 		Spec:       corev1.PodSpec{NodeName: "mig-b", Containers: []corev1.Container{{Name: "virt-handler", Image: "virt-handler"}}},
@@ -169,10 +172,10 @@ func TestAgentsMigrate(t *testing.T) {
 		agentA = startAgent(ctx, t, client, env.Kube, "mig-a", filepath.Join(podA.Dir, "share"), serverTLS, clientTLS, 0)
 		defer agentA.stop()
 		podB2 := podsim.Start(t, base, "b2", bin, vmi, guest.Kernel, initrd)
-		if err := os.Remove(filepath.Join(bShare, "sockets")); err != nil {
+		if err := os.Remove(bShare); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink(filepath.Join(podB2.Dir, "share", "sockets"), filepath.Join(bShare, "sockets")); err != nil {
+		if err := os.Symlink(filepath.Join(podB2.Dir, "share"), bShare); err != nil {
 			t.Fatal(err)
 		}
 		last := ticksA.Last()

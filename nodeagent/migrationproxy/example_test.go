@@ -27,16 +27,20 @@ func Example() {
 
 	target, _ := migrationproxy.New(migrationproxy.Config{ListenAddress: "127.0.0.1"})
 	defer target.Close()
-	ports, _ := target.StartTarget("vmi-uid", map[int]string{migrationproxy.LibvirtPort: filepath.Join(dir, "libvirt-sock")})
+	// The directories are opened once: the proxies never resolve a path
+	// again (a launcher could swap it for a link).
+	targetDir, _ := migrationproxy.OpenDir(dir)
+	ports, _ := target.StartTarget("vmi-uid", map[int]migrationproxy.Socket{migrationproxy.LibvirtPort: {Dir: targetDir, Name: "libvirt-sock"}})
 
 	source, _ := migrationproxy.New(migrationproxy.Config{ListenAddress: "127.0.0.1"})
 	defer source.Close()
-	sock := func(port int) string { return filepath.Join(dir, fmt.Sprintf("vmi-uid-%d-source.sock", port)) }
-	if err := source.StartSource("vmi-uid", migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
+	sourceDir, _ := migrationproxy.OpenDir(dir)
+	name := func(port int) string { return fmt.Sprintf("vmi-uid-%d-source.sock", port) }
+	if err := source.StartSource("vmi-uid", migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, Dir: sourceDir, SocketName: name}); err != nil {
 		fmt.Println(err)
 		return
 	}
-	c, _ := net.Dial("unix", sock(migrationproxy.LibvirtPort))
+	c, _ := net.Dial("unix", filepath.Join(dir, name(migrationproxy.LibvirtPort)))
 	b, _ := io.ReadAll(c)
 	fmt.Println(string(b))
 	// Output: hello from the target libvirt

@@ -18,23 +18,62 @@
 //
 // A listener that is not on a loopback address needs TLS: plain TCP is
 // refused, as in KubeVirt.
+//
+// The UNIX sockets are in launchers' file systems, which their users may
+// change at any time: the proxy binds and dials them in a directory the
+// caller opened once (a SocketDir: OpenDir, or the node agent's own
+// resolution beneath a launcher's root), and never resolves a path again.
 package migrationproxy
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/vmkit/vmkit/nodeagent/internal/safepath"
 )
+
+// SocketDir is a directory the proxy binds and dials UNIX sockets in,
+// opened once: names in it are single path components, and nothing in
+// the directory is followed (a link where a socket should be is refused).
+type SocketDir interface {
+	// Name is the directory's path, for messages.
+	Name() string
+	ListenUnix(name string) (*net.UnixListener, error)
+	DialUnix(ctx context.Context, name string) (*net.UnixConn, error)
+	// OwnSocket gives the socket name its owner and mode.
+	OwnSocket(name string, mode os.FileMode, uid, gid int) error
+	Remove(name string) error
+	Close() error
+}
+
+// OpenDir opens the directory at path (its links followed as usual, once)
+// as a SocketDir. The node agent opens launchers' directories with its
+// own resolution beneath the launcher's root instead.
+func OpenDir(path string) (SocketDir, error) {
+	return safepath.OpenInRoot("/", path)
+}
+
+// Socket is a UNIX socket: Name in Dir.
+type Socket struct {
+	Dir  SocketDir
+	Name string
+}
+
+func (s Socket) String() string { return s.Dir.Name() + "/" + s.Name }
+
+// dialTimeout bounds connecting a proxied connection's outbound side.
+const dialTimeout = 10 * time.Second
 
 // Migration ports (KubeVirt's): what a proxied connection carries.
 const (
@@ -88,15 +127,19 @@ func New(cfg Config) (*Manager, error) {
 // → the UNIX socket it is forwarded to) and returns the ports, as
 // targetDirectMigrationNodePorts holds them. Starting a key again with the
 // same sockets returns the running listeners' ports; with other sockets it
-// replaces them.
-func (m *Manager) StartTarget(key string, sockets map[int]string) (map[string]int, error) {
+// replaces them. The Manager owns the sockets' directories from then on: it
+// closes them when it stops the listeners, or at once when it does not use
+// them.
+func (m *Manager) StartTarget(key string, sockets map[int]Socket) (map[string]int, error) {
 	if key == "" || len(sockets) == 0 {
+		closeDirs(sockets)
 		return nil, errors.New("migration proxy: a target needs a key and sockets")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.targets[key]; ok {
 		if sameTargets(cur, sockets) {
+			closeDirs(sockets)
 			return portsOf(cur), nil
 		}
 		stopAll(cur)
@@ -104,10 +147,12 @@ func (m *Manager) StartTarget(key string, sockets map[int]string) (map[string]in
 	}
 	var started []*proxy
 	for _, port := range sortedPorts(sockets) {
-		p := &proxy{key: key, port: port, dialNet: "unix", dialAddr: sockets[port], conns: map[net.Conn]bool{}}
+		sock := sockets[port]
+		p := &proxy{key: key, port: port, dialNet: "unix", dialAddr: sock.String(), unix: sock, conns: map[net.Conn]bool{}}
 		ln, err := net.Listen("tcp", net.JoinHostPort(m.cfg.ListenAddress, "0"))
 		if err != nil {
 			stopAll(started)
+			closeDirs(sockets)
 			return nil, fmt.Errorf("migration proxy for %s: listening for port %d: %w", key, port, err)
 		}
 		if m.cfg.ServerTLS != nil {
@@ -147,23 +192,32 @@ type Source struct {
 	// Ports maps each TCP port on the target (a string) to the migration
 	// port it carries, as targetDirectMigrationNodePorts holds them.
 	Ports map[string]int
-	// SocketPath is where the UNIX socket of a migration port is served.
-	SocketPath func(port int) string
+	// Dir is the directory the UNIX sockets are served in, and SocketName
+	// the name of a migration port's socket there. The Manager owns Dir
+	// from then on (see StartTarget).
+	Dir        SocketDir
+	SocketName func(port int) string
 	// UID and GID own the sockets (mode 0660): the launcher's user, whose
 	// libvirt and QEMU connect to them, and nobody else in its container.
 	UID, GID int
 }
 
 // StartSource serves, for each entry of src.Ports, the UNIX socket
-// src.SocketPath(migration port), forwarding its connections to
+// src.SocketName(migration port) in src.Dir, forwarding its connections to
 // src.TargetAddress:<TCP port>. Starting a key again with the same target
 // keeps the running listeners; with another it replaces them.
-func (m *Manager) StartSource(key string, src Source) error {
+func (m *Manager) StartSource(key string, src Source) (err error) {
+	own := true // src.Dir is closed on failure or when unused
+	defer func() {
+		if own {
+			_ = src.Dir.Close()
+		}
+	}()
 	parsed, err := ParsePorts(src.Ports)
 	if err != nil {
 		return err
 	}
-	targetAddress, socketPath := src.TargetAddress, src.SocketPath
+	targetAddress := src.TargetAddress
 	if net.ParseIP(targetAddress) == nil {
 		return fmt.Errorf("migration proxy for %s: target address %q is not an IP address", key, targetAddress)
 	}
@@ -174,12 +228,12 @@ func (m *Manager) StartSource(key string, src Source) error {
 	defer m.mu.Unlock()
 	want := map[string]string{}
 	for tcp, port := range parsed {
-		want[socketPath(port)] = net.JoinHostPort(targetAddress, strconv.Itoa(tcp))
+		want[Socket{src.Dir, src.SocketName(port)}.String()] = net.JoinHostPort(targetAddress, strconv.Itoa(tcp))
 	}
 	if cur, ok := m.sources[key]; ok {
 		same := len(cur) == len(want)
 		for _, p := range cur {
-			same = same && want[p.socket] == p.dialAddr
+			same = same && want[p.unix.String()] == p.dialAddr
 		}
 		if same {
 			return nil
@@ -195,22 +249,19 @@ func (m *Manager) StartSource(key string, src Source) error {
 	sort.Ints(tcps)
 	for _, tcp := range tcps {
 		port := parsed[tcp]
-		path := socketPath(port)
-		p := &proxy{key: key, port: port, socket: path, dialNet: "tcp", dialAddr: net.JoinHostPort(targetAddress, strconv.Itoa(tcp)), tls: m.cfg.ClientTLS, conns: map[net.Conn]bool{}}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			stopAll(started)
-			return fmt.Errorf("migration proxy for %s: %w", key, err)
-		}
-		_ = os.Remove(path) // a stale socket of an earlier attempt
-		ln, err := listenUnix(path)
+		sock := Socket{src.Dir, src.SocketName(port)}
+		p := &proxy{key: key, port: port, unix: sock, source: true, dialNet: "tcp", dialAddr: net.JoinHostPort(targetAddress, strconv.Itoa(tcp)), tls: m.cfg.ClientTLS, conns: map[net.Conn]bool{}}
+		_ = sock.Dir.Remove(sock.Name) // a stale socket of an earlier attempt
+		ln, err := sock.Dir.ListenUnix(sock.Name)
 		if err != nil {
 			stopAll(started)
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
 		}
 		// The launcher's libvirt and QEMU may run as another (non-root)
 		// user: theirs, not everyone's.
-		if err := ownSocket(path, 0o660, src.UID, src.GID); err != nil {
+		if err := sock.Dir.OwnSocket(sock.Name, 0o660, src.UID, src.GID); err != nil {
 			ln.Close()
+			_ = sock.Dir.Remove(sock.Name)
 			stopAll(started)
 			return fmt.Errorf("migration proxy for %s: %w", key, err)
 		}
@@ -219,6 +270,7 @@ func (m *Manager) StartSource(key string, src Source) error {
 		go p.serve()
 	}
 	m.sources[key] = started
+	own = false
 	return nil
 }
 
@@ -278,10 +330,11 @@ func ParsePorts(ports map[string]int) (map[int]int, error) {
 type proxy struct {
 	key      string
 	port     int    // migration port it carries
-	socket   string // source: the UNIX socket it serves
-	tcpPort  int    // target: the TCP port it listens on
+	unix     Socket // the UNIX socket it serves (source) or dials (target)
+	source   bool
+	tcpPort  int // target: the TCP port it listens on
 	dialNet  string
-	dialAddr string
+	dialAddr string // for messages and comparisons
 	tls      *tls.Config
 	ln       net.Listener
 
@@ -337,7 +390,9 @@ func (p *proxy) forward(in net.Conn) {
 	case p.dialNet == "tcp" && p.tls != nil:
 		out, err = tls.Dial("tcp", p.dialAddr, p.tls)
 	case p.dialNet == "unix":
-		out, err = dialUnix(p.dialAddr)
+		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+		out, err = p.unix.Dir.DialUnix(ctx, p.unix.Name)
+		cancel()
 	default:
 		out, err = net.Dial(p.dialNet, p.dialAddr)
 	}
@@ -386,86 +441,20 @@ func (p *proxy) stop() {
 	for c := range conns {
 		c.Close()
 	}
-	if p.socket != "" {
-		_ = os.Remove(p.socket)
+	if p.source {
+		_ = p.unix.Dir.Remove(p.unix.Name)
 	}
 }
 
-// ownSocket gives the socket the proxy bound at path its owner and mode,
-// and nothing else: the directory is the launcher's, which could put a
-// symbolic link in its place, so the node is opened without following
-// links and must be a socket.
-func ownSocket(path string, mode os.FileMode, uid, gid int) error {
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	fd, err := unix.Openat2(int(dir.Fd()), filepath.Base(path), &unix.OpenHow{
-		Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-	})
-	if err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return fmt.Errorf("chmod %s: not the proxy's socket", path)
-	}
-	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
-		return fmt.Errorf("chown %s: %w", path, err)
-	}
-	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
-}
-
-// maxSocketPath is the longest path bind(2) and connect(2) take: sun_path
-// holds 108 bytes with the terminating NUL.
-const maxSocketPath = 107
-
-// listenUnix listens at path. A longer path than sun_path holds, such as a
-// socket under /proc/<launcher pid>/root/var/run/kubevirt/migrationproxy/,
-// is bound through /proc/self/fd/<its directory>/<name>.
-func listenUnix(path string) (net.Listener, error) {
-	if len(path) <= maxSocketPath {
-		return net.Listen("unix", path)
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
-	if err != nil {
-		return nil, fmt.Errorf("listen unix %s: %w", path, err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false) // stop removes it by its real path
-	return ln, nil
-}
-
-// dialUnix connects to the UNIX socket at path, a long one through
-// /proc/self/fd as listenUnix binds it.
-func dialUnix(path string) (net.Conn, error) {
-	if len(path) <= maxSocketPath {
-		return net.Dial("unix", path)
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	c, err := net.Dial("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
-	if err != nil {
-		return nil, fmt.Errorf("dial unix %s: %w", path, err)
-	}
-	return c, nil
-}
-
+// stopAll stops ps, then closes their directories (several may share one).
 func stopAll(ps []*proxy) {
+	dirs := map[SocketDir]bool{}
 	for _, p := range ps {
 		p.stop()
+		dirs[p.unix.Dir] = true
+	}
+	for d := range dirs {
+		_ = d.Close()
 	}
 }
 
@@ -477,19 +466,28 @@ func portsOf(ps []*proxy) map[string]int {
 	return out
 }
 
-func sameTargets(cur []*proxy, sockets map[int]string) bool {
+func sameTargets(cur []*proxy, sockets map[int]Socket) bool {
 	if len(cur) != len(sockets) {
 		return false
 	}
 	for _, p := range cur {
-		if sockets[p.port] != p.dialAddr {
+		if s, ok := sockets[p.port]; !ok || s.String() != p.dialAddr {
 			return false
 		}
 	}
 	return true
 }
 
-func sortedPorts(m map[int]string) []int {
+// closeDirs closes the directories of sockets the Manager does not keep.
+func closeDirs(sockets map[int]Socket) {
+	for _, s := range sockets {
+		if s.Dir != nil {
+			_ = s.Dir.Close()
+		}
+	}
+}
+
+func sortedPorts(m map[int]Socket) []int {
 	out := make([]int, 0, len(m))
 	for p := range m {
 		out = append(out, p)

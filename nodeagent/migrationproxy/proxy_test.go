@@ -90,6 +90,39 @@ func replyServer(t testing.TB, path, name string) <-chan struct{} {
 	return accepted
 }
 
+// at is the socket at path, its directory opened as the node agent does.
+func at(t testing.TB, path string) Socket {
+	t.Helper()
+	d, err := OpenDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Socket{Dir: d, Name: filepath.Base(path)}
+}
+
+// targets is StartTarget's argument for migration port → socket path.
+func targets(t testing.TB, paths map[int]string) map[int]Socket {
+	t.Helper()
+	out := map[int]Socket{}
+	for port, p := range paths {
+		out[port] = at(t, p)
+	}
+	return out
+}
+
+// sourceIn is a Source serving in dir (created), its sockets named name(port).
+func sourceIn(t testing.TB, dir string, name func(port int) string) Source {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Source{Dir: d, SocketName: name}
+}
+
 func shortDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("/tmp", "mpx")
@@ -148,19 +181,21 @@ func TestProxyCarriesEachPortOverMutualTLS(t *testing.T) {
 	target, source := newPair(t, pki)
 	replyServer(t, filepath.Join(dir, "libvirt-sock"), "libvirt")
 	replyServer(t, filepath.Join(dir, "t-49152"), "qemu")
-	ports, err := target.StartTarget("uid1", map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock"), DirectMigrationPort: filepath.Join(dir, "t-49152")})
+	ports, err := target.StartTarget("uid1", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock"), DirectMigrationPort: filepath.Join(dir, "t-49152")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ports) != 2 {
 		t.Fatalf("ports = %v, want two", ports)
 	}
-	again, err := target.StartTarget("uid1", map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock"), DirectMigrationPort: filepath.Join(dir, "t-49152")})
+	again, err := target.StartTarget("uid1", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock"), DirectMigrationPort: filepath.Join(dir, "t-49152")}))
 	if err != nil || fmt.Sprint(again) != fmt.Sprint(ports) {
 		t.Fatalf("starting the same target again = %v, %v; want the same ports %v", again, err, ports)
 	}
 	sock := func(port int) string { return filepath.Join(dir, "src", fmt.Sprintf("uid1-%d-source.sock", port)) }
-	if err := source.StartSource("uid1", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock, UID: 107, GID: 108}); err != nil {
+	src := sourceIn(t, filepath.Join(dir, "src"), func(port int) string { return filepath.Base(sock(port)) })
+	src.TargetAddress, src.Ports, src.UID, src.GID = "127.0.0.1", ports, 107, 108
+	if err := source.StartSource("uid1", src); err != nil {
 		t.Fatal(err)
 	}
 	// The launcher user's sockets, not the world's.
@@ -199,7 +234,7 @@ func TestTargetRefusesClientsWithoutTheInstallationsCertificate(t *testing.T) {
 	other := newPKI(t) // another installation's CA
 	target, _ := newPair(t, pki)
 	accepted := replyServer(t, filepath.Join(dir, "libvirt-sock"), "libvirt")
-	ports, err := target.StartTarget("uid1", map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock")})
+	ports, err := target.StartTarget("uid1", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "libvirt-sock")}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +269,9 @@ func TestTargetRefusesClientsWithoutTheInstallationsCertificate(t *testing.T) {
 	}
 	defer src.Close()
 	sock := func(port int) string { return filepath.Join(dir, fmt.Sprintf("o-%d.sock", port)) }
-	if err := src.StartSource("uid1", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
+	in := sourceIn(t, dir, func(port int) string { return filepath.Base(sock(port)) })
+	in.TargetAddress, in.Ports = "127.0.0.1", ports
+	if err := src.StartSource("uid1", in); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("unix", sock(LibvirtPort))
@@ -258,24 +295,26 @@ func TestLongSocketPaths(t *testing.T) {
 	}
 	target, source := newPair(t, newPKI(t))
 	replyServer(t, filepath.Join(dir, "l"), "libvirt")
-	ports, err := target.StartTarget("k", map[int]string{LibvirtPort: filepath.Join(dir, "l")})
+	ports, err := target.StartTarget("k", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "l")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sock := func(int) string { return filepath.Join(long, "k-source.sock") }
-	if len(sock(0)) <= maxSocketPath {
+	if len(sock(0)) <= 107 {
 		t.Fatalf("test path %s is not too long for sun_path", sock(0))
 	}
-	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
+	src := sourceIn(t, long, func(int) string { return "k-source.sock" })
+	src.TargetAddress, src.Ports = "127.0.0.1", ports
+	if err := source.StartSource("k", src); err != nil {
 		t.Fatal(err)
 	}
-	c, err := dialUnix(sock(0))
+	c, err := at(t, sock(0)).Dir.DialUnix(t.Context(), "k-source.sock")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte("x"))
-	_ = c.(*net.UnixConn).CloseWrite()
+	_ = c.CloseWrite()
 	if b, _ := io.ReadAll(c); string(b) != "libvirt:x" {
 		t.Errorf("through a long socket path: %q", b)
 	}
@@ -285,47 +324,54 @@ func TestLongSocketPaths(t *testing.T) {
 	}
 }
 
-func TestOwnSocketOnlyChangesTheSocket(t *testing.T) {
+// A launcher swaps its directory for a link once the agent opened it, or
+// puts a link where its libvirt socket was: the source binds in the
+// directory it opened, the target dials no link, and neither touches what
+// the links name.
+func TestSocketsAreNotReResolved(t *testing.T) {
 	dir := shortDir(t)
-	victim := filepath.Join(dir, "victim")
-	if err := os.WriteFile(victim, nil, 0o600); err != nil {
+	target, source := newPair(t, newPKI(t))
+	replyServer(t, filepath.Join(dir, "libvirt"), "libvirt")
+	elsewhere := filepath.Join(dir, "elsewhere")
+	accepted := replyServer(t, filepath.Join(dir, "host.sock"), "host")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The launcher put a link where the proxy's socket was.
-	if err := os.Symlink(victim, filepath.Join(dir, "k.sock")); err != nil {
-		t.Fatal(err)
-	}
-	if err := ownSocket(filepath.Join(dir, "k.sock"), 0o660, os.Getuid(), os.Getgid()); err == nil {
-		t.Error("chmod through a symbolic link succeeded")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "file.sock"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := ownSocket(filepath.Join(dir, "file.sock"), 0o660, os.Getuid(), os.Getgid()); err == nil || !strings.Contains(err.Error(), "not the proxy's socket") {
-		t.Errorf("chmod of a regular file: %v", err)
-	}
-	for _, f := range []string{victim, filepath.Join(dir, "file.sock")} {
-		if fi, _ := os.Stat(f); fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s changed to %v", f, fi.Mode().Perm())
-		}
-	}
-	ln, err := listenUnix(filepath.Join(dir, "real.sock"))
+	ports, err := target.StartTarget("k", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "libvirt")}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	if err := ownSocket(filepath.Join(dir, "real.sock"), 0o660, 107, 107); err != nil {
+	src := sourceIn(t, filepath.Join(dir, "proxy"), func(int) string { return "k.sock" })
+	if err := os.Rename(filepath.Join(dir, "proxy"), filepath.Join(dir, "proxy.real")); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, "real.sock"))
-	if err != nil {
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "proxy")); err != nil {
 		t.Fatal(err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 107 || st.Gid != 107 {
-		t.Errorf("socket mode %v owner %d:%d, want 0660 107:107", fi.Mode().Perm(), st.Uid, st.Gid)
+	src.TargetAddress, src.Ports = "127.0.0.1", ports
+	if err := source.StartSource("k", src); err != nil {
+		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(victim); fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
-		t.Errorf("the link's target changed owner")
+	if _, err := os.Lstat(filepath.Join(elsewhere, "k.sock")); err == nil {
+		t.Error("the source bound its socket where the link leads")
+	}
+	if got := roundTrip(t, filepath.Join(dir, "proxy.real", "k.sock"), []byte("x")); got != "libvirt:x" {
+		t.Errorf("through the opened directory: %q", got)
+	}
+	// The target's libvirt socket becomes a link to another socket of the node.
+	if err := os.Rename(filepath.Join(dir, "libvirt"), filepath.Join(dir, "libvirt.real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "host.sock"), filepath.Join(dir, "libvirt")); err != nil {
+		t.Fatal(err)
+	}
+	if got := roundTrip(t, filepath.Join(dir, "proxy.real", "k.sock"), []byte("x")); got != "" {
+		t.Errorf("through a linked target socket: %q, want nothing", got)
+	}
+	select {
+	case <-accepted:
+		t.Error("the target proxy connected to the socket the link names")
+	case <-time.After(200 * time.Millisecond):
 	}
 }
 
@@ -338,11 +384,11 @@ func TestPlainTCPOnlyOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	err = m.StartSource("k", Source{TargetAddress: "10.1.2.3", Ports: map[string]int{"4000": 0}, SocketPath: func(int) string { return "/nonexistent" }})
+	err = m.StartSource("k", Source{TargetAddress: "10.1.2.3", Ports: map[string]int{"4000": 0}, Dir: at(t, "/tmp/x").Dir, SocketName: func(int) string { return "x" }})
 	if err == nil || !strings.Contains(err.Error(), "needs TLS") {
 		t.Errorf("StartSource to 10.1.2.3 without TLS: %v", err)
 	}
-	err = m.StartSource("k", Source{TargetAddress: "node-b", Ports: map[string]int{"4000": 0}, SocketPath: func(int) string { return "/nonexistent" }})
+	err = m.StartSource("k", Source{TargetAddress: "node-b", Ports: map[string]int{"4000": 0}, Dir: at(t, "/tmp/x").Dir, SocketName: func(int) string { return "x" }})
 	if err == nil || !strings.Contains(err.Error(), "not an IP address") {
 		t.Errorf("StartSource to a host name: %v", err)
 	}
@@ -366,12 +412,14 @@ func TestStopEndsConnectionsInProgress(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, c) }()
 		}
 	}()
-	ports, err := target.StartTarget("k", map[int]string{LibvirtPort: filepath.Join(dir, "slow")})
+	ports, err := target.StartTarget("k", targets(t, map[int]string{LibvirtPort: filepath.Join(dir, "slow")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sock := func(int) string { return filepath.Join(dir, "k.sock") }
-	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
+	src := sourceIn(t, dir, func(int) string { return "k.sock" })
+	src.TargetAddress, src.Ports = "127.0.0.1", ports
+	if err := source.StartSource("k", src); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("unix", sock(0))
@@ -456,12 +504,14 @@ func FuzzProxyRoundTrip(f *testing.F) {
 	dir := shortDir(f)
 	target, source := newPair(f, nil)
 	replyServer(f, filepath.Join(dir, "echo"), "e")
-	ports, err := target.StartTarget("k", map[int]string{LibvirtPort: filepath.Join(dir, "echo")})
+	ports, err := target.StartTarget("k", targets(f, map[int]string{LibvirtPort: filepath.Join(dir, "echo")}))
 	if err != nil {
 		f.Fatal(err)
 	}
 	sock := func(int) string { return filepath.Join(dir, "k.sock") }
-	if err := source.StartSource("k", Source{TargetAddress: "127.0.0.1", Ports: ports, SocketPath: sock}); err != nil {
+	src := sourceIn(f, dir, func(int) string { return "k.sock" })
+	src.TargetAddress, src.Ports = "127.0.0.1", ports
+	if err := source.StartSource("k", src); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {

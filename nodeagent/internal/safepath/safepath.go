@@ -294,3 +294,26 @@ func component(name string) error {
 	}
 	return nil
 }
+
+// OwnSocket gives the UNIX socket name (one path component) in d the owner
+// uid:gid and mode, following no link: anything but a socket there is
+// refused (syscall.ENOTSOCK, or syscall.ELOOP for a link) and left as it is.
+func (d *Dir) OwnSocket(name string, mode os.FileMode, uid, gid int) error {
+	if err := component(name); err != nil {
+		return err
+	}
+	f, err := d.openPathOf(name, os.ModeSocket, syscall.ENOTSOCK)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Fchownat(int(f.Fd()), "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+		return &os.PathError{Op: "chown", Path: d.join(name), Err: err}
+	}
+	// chmod has no AT_EMPTY_PATH: the O_PATH descriptor's /proc link names
+	// the socket itself.
+	if err := os.Chmod(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), mode); err != nil {
+		return &os.PathError{Op: "chmod", Path: d.join(name), Err: err}
+	}
+	return nil
+}

@@ -323,3 +323,42 @@ func umask() os.FileMode {
 	unix.Umask(m)
 	return os.FileMode(m)
 }
+
+// OwnSocket changes the socket and nothing a link or another file there
+// would lead to.
+func TestOwnSocket(t *testing.T) {
+	root, outside := tree(t)
+	d, err := OpenBeneath(root, "a/b/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	target := filepath.Join(outside, "a/b/c/s")
+	before, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceByLink(t, filepath.Join(root, "a/b/c/f"), target)
+	for name, want := range map[string]error{"f": syscall.ELOOP, "p": syscall.ENOTSOCK, "../c/s": nil} {
+		if err := d.OwnSocket(name, 0o660, 107, 107); err == nil || (want != nil && !errors.Is(err, want)) {
+			t.Errorf("OwnSocket(%q) = %v, want %v", name, err, want)
+		}
+	}
+	if err := d.OwnSocket("s", 0o660, 107, 108); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(root, "a/b/c/s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o660 || st.Uid != 107 || st.Gid != 108 {
+		t.Errorf("socket mode %v owner %d:%d, want 0660 107:108", fi.Mode().Perm(), st.Uid, st.Gid)
+	}
+	after, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Mode() != before.Mode() || after.Sys().(*syscall.Stat_t).Uid != before.Sys().(*syscall.Stat_t).Uid {
+		t.Errorf("the link's target changed: %v → %v", before.Mode(), after.Mode())
+	}
+}
