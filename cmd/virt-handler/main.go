@@ -54,7 +54,7 @@ func run() error {
 		node, kubeconfig, listen, shareDir, podsDir string
 		port, consolePort                           int
 		certFile, keyFile, clientCA                 string
-		insecure, devicePlugins                     bool
+		insecure, devicePlugins, checkLauncherPod   bool
 		devicePluginsDir                            string
 		heartbeat, poll, orphanSweep                time.Duration
 		podIP                                       string
@@ -71,6 +71,7 @@ func run() error {
 	fs.StringVar(&certFile, "tls-cert-file", "", "server certificate (PEM)")
 	fs.StringVar(&keyFile, "tls-key-file", "", "server key (PEM)")
 	fs.StringVar(&clientCA, "client-ca-file", "", "CA that signs the REST API's client certificates (PEM)")
+	fs.BoolVar(&checkLauncherPod, "check-launcher-pod", true, "talk only to a launcher whose process runs in the pod whose sockets volume holds its socket (its cgroup names the pod's UID; needs hostPID); false where launchers are not kubelet pods")
 	fs.BoolVar(&insecure, "insecure", false, "serve plain HTTP without authentication (local use only)")
 	fs.BoolVar(&devicePlugins, "device-plugins", true, "advertise devices.kubevirt.io/kvm, tun and vhost-net to the kubelet (device plugin API); false where no kubelet runs")
 	fs.StringVar(&devicePluginsDir, "device-plugins-dir", deviceplugin.DefaultDir, "the kubelet's device plugins directory (its kubelet.sock and the plugins' sockets)")
@@ -142,7 +143,7 @@ func run() error {
 	agent, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir, KubeletPodsDir: podsDir,
 		HeartbeatInterval: heartbeat, PollInterval: poll, OrphanSweepInterval: orphanSweep,
-		Migration: migration,
+		Migration: migration, CheckLauncherPod: checkLauncherPod,
 	})
 	if err != nil {
 		return err
