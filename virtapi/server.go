@@ -124,6 +124,21 @@ type ServeOptions struct {
 	// front-proxy CA of kube-system/extension-apiserver-authentication) and
 	// authorization (SubjectAccessReview); empty means in-cluster.
 	Kubeconfig string
+	// AuthenticateWebhooks serves the admission webhooks (WebhookPaths)
+	// only to callers the API server authenticates (a client certificate
+	// of the cluster's client CA, or a token) and allows post on the
+	// webhook's path as a non-resource URL: kube-apiserver then has to
+	// present credentials, which it does only when its
+	// --admission-control-config-file names a kubeconfig for virt-api's
+	// Service (docs/reliability.md, "Authenticated admission webhooks").
+	// Off, anyone who reaches the Service can call them, as in KubeVirt.
+	AuthenticateWebhooks bool
+}
+
+// WebhookPaths are the admission webhooks' paths: kube-apiserver posts
+// AdmissionReviews there (see ServeOptions.AuthenticateWebhooks).
+func WebhookPaths() []string {
+	return []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath, MutateVMIPath, PodEvictionPath}
 }
 
 // unauthenticated paths: discovery (the aggregator's availability check and
@@ -194,18 +209,33 @@ func (s *Server) Serve(ctx context.Context, opts ServeOptions) (<-chan struct{},
 	root.HandleFunc("GET /openapi/v2", serveOpenAPIV2)
 	root.HandleFunc("GET /openapi/v3", serveOpenAPIV3)
 	// kube-apiserver calls admission webhooks directly, over TLS verified
-	// with the webhook configuration's caBundle, without a user.
+	// with the webhook configuration's caBundle, without a user unless
+	// it is configured to present one (AuthenticateWebhooks).
 	hooks := s.webhooks()
 	admissionConfig := opts.Admission
 	if admissionConfig.Expand == nil {
 		admissionConfig.Expand = hooks.expand
 	}
 	admission := AdmissionHandler(admissionConfig)
+	webhooks := http.NewServeMux()
 	for _, p := range []string{ValidateVMIPath, ValidateVMPath, ValidateReplicaSetPath} {
-		root.Handle("POST "+p, admission)
+		webhooks.Handle("POST "+p, admission)
 	}
-	root.Handle("POST "+MutateVMIPath, PresetHandler(s.watchPresets(ctx)))
-	root.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: hooks.cfg.Kube, Kubevirt: hooks.cfg.Kubevirt, ClusterStrategy: hooks.clusterEvictionStrategy}))
+	webhooks.Handle("POST "+MutateVMIPath, PresetHandler(s.watchPresets(ctx)))
+	webhooks.Handle("POST "+PodEvictionPath, EvictionHandler(EvictionConfig{Kube: hooks.cfg.Kube, Kubevirt: hooks.cfg.Kubevirt, ClusterStrategy: hooks.clusterEvictionStrategy}))
+	var webhookHandler http.Handler = webhooks
+	if opts.AuthenticateWebhooks {
+		// A non-resource request: post on the path.
+		webhookHandler = genericfilters.WithAuthorization(webhookHandler, authzInfo.Authorizer, codecs)
+		webhookHandler = genericfilters.WithAuthentication(webhookHandler, authnInfo.Authenticator, genericfilters.Unauthorized(codecs), nil, nil)
+		webhookHandler = genericfilters.WithRequestInfo(webhookHandler, &request.RequestInfoFactory{
+			APIPrefixes:          sets.NewString("api", "apis"),
+			GrouplessAPIPrefixes: sets.NewString("api"),
+		})
+	}
+	for _, p := range WebhookPaths() {
+		root.Handle("POST "+p, webhookHandler)
+	}
 	root.Handle("/", protected)
 	handler := serverfilters.WithPanicRecovery(withLogging(root), &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),

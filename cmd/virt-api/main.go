@@ -60,6 +60,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "burst", 200, "burst of the API client serving the subresources")
 	fs.Float64Var(&o.webhookQPS, "webhook-qps", 200, "queries per second of the admission webhooks' API client")
 	fs.IntVar(&o.webhookBurst, "webhook-burst", 400, "burst of the admission webhooks' API client")
+	fs.BoolVar(&o.serve.AuthenticateWebhooks, "authenticate-webhooks", false, "serve the admission webhooks only to callers the API server authenticates and allows post on the webhook's path (kube-apiserver must present credentials: its --admission-control-config-file; docs/reliability.md)")
 	fs.StringVar(&o.serve.BindAddress, "bind-address", "0.0.0.0", "address to listen on")
 	fs.IntVar(&o.serve.Port, "port", installstrategy.APIPort, "HTTPS port")
 	fs.StringVar(&o.serve.CertFile, "tls-cert-file", installstrategy.APICertFile, "serving certificate (reloaded when it changes)")
