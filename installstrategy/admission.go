@@ -66,7 +66,7 @@ func celList(items []string) string {
 // kubevirt.io/vm and kubevirt.io/domain included, annotations,
 // finalizers, owner references) stays writable, as on KubeVirt.
 func (s *Strategy) addAdmissionPolicies(c *DeploymentConfig) {
-	reserved := []string{v1.CreatedByLabel, v1.MigrationJobLabel, v1.NodeNameLabel, v1.MigrationTargetNodeNameLabel, v1.NodeSchedulable, v1.InstallStrategyLabel}
+	reserved := v1.ReservedVMILabels()
 	const components = "KubeVirt's components (virt-controller, virt-handler)"
 	s.addAdmissionPolicy(c, VMIUpdatePolicyName, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 		MatchConstraints: vmiRule(admissionregistrationv1.Create, admissionregistrationv1.Update),

@@ -83,3 +83,28 @@ const (
 	// VhostNetDevice is the extended resource giving a pod /dev/vhost-net.
 	VhostNetDevice = "devices.kubevirt.io/vhost-net"
 )
+
+// ReservedVMILabels are the labels of a VirtualMachineInstance that only
+// KubeVirt's components set, change or remove (KubeVirt's
+// restrictedVmiLabels): the install strategy's admission policy refuses
+// them from anyone else, and the controllers leave them out of the VMIs
+// they create from a template.
+func ReservedVMILabels() []string {
+	return []string{CreatedByLabel, MigrationJobLabel, NodeNameLabel, MigrationTargetNodeNameLabel, NodeSchedulable, InstallStrategyLabel}
+}
+
+// WithoutReservedVMILabels returns a copy of labels without
+// ReservedVMILabels (nil for nil).
+func WithoutReservedVMILabels(labels map[string]string) map[string]string {
+	if labels == nil {
+		return nil
+	}
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		out[k] = v
+	}
+	for _, k := range ReservedVMILabels() {
+		delete(out, k)
+	}
+	return out
+}

@@ -260,14 +260,17 @@ func NewVMI(rs *v1.VirtualMachineInstanceReplicaSet, kv *v1.KubeVirt) (*v1.Virtu
 	if err != nil {
 		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
-	if !sel.Matches(labels.Set(tmpl.ObjectMeta.Labels)) {
-		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: spec.selector does not match spec.template.metadata.labels", rs.Namespace, rs.Name)
+	// The reserved labels steer the node agents and the migration
+	// controller: a template's never reach the VMI.
+	vmiLabels := v1.WithoutReservedVMILabels(tmpl.ObjectMeta.Labels)
+	if !sel.Matches(labels.Set(vmiLabels)) {
+		return nil, fmt.Errorf("VirtualMachineInstanceReplicaSet %s/%s: spec.selector does not match spec.template.metadata.labels (without the labels reserved to KubeVirt's components)", rs.Namespace, rs.Name)
 	}
 	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    rs.Name,
 			Namespace:       rs.Namespace,
-			Labels:          maps.Clone(tmpl.ObjectMeta.Labels),
+			Labels:          vmiLabels,
 			Annotations:     maps.Clone(tmpl.ObjectMeta.Annotations),
 			OwnerReferences: []metav1.OwnerReference{controllerref.Ref(rs, v1.VirtualMachineInstanceReplicaSetGroupVersionKind)},
 		},

@@ -308,6 +308,16 @@ func TestNewVMI(t *testing.T) {
 	if len(v.Spec.Domain.Devices.Interfaces) != 1 || v.Spec.TerminationGracePeriodSeconds == nil {
 		t.Errorf("spec defaults not filled in: %+v", v.Spec)
 	}
+	// A template's reserved labels stay out of the VMI; a selector that
+	// needs one matches no VMI it could create.
+	rs.Spec.Template.ObjectMeta.Labels[v1.NodeNameLabel] = "node01"
+	if v, err := NewVMI(rs, nil); err != nil || v.Labels[v1.NodeNameLabel] != "" || v.Labels["app"] != "x" {
+		t.Errorf("VMI of a template with a reserved label: %v, %v; want app=x only", v.Labels, err)
+	}
+	rs.Spec.Selector.MatchLabels[v1.NodeNameLabel] = "node01"
+	if _, err := NewVMI(rs, nil); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("a selector on a reserved label: %v, want an error", err)
+	}
 	rs.Spec.Template = nil
 	if _, err := NewVMI(rs, nil); err == nil {
 		t.Error("no template: want an error")

@@ -373,7 +373,10 @@ func NewExpandedVMI(vm *v1.VirtualMachine, x Expansion) (*v1.VirtualMachineInsta
 		return nil, fmt.Errorf("VirtualMachine %s/%s: spec.template is required to start it", vm.Namespace, vm.Name)
 	}
 	tmpl := vm.Spec.Template.DeepCopy()
-	labels := maps.Clone(tmpl.ObjectMeta.Labels)
+	// The reserved labels steer the node agents and the migration
+	// controller: a template's never reach the VMI (virt-api refuses them,
+	// a VM stored while it was down loses them here).
+	labels := v1.WithoutReservedVMILabels(tmpl.ObjectMeta.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}

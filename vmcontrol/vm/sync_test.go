@@ -150,6 +150,13 @@ func TestSyncCreatesVMIFromTemplate(t *testing.T) {
 		len(nets) != 1 || nets[0].Pod == nil || nets[0].Name != ifs[0].Name {
 		t.Errorf("interfaces %+v networks %+v; want the default pod interface (bridge) stored in the VMI", ifs, nets)
 	}
+	// A template's reserved labels (only the components may set them on
+	// a VMI) stay out of the VMI; its others are copied.
+	labelled := newVM(v1.RunStrategyAlways)
+	labelled.Spec.Template.ObjectMeta.Labels = map[string]string{"app": "x", v1.NodeNameLabel: "node01", v1.MigrationJobLabel: "m"}
+	if got, err := NewVMI(labelled); err != nil || got.Labels["app"] != "x" || got.Labels[v1.NodeNameLabel] != "" || got.Labels[v1.MigrationJobLabel] != "" {
+		t.Errorf("VMI of a template with reserved labels: labels %v (%v), want app only", got.Labels, err)
+	}
 	again, _ := NewVMI(newVM(v1.RunStrategyAlways))
 	if vmi.Spec.Domain.Firmware.UUID == "" || vmi.Spec.Domain.Firmware.UUID != again.Spec.Domain.Firmware.UUID {
 		t.Errorf("firmware UUID %q is not stable (%q)", vmi.Spec.Domain.Firmware.UUID, again.Spec.Domain.Firmware.UUID)
