@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -69,10 +70,19 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 	}
 	defer sourceProxy.Close()
 	dstRoot := podsim.ProcRoot(ctx, t, dst.Client)
-	ports, err := targetProxy.StartTarget(string(uid), map[int]string{
-		migrationproxy.LibvirtPort:         dstRoot + info.LibvirtSocket,
-		migrationproxy.DirectMigrationPort: dstRoot + launcher.MigrationSocket(info.ShareDir, string(uid), launcher.DirectMigrationPort),
-		migrationproxy.BlockMigrationPort:  dstRoot + launcher.MigrationSocket(info.ShareDir, string(uid), launcher.BlockMigrationPort),
+	// at is the socket at path in the launcher's root, its directory opened
+	// once as the node agent does.
+	at := func(root, path string) migrationproxy.Socket {
+		d, err := migrationproxy.OpenDir(root + filepath.Dir(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return migrationproxy.Socket{Dir: d, Name: filepath.Base(path)}
+	}
+	ports, err := targetProxy.StartTarget(string(uid), map[int]migrationproxy.Socket{
+		migrationproxy.LibvirtPort:         at(dstRoot, info.LibvirtSocket),
+		migrationproxy.DirectMigrationPort: at(dstRoot, launcher.MigrationSocket(info.ShareDir, string(uid), launcher.DirectMigrationPort)),
+		migrationproxy.BlockMigrationPort:  at(dstRoot, launcher.MigrationSocket(info.ShareDir, string(uid), launcher.BlockMigrationPort)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +92,13 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcRoot := podsim.ProcRoot(ctx, t, src.Client)
+	if err := os.MkdirAll(srcRoot+filepath.Join(srcInfo.ShareDir, launcher.MigrationProxyDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srcDir := at(srcRoot, launcher.MigrationSocket(srcInfo.ShareDir, string(uid), 0)).Dir
 	err = sourceProxy.StartSource(string(uid), migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, UID: podsim.QEMUUID, GID: podsim.QEMUUID,
-		SocketPath: func(port int) string {
-			return srcRoot + launcher.MigrationSocket(srcInfo.ShareDir, string(uid), port)
+		Dir: srcDir, SocketName: func(port int) string {
+			return filepath.Base(launcher.MigrationSocket(srcInfo.ShareDir, string(uid), port))
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ type SocketDir interface {
 // as a SocketDir. The node agent opens launchers' directories with its
 // own resolution beneath the launcher's root instead.
 func OpenDir(path string) (SocketDir, error) {
-	return safepath.OpenInRoot("/", path)
+	return safepath.OpenBeneath(path, ".")
 }
 
 // Socket is a UNIX socket: Name in Dir.
