@@ -13,10 +13,10 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/virtapi"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 )
@@ -120,19 +120,7 @@ func clients(cfg *rest.Config) (kubernetes.Interface, versioned.Interface, error
 // restConfig is virt-api's client configuration: in-cluster or from
 // --kubeconfig, with its user agent and the --qps and --burst rate limit.
 func (o options) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	}
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "vmkit-virt-api"
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	return cfg, nil
+	return restconfig.Load(o.kubeconfig, "vmkit-virt-api", float32(o.qps), o.burst)
 }
 
 // webhookConfig is cfg for the admission webhooks' clients: the same

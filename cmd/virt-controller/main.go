@@ -17,10 +17,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/internal/delegatedauth"
+	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmcontrol"
 )
@@ -143,8 +143,5 @@ func splitList(s string) []string {
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		return rest.InClusterConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	return restconfig.Load(kubeconfig, "", 0, 0)
 }

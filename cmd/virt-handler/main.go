@@ -31,12 +31,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/delegatedauth"
+	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/deviceplugin"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -118,13 +117,7 @@ func run() error {
 		}
 		metricsTLS = delegatedauth.RequestClientCertificates(metricsTLS)
 	}
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := restconfig.Load(kubeconfig, "", 0, 0)
 	if err != nil {
 		return fmt.Errorf("API server configuration: %w", err)
 	}

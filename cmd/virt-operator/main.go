@@ -32,7 +32,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -40,6 +39,7 @@ import (
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/delegatedauth"
+	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -273,17 +273,5 @@ func leaderElect(ctx context.Context, kube kubernetes.Interface, o options, name
 // restConfig is the operator's client configuration: in-cluster or from
 // --kubeconfig, with its user agent and the --qps and --burst rate limit.
 func (o options) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig == "" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	}
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "vmkit-virt-operator"
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	return cfg, nil
+	return restconfig.Load(o.kubeconfig, "vmkit-virt-operator", float32(o.qps), o.burst)
 }
