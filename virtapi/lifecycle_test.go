@@ -272,3 +272,36 @@ func TestAgentError(t *testing.T) {
 		t.Fatalf("plain-text answer: %+v", s)
 	}
 }
+
+// A stream the agent refuses before the upgrade (port-forward to a VMI
+// without a pod network address) reaches the user with the agent's code
+// and message, not as an internal error.
+func TestStreamRefusalPassedOn(t *testing.T) {
+	agent := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/portforward/22") {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"code":409,"message":"VMI has no pod network address"}`))
+		}
+	}))
+	defer agent.Close()
+	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}}
+	s := &Server{cfg: Config{Handlers: fixedHandler{agent.URL, agent.Client().Transport.(*http.Transport).TLSClientConfig}}}
+	_, err := s.dialAgent(context.Background(), vmi, "portforward/22")
+	st, ok := err.(interface{ Status() metav1.Status })
+	if !ok || st.Status().Code != http.StatusConflict || st.Status().Message != "VMI has no pod network address" {
+		t.Fatalf("dialAgent = %v, want the agent's 409 and message", err)
+	}
+	// An agent that answers the plain request (it refused only the upgrade)
+	// leaves the internal error.
+	if _, err := s.dialAgent(context.Background(), vmi, "console"); err == nil || !strings.Contains(err.Error(), "opening console") {
+		t.Fatalf("dialAgent(console) = %v, want the dial's error", err)
+	}
+}
+
+// fixedHandler finds every node's agent at one URL.
+type fixedHandler struct {
+	url string
+	tls *tls.Config
+}
+
+func (h fixedHandler) Handler(context.Context, string) (string, *tls.Config, error) { return h.url, h.tls, nil }

@@ -3,13 +3,16 @@ package virtapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/net/websocket"
 	corev1 "k8s.io/api/core/v1"
@@ -302,11 +305,42 @@ func (s *Server) dialAgent(ctx context.Context, vmi *v1.VirtualMachineInstance, 
 	}
 	cfg.TlsConfig = tlsConfig
 	ws, err := cfg.DialContext(ctx)
+	if de := (*websocket.DialError)(nil); errors.As(err, &de) && de.Err == websocket.ErrBadStatus {
+		// The agent refused before upgrading (a VMI without a pod network
+		// address, a port out of range): x/net/websocket keeps no answer,
+		// so ask again without the upgrade to pass its code and message on.
+		if refusal := agentRefusal(ctx, base+handlerPath(vmi, sub), tlsConfig); refusal != nil {
+			return nil, refusal
+		}
+	}
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("opening %s of VirtualMachineInstance %s/%s on the node agent of %s: %w", sub, vmi.Namespace, vmi.Name, vmi.Status.NodeName, err))
 	}
 	ws.PayloadType = websocket.BinaryFrame
 	return ws, nil
+}
+
+// agentRefusal GETs a stream's URL as a plain request and returns the
+// agent's error answer, nil when there is none to pass on.
+func agentRefusal(ctx context.Context, u string, tlsConfig *tls.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	return agentError(resp.StatusCode, body)
 }
 
 // checkPort validates a port-forward's port and protocol.
