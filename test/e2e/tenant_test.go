@@ -93,8 +93,7 @@ func TestHostileTenant(t *testing.T) {
 	refused("creating a VMI labelled "+v1.NodeNameLabel, err, v1.NodeNameLabel)
 
 	// The tenant's own VMI, as KubeVirt's manifests create one (status: {}).
-	own, err := tenantVMIs.Create(ctx, newVMI("own"), metav1.CreateOptions{})
-	if err != nil {
+	if _, err := tenantVMIs.Create(ctx, newVMI("own"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the tenant's own VMI: %v", err)
 	}
 	t.Cleanup(func() {
@@ -105,18 +104,29 @@ func TestHostileTenant(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		own = v
 		return running(v), fmt.Sprintf("phase %s", v.Status.Phase)
 	})
 	// N1 after creation: status and reserved labels stay the components'.
-	change := own.DeepCopy()
-	change.Status.MigrationState = forged.Status.MigrationState
-	_, err = tenantVMIs.Update(ctx, change, metav1.UpdateOptions{})
-	refused("writing a migration into the VMI's status", err, "status")
-	change = own.DeepCopy()
-	change.Labels[v1.NodeNameLabel] = "elsewhere"
-	_, err = tenantVMIs.Update(ctx, change, metav1.UpdateOptions{})
-	refused("changing the VMI's "+v1.NodeNameLabel+" label", err, v1.NodeNameLabel)
+	// update applies mutate to the VMI as it is now, again while the
+	// components' own writes make it a conflict.
+	update := func(mutate func(*v1.VirtualMachineInstance)) error {
+		for {
+			cur, err := tenantVMIs.Get(ctx, "own", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			mutate(cur)
+			if _, err = tenantVMIs.Update(ctx, cur, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+				return err
+			}
+		}
+	}
+	refused("writing a migration into the VMI's status", update(func(v *v1.VirtualMachineInstance) {
+		v.Status.MigrationState = forged.Status.MigrationState
+	}), "status")
+	refused("changing the VMI's "+v1.NodeNameLabel+" label", update(func(v *v1.VirtualMachineInstance) {
+		v.Labels[v1.NodeNameLabel] = "elsewhere"
+	}), v1.NodeNameLabel)
 
 	// N2: no pod network, so no address the node agent wired: nothing to
 	// forward to (the agent never dials status.interfaces).

@@ -34,5 +34,5 @@ func ExampleNewVMI() {
 	// Output:
 	// default/web map[app:web] VirtualMachineInstanceReplicaSet web
 	// default true
-	// VirtualMachineInstanceReplicaSet default/web: spec.selector does not match spec.template.metadata.labels
+	// VirtualMachineInstanceReplicaSet default/web: spec.selector does not match spec.template.metadata.labels (without the labels reserved to KubeVirt's components)
 }
