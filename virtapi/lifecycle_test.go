@@ -304,4 +304,6 @@ type fixedHandler struct {
 	tls *tls.Config
 }
 
-func (h fixedHandler) Handler(context.Context, string) (string, *tls.Config, error) { return h.url, h.tls, nil }
+func (h fixedHandler) Handler(context.Context, string) (string, *tls.Config, error) {
+	return h.url, h.tls, nil
+}
