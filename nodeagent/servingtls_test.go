@@ -111,17 +111,7 @@ func TestServingTLSReloadsAndChecksClientName(t *testing.T) {
 	replaceFile(t, keyFile, oldServer.keyPEM(t))
 	replaceFile(t, caFile, oldCA.certPEM())
 
-	cfg, err := ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientName: installstrategy.HandlerClientCommonName}.Config(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := serveOK(t, ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientName: installstrategy.HandlerClientCommonName})
 
 	roots := x509.NewCertPool()
 	roots.AddCert(oldCA.cert)
@@ -131,7 +121,7 @@ func TestServingTLSReloadsAndChecksClientName(t *testing.T) {
 		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
 			RootCAs: roots, ServerName: installstrategy.HandlerServerName, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
 		}}}
-		resp, err := c.Get("https://" + ln.Addr().String() + "/")
+		resp, err := c.Get("https://" + addr + "/")
 		if err != nil {
 			return "", err
 		}
@@ -208,18 +198,7 @@ func TestClientTLSReloads(t *testing.T) {
 		replaceFile(t, filepath.Join(sd, "tls.crt"), leaf.certPEM())
 		replaceFile(t, filepath.Join(sd, "tls.key"), leaf.keyPEM(t))
 		replaceFile(t, filepath.Join(sd, "ca"), append(oldCA.certPEM(), newCA.certPEM()...))
-		cfg, err := ServingTLS{CertFile: filepath.Join(sd, "tls.crt"), KeyFile: filepath.Join(sd, "tls.key"), ClientCAFile: filepath.Join(sd, "ca"), ClientName: clientName}.Config(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close() })
-		return ln.Addr().String(), filepath.Join(sd, "ca")
+		return serveOK(t, ServingTLS{CertFile: filepath.Join(sd, "tls.crt"), KeyFile: filepath.Join(sd, "tls.key"), ClientCAFile: filepath.Join(sd, "ca"), ClientName: clientName}), filepath.Join(sd, "ca")
 	}
 	migrationAddr, _ := serve("migration", installstrategy.MigrationClientCommonName)
 	restAddr, _ := serve("rest", installstrategy.HandlerClientCommonName)
@@ -271,6 +250,24 @@ func TestClientTLSReloads(t *testing.T) {
 		return c, err
 	}
 	eventually(t, "the renewed client certificate is presented", func() bool { return call(migrationAddr) == nil && presented == "new CA" })
+}
+
+// serveOK serves "ok" over HTTPS with s's configuration on a loopback port
+// until the test ends, and returns its address.
+func serveOK(t *testing.T, s ServingTLS) string {
+	t.Helper()
+	cfg, err := s.Config(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
 
 // eventually waits for cond, at most 70 s (dynamiccertificates also

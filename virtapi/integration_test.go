@@ -296,26 +296,7 @@ func TestAggregatedAPI(t *testing.T) {
 
 	// The validating webhook: kube-apiserver refuses a VMI no node could
 	// run, naming the field, and admits a runnable one.
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-validator"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "virtualmachineinstances-create-validator.kubevirt.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				Service:  &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "virt-api", Path: ptr(ValidateVMIPath), Port: ptr(int32(port))},
-				CABundle: certPEM,
-			},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"virtualmachineinstances"}},
-			}},
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	if _, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerVMIValidator(ctx, t, env, port, certPEM)
 	bad := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}, Spec: runnableSpec()}
 	bad.Spec.Domain.Devices.Disks[0].Disk.Bus = "floppy"
 	deadline = time.Now().Add(30 * time.Second)
@@ -445,4 +426,31 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// registerVMIValidator makes kube-apiserver call the VMI create validator
+// of the virt-api Service in namespace default on port, whose serving
+// certificate is certPEM.
+func registerVMIValidator(ctx context.Context, t *testing.T, env *testenv.Env, port int, certPEM []byte) {
+	t.Helper()
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-validator"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "virtualmachineinstances-create-validator.kubevirt.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "virt-api", Path: ptr(ValidateVMIPath), Port: ptr(int32(port))},
+				CABundle: certPEM,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"virtualmachineinstances"}},
+			}},
+			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

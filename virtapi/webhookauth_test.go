@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -157,26 +156,7 @@ plugins:
 	if _, err := env.Kube.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "virt-api-validator"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "virtualmachineinstances-create-validator.kubevirt.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{
-				Service:  &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "virt-api", Path: ptr(ValidateVMIPath), Port: ptr(int32(port))},
-				CABundle: certPEM,
-			},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"virtualmachineinstances"}},
-			}},
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	if _, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerVMIValidator(ctx, t, env, port, certPEM)
 	good := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "default"}, Spec: runnableSpec()}
 	create := func(vmi *v1.VirtualMachineInstance) error {
 		_, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, vmi, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
