@@ -123,6 +123,14 @@ func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTe
 			e.Field = "spec.template." + e.Field
 		}
 	}
+	// The controllers leave these out of the VMIs they create (only the
+	// components may set them on a VMI): say so rather than drop them
+	// unseen.
+	for _, k := range v1.ReservedVMILabels() {
+		if _, ok := tmpl.ObjectMeta.Labels[k]; ok {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "template", "metadata", "labels").Key(k), "reserved to KubeVirt's components: a VirtualMachineInstance gets it from them, not from its template"))
+		}
+	}
 	return errs
 }
 

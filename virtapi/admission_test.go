@@ -103,6 +103,11 @@ func TestAdmission(t *testing.T) {
 		{"VMI with a guest-agent readiness probe", ValidateVMIPath, admissionv1.Create, vmi(probed), ""},
 		{"VMI with a probe that checks nothing", ValidateVMIPath, admissionv1.Create, vmi(probeless), "spec.readinessProbe"},
 		{"VM template with a liveness probe port out of range", ValidateVMPath, admissionv1.Create, vm(badPort), "spec.template.spec.livenessProbe.tcpSocket.port"},
+		{"VM template with a label reserved to the components", ValidateVMPath, admissionv1.Create, func() *v1.VirtualMachine {
+			v := vm(good)
+			v.Spec.Template.ObjectMeta.Labels = map[string]string{"kubevirt.io/vm": "vm", v1.NodeNameLabel: "node01"}
+			return v
+		}(), "spec.template.metadata.labels[kubevirt.io/nodeName]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := review(t, tc.path, tc.op, tc.obj)
