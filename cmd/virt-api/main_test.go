@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vmkit/vmkit/internal/testenv"
 )
 
 func parse(t *testing.T, args ...string) options {
@@ -40,16 +40,7 @@ func fakeAPIServer(t *testing.T) (kubeconfig string, agents func() map[string]in
 		fmt.Fprint(w, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kubevirt"}}`)
 	}))
 	t.Cleanup(srv.Close)
-	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q}}]
-users: [{name: u, user: {}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`, srv.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig = testenv.Kubeconfig(t, srv.URL)
 	return kubeconfig, func() map[string]int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/vmkit/vmkit/internal/testenv"
 )
 
 // TestClientRateLimit: the operator's client, built from its default flags,
@@ -29,16 +29,7 @@ func TestClientRateLimit(t *testing.T) {
 		fmt.Fprint(w, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kubevirt"}}`)
 	}))
 	defer srv.Close()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q}}]
-users: [{name: u, user: {}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`, srv.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := testenv.Kubeconfig(t, srv.URL)
 
 	o := parse(t, "--kubeconfig", kubeconfig)
 	cfg, err := o.restConfig()

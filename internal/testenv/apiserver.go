@@ -612,6 +612,18 @@ func (e *Env) setupClients(p *pki) error {
 	return writeKubeconfig(e.KubeconfigPath, host, p.caCertPEM, adminUser, p.adminCertPEM, p.adminKeyPEM)
 }
 
+// Kubeconfig writes, in a directory of the test's, a kubeconfig that
+// points a client at server with no credentials (a fake API server such
+// as an httptest.Server), and returns its path.
+func Kubeconfig(t testing.TB, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(path, server, nil, "anonymous", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // writeKubeconfig writes a kubeconfig for server, trusting caPEM, as user
 // with the given client certificate and key. It is encoded the way
 // clientcmd.Write does, without importing clientcmd (and its flag
