@@ -8,7 +8,8 @@
 #     mostly waits on downloads and dpkg (about half a core for 2 minutes),
 #     so it takes the CPU the compile leaves rather than minutes of its own;
 #   - vmkit's images (hack/build-images.sh), for the end-to-end tests on a
-#     real kubelet, and the code tools (hack/tools.sh).
+#     real kubelet, the OCI registry the nodes pull them from
+#     (hack/build-registry.sh), and the code tools (hack/tools.sh).
 # The apt steps come first, so that no two apt runs overlap.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,4 +38,5 @@ trap - EXIT
 cat "$log"
 
 hack/build-images.sh
+hack/build-registry.sh
 hack/tools.sh

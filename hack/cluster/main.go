@@ -44,6 +44,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/registry"
 	"github.com/vmkit/vmkit/internal/testenv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -133,7 +134,7 @@ func serve(state string, nodes int) error {
 	for _, n := range env.Nodes {
 		names = append(names, n.Name)
 	}
-	fmt.Printf("cluster running: API server %s, nodes %s, run directory %s\n", env.Config.Host, strings.Join(names, ", "), env.Dir)
+	fmt.Printf("cluster running: API server %s, nodes %s, registry %s, run directory %s\n", env.Config.Host, strings.Join(names, ", "), env.Registry, env.Dir)
 	<-ctx.Done()
 	return nil
 }
@@ -354,8 +355,14 @@ func up(state, manifest, netManifest, kubectl string, opts cluster.Options) erro
 vmkit runs on this machine (%v). To reach it:
     export KUBECONFIG=%s
     %s get vm,vmi,pods -A
+registry: %s
+    The nodes pull every image from this OCI registry (plain HTTP), for
+    docker.io/..., quay.io/... and the other registry names too. Push a disk
+    image as a container disk and boot it (docs/images.md):
+    go run ./cmd/vmctl containerdisk push disk.qcow2 %s/my/disk:v1
+    then use containerDisk.image: %s/my/disk:v1 in a VM.
 Stop everything with: make demo-down
-`, time.Since(d.began).Round(time.Millisecond), kubeconfig, kubectl)
+`, time.Since(d.began).Round(time.Millisecond), kubeconfig, kubectl, registry.DefaultAddr, registry.DefaultAddr, registry.DefaultAddr)
 	return nil
 }
 

@@ -115,6 +115,13 @@ type Env struct {
 	Node *Node
 	// Nodes are the running nodes (NodeOptions.Nodes of them), in order.
 	Nodes []*Node
+	// Registry is the address (host:port) of the cluster's OCI registry
+	// when Options.Node was set: plain HTTP, reachable from this machine;
+	// the nodes pull every image from it, for docker.io, quay.io,
+	// registry.k8s.io and the other names of internal/registry.Mirrored
+	// too. Push an image there (internal/registry, `vmctl containerdisk
+	// push`) and pods on the nodes can use it.
+	Registry string
 
 	etcdClientURL string
 	etcdPeerURL   string
@@ -125,6 +132,8 @@ type Env struct {
 	procsMu  sync.Mutex
 	procs    []*process // in start order
 	nodeLock *os.File   // held from start until the Node owns it
+	// registryPush says what the start pushed to the registry, and how fast.
+	registryPush string
 
 	stopOnce sync.Once
 	stopErr  error
@@ -153,6 +162,9 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Logf("testenv: control plane ready at %s in %v (run dir %s)", e.Config.Host, time.Since(began).Round(time.Millisecond), e.Dir)
+	if e.registryPush != "" {
+		t.Logf("testenv: %s", e.registryPush)
+	}
 	return e
 }
 

@@ -23,6 +23,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/internal/registry"
 )
 
 // NodeName is the name the kubelet of [Options.Node] registers (the
@@ -141,12 +143,16 @@ func removeCNICache(network string) error {
 // host's packages, a kubelet registering Node [NodeName], a pod network
 // ([PodCIDR] on bridge [PodBridge]) and kube-proxy for Services.
 type NodeOptions struct {
-	// Images are image tarballs (docker save or OCI layout) imported into
-	// containerd's k8s.io namespace before the kubelet starts (into every
-	// node's). A pause image tagged registry.k8s.io/pause:3.10 must be
-	// among them: the kubelet's pod sandboxes use it and nothing can pull
-	// it.
+	// Images are image archives (what `docker save` writes) pushed to the
+	// cluster's registry before the kubelets start (see Env.Registry): the
+	// nodes' containerd pulls every image from there. A pause image tagged
+	// registry.k8s.io/pause:3.10 must be among them, or already in the
+	// registry: the kubelet's pod sandboxes use it.
 	Images []string
+	// RegistryDir holds the registry's blobs (default <module
+	// root>/_output/registry). It outlives the cluster, so that the next
+	// cluster's push sends only the layers that changed.
+	RegistryDir string
 	// Nodes is how many nodes run on this machine (default 1; at most
 	// [MaxNodes]). Every node has its own containerd, kubelet (its own
 	// ports), cgroup root, pod network on its own bridge and directories;
@@ -340,8 +346,11 @@ func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins ma
 			return err
 		}
 	}
-	// The nodes start side by side: most of a node's start is importing
-	// images and waiting for its kubelet.
+	if err := e.startRegistry(ctx, opts); err != nil {
+		return err
+	}
+	// The nodes start side by side: most of a node's start is waiting for
+	// its kubelet.
 	errs := make([]error, count)
 	var wg sync.WaitGroup
 	for i, n := range e.Nodes {
@@ -473,9 +482,6 @@ func (e *Env) runNode(ctx context.Context, n *Node, opts *NodeOptions, bins map[
 	}); err != nil {
 		return err
 	}
-	if err := n.ImportImages(ctx, opts.Images...); err != nil {
-		return err
-	}
 	kubeletArgs := []string{
 		"--config=" + filepath.Join(n.dir, "kubelet-config.yaml"),
 		"--kubeconfig=" + filepath.Join(n.dir, "kubelet.kubeconfig"),
@@ -535,15 +541,50 @@ func createCgroup(name string) error {
 	return nil
 }
 
-// ImportImages imports image tarballs into containerd's k8s.io namespace,
-// where the kubelet finds them.
-func (n *Node) ImportImages(ctx context.Context, tarballs ...string) error {
-	for _, t := range tarballs {
-		out, err := exec.CommandContext(ctx, "ctr", "-a", n.ContainerdSocket, "-n", "k8s.io", "images", "import", t).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("importing image %s: %v: %s", t, err, out)
-		}
+// startRegistry runs the cluster's OCI registry (internal/registry) on
+// registry.DefaultAddr with its blobs in opts.RegistryDir, and pushes
+// opts.Images to it.
+func (e *Env) startRegistry(ctx context.Context, opts *NodeOptions) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
 	}
+	bin, err := registry.Binary(root)
+	if err != nil {
+		return err
+	}
+	dir := opts.RegistryDir
+	if dir == "" {
+		dir = filepath.Join(root, "_output", "registry")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	addr := registry.DefaultAddr
+	if err := registry.Ready(ctx, addr); err == nil {
+		return fmt.Errorf("something already answers as a registry on %s: stop it (a cluster of `make demo`? `make demo-down`)", addr)
+	}
+	cfg := filepath.Join(e.Dir, "registry.yaml")
+	if err := registry.WriteConfig(cfg, addr, dir); err != nil {
+		return err
+	}
+	p, err := e.startProcess("registry", bin, "serve", cfg)
+	if err != nil {
+		return err
+	}
+	if err := poll(ctx, p, "the registry on "+addr, func(ctx context.Context) (bool, string) {
+		err := registry.Ready(ctx, addr)
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		return err
+	}
+	e.Registry = addr
+	start := time.Now()
+	pushed, err := registry.PushArchives(ctx, addr, opts.Images...)
+	if err != nil {
+		return err
+	}
+	e.registryPush = fmt.Sprintf("%d images pushed to the registry on %s in %v", len(pushed), addr, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -665,6 +706,9 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
+  # Every image comes from the cluster's registry (internal/registry).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -672,7 +716,10 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     SystemdCgroup = false
 `, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), n.ContainerdSocket,
-		pauseImage, cniBin, filepath.Join(n.dir, "cni"))
+		pauseImage, cniBin, filepath.Join(n.dir, "cni"), filepath.Join(n.dir, "certs.d"))
+	if err := registry.WriteHostsConfig(filepath.Join(n.dir, "certs.d"), registry.DefaultAddr, registry.Mirrored); err != nil {
+		return err
+	}
 	// One node listens on 127.0.0.1 and kube-apiserver reaches it by its
 	// name, localhost; with several, each listens on its pod gateway (its
 	// InternalIP, --node-ip) on ports of its own.

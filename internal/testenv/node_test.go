@@ -48,7 +48,8 @@ func TestNode(t *testing.T) {
 				HostNetwork:                   hostNetwork,
 				TerminationGracePeriodSeconds: new(int64),
 				Containers: []corev1.Container{{
-					Name: "pause", Image: pauseImage, ImagePullPolicy: corev1.PullNever,
+					// Pulled from the registry (registry.k8s.io is mirrored to it), every time.
+					Name: "pause", Image: pauseImage, ImagePullPolicy: corev1.PullAlways,
 				}},
 			},
 		}
