@@ -34,6 +34,14 @@ const (
 	// EnvVersion is the version of the components when EnvOperatorImage
 	// names the operator by digest, which carries no tag.
 	EnvVersion = "KUBEVIRT_VERSION"
+	// EnvAPIDigest, EnvControllerDigest, EnvHandlerDigest and
+	// EnvLauncherDigest pin the components' images by digest (sha256:...),
+	// as a release's manifest does: the component's image is then
+	// <registry>/<prefix><component>@<digest> rather than :<version>.
+	EnvAPIDigest        = "VIRT_API_SHASUM"
+	EnvControllerDigest = "VIRT_CONTROLLER_SHASUM"
+	EnvHandlerDigest    = "VIRT_HANDLER_SHASUM"
+	EnvLauncherDigest   = "VIRT_LAUNCHER_SHASUM"
 	// EnvHostNetwork, vmkit's own, puts every component's pod on the host
 	// network with its servers listening on the address it holds (e.g.
 	// 127.0.0.1): for single-node clusters without a pod network.
@@ -172,6 +180,12 @@ func (c *DeploymentConfig) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	for field, d := range map[string]string{"operatorDigest": c.OperatorDigest, "apiDigest": c.APIDigest,
+		"controllerDigest": c.ControllerDigest, "handlerDigest": c.HandlerDigest, "launcherDigest": c.LauncherDigest} {
+		if err := checkDigest(d); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+	}
 	if c.HostNetwork != "" && net.ParseIP(c.HostNetwork) == nil {
 		errs = append(errs, fmt.Errorf("hostNetwork %q is not an IP address", c.HostNetwork))
 	}
@@ -200,6 +214,27 @@ func ParseDeploymentConfig(s string) (*DeploymentConfig, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// DigestEnv maps each component whose image a digest can pin to the
+// variable that carries it (EnvAPIDigest, ...).
+var DigestEnv = map[string]string{
+	v1.VirtAPIValue:        EnvAPIDigest,
+	v1.VirtControllerValue: EnvControllerDigest,
+	v1.VirtHandlerValue:    EnvHandlerDigest,
+	v1.VirtLauncherValue:   EnvLauncherDigest,
+}
+
+// checkDigest fails unless d is empty or sha256: and 64 lowercase hex digits.
+func checkDigest(d string) error {
+	if d == "" {
+		return nil
+	}
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if _, err := hex.DecodeString(hexPart); !ok || err != nil || len(hexPart) != 64 || strings.ToLower(hexPart) != hexPart {
+		return fmt.Errorf("%q is not a digest (sha256: and 64 lowercase hexadecimal digits)", d)
+	}
+	return nil
 }
 
 // Image returns the reference of a component's image, e.g.
@@ -272,13 +307,17 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (*DeploymentCon
 		return nil, fmt.Errorf("%s: %w", EnvOperatorImage, err)
 	}
 	c := &DeploymentConfig{
-		Namespace:       getenv(EnvTargetInstallNamespace),
-		Registry:        ref.registry,
-		ImagePrefix:     ref.prefix,
-		Version:         ref.tag,
-		OperatorDigest:  ref.digest,
-		ImagePullPolicy: corev1.PullPolicy(getenv(EnvTargetImagePullPolicy)),
-		HostNetwork:     getenv(EnvHostNetwork),
+		Namespace:        getenv(EnvTargetInstallNamespace),
+		Registry:         ref.registry,
+		ImagePrefix:      ref.prefix,
+		Version:          ref.tag,
+		OperatorDigest:   ref.digest,
+		ImagePullPolicy:  corev1.PullPolicy(getenv(EnvTargetImagePullPolicy)),
+		HostNetwork:      getenv(EnvHostNetwork),
+		APIDigest:        getenv(EnvAPIDigest),
+		ControllerDigest: getenv(EnvControllerDigest),
+		HandlerDigest:    getenv(EnvHandlerDigest),
+		LauncherDigest:   getenv(EnvLauncherDigest),
 	}
 	if v := getenv(EnvWithoutVirtAPI); v != "" {
 		b, err := strconv.ParseBool(v)

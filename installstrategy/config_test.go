@@ -35,8 +35,10 @@ func TestConfigFromEnv(t *testing.T) {
 		},
 		{
 			name: "digest and version",
-			env:  map[string]string{EnvOperatorImage: "quay.io/kubevirt/virt-operator@sha256:abc", EnvVersion: "v1.4.0"},
-			want: &DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", OperatorDigest: "sha256:abc"},
+			env: map[string]string{EnvOperatorImage: "quay.io/kubevirt/virt-operator@sha256:abababababababababababababababababababababababababababababababab", EnvVersion: "v1.4.0",
+				EnvAPIDigest: "sha256:cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd", EnvLauncherDigest: "sha256:1212121212121212121212121212121212121212121212121212121212121212"},
+			want: &DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", OperatorDigest: "sha256:abababababababababababababababababababababababababababababababab",
+				APIDigest: "sha256:cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd", LauncherDigest: "sha256:1212121212121212121212121212121212121212121212121212121212121212"},
 		},
 		{
 			name: "whole config wins",
@@ -47,7 +49,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "missing", env: map[string]string{}, wantErr: EnvOperatorImage},
 		{name: "no registry", env: map[string]string{EnvOperatorImage: "virt-operator:v1"}, wantErr: "no registry"},
 		{name: "not the operator", env: map[string]string{EnvOperatorImage: "quay.io/x/virt-api:v1"}, wantErr: "does not end in virt-operator"},
-		{name: "digest without version", env: map[string]string{EnvOperatorImage: "quay.io/x/virt-operator@sha256:abc"}, wantErr: "version is empty"},
+		{name: "digest without version", env: map[string]string{EnvOperatorImage: "quay.io/x/virt-operator@sha256:abababababababababababababababababababababababababababababababab"}, wantErr: "version is empty"},
+		{name: "a digest that is none", env: map[string]string{EnvOperatorImage: "quay.io/x/virt-operator:v1", EnvHandlerDigest: "sha256:abc"}, wantErr: `handlerDigest: "sha256:abc" is not a digest`},
 		{name: "bad pull policy", env: map[string]string{EnvOperatorImage: "quay.io/x/virt-operator:v1", EnvTargetImagePullPolicy: "Sometimes"}, wantErr: "Sometimes"},
 		{name: "bad config", env: map[string]string{EnvTargetDeploymentConfig: `{"namespace":`}, wantErr: EnvTargetDeploymentConfig},
 	}
@@ -72,7 +75,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestConfigForKubeVirt(t *testing.T) {
-	operator := (&DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", APIDigest: "sha256:1"}).SetID()
+	operator := (&DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", APIDigest: "sha256:1212121212121212121212121212121212121212121212121212121212121212"}).SetID()
 	replicas := uint8(1)
 	tests := []struct {
 		name string
@@ -95,7 +98,7 @@ func TestConfigForKubeVirt(t *testing.T) {
 				UninstallStrategy: v1.KubeVirtUninstallStrategyRemoveWorkloads,
 				ProductName:       "acme",
 			},
-			want: &DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", APIDigest: "sha256:1",
+			want: &DeploymentConfig{Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.4.0", APIDigest: "sha256:1212121212121212121212121212121212121212121212121212121212121212",
 				AdditionalProperties: map[string]string{
 					PropertyUseEmulation: "true", PropertyFeatureGates: "HostDisk,Snapshot", PropertyImagePullSecrets: "a,b", PropertyInfraReplicas: "1",
 					PropertyInfraPlacement: `{"nodeSelector":{"infra":"true"}}`, PropertyUninstallStrategy: "RemoveWorkloads", PropertyProductName: "acme",

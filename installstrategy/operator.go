@@ -36,6 +36,14 @@ type OperatorConfig struct {
 	// Image of virt-operator, e.g. quay.io/vmkit/virt-operator:v0.1.0; the
 	// other components' images are named after it (see ConfigFromEnv).
 	Image string
+	// Version is the components' version (EnvVersion): needed when Image
+	// names the operator by digest, which carries no tag.
+	Version string
+	// Digests pin the other components' images (keys: virt-api,
+	// virt-controller, virt-handler, virt-launcher; values sha256:...),
+	// passed as EnvAPIDigest and the others: what a release's manifest
+	// holds, so that every node runs exactly the images released.
+	Digests map[string]string
 	// ImagePullPolicy of the operator and the components (IfNotPresent when empty).
 	ImagePullPolicy corev1.PullPolicy
 	// Replicas of the operator's Deployment (default 2, or 1 with HostNetwork,
@@ -62,8 +70,20 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if _, err := parseImage(cfg.Image); err != nil {
+	ref, err := parseImage(cfg.Image)
+	if err != nil {
 		return nil, fmt.Errorf("installstrategy: operator image: %w", err)
+	}
+	if ref.tag == "" && cfg.Version == "" {
+		return nil, fmt.Errorf("installstrategy: operator image %q has no tag: set the version", cfg.Image)
+	}
+	for _, component := range slices.Sorted(maps.Keys(cfg.Digests)) {
+		if _, ok := DigestEnv[component]; !ok {
+			return nil, fmt.Errorf("installstrategy: digests: %q is not virt-api, virt-controller, virt-handler or virt-launcher", component)
+		}
+		if err := checkDigest(cfg.Digests[component]); err != nil {
+			return nil, fmt.Errorf("installstrategy: digests[%s]: %w", component, err)
+		}
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 2
@@ -100,6 +120,12 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	}
 	if cfg.ImagePullPolicy != "" {
 		env = append(env, corev1.EnvVar{Name: EnvTargetImagePullPolicy, Value: string(cfg.ImagePullPolicy)})
+	}
+	if cfg.Version != "" {
+		env = append(env, corev1.EnvVar{Name: EnvVersion, Value: cfg.Version})
+	}
+	for _, component := range slices.Sorted(maps.Keys(cfg.Digests)) {
+		env = append(env, corev1.EnvVar{Name: DigestEnv[component], Value: cfg.Digests[component]})
 	}
 	if cfg.HostNetwork != "" {
 		env = append(env, corev1.EnvVar{Name: EnvHostNetwork, Value: cfg.HostNetwork})
@@ -261,6 +287,8 @@ func OperatorRules(namespace string) (OperatorPermissions, error) {
 		},
 		Namespace: []rbacv1.PolicyRule{
 			rule("", []string{"serviceaccounts", "services", "secrets", "configmaps"}, all...),
+			// The components' pods: their image pulls are reported on the CR.
+			rule("", []string{"pods"}, "get", "list", "watch"),
 			rule("apps", []string{"deployments", "daemonsets"}, all...),
 			rule("policy", []string{"poddisruptionbudgets"}, all...),
 			rule("networking.k8s.io", []string{"networkpolicies"}, all...),
@@ -315,4 +343,38 @@ func OperatorManifest(cfg OperatorConfig) ([]byte, error) {
 		buf.Write(data)
 	}
 	return buf.Bytes(), nil
+}
+
+// KubeVirtCRName is the name of the KubeVirt CR a release ships, KubeVirt's.
+const KubeVirtCRName = "kubevirt"
+
+// DefaultKubeVirt is the KubeVirt CR a release ships beside the operator's
+// manifest (kubevirt-cr.yaml), as KubeVirt's does: named kubevirt, in
+// namespace (default kubevirt), pulling images IfNotPresent, no feature
+// gates, the components of the operator's own version and registry.
+func DefaultKubeVirt(namespace string) *v1.KubeVirt {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return &v1.KubeVirt{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "KubeVirt"},
+		ObjectMeta: metav1.ObjectMeta{Name: KubeVirtCRName, Namespace: namespace},
+		Spec: v1.KubeVirtSpec{
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Configuration:   v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{FeatureGates: []string{}}},
+		},
+	}
+}
+
+// KubeVirtManifest is kv as a YAML file for `kubectl create -f`, without
+// status.
+func KubeVirtManifest(kv *v1.KubeVirt) ([]byte, error) {
+	kv = kv.DeepCopy()
+	kv.TypeMeta = metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "KubeVirt"}
+	kv.Status = v1.KubeVirtStatus{}
+	data, err := yaml.Marshal(kv)
+	if err != nil {
+		return nil, fmt.Errorf("installstrategy: KubeVirt %s/%s: %w", kv.Namespace, kv.Name, err)
+	}
+	return append([]byte("# vmkit: the KubeVirt CR from which virt-operator installs everything else.\n"), data...), nil
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 func TestOperatorObjects(t *testing.T) {
@@ -226,5 +228,75 @@ func TestOperatorMayManageEveryObject(t *testing.T) {
 				t.Errorf("the operator may not %s %s (%s)", verb, k.resource, describe(obj))
 			}
 		}
+	}
+}
+
+// TestOperatorObjectsRelease: a release's operator, named by digest, carries
+// its version and the other components' digests, which ConfigFromEnv reads
+// back into the images every component runs; a bad digest or component is
+// refused by name.
+func TestOperatorObjectsRelease(t *testing.T) {
+	d := func(c byte) string { return "sha256:" + strings.Repeat(string(c), 64) }
+	cfg := OperatorConfig{
+		Image:   "registry.example.com/vmkit/virt-operator@" + d('a'),
+		Version: "v0.1.0",
+		Digests: map[string]string{v1.VirtAPIValue: d('b'), v1.VirtControllerValue: d('c'), v1.VirtHandlerValue: d('d'), v1.VirtLauncherValue: d('e')},
+	}
+	objs, err := OperatorObjects(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, o := range objs {
+		if dep, ok := o.(*appsv1.Deployment); ok {
+			for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+		}
+	}
+	env[EnvTargetInstallNamespace] = "kubevirt" // the downward API's value
+	got, err := ConfigFromEnv(func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for component, want := range map[string]string{
+		v1.VirtOperatorValue:   "registry.example.com/vmkit/virt-operator@" + d('a'),
+		v1.VirtAPIValue:        "registry.example.com/vmkit/virt-api@" + d('b'),
+		v1.VirtControllerValue: "registry.example.com/vmkit/virt-controller@" + d('c'),
+		v1.VirtHandlerValue:    "registry.example.com/vmkit/virt-handler@" + d('d'),
+		v1.VirtLauncherValue:   "registry.example.com/vmkit/virt-launcher@" + d('e'),
+	} {
+		if img := got.Image(component); img != want {
+			t.Errorf("%s runs %s, want %s", component, img, want)
+		}
+	}
+	if got.Version != "v0.1.0" {
+		t.Errorf("version %q, want v0.1.0", got.Version)
+	}
+	for _, bad := range []struct {
+		cfg  OperatorConfig
+		want string
+	}{
+		{OperatorConfig{Image: cfg.Image}, "has no tag: set the version"},
+		{OperatorConfig{Image: cfg.Image, Version: "v1", Digests: map[string]string{"virt-nope": d('a')}}, `"virt-nope" is not virt-api`},
+		{OperatorConfig{Image: cfg.Image, Version: "v1", Digests: map[string]string{v1.VirtAPIValue: "sha256:ABC"}}, `digests[virt-api]: "sha256:ABC" is not a digest`},
+	} {
+		if _, err := OperatorObjects(bad.cfg); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("OperatorObjects(%+v): %v, want an error with %q", bad.cfg, err, bad.want)
+		}
+	}
+}
+
+func TestKubeVirtManifest(t *testing.T) {
+	data, err := KubeVirtManifest(DefaultKubeVirt(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &v1.KubeVirt{}
+	if err := yaml.UnmarshalStrict(data, kv); err != nil {
+		t.Fatal(err)
+	}
+	if kv.Kind != "KubeVirt" || kv.Name != "kubevirt" || kv.Namespace != DefaultNamespace || kv.Spec.ImagePullPolicy != corev1.PullIfNotPresent || kv.Spec.ImageTag != "" {
+		t.Errorf("default KubeVirt CR:\n%s", data)
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/operator"
 )
 
@@ -174,6 +175,10 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		factory := externalversions.NewSharedInformerFactory(client, 0)
 		kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(cfg.Namespace),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = installstrategy.ManagedSelector }))
+		// The components' pods (kubevirt.io=<component>), whose image pulls
+		// the operator reports.
+		podFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(cfg.Namespace),
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = v1.AppLabel }))
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 		defer broadcaster.Shutdown()
@@ -184,6 +189,7 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		ctl, err := operator.New(operator.Config{
 			Client: client, Dynamic: dyn, KubeVirts: factory.Kubevirt().V1().KubeVirts(),
 			Deployments: kubeFactory.Apps().V1().Deployments(), DaemonSets: kubeFactory.Apps().V1().DaemonSets(),
+			Pods:     podFactory.Core().V1().Pods(),
 			Operator: cfg, Strategies: strategies, Resync: o.resync, Discovery: kube.Discovery(),
 			Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-operator"}),
 		})
@@ -192,8 +198,10 @@ func run(ctx context.Context, o options, getenv func(string) string, environ []s
 		}
 		factory.Start(ctx.Done())
 		kubeFactory.Start(ctx.Done())
+		podFactory.Start(ctx.Done())
 		defer factory.Shutdown()
 		defer kubeFactory.Shutdown()
+		defer podFactory.Shutdown()
 		ready.Store(true)
 		metrics.Ready.Set(1)
 		defer func() { ready.Store(false); metrics.Ready.Set(0) }()

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,7 +38,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -65,6 +68,11 @@ type Config struct {
 	// that puts it back; without them Available is Unknown.
 	Deployments appsinformers.DeploymentInformer
 	DaemonSets  appsinformers.DaemonSetInformer
+	// Pods, optional, is a shared informer over the install namespace's
+	// component pods (label kubevirt.io). With it a component whose image
+	// cannot be pulled makes Degraded True with reason ImagePullFailed and
+	// a message naming the image.
+	Pods coreinformers.PodInformer
 	// Operator is the operator's own config (installstrategy.ConfigFromEnv).
 	Operator *installstrategy.DeploymentConfig
 	// Strategies loads the strategy of a config (default: Generated).
@@ -90,6 +98,7 @@ type Controller struct {
 	kvLister   listers.KubeVirtLister
 	deploys    appslisters.DeploymentLister
 	daemonSets appslisters.DaemonSetLister
+	pods       corelisters.PodLister
 	synced     []cache.InformerSynced
 	operator   *installstrategy.DeploymentConfig
 	strategies StrategyLoader
@@ -166,6 +175,13 @@ func New(cfg Config) (*Controller, error) {
 			return nil, fmt.Errorf("operator: %w", err)
 		}
 	}
+	if cfg.Pods != nil {
+		c.pods = cfg.Pods.Lister()
+		c.synced = append(c.synced, cfg.Pods.Informer().HasSynced)
+		if _, err := cfg.Pods.Informer().AddEventHandler(all); err != nil {
+			return nil, fmt.Errorf("operator: %w", err)
+		}
+	}
 	return c, nil
 }
 
@@ -229,6 +245,44 @@ func (c *Controller) readiness(s *installstrategy.Strategy) (known, ready bool, 
 		}
 	}
 	return true, len(waiting) == 0, waiting
+}
+
+// pullReasons are the kubelet's reasons of a container waiting for an
+// image it cannot get.
+var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true}
+
+// pullFailures names, for the strategy's workloads, each image a pod of
+// theirs waits for and cannot pull, with the kubelet's reason and message.
+func (c *Controller) pullFailures(s *installstrategy.Strategy) []string {
+	if c.pods == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	check := func(namespace, component string) {
+		pods, err := c.pods.Pods(namespace).List(labels.SelectorFromSet(labels.Set{v1.AppLabel: component}))
+		if err != nil {
+			return
+		}
+		for _, p := range pods {
+			for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				w := st.State.Waiting
+				if w == nil || !pullReasons[w.Reason] || seen[st.Image] {
+					continue
+				}
+				seen[st.Image] = true
+				out = append(out, fmt.Sprintf("%s: image %s cannot be pulled (%s: %s)", component, st.Image, w.Reason, w.Message))
+			}
+		}
+	}
+	for _, d := range s.Deployments {
+		check(d.Namespace, d.Name)
+	}
+	for _, ds := range s.DaemonSets {
+		check(ds.Namespace, ds.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func deploymentReady(d *appsv1.Deployment) bool {

@@ -37,6 +37,10 @@ const (
 	ReasonDeleting           = "Deleting"
 	ReasonWorkloadsExist     = "WorkloadsExist"
 	ReasonDeleteFailed       = "DeleteFailed"
+	// ReasonImagePullFailed: a component's image cannot be pulled (a wrong
+	// registry, tag or digest, or missing pull credentials); Degraded
+	// names the image and what the kubelet said.
+	ReasonImagePullFailed = "ImagePullFailed"
 )
 
 // pendingRetry is how soon a pending strategy or deletion is looked at again.
@@ -190,6 +194,13 @@ func (c *Controller) install(ctx context.Context, key string, kv *v1.KubeVirt) e
 		msg := "Waiting for " + strings.Join(waiting, ", ")
 		setCondition(status, v1.KubeVirtConditionAvailable, corev1.ConditionFalse, ReasonComponentsNotReady, msg, now)
 		setCondition(status, v1.KubeVirtConditionProgressing, corev1.ConditionTrue, ReasonComponentsNotReady, msg, now)
+		if failures := c.pullFailures(strategy); len(failures) > 0 {
+			msg := strings.Join(failures, "; ")
+			if prev := condition(kv.Status, v1.KubeVirtConditionDegraded); prev == nil || prev.Reason != ReasonImagePullFailed || prev.Message != msg {
+				c.recorder.Event(kv, corev1.EventTypeWarning, ReasonImagePullFailed, msg)
+			}
+			setCondition(status, v1.KubeVirtConditionDegraded, corev1.ConditionTrue, ReasonImagePullFailed, msg, now)
+		}
 	}
 	if err := c.writeStatus(ctx, key, kv, status); err != nil {
 		return err
@@ -337,6 +348,16 @@ func (c *Controller) writeStatusReturn(ctx context.Context, key string, kv *v1.K
 	}
 	c.stale.Wrote(key, kv.ResourceVersion)
 	return updated, nil
+}
+
+// condition returns the condition of type typ, nil when there is none.
+func condition(status v1.KubeVirtStatus, typ v1.KubeVirtConditionType) *v1.KubeVirtCondition {
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == typ {
+			return &status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // setCondition sets a condition, keeping its transition time when the

@@ -5,10 +5,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/vmkit/vmkit/installstrategy"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -67,5 +71,49 @@ func TestSetCondition(t *testing.T) {
 	setCondition(&st, v1.KubeVirtConditionAvailable, corev1.ConditionTrue, "D", "d", t1)
 	if got := st.Conditions[0].LastTransitionTime; !got.Equal(&metav1.Time{Time: t1}) {
 		t.Errorf("transition time %v, want %v", got, t1)
+	}
+}
+
+// TestPullFailures: a component pod waiting for an image it cannot pull is
+// named with its image and the kubelet's words; a pod waiting for another
+// reason, or of a component not in the strategy, is not.
+func TestPullFailures(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	pod := func(name, component, image, reason, msg string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kubevirt", Labels: map[string]string{v1.AppLabel: component}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+				Name: component, Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
+			}}},
+		}
+	}
+	for _, p := range []*corev1.Pod{
+		pod("api-1", v1.VirtAPIValue, "r.example/vmkit/virt-api:nope", "ImagePullBackOff", `Back-off pulling image "r.example/vmkit/virt-api:nope"`),
+		pod("api-2", v1.VirtAPIValue, "r.example/vmkit/virt-api:nope", "ErrImagePull", "not found"), // the same image once
+		pod("handler-1", v1.VirtHandlerValue, "r.example/vmkit/virt-handler:nope", "ErrImagePull", "manifest unknown"),
+		pod("controller-1", v1.VirtControllerValue, "r.example/vmkit/virt-controller:v1", "ContainerCreating", ""),
+		pod("other-1", "something-else", "r.example/other:nope", "ErrImagePull", "not found"),
+	} {
+		if err := indexer.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &Controller{pods: corelisters.NewPodLister(indexer)}
+	s := &installstrategy.Strategy{
+		Deployments: []*appsv1.Deployment{
+			{ObjectMeta: metav1.ObjectMeta{Name: v1.VirtAPIValue, Namespace: "kubevirt"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: v1.VirtControllerValue, Namespace: "kubevirt"}},
+		},
+		DaemonSets: []*appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Name: v1.VirtHandlerValue, Namespace: "kubevirt"}}},
+	}
+	want := []string{
+		`virt-api: image r.example/vmkit/virt-api:nope cannot be pulled (ImagePullBackOff: Back-off pulling image "r.example/vmkit/virt-api:nope")`,
+		"virt-handler: image r.example/vmkit/virt-handler:nope cannot be pulled (ErrImagePull: manifest unknown)",
+	}
+	if diff := cmp.Diff(want, c.pullFailures(s)); diff != "" {
+		t.Errorf("pullFailures (-want +got):\n%s", diff)
+	}
+	if got := (&Controller{}).pullFailures(s); got != nil {
+		t.Errorf("without a pod informer: %v, want nothing", got)
 	}
 }
