@@ -87,8 +87,10 @@ type cli struct {
 // (start, stop, restart, migrate, expand, pause, unpause, soft-reboot,
 // guestosinfo, userlist, fslist, console, vnc, port-forward, ssh, scp,
 // expose, version) on kubectl's connection flags, with shell completion
-// ("completion bash|zsh|fish|powershell"). Execute it; errors are printed
-// by cobra, prefixed "Error: ".
+// ("completion bash|zsh|fish|powershell"), and "containerdisk push|build",
+// which wraps a disk image file as a container disk image (package
+// containerdisk) and pushes it to a registry or writes it to an archive.
+// Execute it; errors are printed by cobra, prefixed "Error: ".
 func NewCommand(opts Options) *cobra.Command {
 	if opts.Name == "" && len(os.Args) > 0 {
 		opts.Name = os.Args[0]
@@ -120,7 +122,11 @@ serial console, VNC display and ports, through KubeVirt's subresource API
 (subresources.kubevirt.io/v1), which vmkit's and KubeVirt's virt-api serve.
 
 It reads the cluster from kubeconfig like kubectl (--kubeconfig, --context, -n). Installed as
-kubectl-vmctl on the PATH it is also a kubectl plugin: kubectl vmctl ...`,
+kubectl-vmctl on the PATH it is also a kubectl plugin: kubectl vmctl ...
+
+"containerdisk push FILE IMAGE" brings your own disk: it wraps a qcow2 or raw disk image as a
+container disk image, pushes it to a registry and prints the reference a VM's containerDisk.image
+takes.`,
 		SilenceUsage: true,
 		Args:         cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,7 +147,7 @@ kubectl-vmctl on the PATH it is also a kubectl plugin: kubectl vmctl ...`,
 		c.pauseCommand("pause"), c.pauseCommand("unpause"), c.softRebootCommand(),
 		c.guestQueryCommand("guestosinfo"), c.guestQueryCommand("userlist"), c.guestQueryCommand("fslist"),
 		c.consoleCommand(), c.vncCommand(), c.portForwardCommand(), c.sshCommand(), c.scpCommand(),
-		c.exposeCommand(), c.versionCommand(),
+		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(),
 	)
 	return root
 }
