@@ -43,7 +43,7 @@ func (f *containerDiskFlags) image(cmd *cobra.Command, path string) (v1.Image, e
 	}
 	disk, err := containerdisk.Inspect(path)
 	if err != nil {
-		return nil, fmt.Errorf("FILE %w", err)
+		return nil, fmt.Errorf("FILE: %w", err)
 	}
 	diskName := f.diskName
 	if diskName == "" {

@@ -295,10 +295,10 @@ func TestContainerDiskErrors(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"push", overlay, image},
-			`FILE ` + overlay + `: a qcow2 image that refers to another file cannot be a container disk: it has a backing file ("/images/base.qcow2"); make a standalone image with qemu-img convert -O qcow2 <this image> <new file>`},
-		{[]string{"push", empty, image}, "FILE " + empty + " is empty, not a disk image"},
-		{[]string{"push", dir, image}, "FILE " + dir + " is a directory, not a disk image file"},
-		{[]string{"push", filepath.Join(dir, "nope.qcow2"), image}, "FILE open " + filepath.Join(dir, "nope.qcow2") + ": no such file or directory"},
+			`FILE: ` + overlay + `: a qcow2 image that refers to another file cannot be a container disk: it has a backing file ("/images/base.qcow2"); make a standalone image with qemu-img convert -O qcow2 <this image> <new file>`},
+		{[]string{"push", empty, image}, "FILE: " + empty + " is empty, not a disk image"},
+		{[]string{"push", dir, image}, "FILE: " + dir + " is a directory, not a disk image file"},
+		{[]string{"push", filepath.Join(dir, "nope.qcow2"), image}, "FILE: open " + filepath.Join(dir, "nope.qcow2") + ": no such file or directory"},
 		{[]string{"push", "--arch", "x86_64", good, image}, `--arch "x86_64" is not supported: use amd64, arm64, s390x`},
 		{[]string{"push", "--disk-name", "a/b.qcow2", good, image}, `--disk-name "a/b.qcow2": must be a file name, without a slash`},
 		{[]string{"push", good, reg.host + "/disk@sha256:" + strings.Repeat("0", 64)},
