@@ -15,7 +15,7 @@ export VMKIT_GUEST_DIR ?= $(OUT)/guest
 # Kubernetes binaries, the launcher, go vet and every test binary, not once per set of flags.
 export GOFLAGS += -trimpath
 
-.PHONY: all test test-deps unit generate verify lint bench demo demo-down demo-local density clean
+.PHONY: all test test-deps unit generate verify lint apidiff bench demo demo-down demo-local density clean
 
 all: test
 
@@ -42,9 +42,15 @@ generate:
 verify:
 	hack/verify-codegen.sh
 
-## lint: gofmt, go vet and staticcheck.
+## lint: gofmt, go vet, staticcheck and `make apidiff`.
 lint:
 	hack/lint.sh
+
+## apidiff: the Go SDK's API against the last release's (hack/api/vX.Y.Z.export), apidiff's
+## report printed; fails on an incompatible change not in hack/api/accepted.txt. A release runs
+## hack/apidiff.sh -baseline vX.Y.Z (docs/api-compatibility.md).
+apidiff:
+	hack/apidiff.sh
 
 ## bench: every Go benchmark, with allocations.
 bench:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gofmt, go vet and the pinned staticcheck over the whole module.
+# gofmt, go vet and the pinned staticcheck over the whole module, and the Go
+# SDK's API check against the last release (hack/apidiff.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -14,4 +15,5 @@ _output/bin/staticcheck ./...
 (cd hack/images && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
 # The embedding example is its own module (controller-runtime stays out of the SDK's go.mod).
 (cd examples/embed && go build -o /dev/null . && go vet ./... && "$ROOT/_output/bin/staticcheck" ./...)
+hack/apidiff.sh
 echo "lint clean"

@@ -3,7 +3,8 @@
 # with `make lint` beside them at the lowest CPU priority (nice 19): the test
 # suites leave a part of the two cores idle while they wait on guests, kubelets
 # and probe periods, and lint takes only that part instead of minutes of its
-# own before the first test. Its output is printed at the end (and kept in
+# own before the first test. Lint includes the Go SDK's API check against the
+# last release (hack/apidiff.sh). Its output is printed at the end (and kept in
 # _output/lint.log); make test fails if lint or any test fails.
 #
 # The order of the suites:
