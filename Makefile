@@ -72,6 +72,13 @@ demo-down:
 demo-local:
 	hack/demo-local.sh
 
+## release: build the images for linux/amd64 and linux/arm64, push them to REGISTRY as
+## multi-architecture indexes tagged VERSION, and write the release manifests
+## (kubevirt-operator.yaml, kubevirt-cr.yaml) into _output/release/VERSION (hack/release.sh,
+## docs/install.md). make release REGISTRY=registry.example.com/vmkit VERSION=v0.1.0
+release:
+	REGISTRY='$(REGISTRY)' VERSION='$(VERSION)' hack/release.sh
+
 ## clean: remove built binaries and caches under _output (keeps nothing running).
 clean:
 	rm -rf $(OUT)

@@ -23,6 +23,7 @@
 //	port-forward TYPE/NAME[/NS] [udp/]L:R...  local ports to the guest's; --stdio=true for ssh's ProxyCommand
 //	ssh [USER@]TYPE/NAME[/NS], scp SRC DST    the local ssh/scp through "port-forward --stdio=true"
 //	expose vm|vmi NAME --name SVC [--port N]  a Service selecting the launcher pod
+//	containerdisk push FILE IMAGE | build FILE -o X.tar  a disk image as a container disk
 //	version [--client]                        client and server (GET /apis/subresources.kubevirt.io/v1/version)
 //	completion bash|zsh|fish|powershell       shell completion, with VM and VMI names
 //

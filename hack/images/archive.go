@@ -27,11 +27,11 @@ const (
 	annotationRefName   = "org.opencontainers.image.ref.name"
 )
 
-// assemble stacks layers (bottom first) into an OCI image for linux/amd64
+// assemble stacks layers (bottom first) into an OCI image for linux/arch
 // with the given runtime configuration. Every timestamp is created, and
 // each layer's history entry says what made it, so equal inputs give an
 // equal image digest.
-func assemble(layers []*layer, cfg v1.Config, created time.Time) (v1.Image, error) {
+func assemble(layers []*layer, cfg v1.Config, created time.Time, arch string) (v1.Image, error) {
 	t := v1.Time{Time: created.UTC().Truncate(time.Second)}
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	adds := make([]mutate.Addendum, len(layers))
@@ -48,7 +48,7 @@ func assemble(layers []*layer, cfg v1.Config, created time.Time) (v1.Image, erro
 	}
 	cf = cf.DeepCopy()
 	cf.Created = t
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", arch
 	cf.Config = cfg
 	return mutate.ConfigFile(img, cf)
 }

@@ -410,7 +410,7 @@ func TestExtract(t *testing.T) {
 		}
 		layers = append(layers, l)
 	}
-	img, err := assemble(layers, v1.Config{}, time.Unix(0, 0))
+	img, err := assemble(layers, v1.Config{}, time.Unix(0, 0), "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}

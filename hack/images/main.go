@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,10 @@ var launcherPackages = []string{
 	"libvirt-daemon", "libvirt-daemon-driver-qemu", "qemu-system-x86", "qemu-utils",
 	"coreutils", "libc-bin", "dash", "ovmf", "xorriso", "swtpm", "swtpm-tools",
 }
+
+// crossImages are the images -arch can build for another architecture:
+// a static binary on the base layer each.
+var crossImages = []string{"virt-operator", "virt-controller", "virt-api", "virt-handler"}
 
 // The PATH of the images: the launcher needs /usr/sbin, where virt-launcher
 // finds virtlogd and libvirtd.
@@ -79,6 +84,7 @@ type options struct {
 	cloudGuest                  string
 	launcherRootfs              string
 	tag                         string
+	arch                        string
 	only                        []string
 	exclude                     []string
 	layer                       layerOptions
@@ -103,6 +109,7 @@ func run() error {
 	flag.StringVar(&o.work, "work", "", "scratch space: unpacked packages and layers (default <root>/_output/image-work)")
 	flag.StringVar(&o.launcherRootfs, "launcher-rootfs", "", "also write the launcher image's file system to this directory (replaced), e.g. to chroot into it")
 	flag.StringVar(&o.tag, "tag", "devel", "tag of the vmkit images")
+	flag.StringVar(&o.arch, "arch", runtime.GOARCH, "architecture of the images (of the binaries in -bin); other than this machine's, only the images without Debian packages (the static binaries: "+strings.Join(crossImages, ",")+")")
 	flag.StringVar(&only, "images", "", "comma-separated names of the images to build (default all: "+strings.Join(imageNames(), ",")+")")
 	flag.StringVar(&exclude, "exclude-packages", "", "comma-separated Debian packages to leave out of the launcher's dependency closure")
 	flag.IntVar(&level, "gzip-level", gzip.DefaultCompression, "gzip level of the layers (changes the digests)")
@@ -125,6 +132,16 @@ func run() error {
 	for _, n := range o.only {
 		if !slices.Contains(imageNames(), n) {
 			return fmt.Errorf("-images: unknown image %q (known: %s)", n, strings.Join(imageNames(), ","))
+		}
+	}
+	if o.arch != runtime.GOARCH {
+		if len(o.only) == 0 {
+			o.only = crossImages
+		}
+		for _, n := range o.only {
+			if !slices.Contains(crossImages, n) {
+				return fmt.Errorf("-arch %s: image %s cannot be built for another architecture here (only %s): its Debian packages or guest are this machine's", o.arch, n, strings.Join(crossImages, ","))
+			}
 		}
 	}
 	o.exclude = splitList(exclude)
@@ -297,7 +314,11 @@ func (b *builder) buildImage(ctx context.Context, spec imageSpec) (v1.Image, err
 	if err != nil {
 		return nil, err
 	}
-	img, err := assemble(layers, spec.config, b.opts.layer.ModTime)
+	arch := b.opts.arch
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	img, err := assemble(layers, spec.config, b.opts.layer.ModTime, arch)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -37,13 +38,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/registry"
+	"github.com/vmkit/vmkit/internal/release"
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -58,8 +63,13 @@ const (
 	KubeVirtName = "kubevirt"
 	// DefaultTag is the tag hack/build-images.sh gives the images.
 	DefaultTag = "devel"
-	// Registry is the images' registry part (they are imported, never pulled).
+	// Registry is the registry part the image archives' references carry
+	// (vmkit/virt-api:devel, that is docker.io/vmkit/virt-api:devel): the
+	// local registry serves them under that name too.
 	Registry = "vmkit"
+	// ReleaseRegistry is where InstallOperator publishes the release it
+	// installs: the local registry, as a platform team's would be.
+	ReleaseRegistry = registry.DefaultAddr + "/vmkit"
 )
 
 // Images are the image tarballs (under the images directory) a cluster
@@ -103,6 +113,13 @@ type Cluster struct {
 	HostNetwork bool
 	// Nodes is the number of nodes.
 	Nodes int
+	// ImagesDir holds the image archives.
+	ImagesDir string
+	// Release is what InstallOperator published and installed.
+	Release *release.Published
+	// ReleaseDir holds the release manifests InstallOperator applied
+	// (kubevirt-operator.yaml, kubevirt-cr.yaml).
+	ReleaseDir string
 }
 
 func (o *Options) defaults() error {
@@ -184,7 +201,7 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Config: cfg, Tag: o.Tag, HostNetwork: o.HostNetwork, Nodes: o.Nodes}
+	c := &Cluster{Config: cfg, Tag: o.Tag, HostNetwork: o.HostNetwork, Nodes: o.Nodes, ImagesDir: o.ImagesDir}
 	var err error
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
@@ -198,16 +215,12 @@ func Connect(cfg *rest.Config, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-// OperatorConfig is the operator's installation on this cluster: one
-// replica and, in host-network mode, the components on the
-// node's network, listening on kube-apiserver's address and reaching it
-// there.
-func (c *Cluster) OperatorConfig() installstrategy.OperatorConfig {
-	cfg := installstrategy.OperatorConfig{
-		Image:           Registry + "/" + v1.VirtOperatorValue + ":" + c.Tag,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Replicas:        1,
-	}
+// operatorConfig is the installation of the release p on this cluster:
+// one replica and, in host-network mode, the components on the node's
+// network, listening on kube-apiserver's address and reaching it there.
+func (c *Cluster) operatorConfig(p *release.Published) installstrategy.OperatorConfig {
+	cfg := p.OperatorConfig()
+	cfg.Replicas = 1
 	if c.HostNetwork {
 		host, port := c.apiServerAddress()
 		cfg.HostNetwork = host
@@ -244,58 +257,99 @@ var resources = map[string]struct {
 	"Deployment":               {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
 }
 
-// InstallOperator applies the operator's own installation (server-side
-// apply, so it can run again) and creates the KubeVirt CR asking for
-// emulation and one replica of each component.
+// InstallOperator installs vmkit as a platform team installs a release:
+// it publishes the components' images (the archives of ImagesDir, tag Tag)
+// to the local registry as release Tag (internal/release: indexes under
+// ReleaseRegistry), writes the release manifests into a directory of the run
+// (ReleaseDir), applies kubevirt-operator.yaml (server-side apply, so it can
+// run again) and creates the CR of kubevirt-cr.yaml asking for emulation
+// and one replica of each component. The nodes pull everything from the
+// registry, by digest.
 func (c *Cluster) InstallOperator(ctx context.Context) error {
-	objs, err := installstrategy.OperatorObjects(c.OperatorConfig())
+	p, err := release.Publish(ctx, release.Options{
+		Registry: ReleaseRegistry, Version: c.Tag,
+		Archives: map[string]string{runtime.GOARCH: c.ImagesDir},
+		Images:   release.Components,
+	})
 	if err != nil {
 		return err
 	}
-	for _, o := range objs {
-		kind := o.GetObjectKind().GroupVersionKind().Kind
+	dir, err := os.MkdirTemp("", "vmkit-release-")
+	if err != nil {
+		return err
+	}
+	if err := p.WriteManifests(dir, c.operatorConfig(p)); err != nil {
+		return err
+	}
+	c.Release, c.ReleaseDir = p, dir
+	objs, err := readManifest(filepath.Join(dir, release.OperatorManifest))
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		kind := u.GetKind()
 		r, ok := resources[kind]
 		if !ok {
-			return fmt.Errorf("cluster: no resource for kind %s", kind)
+			return fmt.Errorf("cluster: %s: no resource for kind %s", release.OperatorManifest, kind)
 		}
-		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{Object: content}
-		unstructured.RemoveNestedField(u.Object, "status")
 		var ri dynamic.ResourceInterface = c.Dynamic.Resource(r.gvr)
 		if r.namespaced {
-			ri = c.Dynamic.Resource(r.gvr).Namespace(o.GetNamespace())
+			ri = c.Dynamic.Resource(r.gvr).Namespace(u.GetNamespace())
 		}
-		if _, err := ri.Apply(ctx, o.GetName(), u, metav1.ApplyOptions{FieldManager: "vmkit-cluster", Force: true}); err != nil {
-			return fmt.Errorf("applying %s %s: %w", kind, o.GetName(), err)
+		if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "vmkit-cluster", Force: true}); err != nil {
+			return fmt.Errorf("applying %s %s: %w", kind, u.GetName(), err)
 		}
 	}
+	data, err := os.ReadFile(filepath.Join(dir, release.CRManifest))
+	if err != nil {
+		return err
+	}
+	kv := &v1.KubeVirt{}
+	if err := yaml.UnmarshalStrict(data, kv); err != nil {
+		return fmt.Errorf("cluster: %s: %w", release.CRManifest, err)
+	}
+	// Guests may run under TCG (machines without /dev/kvm), and VMs may
+	// keep a persistent TPM or EFI store on backend storage (the local
+	// cluster has a default StorageClass).
 	replicas := uint8(1)
-	kv := &v1.KubeVirt{
-		ObjectMeta: metav1.ObjectMeta{Name: KubeVirtName, Namespace: Namespace},
-		Spec: v1.KubeVirtSpec{
-			ImagePullPolicy: corev1.PullIfNotPresent,
-			// Guests may run under TCG (machines without /dev/kvm), and VMs
-			// may keep a persistent TPM or EFI store on backend storage
-			// (the local cluster has a default StorageClass).
-			Configuration: v1.KubeVirtConfiguration{DeveloperConfiguration: &v1.DeveloperConfiguration{
-				UseEmulation: true, FeatureGates: []string{podtemplate.VMPersistentStateGate}}},
-			Infra: &v1.ComponentConfig{Replicas: &replicas},
-		},
-	}
+	kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{
+		UseEmulation: true, FeatureGates: []string{podtemplate.VMPersistentStateGate}}
+	kv.Spec.Infra = &v1.ComponentConfig{Replicas: &replicas}
 	// The CRD was just created: retry until its resource is served.
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
-		_, err := c.Client.KubevirtV1().KubeVirts(Namespace).Create(ctx, kv, metav1.CreateOptions{})
+		_, err := c.Client.KubevirtV1().KubeVirts(kv.Namespace).Create(ctx, kv, metav1.CreateOptions{})
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			return true, nil
 		case apierrors.IsNotFound(err): // the resource is not served yet
 			return false, nil
 		}
-		return false, fmt.Errorf("creating KubeVirt %s/%s: %w", Namespace, KubeVirtName, err)
+		return false, fmt.Errorf("creating KubeVirt %s/%s: %w", kv.Namespace, kv.Name, err)
 	})
+}
+
+// readManifest reads a multi-document YAML file of Kubernetes objects.
+func readManifest(file string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		unstructured.RemoveNestedField(u.Object, "status")
+		out = append(out, u)
+	}
 }
 
 // Install installs vmkit as a user does, through its operator

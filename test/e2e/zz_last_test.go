@@ -4,8 +4,9 @@ package e2e
 // files in name order, and this file's name sorts after every other.
 
 import (
+	"archive/tar"
+	"bytes"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,26 +16,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// TestUpgrade: a new image tag on the KubeVirt CR rolls virt-controller, virt-api and
-// virt-handler; the running guest is untouched (same VMI, same QEMU) and
-// its console still answers through the new node agent.
+// TestUpgrade: release N was installed from the registry (the cluster
+// publishes it there and applies its manifests); release N+1 is pushed to the
+// same registry (each component's image of N with one more layer, so a new
+// digest, as a new build has). A KubeVirt CR naming a tag that does not
+// exist reports Degraded with the image it cannot pull; naming N+1 rolls
+// virt-controller, virt-api and virt-handler to it, and the running guest is
+// untouched (same VMI, same QEMU), its console answering through the new
+// node agent.
 func TestUpgrade(t *testing.T) {
 	c := suite.Need(t)
 	const tag = "upgrade"
-	// The same images under a new tag: what a registry would serve for a
-	// new release, as far as the kubelet can tell.
 	for _, img := range []string{v1.VirtControllerValue, v1.VirtAPIValue, v1.VirtHandlerValue, v1.VirtLauncherValue} {
-		from := "docker.io/" + cluster.Registry + "/" + img + ":" + c.Tag
-		to := "docker.io/" + cluster.Registry + "/" + img + ":" + tag
-		out, err := exec.CommandContext(t.Context(), "ctr", "-a", c.Env.Node.ContainerdSocket, "-n", "k8s.io", "images", "tag", "--force", from, to).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ctr images tag %s %s: %v: %s", from, to, err, out)
-		}
+		pushNextRelease(t, c.Release.Ref(img), c.Release.Registry+"/"+img+":"+tag)
 	}
 	vm := tinyVM(t, "vm-upgrade", v1.RunStrategyAlways)
 	framework.CreateVM(t, c, vm)
@@ -48,11 +52,31 @@ func TestUpgrade(t *testing.T) {
 		return pods.Items
 	}
 	oldHandler := handlerPods()[0].UID
-
-	patch := fmt.Sprintf(`{"spec":{"imageTag":%q}}`, tag)
-	if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	setTag := func(tag string) {
+		patch := fmt.Sprintf(`{"spec":{"imageTag":%q}}`, tag)
+		if _, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Patch(t.Context(), cluster.KubeVirtName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+
+	// A tag nobody pushed: the CR says which image cannot be pulled.
+	const missing = "no-such-release"
+	setTag(missing)
+	suite.WaitFor(t, "KubeVirt Degraded naming an image of "+missing, 3*time.Minute, func() (bool, string) {
+		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range kv.Status.Conditions {
+			if cond.Type == v1.KubeVirtConditionDegraded {
+				return cond.Status == corev1.ConditionTrue && cond.Reason == "ImagePullFailed" &&
+					strings.Contains(cond.Message, c.Release.Registry+"/virt-") && strings.Contains(cond.Message, ":"+missing), cond.Reason + ": " + cond.Message
+			}
+		}
+		return false, "no Degraded condition"
+	})
+
+	setTag(tag)
 	suite.WaitFor(t, "KubeVirt at "+tag+" and Available", 4*time.Minute, func() (bool, string) {
 		kv, err := c.Client.KubevirtV1().KubeVirts(cluster.Namespace).Get(t.Context(), cluster.KubeVirtName, metav1.GetOptions{})
 		if err != nil {
@@ -90,6 +114,42 @@ func TestUpgrade(t *testing.T) {
 		t.Fatalf("QEMU restarted by the upgrade: pid %d, was %d", now, pid)
 	}
 	console(t, c, vm.Name)
+}
+
+// pushNextRelease pushes the image src (by digest, for this machine's
+// architecture) with one more layer, /etc/vmkit-release naming dst, as dst:
+// a new build of the same component.
+func pushNextRelease(t *testing.T, src, dst string) {
+	t.Helper()
+	s, err := name.ParseReference(src, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := name.ParseReference(dst, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(s, remote.WithContext(t.Context()))
+	if err != nil {
+		t.Fatalf("reading %s: %v", src, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	content := []byte(dst + "\n")
+	_ = tw.WriteHeader(&tar.Header{Name: "etc/vmkit-release", Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(content)
+	_ = tw.Close()
+	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := mutate.AppendLayers(img, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(d, next, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("pushing %s: %v", dst, err)
+	}
 }
 
 // TestUninstall: deleting the KubeVirt CR removes everything the operator

@@ -287,7 +287,7 @@ func TestStorageOnSecondNode(t *testing.T) {
 			NodeSelector:  map[string]string{corev1.LabelHostname: n.Name},
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
-				Name: "write", Image: cluster.BusyboxImage + ":" + c.Tag, ImagePullPolicy: corev1.PullNever,
+				Name: "write", Image: cluster.BusyboxImage + ":" + c.Tag, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:       []string{"sh", "-c", "echo written-on-" + n.Name + " >/data/hello && echo block-on-" + n.Name + " >/dev/blk && sync"},
 				VolumeMounts:  []corev1.VolumeMount{{Name: "fs", MountPath: "/data"}},
 				VolumeDevices: []corev1.VolumeDevice{{Name: "blk", DevicePath: "/dev/blk"}},
