@@ -314,11 +314,7 @@ func (b *builder) buildImage(ctx context.Context, spec imageSpec) (v1.Image, err
 	if err != nil {
 		return nil, err
 	}
-	arch := b.opts.arch
-	if arch == "" {
-		arch = runtime.GOARCH
-	}
-	img, err := assemble(layers, spec.config, b.opts.layer.ModTime, arch)
+	img, err := assemble(layers, spec.config, b.opts.layer.ModTime, b.arch())
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +340,14 @@ func (b *builder) buildImage(ctx context.Context, spec imageSpec) (v1.Image, err
 		fmt.Fprintf(b.report, "%s\t%s\tid=%s\t%s\t%s\n", r, digest, id, file, humanSize(fi.Size()))
 	}
 	return img, nil
+}
+
+// arch is the images' architecture (-arch, default this machine's).
+func (b *builder) arch() string {
+	if b.opts.arch == "" {
+		return runtime.GOARCH
+	}
+	return b.opts.arch
 }
 
 // layers makes the layers in order.
@@ -386,7 +390,7 @@ func (b *builder) baseLayer() (*layer, error) {
 // binaryLayer holds the static binary <bin>/<name> at dest.
 func (b *builder) binaryLayer(name, dest string) (*layer, error) {
 	src := filepath.Join(b.opts.bin, name)
-	if err := checkStatic(src); err != nil {
+	if err := checkBinary(src, b.arch()); err != nil {
 		return nil, err
 	}
 	t := newTree()
@@ -396,8 +400,16 @@ func (b *builder) binaryLayer(name, dest string) (*layer, error) {
 	return b.write(name, "vmkit hack/images: /"+dest, t)
 }
 
+// elfMachines are the ELF machines of the architectures images are built for.
+var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "s390x": elf.EM_S390}
+
 // checkStatic fails unless path is a statically linked ELF executable.
-func checkStatic(path string) error {
+func checkStatic(path string) error { return checkBinary(path, "") }
+
+// checkBinary fails unless path is a statically linked ELF executable for
+// arch (any architecture when arch is ""): how a cross-built image, which
+// cannot run here, is checked.
+func checkBinary(path, arch string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -406,6 +418,15 @@ func checkStatic(path string) error {
 		return err
 	}
 	defer f.Close()
+	if arch != "" {
+		want, ok := elfMachines[arch]
+		if !ok {
+			return fmt.Errorf("%s: no ELF machine known for architecture %s", path, arch)
+		}
+		if f.Machine != want {
+			return fmt.Errorf("%s is an ELF executable for %s, the image is for %s (%s): build it with GOARCH=%s", path, f.Machine, arch, want, arch)
+		}
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return fmt.Errorf("%s is dynamically linked: link it statically (hack/build-images.sh: -ldflags '-linkmode external -extldflags -static', or CGO_ENABLED=0)", path)
