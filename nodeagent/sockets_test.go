@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,8 +109,9 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	stalePod, livePod := "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 	vmi.Status.ActivePods = map[types.UID]string{types.UID(stalePod): "node01", types.UID(livePod): "node01"}
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	recorder := record.NewFakeRecorder(10)
 	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
-		Recorder: record.NewFakeRecorder(10)})
+		Recorder: recorder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,14 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncTo(v1.Succeeded)
+	// KubeVirt's event of a shut-down guest, which tools wait for.
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	if !slices.Contains(events, "Normal Stopped The VirtualMachineInstance was shut down.") {
+		t.Errorf("events %q lack KubeVirt's Normal Stopped event", events)
+	}
 
 	// Cleaning up after the launcher removes the agent's own socket
 	// directory but nothing in the pods' volumes: the kubelet removes
@@ -191,7 +201,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	if err := os.MkdirAll(own, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := a.stopAndClean(ctx, key, vmi.UID, time.Second); again != 0 || err != nil {
+	if again, err := a.stopAndClean(ctx, key, nil, vmi.UID, time.Second); again != 0 || err != nil {
 		t.Fatalf("stopAndClean: %v, %v; want the launcher gone", again, err)
 	}
 	if _, err := os.Stat(own); !os.IsNotExist(err) {
@@ -387,7 +397,7 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 		}
 	}
 	// A sync that stops the attacker's VMI fails, and stops nothing.
-	if again, err := a.stopAndClean(ctx, "ns/attacker", attacker, 0); err == nil || !strings.Contains(err.Error(), string(victim.UID)) {
+	if again, err := a.stopAndClean(ctx, "ns/attacker", nil, attacker, 0); err == nil || !strings.Contains(err.Error(), string(victim.UID)) {
 		t.Errorf("stopAndClean of the attacker's VMI: %v, %v; want a UID mismatch", again, err)
 	}
 	victimRuns()

@@ -44,7 +44,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	if uid, ok := a.deleted[key]; ok && uid.uid != vmi.UID {
 		// An older VMI of the same name left; stop its launcher too.
 		a.mu.Unlock()
-		if again, err := a.stopAndClean(ctx, key, uid.uid, uid.grace); err != nil || again > 0 {
+		if again, err := a.stopAndClean(ctx, key, nil, uid.uid, uid.grace); err != nil || again > 0 {
 			return again, err
 		}
 	} else {
@@ -56,7 +56,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	}
 	a.notePods(vmi)
 	if vmi.DeletionTimestamp != nil || vmi.IsFinal() {
-		return a.stopAndClean(ctx, key, vmi.UID, gracePeriod(vmi))
+		return a.stopAndClean(ctx, key, vmi, vmi.UID, gracePeriod(vmi))
 	}
 	if vmi.Status.Phase != v1.Scheduled && vmi.Status.Phase != v1.Running {
 		return 0, nil
@@ -140,11 +140,13 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	a.accessCredentialsEvent(vmi, &status)
 	a.ioErrorEvent(vmi, &status)
 	if status.Phase != vmi.Status.Phase {
+		// KubeVirt's events of a phase change (reason Stopped, which
+		// tools wait for), the failure's own reason beside.
 		switch status.Phase {
 		case v1.Failed:
-			a.recorder.Eventf(vmi, corev1.EventTypeWarning, status.Reason, "The guest failed: %s", failureMessage(obs))
+			a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonStopped, "The VirtualMachineInstance crashed. %s: %s", status.Reason, failureMessage(obs))
 		case v1.Succeeded:
-			a.recorder.Event(vmi, corev1.EventTypeNormal, "Stopped", "The guest shut down.")
+			a.recorder.Event(vmi, corev1.EventTypeNormal, ReasonStopped, "The VirtualMachineInstance was shut down.")
 		}
 	}
 	return a.cfg.PollInterval, nil
@@ -190,7 +192,7 @@ func (a *Agent) syncGone(ctx context.Context, key string) (time.Duration, error)
 	if !ok {
 		return 0, nil
 	}
-	again, err := a.stopAndClean(ctx, key, uid.uid, uid.grace)
+	again, err := a.stopAndClean(ctx, key, nil, uid.uid, uid.grace)
 	if err == nil && again == 0 {
 		a.mu.Lock()
 		if a.deleted[key] == uid {
@@ -201,12 +203,27 @@ func (a *Agent) syncGone(ctx context.Context, key string) (time.Duration, error)
 	return again, err
 }
 
+// Reasons of the events of a VMI's stop, KubeVirt's.
+const (
+	// ReasonStopped: the guest stopped (Normal: shut down; Warning: it
+	// crashed or failed).
+	ReasonStopped = "Stopped"
+	// ReasonShuttingDown: the VMI is being deleted and the guest was asked
+	// to shut down.
+	ReasonShuttingDown = "ShuttingDown"
+	// ReasonDeleted: the grace period passed and the guest was killed.
+	ReasonDeleted = "Deleted"
+)
+
 // stopAndClean asks the launcher of the VMI with the given UID to stop the
 // guest gracefully (the launcher destroys it after the grace period) and,
 // kills it when grace has passed since the first request; once the
 // launcher is gone, removes its socket directory. It returns a
-// requeue delay while the launcher still runs.
-func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, grace time.Duration) (time.Duration, error) {
+// requeue delay while the launcher still runs. vmi, when the VMI still
+// exists, gets KubeVirt's events of a deletion: ShuttingDown when the guest
+// is asked to shut down, Deleted when it is killed.
+func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, uid types.UID, grace time.Duration) (time.Duration, error) {
+	deleting := vmi != nil && vmi.DeletionTimestamp != nil && !vmi.IsFinal()
 	c := a.client(uid)
 	st, err := c.State(ctx)
 	switch {
@@ -244,11 +261,17 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, uid types.UID, gra
 			a.metrics.launcherErrors.WithLabelValues("shutdown").Inc()
 			return 0, fmt.Errorf("stopping VMI %s: %w", key, err)
 		}
+		if deleting && !asked {
+			a.recorder.Event(vmi, corev1.EventTypeNormal, ReasonShuttingDown, "Signaled Graceful Shutdown")
+		}
 	case a.now().Sub(since) >= grace:
 		klog.FromContext(ctx).Info("grace period over: killing the guest", "vmi", key, "uid", uid)
 		if _, err := c.Kill(ctx); err != nil && !launcher.IsGone(err) {
 			a.metrics.launcherErrors.WithLabelValues("kill").Inc()
 			return 0, fmt.Errorf("killing VMI %s: %w", key, err)
+		}
+		if deleting {
+			a.recorder.Event(vmi, corev1.EventTypeNormal, ReasonDeleted, "Signaled Deletion")
 		}
 	}
 	return a.cfg.PollInterval, nil

@@ -246,8 +246,9 @@ func phaseAt(vmi *v1.VirtualMachineInstance, p v1.VirtualMachineInstancePhase) t
 	return time.Time{}
 }
 
-// failedEvent is the reason and time of the node agent's "The guest
-// failed" event on the VMI of uid, or "".
+// failedEvent is the failure reason and time of the node agent's Warning
+// event Stopped ("The VirtualMachineInstance crashed. <reason>: ...") on
+// the VMI of uid, or "".
 func failedEvent(t testing.TB, c *cluster.Cluster, uid types.UID) (string, time.Time) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -257,12 +258,13 @@ func failedEvent(t testing.TB, c *cluster.Cluster, uid types.UID) (string, time.
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
-		if strings.HasPrefix(e.Message, "The guest failed") {
+		if rest, ok := strings.CutPrefix(e.Message, "The VirtualMachineInstance crashed. "); ok && e.Reason == "Stopped" && e.Type == corev1.EventTypeWarning {
 			at := e.LastTimestamp.Time
 			if at.IsZero() {
 				at = e.EventTime.Time
 			}
-			return e.Reason, at
+			reason, _, _ := strings.Cut(rest, ":")
+			return reason, at
 		}
 	}
 	return "", time.Time{}

@@ -18,6 +18,9 @@ const (
 	ReasonFailedDelete   = "FailedDelete"
 	ReasonCrashLoop      = "CrashLoopBackOff"
 	reasonPodUnscheduled = "Unschedulable"
+	// reasonFailedPvcNotFound is the VMI controller's Synchronized=False
+	// reason for a claim that does not exist (vmi.ReasonFailedPvcNotFound).
+	reasonFailedPvcNotFound = "FailedPvcNotFound"
 )
 
 // calculateStatus is the VM's status given its instance (nil when none, or
@@ -48,8 +51,18 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 
 	var conds []v1.VirtualMachineCondition
 	conds = append(conds, readyCondition(vmi))
-	if c := vmiCondition(vmi, v1.VirtualMachineInstancePaused); isTrue(c) {
-		conds = append(conds, v1.VirtualMachineCondition{Type: v1.VirtualMachinePaused, Status: corev1.ConditionTrue, Reason: c.Reason, Message: c.Message})
+	// As KubeVirt, the instance's other conditions are the VM's too
+	// (Synchronized with its FailedPvcNotFound or ErrImagePull, PodScheduled,
+	// Paused, AgentConnected, ...); Ready is mirrored above, and Failure
+	// and RestartRequired are the VM's own.
+	if vmi != nil {
+		for _, c := range vmi.Status.Conditions {
+			switch v1.VirtualMachineConditionType(c.Type) {
+			case v1.VirtualMachineReady, v1.VirtualMachineFailure, v1.VirtualMachineRestartRequired:
+				continue
+			}
+			conds = append(conds, v1.VirtualMachineCondition{Type: v1.VirtualMachineConditionType(c.Type), Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
 	}
 	if c, ok := failureCondition(st); ok {
 		conds = append(conds, c)
@@ -114,6 +127,9 @@ func printableStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 		if st.dataVolumes.waiting && wantsRunning(st) {
 			return v1.VirtualMachineStatusProvisioning
 		}
+		if st.unboundClaim && wantsRunning(st) {
+			return v1.VirtualMachineStatusWaitingForVolumeBinding
+		}
 		if crashLooping {
 			return v1.VirtualMachineStatusCrashLoopBackOff
 		}
@@ -126,14 +142,21 @@ func printableStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 	}
 	switch vmi.Status.Phase {
 	case v1.VmPhaseUnset, v1.Pending, v1.Scheduling, v1.Scheduled:
-		if c := vmiCondition(vmi, v1.VirtualMachineInstancePodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonPodUnscheduled {
-			return v1.VirtualMachineStatusUnschedulable
+		// KubeVirt's order: volume binding, image pulls, missing
+		// claims, scheduling.
+		if st.unboundClaim {
+			return v1.VirtualMachineStatusWaitingForVolumeBinding
 		}
 		if c := vmiCondition(vmi, v1.VirtualMachineInstanceSynchronized); c != nil && c.Status == corev1.ConditionFalse {
 			switch c.Reason {
 			case string(v1.VirtualMachineStatusErrImagePull), string(v1.VirtualMachineStatusImagePullBackOff):
 				return v1.VirtualMachinePrintableStatus(c.Reason)
+			case reasonFailedPvcNotFound:
+				return v1.VirtualMachineStatusPvcNotFound
 			}
+		}
+		if c := vmiCondition(vmi, v1.VirtualMachineInstancePodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonPodUnscheduled {
+			return v1.VirtualMachineStatusUnschedulable
 		}
 		return v1.VirtualMachineStatusStarting
 	case v1.Running:
@@ -159,8 +182,12 @@ func wantsRunning(st state) bool {
 		return st.requests[0].Action == v1.StartRequest
 	}
 	switch st.strategy {
-	case v1.RunStrategyAlways, v1.RunStrategyRerunOnFailure, v1.RunStrategyOnce:
+	case v1.RunStrategyAlways, v1.RunStrategyOnce:
 		return true
+	case v1.RunStrategyRerunOnFailure:
+		// A stopped RerunOnFailure VM stays stopped (see decide); it
+		// starts when it comes from another strategy.
+		return st.prevStrategy != v1.RunStrategyRerunOnFailure
 	}
 	return false
 }

@@ -76,6 +76,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		vmi = nil // another controller's VMI: report it, never touch it
 	}
 	st.strategy, st.strategyErr = vm.RunStrategy()
+	st.prevStrategy = vm.Status.RunStrategy
+	st.unboundClaim = c.unboundClaim(vm)
 	st.startFailure = updateStartFailure(vm.Status.StartFailure, vmi, now, c.jitter)
 	st.requests = vm.Status.StateChangeRequests
 
@@ -193,9 +195,14 @@ func (c *Controller) ownedVMI(ctx context.Context, vm *v1.VirtualMachine) (vmi *
 
 // state carries what a sync learned, for deciding and for status.
 type state struct {
-	now          time.Time
-	strategy     v1.VirtualMachineRunStrategy
-	strategyErr  error
+	now         time.Time
+	strategy    v1.VirtualMachineRunStrategy
+	strategyErr error
+	// prevStrategy is the run strategy the last sync saw
+	// (status.runStrategy): "" for a new VM.
+	prevStrategy v1.VirtualMachineRunStrategy
+	// unboundClaim: a claim the VM's volumes name exists and is Pending.
+	unboundClaim bool
 	requests     []v1.VirtualMachineStateChangeRequest
 	startFailure *v1.VirtualMachineStartFailure
 	actErr       error
@@ -242,11 +249,25 @@ func decide(vmi *v1.VirtualMachineInstance, st state) (action, []v1.VirtualMachi
 			return actStop, nil
 		}
 	case v1.RunStrategyRerunOnFailure:
+		// As KubeVirt: a failed instance is replaced (removed, and a
+		// start request recorded for the next one), a succeeded one is
+		// removed and not restarted; without an instance the VM starts
+		// only when it comes to this strategy from another (a new VM, a
+		// changed strategy), so a user's stop or a guest's shutdown
+		// sticks.
 		if vmi == nil {
-			return actStart, nil
+			if st.prevStrategy != v1.RunStrategyRerunOnFailure {
+				return actStart, nil
+			}
+			return actNone, nil
 		}
-		if vmi.Status.Phase == v1.Failed && vmi.DeletionTimestamp == nil {
-			return actStop, nil
+		if vmi.DeletionTimestamp == nil {
+			switch vmi.Status.Phase {
+			case v1.Failed:
+				return actStop, []v1.VirtualMachineStateChangeRequest{{Action: v1.StartRequest}}
+			case v1.Succeeded:
+				return actStop, nil
+			}
 		}
 	case v1.RunStrategyOnce:
 		if vmi == nil {
@@ -445,6 +466,34 @@ func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMach
 	}
 	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulDelete", "Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
 	return nil
+}
+
+// unboundClaim reports whether a claim the VM's template mounts (a
+// persistentVolumeClaim, dataVolume or ephemeral volume) exists and is not
+// bound yet: KubeVirt's WaitingForVolumeBinding. False without a claim
+// informer.
+func (c *Controller) unboundClaim(vm *v1.VirtualMachine) bool {
+	if c.claims == nil || vm.Spec.Template == nil {
+		return false
+	}
+	for _, vol := range vm.Spec.Template.Spec.Volumes {
+		var name string
+		switch src := &vol.VolumeSource; {
+		case src.PersistentVolumeClaim != nil:
+			name = src.PersistentVolumeClaim.ClaimName
+		case src.DataVolume != nil:
+			name = src.DataVolume.Name
+		case src.Ephemeral != nil && src.Ephemeral.PersistentVolumeClaim != nil:
+			name = src.Ephemeral.PersistentVolumeClaim.ClaimName
+		}
+		if name == "" {
+			continue
+		}
+		if pvc, err := c.claims.PersistentVolumeClaims(vm.Namespace).Get(name); err == nil && pvc.Status.Phase == corev1.ClaimPending {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingStart reports whether the first pending request is a Start.

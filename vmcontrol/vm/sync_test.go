@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
@@ -99,7 +101,8 @@ func TestSyncRunStrategies(t *testing.T) {
 		{"always keeps a running VMI", v1.RunStrategyAlways, ownedVMI(v1.Running, true), []string{"update virtualmachines/status"}, v1.VirtualMachineStatusRunning},
 		{"always replaces a succeeded VMI", v1.RunStrategyAlways, ownedVMI(v1.Succeeded, true), []string{"delete virtualmachineinstances", "update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
 		{"rerun restarts a failed VMI", v1.RunStrategyRerunOnFailure, ownedVMI(v1.Failed, true), []string{"delete virtualmachineinstances", "update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
-		{"rerun leaves a succeeded VMI", v1.RunStrategyRerunOnFailure, ownedVMI(v1.Succeeded, true), []string{"update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
+		{"rerun removes a succeeded VMI", v1.RunStrategyRerunOnFailure, ownedVMI(v1.Succeeded, true), []string{"delete virtualmachineinstances", "update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
+		{"rerun starts a new VM", v1.RunStrategyRerunOnFailure, nil, []string{"create virtualmachineinstances", "update virtualmachines/status"}, v1.VirtualMachineStatusStarting},
 		{"halted stops", v1.RunStrategyHalted, ownedVMI(v1.Running, true), []string{"delete virtualmachineinstances", "update virtualmachines/status"}, v1.VirtualMachineStatusRunning},
 		{"halted without VMI", v1.RunStrategyHalted, nil, []string{"update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
 		{"manual does nothing", v1.RunStrategyManual, nil, []string{"update virtualmachines/status"}, v1.VirtualMachineStatusStopped},
@@ -381,5 +384,150 @@ func TestSyncPausedStart(t *testing.T) {
 	}
 	if vmi.Spec.StartStrategy == nil || *vmi.Spec.StartStrategy != v1.StartStrategyPaused {
 		t.Errorf("VMI startStrategy = %v, want Paused", vmi.Spec.StartStrategy)
+	}
+}
+
+// TestRerunOnFailureStopSticks (#43): a RerunOnFailure VM stopped by the
+// user (its VMI gone, the stop request served) or whose guest shut down
+// stays stopped; one whose VMI failed records a start request with the
+// delete, and starts again once the VMI is gone.
+func TestRerunOnFailureStopSticks(t *testing.T) {
+	seen := func(vm *v1.VirtualMachine) *v1.VirtualMachine {
+		vm.Status.RunStrategy = v1.RunStrategyRerunOnFailure // an earlier sync saw this strategy
+		return vm
+	}
+	uid := types.UID("vmi-uid")
+
+	// The user's stop: the request is served (the VMI deleted) ...
+	vm := seen(newVM(v1.RunStrategyRerunOnFailure))
+	vm.Status.StateChangeRequests = []v1.VirtualMachineStateChangeRequest{{Action: v1.StopRequest, UID: &uid}}
+	h := newHarness(t, vm, ownedVMI(v1.Running, true))
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"delete virtualmachineinstances", "update virtualmachines/status"}, h.writes()); diff != "" {
+		t.Errorf("stop request (-want +got):\n%s", diff)
+	}
+	// ... and once the VMI is gone, nothing starts and the request is cleared.
+	h = newHarness(t, vm)
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"update virtualmachines/status"}, h.writes()); diff != "" {
+		t.Errorf("after the stop (-want +got):\n%s", diff)
+	}
+	st := h.status(t)
+	if len(st.StateChangeRequests) != 0 || st.PrintableStatus != v1.VirtualMachineStatusStopped || st.RunStrategy != v1.RunStrategyRerunOnFailure {
+		t.Errorf("after the stop: requests %v, printableStatus %s, runStrategy %s; want none, Stopped, RerunOnFailure", st.StateChangeRequests, st.PrintableStatus, st.RunStrategy)
+	}
+
+	// A failed VMI: deleted, with a start request for the next one ...
+	h = newHarness(t, seen(newVM(v1.RunStrategyRerunOnFailure)), ownedVMI(v1.Failed, true))
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	st = h.status(t)
+	if len(st.StateChangeRequests) != 1 || st.StateChangeRequests[0].Action != v1.StartRequest {
+		t.Fatalf("failed VMI: requests %v, want one start request", st.StateChangeRequests)
+	}
+	// ... which starts it once the VMI is gone.
+	failed := seen(newVM(v1.RunStrategyRerunOnFailure))
+	failed.Status.StateChangeRequests = st.StateChangeRequests
+	h = newHarness(t, failed)
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"create virtualmachineinstances", "update virtualmachines/status"}, h.writes()); diff != "" {
+		t.Errorf("after the failed VMI (-want +got):\n%s", diff)
+	}
+	if st := h.status(t); len(st.StateChangeRequests) != 0 {
+		t.Errorf("after the restart: requests %v, want none", st.StateChangeRequests)
+	}
+}
+
+// TestErrorStatuses (#43): the printableStatus KubeVirt derives from the
+// instance's conditions and the VM's claims, in KubeVirt's order, and the
+// instance's conditions copied onto the VM.
+func TestErrorStatuses(t *testing.T) {
+	pending := func(conds ...v1.VirtualMachineInstanceCondition) *v1.VirtualMachineInstance {
+		vmi := ownedVMI(v1.Pending, false)
+		vmi.Status.Conditions = conds
+		return vmi
+	}
+	sync := func(reason string) v1.VirtualMachineInstanceCondition {
+		return v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse, Reason: reason, Message: reason + " message"}
+	}
+	unschedulable := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}
+	for _, tt := range []struct {
+		name    string
+		vmi     *v1.VirtualMachineInstance
+		unbound bool
+		want    v1.VirtualMachinePrintableStatus
+	}{
+		{"missing claim", pending(sync("FailedPvcNotFound")), false, v1.VirtualMachineStatusPvcNotFound},
+		{"image pull", pending(sync("ErrImagePull")), false, v1.VirtualMachineStatusErrImagePull},
+		{"image pull back-off", pending(sync("ImagePullBackOff")), false, v1.VirtualMachineStatusImagePullBackOff},
+		{"no node fits", pending(unschedulable), false, v1.VirtualMachineStatusUnschedulable},
+		{"a missing claim before scheduling", pending(unschedulable, sync("FailedPvcNotFound")), false, v1.VirtualMachineStatusPvcNotFound},
+		{"a claim waiting for its consumer", pending(unschedulable), true, v1.VirtualMachineStatusWaitingForVolumeBinding},
+		{"no instance yet, claim unbound", nil, true, v1.VirtualMachineStatusWaitingForVolumeBinding},
+		{"just pending", pending(), false, v1.VirtualMachineStatusStarting},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vm := newVM(v1.RunStrategyAlways)
+			st := state{now: now, strategy: v1.RunStrategyAlways, unboundClaim: tt.unbound}
+			status := calculateStatus(vm, tt.vmi, st)
+			if status.PrintableStatus != tt.want {
+				t.Errorf("printableStatus %s, want %s", status.PrintableStatus, tt.want)
+			}
+			if tt.vmi == nil {
+				return
+			}
+			for _, c := range tt.vmi.Status.Conditions {
+				found := false
+				for _, vc := range status.Conditions {
+					if string(vc.Type) == string(c.Type) && vc.Status == c.Status && vc.Reason == c.Reason && vc.Message == c.Message {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("the VMI's condition %s=%s (%s) is not on the VM: %+v", c.Type, c.Status, c.Reason, status.Conditions)
+				}
+			}
+		})
+	}
+}
+
+func TestUnboundClaim(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for name, phase := range map[string]corev1.PersistentVolumeClaimPhase{"bound": corev1.ClaimBound, "waiting": corev1.ClaimPending} {
+		_ = indexer.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}})
+	}
+	c := &Controller{claims: corelisters.NewPersistentVolumeClaimLister(indexer)}
+	withClaim := func(claim string, dv bool) *v1.VirtualMachine {
+		vm := newVM(v1.RunStrategyAlways)
+		src := v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+		if dv {
+			src = v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: claim}}
+		}
+		vm.Spec.Template.Spec.Volumes = []v1.Volume{{Name: "disk", VolumeSource: src}}
+		return vm
+	}
+	for _, tt := range []struct {
+		vm   *v1.VirtualMachine
+		want bool
+	}{
+		{withClaim("bound", false), false},
+		{withClaim("waiting", false), true},
+		{withClaim("waiting", true), true},
+		{withClaim("missing", false), false}, // ErrorPvcNotFound, from the VMI
+		{newVM(v1.RunStrategyAlways), false},
+	} {
+		if got := c.unboundClaim(tt.vm); got != tt.want {
+			t.Errorf("unboundClaim(%+v) = %v, want %v", tt.vm.Spec.Template.Spec.Volumes, got, tt.want)
+		}
+	}
+	if (&Controller{}).unboundClaim(withClaim("waiting", false)) {
+		t.Error("without a claim informer: true, want false")
 	}
 }
