@@ -2,9 +2,11 @@ package vm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -110,6 +112,20 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		// the VM runs from now on, as in KubeVirt. The update's event
 		// brings us back to start it.
 		return c.setAlways(ctx, vm)
+	}
+	if vm.DeletionTimestamp != nil {
+		// A deleted VM: its instance goes first, then the controller's
+		// finalizer, whatever other finalizers hold the VM (#43).
+		switch {
+		case vmi != nil && vmi.DeletionTimestamp == nil && c.exp.Satisfied(key):
+			st.actErr = c.stopVMI(ctx, key, vm, vmi)
+			st.actReason = ReasonFailedDelete
+		case vmi == nil && slices.Contains(vm.Finalizers, v1.VirtualMachineControllerFinalizer):
+			if err := c.removeFinalizer(ctx, vm); err != nil {
+				return err
+			}
+			return nil // the update's event brings the VM back, or it is gone
+		}
 	}
 	var requeue time.Duration
 	if vm.DeletionTimestamp == nil && c.exp.Satisfied(key) && st.strategyErr == nil && !foreign {
@@ -465,6 +481,28 @@ func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMach
 		return fmt.Errorf("deleting VirtualMachineInstance %s: %w", key, err)
 	}
 	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulDelete", "Stopped the virtual machine by deleting the virtual machine instance %s", vmi.UID)
+	return nil
+}
+
+// removeFinalizer drops the controller's finalizer from a deleted VM with a
+// JSON patch that tests the list it replaces, so another finalizer added or
+// removed meanwhile is never lost (a conflict retries the sync).
+func (c *Controller) removeFinalizer(ctx context.Context, vm *v1.VirtualMachine) error {
+	kept := slices.DeleteFunc(slices.Clone(vm.Finalizers), func(f string) bool { return f == v1.VirtualMachineControllerFinalizer })
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/finalizers", "value": vm.Finalizers},
+		{"op": "replace", "path": "/metadata/finalizers", "value": kept},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.VirtualMachines(vm.Namespace).Patch(ctx, vm.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing the finalizer %s of VirtualMachine %s/%s: %w", v1.VirtualMachineControllerFinalizer, vm.Namespace, vm.Name, err)
+	}
 	return nil
 }
 

@@ -531,3 +531,38 @@ func TestUnboundClaim(t *testing.T) {
 		t.Error("without a claim informer: true, want false")
 	}
 }
+
+// TestDeletedVMFinalizer (#43): a deleted VM holding the controller's
+// finalizer and another one loses its instance first, then the controller's
+// finalizer only, with a patch that tests the list it replaces.
+func TestDeletedVMFinalizer(t *testing.T) {
+	deleted := func() *v1.VirtualMachine {
+		vm := newVM(v1.RunStrategyAlways)
+		ts := metav1.NewTime(now)
+		vm.DeletionTimestamp = &ts
+		vm.Finalizers = []string{"example.com/keep", v1.VirtualMachineControllerFinalizer}
+		return vm
+	}
+	h := newHarness(t, deleted(), ownedVMI(v1.Running, true))
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writes(); len(w) == 0 || w[0] != "delete virtualmachineinstances" {
+		t.Fatalf("with its instance: writes %v, want the instance deleted first", w)
+	}
+
+	h = newHarness(t, deleted())
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	var patch []byte
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetResource().Resource == "virtualmachines" {
+			patch = p.GetPatch()
+		}
+	}
+	want := `[{"op":"test","path":"/metadata/finalizers","value":["example.com/keep","kubevirt.io/virtualMachineControllerFinalize"]},{"op":"replace","path":"/metadata/finalizers","value":["example.com/keep"]}]`
+	if string(patch) != want {
+		t.Errorf("finalizer patch %s, want %s", patch, want)
+	}
+}
