@@ -186,6 +186,8 @@ func TestAPIServer(t *testing.T) {
 	t.Run("MatcherUpdate", c.testMatcherUpdate)
 	t.Run("Examples", c.testExamples)
 	t.Run("KubeVirtExamples", c.testKubeVirtExamples)
+	t.Run("KubectlNames", c.testKubectlNames)
+	t.Run("KubeVirtDocumentedCommands", c.testKubeVirtDocumentedCommands)
 }
 
 // testSamplesRoundTrip creates every sample (spec through the main resource,

@@ -4,15 +4,19 @@
 // hack/update-codegen.sh and embedded in the binary. Each CRD has a structural schema with CEL validation rules, short
 // names and the printer columns kubectl shows, as KubeVirt's.
 //
+// Names, short names, categories and scope are KubeVirt's, so KubeVirt's
+// documented kubectl commands resolve as on KubeVirt: every namespaced kind
+// is in the category all and in no other (`kubectl get kubevirt` is the
+// KubeVirt kind), the cluster-scoped ones in none.
+//
 // The kubevirt.io CRDs store v1 and serve v1alpha3 with the same schema;
 // they have a status subresource (and scale for
-// VirtualMachineInstanceReplicaSet) and the categories all and kubevirt,
-// except VirtualMachineInstancePreset, which is deprecated in both versions
-// with KubeVirt's warning, has no status and is only in the category all.
+// VirtualMachineInstanceReplicaSet), except VirtualMachineInstance (as
+// KubeVirt's) and VirtualMachineInstancePreset, which is deprecated in both
+// versions with KubeVirt's warning and has no status.
 // The instancetype.kubevirt.io CRDs serve and store v1beta1 and have no
-// status; the namespaced ones are in the category all. The
-// pool.kubevirt.io CRD (VirtualMachinePool) serves and stores v1beta1, has
-// status and scale subresources and is in the category all.
+// status. The pool.kubevirt.io CRD (VirtualMachinePool) serves and stores
+// v1beta1 and has status and scale subresources.
 package crds
 
 import (

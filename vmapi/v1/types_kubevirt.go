@@ -13,7 +13,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=kubevirts,singular=kubevirt,shortName=kv;kvs,categories=all;kubevirt
+// +kubebuilder:resource:path=kubevirts,singular=kubevirt,shortName=kv;kvs,categories=all
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 type KubeVirt struct {

@@ -12,7 +12,7 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:path=virtualmachineinstancemigrations,singular=virtualmachineinstancemigration,shortName=vmim;vmims,categories=all;kubevirt
+// +kubebuilder:resource:path=virtualmachineinstancemigrations,singular=virtualmachineinstancemigration,shortName=vmim;vmims,categories=all
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase",description="The current phase of the migration"
 // +kubebuilder:printcolumn:name="VMI",type=string,JSONPath=".spec.vmiName",description="The name of the VMI to migrate"
 type VirtualMachineInstanceMigration struct {

@@ -15,7 +15,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.labelSelector
-// +kubebuilder:resource:path=virtualmachineinstancereplicasets,singular=virtualmachineinstancereplicaset,shortName=vmirs;vmirss,categories=all;kubevirt
+// +kubebuilder:resource:path=virtualmachineinstancereplicasets,singular=virtualmachineinstancereplicaset,shortName=vmirs;vmirss,categories=all
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.replicas",description="Number of desired VirtualMachineInstances"
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=".status.replicas",description="Number of managed and not final or deleted VirtualMachineInstances"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyReplicas",description="Number of managed VirtualMachineInstances which are ready to receive traffic"
