@@ -422,10 +422,10 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		corev1.VolumeMount{Name: "ca-bundle", MountPath: handlerCADir, ReadOnly: true})
 	spec := podSpec(c, HandlerServiceAccount, placement, ctr)
 	spec.Volumes = volumes
-	// virt-controller's node controller taints a node whose agent stopped
-	// heartbeating kubevirt.io/schedulable=false:NoSchedule and takes the
-	// taint off when the heartbeat returns: the agent must be able to come
-	// back to the node to heartbeat again.
+	// Earlier versions of virt-controller's node controller tainted a node
+	// whose agent stopped heartbeating kubevirt.io/schedulable=false:
+	// NoSchedule (the current one removes it): the agent must be able to
+	// come back to such a node to heartbeat again.
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
 		Key: v1.NodeSchedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 	})

@@ -391,6 +391,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	vmiController, err := vmi.New(vmi.Config{
 		Client: m.client, Kube: m.kube, ClaimClient: m.kube, Renderer: renderer,
 		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: kubevirts,
+		Nodes: nodes, HeartbeatTimeout: m.opts.NodeHeartbeatTimeout,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
 		Validate:      func(v *v1.VirtualMachineInstance) field.ErrorList { return domainxml.Validate(v, emulation) },

@@ -3,6 +3,7 @@ package vmcontrol_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,12 +19,13 @@ import (
 // TestNodeController runs the Manager's node controller against a real API
 // server. node01 (where fakeKubelet binds launcher pods) has a node agent
 // heartbeating; three VMIs run there. Then the agent goes quiet: its last
-// heartbeat expires with no further event, the node is tainted
-// kubevirt.io/schedulable=false:NoSchedule, the VMI whose launcher pod has exited (which only the
-// agent would have reported) fails with reason NodeUnresponsive, and the
-// VMI whose launcher still runs is left alone. A new heartbeat takes the
-// taint off. Once the Node is deleted and the survivor's launcher stops,
-// the survivor fails too.
+// heartbeat expires with no further event, the VMI whose launcher pod has
+// exited (which only the agent would have reported) fails with reason
+// NodeUnresponsive, the VMI whose launcher still runs is left alone, the
+// node is neither tainted nor relabeled (other workloads keep it), and a
+// launcher pod made now is kept off it by its own node affinity. After a
+// new heartbeat, launcher pods may go there again. Once the Node is deleted
+// and the survivor's launcher stops, the survivor fails too.
 func TestNodeController(t *testing.T) {
 	const timeout = time.Minute
 	c := startCluster(t)
@@ -83,16 +85,43 @@ func TestNodeController(t *testing.T) {
 		t.Fatalf("before the heartbeat expired: exited %v, %v; want Running", vmi.Status.Phase, err)
 	}
 
-	// The node is tainted, not labeled: a restarting kubelet re-admits its
-	// running pods against their node selector (schedulable=true).
-	waitFor(t, 40*time.Second, "node01 tainted kubevirt.io/schedulable=false:NoSchedule", func(ctx context.Context) (bool, error) {
-		n, err := nodes.Get(ctx, "node01", metav1.GetOptions{})
-		return err == nil && node.HasUnresponsiveTaint(n), nil
-	})
-	if n, err := nodes.Get(ctx, "node01", metav1.GetOptions{}); err != nil || n.Labels[v1.NodeSchedulable] != "true" {
-		t.Errorf("the unresponsive node's labels: %v, %v; want schedulable=true as the agent left it", n.Labels, err)
-	}
 	failed := c.waitVMIPhase(t, "exited", v1.Failed)
+	// Neither tainted nor labeled: other workloads keep the node, and a
+	// restarting kubelet re-admits its running pods against their node
+	// selector (schedulable=true).
+	if n, err := nodes.Get(ctx, "node01", metav1.GetOptions{}); err != nil || n.Labels[v1.NodeSchedulable] != "true" || len(n.Spec.Taints) != 0 {
+		t.Errorf("the unresponsive node: labels %v, taints %v, %v; want schedulable=true as the agent left it, no taint", n.Labels, n.Spec.Taints, err)
+	}
+	// A launcher pod made now avoids node01.
+	avoids := func(name string) bool {
+		t.Helper()
+		vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: newVM(name, v1.RunStrategyAlways).Spec.Template.Spec}
+		created, err := c.client.KubevirtV1().VirtualMachineInstances(ns).Create(ctx, vmi, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pods []corev1.Pod
+		waitFor(t, 30*time.Second, "a launcher pod of "+name, func(context.Context) (bool, error) {
+			pods = c.launcherPods(t, created)
+			return len(pods) > 0, nil
+		})
+		a := pods[0].Spec.Affinity
+		if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+			return false
+		}
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpNotIn && slices.Contains(f.Values, "node01") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !avoids("made-while-unresponsive") {
+		t.Error("a launcher pod made while node01's agent is unresponsive may be scheduled there")
+	}
 	ts := failed.Status.PhaseTransitionTimestamps
 	if failed.Status.Reason != node.ReasonNodeUnresponsive || len(ts) == 0 || ts[len(ts)-1].Phase != v1.Failed {
 		t.Errorf("exited: reason %q, phase transitions %+v; want %s and a Failed transition last",
@@ -124,15 +153,15 @@ func TestNodeController(t *testing.T) {
 		t.Fatalf("survivor's launcher pods = %+v, want one Running", pods)
 	}
 
-	// The agent heartbeats again: the taint goes.
+	// The agent heartbeats again: launcher pods may go there again.
 	patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1.VirtHandlerHeartbeat: time.Now().UTC().Format(time.RFC3339)}}})
 	if _, err := nodes.Patch(ctx, "node01", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "node01's taint removed after a heartbeat", func(ctx context.Context) (bool, error) {
-		n, err := nodes.Get(ctx, "node01", metav1.GetOptions{})
-		return err == nil && !node.HasUnresponsiveTaint(n), nil
-	})
+	time.Sleep(2 * time.Second) // the informer's copy of the node
+	if avoids("made-after-the-heartbeat") {
+		t.Error("a launcher pod made after node01's agent heartbeats again still avoids it")
+	}
 
 	// The Node is deleted, and then the survivor's launcher exits: with no
 	// node left to report it, the VMI fails.

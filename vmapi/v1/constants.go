@@ -23,10 +23,10 @@ const (
 	DomainAnnotation = "kubevirt.io/domain"
 	// NodeNameLabel on a VMI holds the node it runs on.
 	NodeNameLabel = "kubevirt.io/nodeName"
-	// NodeSchedulable on a node is "true" while its node agent is healthy.
-	// It is also the key of the NoSchedule taint (value "false") that
-	// virt-controller's node controller puts on a node whose node agent
-	// stopped heartbeating, and takes off when the heartbeat returns.
+	// NodeSchedulable on a node is "true" while its node agent is healthy
+	// (the agent writes it). It is also the key of the NoSchedule taint
+	// (value "false") earlier versions of virt-controller put on a node
+	// whose node agent stopped heartbeating; the current one removes it.
 	NodeSchedulable = "kubevirt.io/schedulable"
 	// VirtHandlerHeartbeat on a node holds the node agent's last heartbeat (RFC 3339).
 	VirtHandlerHeartbeat = "kubevirt.io/heartbeat"

@@ -5,12 +5,13 @@
 // The node agent writes, on its Node, the annotation kubevirt.io/heartbeat
 // (an RFC 3339 time) and the label kubevirt.io/schedulable=true about once a
 // minute. A node is unresponsive (see Unresponsive) when its heartbeat is
-// older than Config.HeartbeatTimeout (5 minutes, as KubeVirt), when it
-// carries kubevirt.io/schedulable=true without a readable heartbeat, or when
-// the Node was deleted. The controller then
-//   - taints it kubevirt.io/schedulable=false:NoSchedule (UnresponsiveTaint,
-//     when it is labeled kubevirt.io/schedulable=true), so no new launcher
-//     pod is scheduled there; the taint goes when the heartbeat returns;
+// older than Config.HeartbeatTimeout (5 minutes, as KubeVirt) or when the
+// Node was deleted; a node without a heartbeat yet is not (as KubeVirt). The
+// VMI controller keeps new launcher pods off unresponsive nodes (by a node
+// affinity on the pod, vmi.Config.Nodes: other workloads and running
+// launcher pods are not concerned), and this controller
+//   - removes the NoSchedule taint earlier versions put on such a node
+//     (UnresponsiveTaint);
 //   - sets Failed, with reason NodeUnresponsive and an event naming the node,
 //     on each of the node's VMIs (status.nodeName) that is neither final nor
 //     being deleted and has no launcher pod (label
@@ -19,8 +20,7 @@
 //     and starting it again elsewhere would run two guests on the same
 //     disks.
 //
-// Nodes that never ran an agent (no heartbeat and no schedulable label) are
-// left alone. Each responsive node is looked at again when its heartbeat
+// Nodes without a heartbeat are left alone. Each responsive node is looked at again when its heartbeat
 // would expire (heartbeat + timeout), so a node whose agent dies is noticed
 // on time without any event; changes of the node's VMIs and launcher pods
 // bring it back too.
@@ -28,23 +28,18 @@
 // Differences from KubeVirt's node controller:
 //   - KubeVirt looks at every node once a minute; this controller schedules
 //     each node's next look at the moment its heartbeat expires;
-//   - KubeVirt ignores a node without a heartbeat annotation; here such a
-//     node counts as unresponsive if it is labeled schedulable (something
-//     other than the agent removed the heartbeat, or the agent never wrote
-//     one), since launcher pods could be scheduled there;
 //   - a launcher pod keeps its VMI alive only while its phase is Running
 //     (KubeVirt also accepts Pending pods, and rejects Running pods whose
 //     containers all terminated, which the Manager's slim pod cache does not
 //     record), but it keeps it alive on any node, not only on the VMI's
 //     (a migration's target may run the guest elsewhere);
-//   - KubeVirt labels the node kubevirt.io/schedulable=false instead of
-//     tainting it. A kubelet re-admits its pods against their node selectors
-//     when it restarts, so with the label a kubelet restart on that node
-//     killed every VM still running there (KubeVirt's bug #11843); the
-//     kubelet's admission ignores NoSchedule taints. The label stays as the
-//     agent wrote it;
-//   - the taint is patched with the Node's resourceVersion, so a heartbeat
-//     written meanwhile wins and the node is looked at again;
+//   - KubeVirt labels the node kubevirt.io/schedulable=false. A kubelet
+//     re-admits its pods against their node selectors when it restarts, so
+//     with the label a kubelet restart on that node killed every VM still
+//     running there (KubeVirt's bug #11843). Here the label stays as the
+//     agent wrote it, and only launcher pods created while the node is
+//     unresponsive are kept off it (their own node affinity, which a
+//     running pod's node always matched);
 //   - a Node missing from the cache is confirmed missing with a GET before
 //     its VMIs are failed;
 //   - VMIs being deleted are not failed: they are going away, and a Failed

@@ -25,10 +25,10 @@ import (
 const ReasonNodeUnresponsive = "NodeUnresponsive"
 
 // Unresponsive reports whether the node agent on node has stopped
-// heartbeating as of now: when the node is nil (deleted), when its
-// kubevirt.io/heartbeat annotation is timeout or more old, or when it has no
-// readable heartbeat but is labeled kubevirt.io/schedulable=true. A node
-// with neither never ran an agent and is not unresponsive.
+// heartbeating as of now: when the node is nil (deleted), or when its
+// kubevirt.io/heartbeat annotation is timeout or more old. A node without a
+// readable heartbeat is not unresponsive, as in KubeVirt: its agent has not
+// started yet (or never runs there).
 //
 // For a responsive node with a heartbeat, recheck is how long until it
 // expires: the time to look again if nothing else happens. It is zero
@@ -43,7 +43,7 @@ func Unresponsive(node *corev1.Node, timeout time.Duration, now time.Time) (unre
 		}
 		return true, 0
 	}
-	return node.Labels[v1.NodeSchedulable] == "true", 0
+	return false, 0
 }
 
 func (c *Controller) sync(ctx context.Context, key string) error {
@@ -66,24 +66,29 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	if node != nil && node.Labels[v1.NodeSchedulable] == "true" && !HasUnresponsiveTaint(node) {
-		if err := c.setUnresponsiveTaint(ctx, node, true); err != nil {
+	// The node is not tainted: the VMI controller keeps new launcher pods
+	// off it (vmi.Config.Nodes), and other workloads are not concerned.
+	// A taint an earlier version put there goes.
+	if node != nil && HasUnresponsiveTaint(node) {
+		if err := c.setUnresponsiveTaint(ctx, node, false); err != nil {
 			return err
 		}
 	}
 	return c.failStranded(ctx, key, node == nil)
 }
 
-// UnresponsiveTaint is the taint the controller puts on a node whose node
-// agent stopped heartbeating: kubevirt.io/schedulable=false, NoSchedule.
+// UnresponsiveTaint is the taint earlier versions of the controller put on
+// a node whose node agent stopped heartbeating:
+// kubevirt.io/schedulable=false, NoSchedule. It kept every workload off the
+// node, not only launcher pods; the controller now removes it where it
+// finds it, and the VMI controller keeps new launcher pods off such nodes
+// instead (vmi.Config.Nodes).
 //
-// KubeVirt labels such a node kubevirt.io/schedulable=false instead. Launcher
-// pods select kubevirt.io/schedulable=true, and a kubelet re-admits its pods
+// KubeVirt labels such a node kubevirt.io/schedulable=false. Launcher pods
+// select kubevirt.io/schedulable=true, and a kubelet re-admits its pods
 // against their node selectors when it restarts, so a kubelet restart on that
-// node killed every VM still running there (KubeVirt's bug #11843). The
-// scheduler honours a NoSchedule taint just as the label, while the kubelet's
-// admission looks at NoExecute taints only: new launcher pods stay off the
-// node and the running ones survive. virt-handler's DaemonSet tolerates it.
+// node killed every VM still running there (KubeVirt's bug #11843); vmkit
+// leaves the label to the node agent.
 func UnresponsiveTaint() corev1.Taint {
 	return corev1.Taint{Key: v1.NodeSchedulable, Value: "false", Effect: corev1.TaintEffectNoSchedule}
 }

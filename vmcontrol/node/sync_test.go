@@ -212,18 +212,16 @@ func TestSync(t *testing.T) {
 		vmis:    []*v1.VirtualMachineInstance{gone},
 		wantErr: reconcile.After(4 * time.Minute),
 	}, {
-		name:       "stale heartbeat: the node is tainted, its label untouched",
-		node:       stale,
-		wantWrites: []string{"patch nodes"},
-		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
+		name: "stale heartbeat: the node is not tainted, its label untouched",
+		node: stale,
 	}, {
-		name:       "stale heartbeat: the node's other taints are kept",
-		node:       tainted(newNode(10*time.Minute, "true"), otherTaint),
-		wantWrites: []string{"patch nodes"},
-		wantTaints: []string{"node01 example.com/gpu=true:NoSchedule,kubevirt.io/schedulable=false:NoSchedule"},
+		name: "stale heartbeat: the node's other taints are kept",
+		node: tainted(newNode(10*time.Minute, "true"), otherTaint),
 	}, {
-		name: "stale heartbeat, already tainted: no patch",
-		node: tainted(newNode(10*time.Minute, "true"), UnresponsiveTaint()),
+		name:       "stale heartbeat, tainted by an earlier version: the taint goes",
+		node:       tainted(newNode(10*time.Minute, "true"), otherTaint, UnresponsiveTaint()),
+		wantWrites: []string{"patch nodes"},
+		wantTaints: []string{"node01 example.com/gpu=true:NoSchedule"},
 	}, {
 		name: "stale heartbeat, labeled unschedulable: no patch",
 		node: newNode(10*time.Minute, "false"),
@@ -242,13 +240,13 @@ func TestSync(t *testing.T) {
 	}, {
 		name:       "heartbeat exactly timeout old is stale",
 		node:       newNode(DefaultHeartbeatTimeout, "true"),
-		wantWrites: []string{"patch nodes"},
-		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
+		vmis:       []*v1.VirtualMachineInstance{gone},
+		wantWrites: []string{"update virtualmachineinstances"},
+		wantFailed: map[string]string{"pod-gone": "Failed NodeUnresponsive"},
 	}, {
-		name:       "schedulable without a heartbeat: unresponsive",
-		node:       newNode(noHeartbeat, "true"),
-		wantWrites: []string{"patch nodes"},
-		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
+		name: "schedulable without a heartbeat (the agent not started yet): responsive, as KubeVirt",
+		node: newNode(noHeartbeat, "true"),
+		vmis: []*v1.VirtualMachineInstance{gone},
 	}, {
 		name: "node without an agent: untouched, no requeue",
 		node: newNode(noHeartbeat, ""),
@@ -265,8 +263,7 @@ func TestSync(t *testing.T) {
 			launcher(running, "node01", corev1.PodRunning),
 			launcher(succeededPod, "node01", corev1.PodSucceeded),
 		},
-		wantWrites: []string{"patch nodes", "update virtualmachineinstances", "update virtualmachineinstances", "update virtualmachineinstances"},
-		wantTaints: []string{"node01 kubevirt.io/schedulable=false:NoSchedule"},
+		wantWrites: []string{"update virtualmachineinstances", "update virtualmachineinstances", "update virtualmachineinstances"},
 		wantFailed: map[string]string{
 			"pod-gone":           "Failed NodeUnresponsive",
 			"pod-succeeded":      "Failed NodeUnresponsive",
@@ -405,31 +402,6 @@ func TestConflictRequeues(t *testing.T) {
 	}
 }
 
-// TestTaintOnce: once the cache has the taint the first sync patched, the
-// node is not patched again; the label stays as the agent wrote it.
-func TestTaintOnce(t *testing.T) {
-	h := newHarness(t, newNode(10*time.Minute, "true"), nil, nil)
-	ctx := context.Background()
-	if err := h.c.sync(ctx, "node01"); err != nil {
-		t.Fatal(err)
-	}
-	patched, err := h.kube.CoreV1().Nodes().Get(ctx, "node01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !HasUnresponsiveTaint(patched) || patched.Labels[v1.NodeSchedulable] != "true" || patched.Labels["kubernetes.io/hostname"] != "node01" {
-		t.Fatalf("after the patch: taints %v, labels %v", patched.Spec.Taints, patched.Labels)
-	}
-	_ = h.nodes.Update(patched)
-	h.kube.ClearActions()
-	if err := h.c.sync(ctx, "node01"); err != nil {
-		t.Fatal(err)
-	}
-	if w := h.writes(); len(w) != 0 {
-		t.Errorf("second sync wrote %v", w)
-	}
-}
-
 func TestUnresponsive(t *testing.T) {
 	garbled := newNode(noHeartbeat, "true")
 	garbled.Annotations[v1.VirtHandlerHeartbeat] = "yesterday"
@@ -451,10 +423,10 @@ func TestUnresponsive(t *testing.T) {
 		{"expired", newNode(5*time.Minute, "true"), 5 * time.Minute, true, 0},
 		{"stale", newNode(10*time.Minute, "false"), 5 * time.Minute, true, 0},
 		{"stale under a longer timeout is fresh", newNode(10*time.Minute, "true"), 15 * time.Minute, false, 5 * time.Minute},
-		{"no heartbeat, schedulable", newNode(noHeartbeat, "true"), 5 * time.Minute, true, 0},
+		{"no heartbeat, schedulable", newNode(noHeartbeat, "true"), 5 * time.Minute, false, 0},
 		{"no heartbeat, not schedulable", newNode(noHeartbeat, "false"), 5 * time.Minute, false, 0},
 		{"no agent", newNode(noHeartbeat, ""), 5 * time.Minute, false, 0},
-		{"unreadable heartbeat, schedulable", garbled, 5 * time.Minute, true, 0},
+		{"unreadable heartbeat, schedulable", garbled, 5 * time.Minute, false, 0},
 		{"unreadable heartbeat, no label", garbledNoAgent, 5 * time.Minute, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

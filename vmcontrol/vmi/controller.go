@@ -53,6 +53,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+	"github.com/vmkit/vmkit/vmcontrol/node"
 )
 
 // PodRenderer renders the launcher pod of a VMI; *podtemplate.Renderer is one.
@@ -91,6 +92,18 @@ type Config struct {
 	// DataVolumes, if set with Claims, is CDI's DataVolume informer
 	// (unstructured, as vm.Config.DataVolumes), started by the caller.
 	DataVolumes cache.SharedIndexInformer
+	// Nodes, if set, is a shared Node informer the caller starts (it may be
+	// slimmed to the kubevirt.io/schedulable label and the
+	// kubevirt.io/heartbeat annotation). With it a launcher pod is kept
+	// off the nodes whose node agent is unresponsive when the pod is
+	// created (node.Unresponsive, after HeartbeatTimeout, default 5m): a
+	// required node affinity, metadata.name NotIn those nodes. Only launcher
+	// pods are kept off, only when they are scheduled; a kubelet that
+	// restarts re-admits its running launcher pods, whose node was
+	// responsive when they were made (KubeVirt's schedulable=false label
+	// made such a kubelet kill them, KubeVirt's bug #11843).
+	Nodes            cache.SharedIndexInformer
+	HeartbeatTimeout time.Duration
 	// Renderer renders launcher pods.
 	Renderer PodRenderer
 	// Validate, if set, checks a VMI before its launcher pod is created
@@ -125,6 +138,8 @@ type Controller struct {
 	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
 	claimClient   kubeclient.PersistentVolumeClaimsGetter // creates backend-storage claims
 	dataVolumes   cache.Indexer                           // nil: DataVolumes are not checked
+	nodes         cache.Store                             // nil: no node is avoided
+	heartbeat     time.Duration                           // a node's heartbeat timeout
 	vmiIndexer    cache.Indexer
 	synced        []cache.InformerSynced
 	renderer      PodRenderer
@@ -165,6 +180,14 @@ func New(cfg Config) (*Controller, error) {
 		stale:         reconcile.NewSuperseded(),
 		now:           time.Now,
 		onPhaseChange: cfg.OnPhaseChange,
+		heartbeat:     cfg.HeartbeatTimeout,
+	}
+	if c.heartbeat <= 0 {
+		c.heartbeat = node.DefaultHeartbeatTimeout
+	}
+	if cfg.Nodes != nil {
+		c.nodes = cfg.Nodes.GetStore()
+		c.synced = append(c.synced, cfg.Nodes.HasSynced)
 	}
 	// A sync looks its VMI's pods up by UID: listing the namespace and
 	// matching labels costs O(pods in the namespace) per sync.

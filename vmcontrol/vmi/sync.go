@@ -19,6 +19,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
+	"github.com/vmkit/vmkit/vmcontrol/node"
 )
 
 // Reasons the controller reports on VMIs.
@@ -266,6 +267,7 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 		c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedCreate, "Cannot render the launcher pod: %v", err)
 		return nil, &syncError{reason: ReasonFailedCreate, err: &renderError{err}}
 	}
+	c.avoidUnresponsiveNodes(pod)
 	// The claim the pod mounts for the VM's persistent state, if any.
 	if serr := c.ensureBackendStorage(ctx, key, vmi); serr != nil {
 		return nil, serr
@@ -279,6 +281,45 @@ func (c *Controller) createPod(ctx context.Context, key string, vmi *v1.VirtualM
 	}
 	c.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulCreate", "Created virtual machine pod %s", created.Name)
 	return created, nil
+}
+
+// avoidUnresponsiveNodes keeps pod off the nodes whose node agent is
+// unresponsive now: each term of its required node affinity (a new one if
+// it has none) gets metadata.name NotIn those nodes. See Config.Nodes.
+func (c *Controller) avoidUnresponsiveNodes(pod *corev1.Pod) {
+	if c.nodes == nil {
+		return
+	}
+	now := c.now()
+	var names []string
+	for _, obj := range c.nodes.List() {
+		n, ok := obj.(*corev1.Node)
+		if !ok || n.Labels[v1.NodeSchedulable] == "false" {
+			continue // the node selector keeps the pod off already
+		}
+		if unresponsive, _ := node.Unresponsive(n, c.heartbeat, now); unresponsive {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	avoid := corev1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: names}
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	if pod.Spec.Affinity.NodeAffinity == nil {
+		pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := pod.Spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchFields = append(terms[i].MatchFields, avoid)
+	}
 }
 
 // deletePods deletes the VMI's pods that are not already being deleted.
