@@ -167,24 +167,27 @@ type Launcher struct {
 	cfg Config
 	h   hypervisor.Hypervisor
 
-	mu        sync.Mutex
-	synced    chan struct{} // closed by the first successful sync
-	vmi       *v1.VirtualMachineInstance
-	domain    string
-	opts      domainxml.Options
-	started   bool
-	stopping  bool // a shutdown or kill was requested
-	last      hypervisor.DomainState
-	final     *Status
-	done      chan struct{} // closed when the domain ended
-	console   *consoleHub
-	createdAt []string          // directories this launcher created, removed at the end
-	macs      map[string]string // interface name → MAC the node agent chose
-	dhcp      map[string]bool   // devices a DHCP server answers on
-	runCtx    context.Context   // ends when Run returns; DHCP servers live as long
-	stopRun   context.CancelFunc
-	thawTimer *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
-	thawGen   uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
+	mu      sync.Mutex
+	synced  chan struct{} // closed by the first successful sync
+	vmi     *v1.VirtualMachineInstance
+	domain  string
+	opts    domainxml.Options
+	started bool
+	// startedPaused: the domain was started paused as the VMI asked
+	// (spec.startStrategy: Paused).
+	startedPaused bool
+	stopping      bool // a shutdown or kill was requested
+	last          hypervisor.DomainState
+	final         *Status
+	done          chan struct{} // closed when the domain ended
+	console       *consoleHub
+	createdAt     []string          // directories this launcher created, removed at the end
+	macs          map[string]string // interface name → MAC the node agent chose
+	dhcp          map[string]bool   // devices a DHCP server answers on
+	runCtx        context.Context   // ends when Run returns; DHCP servers live as long
+	stopRun       context.CancelFunc
+	thawTimer     *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
+	thawGen       uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
 
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
@@ -607,9 +610,15 @@ func (l *Launcher) statusLocked() Status {
 		c := *l.accessCreds
 		creds = &c
 	}
+	reason := l.last.Reason
+	if l.startedPaused && l.last.State == hypervisor.StatePaused && reason == hypervisor.ReasonStartingUp {
+		// Started paused as the VMI asked: the user's pause, as KubeVirt
+		// reports it (libvirt says "starting up" until a resume).
+		reason = hypervisor.ReasonUser
+	}
 	return Status{
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
-		State: l.last.State, Reason: l.last.Reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
+		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 	}
 }
@@ -680,7 +689,9 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 }
 
 // startLocked starts the domain paused, attaches the console so no output
-// is lost, and resumes it.
+// is lost, and resumes it, unless the VMI asks to start paused
+// (spec.startStrategy: Paused, what `virtctl start --paused` writes): then
+// the guest stays paused until unpaused, reported as paused by the user.
 func (l *Launcher) startLocked(ctx context.Context) error {
 	st, err := l.h.State(ctx, l.domain)
 	if err != nil {
@@ -692,6 +703,13 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 		}
 	}
 	l.attachSerial(ctx, l.domain)
+	if startsPaused(l.vmi) {
+		l.started, l.startedPaused = true, true
+		if hasGuestAgentCredentials(l.vmi) {
+			go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
+		}
+		return nil
+	}
 	if st, err := l.h.State(ctx, l.domain); err == nil && st.State == hypervisor.StatePaused {
 		if err := l.h.Resume(ctx, l.domain); err != nil {
 			return fmt.Errorf("resuming the domain of VMI %s: %w", l.key(), err)
@@ -702,6 +720,11 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
 	}
 	return nil
+}
+
+// startsPaused reports whether vmi asks its guest to start paused.
+func startsPaused(vmi *v1.VirtualMachineInstance) bool {
+	return vmi != nil && vmi.Spec.StartStrategy != nil && *vmi.Spec.StartStrategy == v1.StartStrategyPaused
 }
 
 // attachSerial connects the console hub to domain name's serial console,

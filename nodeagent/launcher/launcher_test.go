@@ -315,3 +315,27 @@ func TestRunWaitsForAnotherEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestLauncherStartsPaused (#38): a VMI with startStrategy Paused (what
+// `virtctl start --paused` writes) starts its guest paused, reported as the
+// user's pause, and runs once unpaused.
+func TestLauncherStartsPaused(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	vmi := testVMI()
+	paused := v1.StartStrategyPaused
+	vmi.Spec.StartStrategy = &paused
+	st, err := f.c.Sync(ctx, vmi)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if !st.Started || st.State != hypervisor.StatePaused || st.Reason != hypervisor.ReasonUser {
+		t.Fatalf("Sync of a paused start: started %v, %s (%s); want started, Paused (User)", st.Started, st.State, st.Reason)
+	}
+	if calls := strings.Join(f.h.Calls(), ","); strings.Contains(calls, "Resume") {
+		t.Errorf("the paused start resumed the guest: %s", calls)
+	}
+	if st, err := f.c.Unpause(ctx); err != nil || st.State != hypervisor.StateRunning {
+		t.Errorf("Unpause: %+v, %v", st, err)
+	}
+}
