@@ -101,6 +101,11 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				return a.cfg.PollInterval, a.writeStatus(ctx, key, vmi, status)
 			}
 			synced, err := c.Sync(ctx, vmi)
+			if errors.Is(err, launcher.ErrNotReady) && a.now().Sub(scheduledAt(vmi)) < notReadyGrace {
+				// A container disk or kernel-boot file the pod's containers
+				// are still copying in: wait for it, quietly.
+				return a.cfg.PollInterval, nil
+			}
 			if err != nil {
 				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not start the domain: %v", err)
@@ -201,6 +206,23 @@ func (a *Agent) syncGone(ctx context.Context, key string) (time.Duration, error)
 		a.mu.Unlock()
 	}
 	return again, err
+}
+
+// notReadyGrace is how long the agent waits, from the VMI's Scheduled phase,
+// for the files a domain needs from its launcher pod (launcher.ErrNotReady)
+// before it reports the failed sync: image copies of many GiB take a while,
+// a missing file in the image never comes.
+const notReadyGrace = 3 * time.Minute
+
+// scheduledAt is when the VMI entered phase Scheduled (its creation when it
+// has no such transition).
+func scheduledAt(vmi *v1.VirtualMachineInstance) time.Time {
+	for _, t := range vmi.Status.PhaseTransitionTimestamps {
+		if t.Phase == v1.Scheduled {
+			return t.PhaseTransitionTimestamp.Time
+		}
+	}
+	return vmi.CreationTimestamp.Time
 }
 
 // Reasons of the events of a VMI's stop, KubeVirt's.

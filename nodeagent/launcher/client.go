@@ -201,9 +201,11 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("launcher: %s (%d)", e.Message, e.Code) }
 
 // Is makes errors.Is(err, hypervisor.ErrAgentUnavailable) true for the
-// launcher's answer that no guest agent answered.
+// launcher's answer that no guest agent answered, and errors.Is(err,
+// ErrNotReady) for its answer that the pod is not ready for the domain yet.
 func (e *Error) Is(target error) bool {
-	return target == hypervisor.ErrAgentUnavailable && e.Reason == reasonAgentUnavailable
+	return (target == hypervisor.ErrAgentUnavailable && e.Reason == reasonAgentUnavailable) ||
+		(target == ErrNotReady && e.Reason == reasonNotReady)
 }
 
 // IsGone reports whether err says that no launcher listens on the socket:

@@ -339,3 +339,25 @@ func TestLauncherStartsPaused(t *testing.T) {
 		t.Errorf("Unpause: %+v, %v", st, err)
 	}
 }
+
+// TestLauncherSyncNotReady (#38 item 6): a kernel-boot file the pod's
+// sidecar has not copied in yet makes Sync answer ErrNotReady (503), which
+// the node agent waits on quietly; once the file is there, Sync starts the
+// domain.
+func TestLauncherSyncNotReady(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	vmi := testVMI()
+	vmi.Spec.Domain.Firmware = &v1.Firmware{KernelBoot: &v1.KernelBoot{Container: &v1.KernelBootContainer{Image: "kernel:1", KernelPath: "/boot/vmlinuz"}}}
+	_, err := f.c.Sync(ctx, vmi)
+	var le *Error
+	if !errors.Is(err, ErrNotReady) || !errors.As(err, &le) || le.Code != 503 {
+		t.Fatalf("Sync without the kernel: %v, want ErrNotReady (503)", err)
+	}
+	if err := os.WriteFile(filepath.Join(f.cfg.ContainerDiskDir, "kernel-boot", "boot", "vmlinuz"), []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.c.Sync(ctx, vmi); err != nil || !st.Started {
+		t.Fatalf("Sync with the kernel there: %+v, %v", st, err)
+	}
+}

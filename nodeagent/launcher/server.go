@@ -44,6 +44,10 @@ const streamProtocol = "vmkit-stream"
 // reasonAgentUnavailable marks an error body: no guest agent answered.
 const reasonAgentUnavailable = "AgentUnavailable"
 
+// reasonNotReady marks a Sync refused because a file the domain needs (a
+// container disk, a kernel-boot file) is not in the pod yet (ErrNotReady).
+const reasonNotReady = "NotReady"
+
 type errorBody struct {
 	Error  string `json:"error"`
 	Reason string `json:"reason,omitempty"`
@@ -142,6 +146,8 @@ func reply(w http.ResponseWriter, st Status, err error) {
 		writeJSON(w, http.StatusOK, st)
 	case errors.Is(err, errUnknownRebootMethod):
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: st})
+	case errors.Is(err, ErrNotReady):
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: reasonNotReady, Status: st})
 	case errors.Is(err, hypervisor.ErrAgentUnavailable):
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Reason: reasonAgentUnavailable, Status: st})
 	case errors.Is(err, errFinal) || errors.Is(err, hypervisor.ErrInvalidState):

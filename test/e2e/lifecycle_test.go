@@ -197,3 +197,30 @@ func TestStartPaused(t *testing.T) {
 	}
 	console(t, c, vm.Name)
 }
+
+// TestOrdinaryStartNoWarnings (#38 item 6): an ordinary start (the tiny VM,
+// booted from a kernel-boot container the pod copies in) records no
+// Warning event on the VMI or the VM: the node agent waits for the pod's
+// files instead of failing its first syncs.
+func TestOrdinaryStartNoWarnings(t *testing.T) {
+	c := suite.Need(t)
+	vm := tinyVM(t, "vm-no-warnings", v1.RunStrategyAlways)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	created, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []types.UID{vmi.UID, created.UID} {
+		events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Type == corev1.EventTypeWarning {
+				t.Errorf("warning event on %s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+	}
+}
