@@ -355,8 +355,9 @@ func validateAbsolutePath(p *field.Path, value, what string) field.ErrorList {
 
 // --- names ---
 
-// validateName checks a disk, volume, interface or network name is a
-// DNS-1123 label not used before in the same list.
+// validateName checks a disk or volume name is a DNS-1123 label (KubeVirt's
+// rule for disk names; the launcher pod's volumes take these names) not used
+// before in the same list.
 func validateName(p *field.Path, name string, seen map[string]bool) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(p, "a name is required")}
@@ -364,6 +365,35 @@ func validateName(p *field.Path, name string, seen map[string]bool) field.ErrorL
 	var errs field.ErrorList
 	for _, msg := range validation.IsDNS1123Label(name) {
 		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	if seen[name] {
+		errs = append(errs, field.Duplicate(p, name))
+	}
+	seen[name] = true
+	return errs
+}
+
+// maxInterfaceNameLength bounds interface and network names (the CRD's
+// maxLength, which keeps its CEL rules within the API server's cost budget;
+// KubeVirt sets none).
+const maxInterfaceNameLength = 63
+
+// validateInterfaceName checks an interface or network name as KubeVirt's
+// webhook checks an interface's (letters, digits, '-' and '_'; a network
+// has its interface's name), at most 63 characters, not used before in the
+// same list.
+func validateInterfaceName(p *field.Path, name string, seen map[string]bool) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "a name is required")}
+	}
+	var errs field.ErrorList
+	if strings.IndexFunc(name, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		errs = append(errs, field.Invalid(p, name, "may contain only letters, digits, '-' and '_'"))
+	}
+	if len(name) > maxInterfaceNameLength {
+		errs = append(errs, field.TooLong(p, name, maxInterfaceNameLength))
 	}
 	if seen[name] {
 		errs = append(errs, field.Duplicate(p, name))
@@ -635,7 +665,7 @@ func validateInterfaces(ifacesPath *field.Path, ifaces []Interface, networks []N
 	for i := range ifaces {
 		iface := &ifaces[i]
 		p := ifacesPath.Index(i)
-		errs = append(errs, validateName(p.Child("name"), iface.Name, seen)...)
+		errs = append(errs, validateInterfaceName(p.Child("name"), iface.Name, seen)...)
 		network, found := byName[iface.Name]
 		if iface.Name != "" && !found {
 			errs = append(errs, withDetail(field.NotFound(p.Child("name"), iface.Name), fmt.Sprintf("no network of this name in %s", networksPath)))
@@ -676,34 +706,21 @@ func validateMACAddress(p *field.Path, mac string) field.ErrorList {
 	return nil
 }
 
-// validatePorts checks port numbers and protocols and that no port is
-// listed twice for the same protocol.
+// validatePorts checks port numbers and protocols. A port listed twice is
+// admitted, as KubeVirt admits it (the launcher pod lists it twice, which
+// the API server only warns of).
 func validatePorts(portsPath *field.Path, ports []Port) field.ErrorList {
 	var errs field.ErrorList
-	type key struct {
-		protocol string
-		port     int32
-	}
-	seen := map[key]bool{}
 	for i, port := range ports {
 		p := portsPath.Index(i)
-		protocol := port.Protocol
-		switch protocol {
-		case "":
-			protocol = "TCP"
-		case "TCP", "UDP":
+		switch port.Protocol {
+		case "", "TCP", "UDP":
 		default:
 			errs = append(errs, field.NotSupported(p.Child("protocol"), port.Protocol, []string{"TCP", "UDP"}))
 		}
 		if port.Port < 1 || port.Port > 65535 {
 			errs = append(errs, field.Invalid(p.Child("port"), port.Port, "must be between 1 and 65535"))
-			continue
 		}
-		k := key{protocol, port.Port}
-		if seen[k] {
-			errs = append(errs, withDetail(field.Duplicate(p.Child("port"), port.Port), fmt.Sprintf("port %d/%s is already listed", port.Port, protocol)))
-		}
-		seen[k] = true
 	}
 	return errs
 }
@@ -718,7 +735,7 @@ func validateNetworks(networksPath *field.Path, networks []Network) field.ErrorL
 	for i := range networks {
 		n := &networks[i]
 		p := networksPath.Index(i)
-		errs = append(errs, validateName(p.Child("name"), n.Name, seen)...)
+		errs = append(errs, validateInterfaceName(p.Child("name"), n.Name, seen)...)
 		errs = append(errs, validateOneOf(p, "network source", []setField{
 			{"pod", n.Pod != nil}, {"multus", n.Multus != nil},
 		}, true)...)
