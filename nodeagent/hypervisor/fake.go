@@ -88,9 +88,9 @@ func (f *Fake) SetStats(name string, st DomainStats) {
 }
 
 // FailNext makes the next call of the named method ("Define", "Start",
-// "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "State", "Stats", "Console",
-// "GuestAgentCommand", "Undefine" or "List") return err without doing
-// anything.
+// "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "Reset", "State",
+// "Stats", "Console", "GuestAgentCommand", "Undefine" or "List") return err
+// without doing anything.
 func (f *Fake) FailNext(method string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -363,6 +363,25 @@ func (f *Fake) Reboot(ctx context.Context, name string, method RebootMethod) err
 		return nil
 	}
 	return fmt.Errorf("reboot %s: unknown method %q", name, method)
+}
+
+// Reset implements Hypervisor. A running or paused domain keeps its state,
+// as QEMU keeps running and the guest boots again; Calls records
+// "Reset name".
+func (f *Fake) Reset(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Reset", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("reset", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateRunning && d.state.State != StatePaused {
+		return fmt.Errorf("reset %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	return nil
 }
 
 func (f *Fake) transition(ctx context.Context, method, name string, from State, to DomainState) error {

@@ -42,11 +42,14 @@ func TestFakeStateMachine(t *testing.T) {
 		{"resume", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
 		{"resume a running domain", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, ErrInvalidState},
 		{"reboot", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StateRunning, ReasonUnpaused}, nil},
+		{"reset", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
 		{"pause", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
 		{"reboot a paused domain", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
+		{"reset a paused domain", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
 		{"undefine a paused domain", func() error { return f.Undefine(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
 		{"destroy", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
 		{"destroy a shut-off domain", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
+		{"reset a shut-off domain", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, ErrInvalidState},
 		{"start", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StateRunning, ReasonBooted}, nil},
 		{"shutdown", func() error { return f.Shutdown(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonShutdown}, nil},
 	}
@@ -288,6 +291,34 @@ func TestFakeReboot(t *testing.T) {
 	}
 	if calls := strings.Count(strings.Join(f.Calls(), ","), "Reboot ns_vm"); calls != 4 {
 		t.Errorf("Calls records %d reboots, want 4: %v", calls, f.Calls())
+	}
+}
+
+// Reset leaves the domain as it was, records the call and takes injected
+// errors, as the other methods do.
+func TestFakeReset(t *testing.T) {
+	ctx := context.Background()
+	f := defined(t)
+	if err := f.Reset(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Reset of a missing domain: %v, want ErrNotFound", err)
+	}
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	f.FailNext("Reset", boom)
+	if err := f.Reset(ctx, "ns_vm"); err != boom {
+		t.Errorf("Reset = %v, want the injected error", err)
+	}
+	if err := f.Reset(ctx, "ns_vm"); err != nil {
+		t.Errorf("Reset of a running domain: %v", err)
+	}
+	if st, _ := f.State(ctx, "ns_vm"); st != (DomainState{StateRunning, ReasonBooted}) {
+		t.Errorf("after the reset: %v, want still Running (Booted)", st)
+	}
+	want := []string{"Define ns_vm", "Reset nope", "Start ns_vm", "Reset ns_vm", "Reset ns_vm", "State ns_vm"}
+	if diff := cmp.Diff(want, f.Calls()); diff != "" {
+		t.Errorf("Calls (-want +got):\n%s", diff)
 	}
 }
 

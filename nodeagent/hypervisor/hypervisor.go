@@ -1,7 +1,7 @@
 // Package hypervisor is the small interface the node agent and the launcher
 // need from a hypervisor: define a domain from its XML, start it (optionally
 // paused), shut it down gracefully or destroy it, pause and resume it, ask
-// the guest to reboot, read its state with the reason and its statistics
+// the guest to reboot or reset it, read its state with the reason and its statistics
 // (DomainStats), attach to its serial console, talk to the QEMU guest agent
 // in it, undefine it, and find the domains of a VMI.
 //
@@ -53,6 +53,13 @@ type Hypervisor interface {
 	// fails with ErrInvalidState; through the guest agent, an agent that
 	// does not answer fails it with ErrAgentUnavailable.
 	Reboot(ctx context.Context, name string, method RebootMethod) error
+	// Reset resets the virtual machine of an active domain at once, like
+	// the reset button of a PC: the guest restarts from its firmware
+	// without shutting down, in the same hypervisor process (KubeVirt's
+	// reset, libvirt's virDomainReset). A paused domain is reset and stays
+	// paused. Resetting a domain that is not active (shut off) fails with
+	// ErrInvalidState.
+	Reset(ctx context.Context, name string) error
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
 	// Stats returns the statistics of an active (running or paused)

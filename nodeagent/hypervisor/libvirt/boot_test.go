@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	golibvirt "libvirt.org/go/libvirt"
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -274,6 +275,106 @@ func TestRebootACPI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestReset hard-resets the idle test guest, which stays up once booted:
+// after each Reset the guest boots again (its marker on the console a
+// second time) in the same QEMU process (the same libvirt domain ID), and
+// the domain stays running; a paused domain is reset and stays paused, its
+// guest booting again once resumed. A shut-off domain cannot be reset.
+func TestReset(t *testing.T) {
+	uri := requireQEMU(t)
+	guest := testenv.RequireGuest(t)
+	h := newTestHypervisor(t, uri)
+
+	dir := t.TempDir()
+	xml, name := tinyGuestXML(t, tinyGuestVMI("reset-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, guest.IdleInitramfs, dir)
+	ctx := context.Background()
+	if _, err := h.Define(ctx, xml); err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := h.Reset(ctx, name); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("Reset of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := h.Reset(ctx, "vmkit-test_no-such-domain"); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Errorf("Reset of a missing domain: %v, want ErrNotFound", err)
+	}
+	if err := h.Start(ctx, name, hypervisor.StartOptions{Paused: true}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	console, err := h.Console(ctx, name)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	defer console.Close()
+	domainID := func() uint {
+		t.Helper()
+		var id uint
+		if err := h.onDomain(ctx, "id", name, func(d *golibvirt.Domain) error {
+			var err error
+			id, err = d.GetID()
+			return err
+		}); err != nil {
+			t.Fatalf("domain ID: %v", err)
+		}
+		return id
+	}
+	id := domainID()
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	// boot waits for the guest's marker, after whatever the console
+	// printed since the last one.
+	var pending []byte
+	boot := func(what string) {
+		t.Helper()
+		began := time.Now()
+		line, out, err := readUntil(io.MultiReader(bytes.NewReader(pending), console), guestMarker, bootTimeout)
+		if err != nil {
+			t.Fatalf("%s: %v; console:\n%s", what, err, out)
+		}
+		pending = bytes.SplitN(out, []byte(line), 2)[1]
+		t.Logf("%s: %q after %v", what, line, time.Since(began).Round(time.Millisecond))
+	}
+	wantState := func(step string, want hypervisor.State) {
+		t.Helper()
+		st, err := h.State(ctx, name)
+		if err != nil || st.State != want {
+			t.Fatalf("after %s: %v, %v; want %s", step, st, err, want)
+		}
+		if got := domainID(); got != id {
+			t.Fatalf("after %s: domain ID %d, want %d: a new QEMU process", step, got, id)
+		}
+	}
+	boot("first boot")
+
+	if err := h.Reset(ctx, name); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	boot("boot after the reset")
+	wantState("the reset", hypervisor.StateRunning)
+
+	if err := h.Pause(ctx, name); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := h.Reset(ctx, name); err != nil {
+		t.Fatalf("Reset of the paused domain: %v", err)
+	}
+	wantState("the reset of the paused domain", hypervisor.StatePaused)
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	boot("boot after the paused reset and a resume")
+	wantState("the resume", hypervisor.StateRunning)
 }
 
 // readUntil reads r until a line containing marker is complete and returns

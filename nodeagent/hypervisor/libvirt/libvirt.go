@@ -318,6 +318,19 @@ func (h *Hypervisor) Reboot(ctx context.Context, name string, method hypervisor.
 	})
 }
 
+// Reset implements hypervisor.Hypervisor with virDomainReset, as
+// KubeVirt's launcher does: QEMU resets the machine (system_reset) and the
+// guest boots again in the same process, without an ACPI event or the
+// guest's consent.
+func (h *Hypervisor) Reset(ctx context.Context, name string) error {
+	return h.onDomain(ctx, "reset", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "reset", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.Reset(0)
+	})
+}
+
 // State implements hypervisor.Hypervisor.
 func (h *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
 	var out hypervisor.DomainState
