@@ -354,6 +354,12 @@ func (c *Client) Unpause(ctx context.Context) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/unpause", nil)
 }
 
+// Reset resets the guest at once (see Launcher.Reset); a domain that is
+// not started, or ended, is a 409.
+func (c *Client) Reset(ctx context.Context) (Status, error) {
+	return c.do(ctx, http.MethodPut, "/v1/reset", nil)
+}
+
 // SoftReboot asks the guest to restart, the way method says, and returns
 // without waiting for it (see Launcher.SoftReboot). Through a guest agent
 // that does not answer, the error matches hypervisor.ErrAgentUnavailable

@@ -221,3 +221,48 @@ func TestLauncherSoftRebootWithoutACPI(t *testing.T) {
 		t.Errorf("the hypervisor was asked to reboot: %v", f.h.Calls())
 	}
 }
+
+// Reset resets the started domain through the hypervisor, running or
+// paused, leaving its state as it was; before the domain started or after
+// it ended it is a 409, and the hypervisor's failure a 500 naming the VMI.
+func TestLauncherReset(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	resets := func() int { return strings.Count(strings.Join(f.h.Calls(), ","), "Reset ns_vm1") }
+	var le *Error
+	if _, err := f.c.Reset(ctx); !errors.As(err, &le) || le.Code != 409 || !strings.Contains(le.Message, "ns/vm1") {
+		t.Errorf("Reset before the domain started: %v, want a 409 naming the VMI", err)
+	}
+	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if st, err := f.c.Reset(ctx); err != nil || st.State != hypervisor.StateRunning {
+		t.Errorf("Reset: %+v, %v; want the domain running", st, err)
+	}
+	if _, err := f.c.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := f.c.Reset(ctx); err != nil || st.State != hypervisor.StatePaused {
+		t.Errorf("Reset of the paused domain: %+v, %v; want it reset and still paused", st, err)
+	}
+	if _, err := f.c.Unpause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.h.FailNext("Reset", errors.New("QEMU is wedged"))
+	if _, err := f.c.Reset(ctx); !errors.As(err, &le) || le.Code != 500 || !strings.Contains(le.Message, "reset VMI ns/vm1: QEMU is wedged") {
+		t.Errorf("Reset the hypervisor failed: %v, want a 500 naming the VMI and the cause", err)
+	}
+	if n := resets(); n != 3 {
+		t.Errorf("the hypervisor got %d resets, want 3 (running, paused, failed): %v", n, f.h.Calls())
+	}
+	if _, err := f.c.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-f.run
+	if _, err := f.l.Reset(ctx); !errors.Is(err, errFinal) {
+		t.Errorf("Reset after the domain ended: %v, want errFinal", err)
+	}
+	if n := resets(); n != 3 {
+		t.Errorf("the hypervisor got %d resets after the domain ended, want still 3", n)
+	}
+}

@@ -829,6 +829,14 @@ func (l *Launcher) Unpause(ctx context.Context) (Status, error) {
 	return l.lifecycle(ctx, "unpause", l.h.Resume)
 }
 
+// Reset resets the guest at once, as KubeVirt's reset does
+// (hypervisor.Hypervisor.Reset): it boots again in the same QEMU process,
+// without asking it. A paused guest is reset and stays paused; a domain not
+// started yet, or ended, is a 409.
+func (l *Launcher) Reset(ctx context.Context) (Status, error) {
+	return l.lifecycle(ctx, "reset", l.h.Reset)
+}
+
 func (l *Launcher) lifecycle(ctx context.Context, op string, fn func(context.Context, string) error) (Status, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

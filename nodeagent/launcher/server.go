@@ -20,7 +20,7 @@ import (
 //	GET /v1/state                Status
 //	PUT /v1/network              body: []NetworkInterface (before sync); Status
 //	PUT /v1/sync                 body: the VMI; Status
-//	PUT /v1/{shutdown,kill,pause,unpause}   Status
+//	PUT /v1/{shutdown,kill,pause,unpause,reset}   Status
 //	PUT /v1/softreboot           body: SoftRebootRequest; Status
 //	PUT /v1/freeze               body: v1.FreezeUnfreezeTimeout (optional); Status
 //	PUT /v1/unfreeze             Status
@@ -93,6 +93,10 @@ func (l *Launcher) Handler() http.Handler {
 	})
 	mux.HandleFunc("PUT /v1/unpause", func(w http.ResponseWriter, r *http.Request) {
 		st, err := l.Unpause(r.Context())
+		reply(w, st, err)
+	})
+	mux.HandleFunc("PUT /v1/reset", func(w http.ResponseWriter, r *http.Request) {
+		st, err := l.Reset(r.Context())
 		reply(w, st, err)
 	})
 	mux.HandleFunc("PUT /v1/softreboot", func(w http.ResponseWriter, r *http.Request) {
