@@ -49,78 +49,133 @@ type AdmissionConfig struct {
 // VirtualMachineInstanceReplicaSet's template (on create and update) must
 // be something a node can run (domainxml.Validate) and use only what the
 // cluster's feature gates allow: the API server refuses it otherwise, with
-// every field error in the message. A spec whose only errors are fields
-// vmkit cannot honour yet (domainxml.Unsupported: a GPU, a TPM, SR-IOV...)
-// is admitted with one warning per field.
+// the object and every field error in the message. What KubeVirt's webhook
+// admits is admitted, with one warning naming the object and the field:
+// fields vmkit cannot honour yet (domainxml.Unsupported: a GPU, a TPM,
+// SR-IOV...), and more vCPUs than a node runs (KubeVirt leaves such a VMI
+// unscheduled; vmkit's VMI controller keeps it Pending, condition
+// Synchronized=False with reason InvalidSpec, naming the field).
+// docs/api-compatibility.md lists what vmkit refuses and KubeVirt admits.
 func AdmissionHandler(cfg AdmissionConfig) http.Handler {
-	check := func(vmi *v1.VirtualMachineInstance) field.ErrorList {
-		return append(gated(vmi, cfg.FeatureGates), domainxml.Validate(vmi, cfg.Emulation)...)
+	check := func(vmi *v1.VirtualMachineInstance) findings {
+		errs, warns := validateVCPUCount(vmi, cfg.Emulation)
+		return findings{errs: append(gated(vmi, cfg.FeatureGates), errs...), warnings: warns}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
 		vmi := &v1.VirtualMachineInstance{}
 		if err := json.Unmarshal(raw, vmi); err != nil {
-			return nil, err
+			return findings{}, err
 		}
+		// Validated with its defaults, as the VMI controller will run it
+		// and as KubeVirt's mutating webhook defaults it before its
+		// validating webhook sees it: a memory limit alone is also the
+		// request, a disk without a device a virtio disk, ...
+		v1.SetDefaults_VirtualMachineInstance(vmi)
 		return check(vmi), nil
 	}))
-	mux.HandleFunc("POST "+ValidateVMPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateVMPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
 		vm := &v1.VirtualMachine{}
 		if err := json.Unmarshal(raw, vm); err != nil {
-			return nil, err
+			return findings{}, err
 		}
 		if vm.Spec.Instancetype != nil || vm.Spec.Preference != nil {
 			if cfg.Expand == nil {
-				return nil, nil
+				return findings{}, nil
 			}
 			switch err := cfg.Expand(ctx, vm); {
 			case apierrors.IsNotFound(err):
 				// Not there yet: the VM controller waits for it and
 				// reports it on the VM.
-				return nil, nil
+				return findings{}, nil
 			case apierrors.IsBadRequest(err):
 				// A conflict between the template and the instance type,
 				// refused as KubeVirt's webhook refuses it.
-				return field.ErrorList{field.Invalid(field.NewPath("spec", "instancetype"), field.OmitValueType{}, err.Error())}, nil
+				return findings{errs: field.ErrorList{field.Invalid(field.NewPath("spec", "instancetype"), field.OmitValueType{}, err.Error())}}, nil
 			case err != nil:
-				return nil, err
+				return findings{}, err
 			}
 		}
 		if errs := v1.ValidateVirtualMachine(vm); len(errs) > 0 {
-			return errs, nil
+			return findings{errs: errs}, nil
 		}
 		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, check), nil
 	}))
-	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(ctx context.Context, raw []byte) (field.ErrorList, error) {
+	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
 		rs := &v1.VirtualMachineInstanceReplicaSet{}
 		if err := json.Unmarshal(raw, rs); err != nil {
-			return nil, err
+			return findings{}, err
 		}
 		if errs := v1.ValidateVirtualMachineInstanceReplicaSet(rs); len(errs) > 0 {
-			return errs, nil
+			return findings{errs: errs}, nil
 		}
 		return validateTemplate(rs.ObjectMeta, rs.Spec.Template, check), nil
 	}))
 	return mux
 }
 
+// findings are what admission found in an object: errs refuse it, unless
+// each is a field vmkit cannot honour yet (domainxml.OnlyUnsupported), and
+// warnings are problems KubeVirt's webhook admits, told with the admitted
+// object.
+type findings struct {
+	errs, warnings field.ErrorList
+}
+
+// validateVCPUCount is domainxml.Validate, except that more vCPUs than a
+// node runs are a warning, not an error: KubeVirt's webhook admits any
+// count (sockets × cores × threads, maxSockets × cores × threads, or the
+// CPU request without a topology) and its launcher pod then stays
+// unscheduled. The rest of the spec is validated as it would be with one
+// vCPU, so a mistake besides is still refused. KubeVirt's own CPU rules
+// (sockets at most maxSockets, ...) are v1 validation's, which sees the
+// spec as it is.
+func validateVCPUCount(vmi *v1.VirtualMachineInstance, emulation bool) (errs, warnings field.ErrorList) {
+	errs = domainxml.Validate(vmi, emulation)
+	if len(errs) != 1 || !isVCPUCountError(errs[0]) {
+		return errs, nil
+	}
+	one := vmi.DeepCopy()
+	cpu := one.Spec.Domain.CPU
+	if cpu == nil {
+		cpu = &v1.CPU{}
+		one.Spec.Domain.CPU = cpu
+	}
+	cpu.Sockets, cpu.Cores, cpu.Threads, cpu.MaxSockets = 1, 1, 1, 0
+	over := errs[0]
+	warning := field.Invalid(field.NewPath(over.Field), field.OmitValueType{}, over.Detail+
+		": admitted, as KubeVirt admits it, but no vmkit node runs it: the VirtualMachineInstance stays Pending (condition Synchronized=False, reason InvalidSpec)")
+	return domainxml.Validate(one, emulation), field.ErrorList{warning}
+}
+
+// isVCPUCountError reports whether e is domainxml's refusal of a vCPU count
+// above what a node runs: an Invalid error on spec.domain.cpu (the count)
+// or spec.domain.cpu.maxSockets (the count it may grow to; maxSockets
+// below sockets is v1 validation's error, on spec.domain.cpu.sockets).
+func isVCPUCountError(e *field.Error) bool {
+	return e.Type == field.ErrorTypeInvalid && !domainxml.IsUnsupported(e) &&
+		(e.Field == "spec.domain.cpu" || e.Field == "spec.domain.cpu.maxSockets")
+}
+
 // validateTemplate validates the instance a template starts, with the
 // fields named as in the owner ("spec.template.spec.domain...").
-func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTemplateSpec, check func(*v1.VirtualMachineInstance) field.ErrorList) field.ErrorList {
+func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTemplateSpec, check func(*v1.VirtualMachineInstance) findings) findings {
 	if tmpl == nil {
-		return nil // v1 validation reported it
+		return findings{} // v1 validation reported it
 	}
 	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: owner.Name, GenerateName: owner.GenerateName, Namespace: owner.Namespace, Labels: tmpl.ObjectMeta.Labels},
 		Spec:       *tmpl.Spec.DeepCopy(),
 	}
 	v1.SetDefaults_VirtualMachineInstance(vmi)
-	errs := check(vmi)
-	for _, e := range errs {
-		if rest, ok := strings.CutPrefix(e.Field, "spec."); ok {
-			e.Field = "spec.template.spec." + rest
-		} else if strings.HasPrefix(e.Field, "metadata.") {
-			e.Field = "spec.template." + e.Field
+	found := check(vmi)
+	for _, list := range []field.ErrorList{found.errs, found.warnings} {
+		for _, e := range list {
+			if rest, ok := strings.CutPrefix(e.Field, "spec."); ok {
+				e.Field = "spec.template.spec." + rest
+			} else if strings.HasPrefix(e.Field, "metadata.") {
+				e.Field = "spec.template." + e.Field
+			}
 		}
 	}
 	// The controllers leave these out of the VMIs they create (only the
@@ -128,14 +183,14 @@ func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTe
 	// unseen.
 	for _, k := range v1.ReservedVMILabels() {
 		if _, ok := tmpl.ObjectMeta.Labels[k]; ok {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "template", "metadata", "labels").Key(k), "reserved to KubeVirt's components: a VirtualMachineInstance gets it from them, not from its template"))
+			found.errs = append(found.errs, field.Forbidden(field.NewPath("spec", "template", "metadata", "labels").Key(k), "reserved to KubeVirt's components: a VirtualMachineInstance gets it from them, not from its template"))
 		}
 	}
-	return errs
+	return found
 }
 
 // admit decodes an AdmissionReview, validates its object and answers.
-func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, error)) http.HandlerFunc {
+func admit(validate func(ctx context.Context, raw []byte) (findings, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
@@ -148,30 +203,55 @@ func admit(validate func(ctx context.Context, raw []byte) (field.ErrorList, erro
 			return
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		op := review.Request.Operation
-		if op == admissionv1.Create || op == admissionv1.Update && specChanged(review.Request.OldObject.Raw, review.Request.Object.Raw) {
-			errs, err := validate(r.Context(), review.Request.Object.Raw)
+		req := review.Request
+		if op := req.Operation; op == admissionv1.Create || op == admissionv1.Update && specChanged(req.OldObject.Raw, req.Object.Raw) {
+			found, err := validate(r.Context(), req.Object.Raw)
+			object := objectRef(req)
 			switch {
 			case err != nil:
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-					Message: fmt.Sprintf("decoding %s %s/%s: %v", review.Request.Kind.Kind, review.Request.Namespace, review.Request.Name, err)}
-			case domainxml.OnlyUnsupported(errs):
-				// Valid, but vmkit cannot run it yet: admitted (a KubeVirt
-				// manifest applies), with a warning per field; the VMI
-				// controller reports the same fields on the VMI.
-				for _, e := range errs {
-					resp.Warnings = append(resp.Warnings, e.Error())
+					Message: fmt.Sprintf("decoding %s: %v", object, err)}
+			case len(found.errs) == 0 || domainxml.OnlyUnsupported(found.errs):
+				// Valid, or valid but vmkit cannot run it yet: admitted (a
+				// KubeVirt manifest applies), with a warning per field; the
+				// VMI controller reports the same fields on the VMI.
+				for _, e := range append(found.errs, found.warnings...) {
+					resp.Warnings = append(resp.Warnings, object+": "+e.Error())
 				}
-			case len(errs) > 0:
+			default:
 				resp.Allowed = false
 				resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-					Message: errs.ToAggregate().Error()}
+					Message: object + ": " + found.errs.ToAggregate().Error()}
 			}
 		}
 		review.Response, review.Request = resp, nil
 		writeJSON(w, http.StatusOK, review)
 	}
+}
+
+// objectRef names the object under review, "VirtualMachine default/testvm",
+// or, created with a generated name, "VirtualMachine default/testvm-*".
+func objectRef(req *admissionv1.AdmissionRequest) string {
+	name := req.Name
+	if name == "" {
+		var obj struct {
+			Metadata struct {
+				Name         string `json:"name"`
+				GenerateName string `json:"generateName"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(req.Object.Raw, &obj) // undecodable: validate says so
+		name = obj.Metadata.Name
+		if name == "" && obj.Metadata.GenerateName != "" {
+			name = obj.Metadata.GenerateName + "*"
+		}
+	}
+	kind := req.Kind.Kind
+	if kind == "" {
+		kind = "object"
+	}
+	return kind + " " + path.Join(req.Namespace, name)
 }
 
 // gated reports what the cluster's feature gates do not allow, and the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -32,9 +33,19 @@ func reviewWith(t *testing.T, cfg AdmissionConfig, path string, op admissionv1.O
 	if err != nil {
 		t.Fatal(err)
 	}
+	var kind string
+	switch obj.(type) {
+	case *v1.VirtualMachineInstance:
+		kind = "VirtualMachineInstance"
+	case *v1.VirtualMachine:
+		kind = "VirtualMachine"
+	case *v1.VirtualMachineInstanceReplicaSet:
+		kind = "VirtualMachineInstanceReplicaSet"
+	}
 	in := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{UID: "req-1", Operation: op, Object: runtime.RawExtension{Raw: raw},
+			Kind:      metav1.GroupVersionKind{Group: v1.GroupName, Version: "v1", Kind: kind},
 			OldObject: runtime.RawExtension{Raw: []byte(`{"spec":{"old":true}}`)}, Namespace: "ns", Name: "vm"},
 	}
 	body, _ := json.Marshal(in)
@@ -64,6 +75,8 @@ func TestAdmission(t *testing.T) {
 	good := runnableSpec()
 	bad := runnableSpec()
 	bad.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+	limitOnly := runnableSpec()
+	limitOnly.Domain.Resources = v1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
 	probeless := runnableSpec()
 	two := int32(2)
 	probeless.ReadinessProbe = &v1.Probe{PeriodSeconds: &two}
@@ -86,6 +99,7 @@ func TestAdmission(t *testing.T) {
 		wantField string // "" means allowed
 	}{
 		{"runnable VMI", ValidateVMIPath, admissionv1.Create, vmi(good), ""},
+		{"VMI with a memory limit only, the request by default", ValidateVMIPath, admissionv1.Create, vmi(limitOnly), ""},
 		{"VMI with an unknown bus", ValidateVMIPath, admissionv1.Create, vmi(bad), "spec.domain.devices.disks[0].disk.bus"},
 		{"runnable VM", ValidateVMPath, admissionv1.Create, vm(good), ""},
 		{"VM template with an unknown bus, on update", ValidateVMPath, admissionv1.Update, vm(bad), "spec.template.spec.domain.devices.disks[0].disk.bus"},
@@ -119,6 +133,9 @@ func TestAdmission(t *testing.T) {
 			}
 			if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity || !strings.Contains(resp.Result.Message, tc.wantField) {
 				t.Fatalf("response %+v, want a 422 naming %s", resp.Result, tc.wantField)
+			}
+			if object := reflect.TypeOf(tc.obj).Elem().Name() + " ns/"; !strings.HasPrefix(resp.Result.Message, object) {
+				t.Fatalf("message %q does not start with the object, %s...", resp.Result.Message, object)
 			}
 		})
 	}
@@ -171,6 +188,61 @@ func TestAdmissionWarnsOfUnsupported(t *testing.T) {
 	resp = review(t, ValidateVMIPath, admissionv1.Create, &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec})
 	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "spec.domain.resources.requests.memory") {
 		t.Fatalf("a spec without memory was admitted or not named: %+v", resp.Result)
+	}
+}
+
+// A VMI or VM asking for more vCPUs than a node runs (513 sockets, a
+// maxSockets to grow beyond 512, 600 CPUs without a topology) is admitted,
+// as KubeVirt's webhook admits it (its launcher pod then stays
+// unscheduled), with a warning naming the object and the field; the same
+// spec with a mistake besides is refused for that mistake, and sockets
+// above maxSockets are refused, as by KubeVirt.
+func TestAdmissionAdmitsMoreVCPUsThanANode(t *testing.T) {
+	vmi := func(mutate func(*v1.VirtualMachineInstanceSpec)) *v1.VirtualMachineInstance {
+		spec := runnableSpec()
+		mutate(&spec)
+		return &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: spec}
+	}
+	for _, tc := range []struct {
+		name        string
+		vmi         *v1.VirtualMachineInstance
+		wantWarning string // the field a warning names; "" when refused
+		wantRefused string // the field the refusal names
+	}{
+		{"513 sockets", vmi(func(s *v1.VirtualMachineInstanceSpec) { s.Domain.CPU = &v1.CPU{Sockets: 513} }), "spec.domain.cpu", ""},
+		{"2 sockets that may grow to 1024", vmi(func(s *v1.VirtualMachineInstanceSpec) { s.Domain.CPU = &v1.CPU{Sockets: 2, MaxSockets: 1024} }), "spec.domain.cpu.maxSockets", ""},
+		{"600 CPUs requested without a topology", vmi(func(s *v1.VirtualMachineInstanceSpec) {
+			s.Domain.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("600")
+		}), "spec.domain.cpu", ""},
+		{"513 sockets and an unknown bus", vmi(func(s *v1.VirtualMachineInstanceSpec) {
+			s.Domain.CPU = &v1.CPU{Sockets: 513}
+			s.Domain.Devices.Disks[0].Disk.Bus = "floppy"
+		}), "", "spec.domain.devices.disks[0].disk.bus"},
+		{"4 sockets with maxSockets 2", vmi(func(s *v1.VirtualMachineInstanceSpec) { s.Domain.CPU = &v1.CPU{Sockets: 4, MaxSockets: 2} }), "", "spec.domain.cpu.sockets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := review(t, ValidateVMIPath, admissionv1.Create, tc.vmi)
+			if tc.wantRefused != "" {
+				if resp.Allowed || !strings.Contains(resp.Result.Message, tc.wantRefused) || strings.Contains(resp.Result.Message, "512") {
+					t.Fatalf("allowed %v, %+v: want refused naming %s and not the vCPU count", resp.Allowed, resp.Result, tc.wantRefused)
+				}
+				return
+			}
+			if !resp.Allowed {
+				t.Fatalf("refused: %+v", resp.Result)
+			}
+			if len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], "VirtualMachineInstance ns/vm: "+tc.wantWarning+": ") ||
+				!strings.Contains(resp.Warnings[0], "more than the supported 512") || !strings.Contains(resp.Warnings[0], "InvalidSpec") {
+				t.Fatalf("warnings %q, want one naming VirtualMachineInstance ns/vm, %s, the 512 vCPUs a node runs and the InvalidSpec the VMI will show", resp.Warnings, tc.wantWarning)
+			}
+		})
+	}
+	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyHalted),
+		Template:    &v1.VirtualMachineInstanceTemplateSpec{Spec: vmi(func(s *v1.VirtualMachineInstanceSpec) { s.Domain.CPU = &v1.CPU{Sockets: 513} }).Spec}}}
+	resp := review(t, ValidateVMPath, admissionv1.Create, vm)
+	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], "VirtualMachine ns/vm: spec.template.spec.domain.cpu: ") {
+		t.Fatalf("VM with 513 sockets: allowed %v %+v, warnings %q; want admitted with a warning naming VirtualMachine ns/vm and spec.template.spec.domain.cpu", resp.Allowed, resp.Result, resp.Warnings)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,6 +315,22 @@ func TestAggregatedAPI(t *testing.T) {
 	if _, err := kv.KubevirtV1().VirtualMachineInstances("default").Create(ctx, good, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("creating a runnable VMI through the webhook: %v", err)
 	}
+	// 513 sockets: admitted, as KubeVirt admits them, with a warning the
+	// client sees naming the VMI and the field.
+	warned := &warningRecorder{}
+	warnCfg := rest.CopyConfig(env.Config)
+	warnCfg.WarningHandler = warned
+	kvWarned, err := versioned.NewForConfig(warnCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "large", Namespace: "default"}, Spec: runnableSpec()}
+	large.Spec.Domain.CPU = &v1.CPU{Sockets: 513}
+	if _, err := kvWarned.KubevirtV1().VirtualMachineInstances("default").Create(ctx, large, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("creating a VMI with 513 sockets through the webhook: %v, want it admitted as KubeVirt admits it", err)
+	} else if w := warned.all(); len(w) != 1 || !strings.HasPrefix(w[0], "VirtualMachineInstance default/large: spec.domain.cpu: ") {
+		t.Errorf("creating a VMI with 513 sockets: warnings %q, want one naming VirtualMachineInstance default/large and spec.domain.cpu", w)
+	}
 
 	testPresetWebhook(t, ctx, env.Kube, kv, strategy, port, certPEM)
 }
@@ -417,6 +434,24 @@ func testPresetWebhook(t *testing.T, ctx context.Context, kube kubernetes.Interf
 		}
 		time.Sleep(200 * time.Millisecond) // the informer sees the new preset asynchronously
 	}
+}
+
+// warningRecorder keeps the API server's warnings.
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen)
 }
 
 func mustRequest(t *testing.T, method, url string) *http.Request {

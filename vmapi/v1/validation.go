@@ -267,13 +267,19 @@ func validateHugepages(domainPath *field.Path, domain *DomainSpec) field.ErrorLi
 	return nil
 }
 
-// validateCPU checks the CPU model is a single word and feature names are
-// set and unique.
+// validateCPU checks sockets do not exceed maxSockets (KubeVirt's rule), the
+// CPU model is a single word and feature names are set and unique. How many
+// vCPUs the topology makes is not bounded here: KubeVirt admits any count
+// (a node that cannot hold them leaves the VMI unscheduled).
 func validateCPU(cpuPath *field.Path, cpu *CPU) field.ErrorList {
 	if cpu == nil {
 		return nil
 	}
 	var errs field.ErrorList
+	if cpu.MaxSockets != 0 && cpu.Sockets > cpu.MaxSockets {
+		errs = append(errs, field.Invalid(cpuPath.Child("sockets"), cpu.Sockets,
+			fmt.Sprintf("must not exceed %s (%d), the sockets the guest can grow to", cpuPath.Child("maxSockets"), cpu.MaxSockets)))
+	}
 	if cpu.Model != "" && (strings.TrimSpace(cpu.Model) == "" || strings.ContainsAny(cpu.Model, " \t\r\n")) {
 		errs = append(errs, field.Invalid(cpuPath.Child("model"), cpu.Model, "must be host-model, host-passthrough or a libvirt CPU model name, without spaces"))
 	}

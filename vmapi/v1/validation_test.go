@@ -256,6 +256,18 @@ func TestValidateVirtualMachineInstance(t *testing.T) {
 		{name: "blank CPU model", mutate: func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Domain.CPU = &v1.CPU{Model: " "}
 		}, want: []fieldError{{invalid, "spec.domain.cpu.model"}}},
+		// KubeVirt refuses more sockets than maxSockets, and admits any
+		// number of vCPUs: a node that cannot hold them leaves the VMI
+		// unscheduled (vmkit's: Pending, InvalidSpec).
+		{name: "sockets above maxSockets", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.CPU = &v1.CPU{Sockets: 4, MaxSockets: 2}
+		}, want: []fieldError{{invalid, "spec.domain.cpu.sockets"}}},
+		{name: "sockets up to maxSockets", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.CPU = &v1.CPU{Sockets: 2, MaxSockets: 2}
+		}},
+		{name: "513 sockets", mutate: func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Domain.CPU = &v1.CPU{Sockets: 513, Cores: 2, MaxSockets: 1024}
+		}},
 		{name: "CPU model with spaces", mutate: func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Domain.CPU = &v1.CPU{Model: "host model"}
 		}, want: []fieldError{{invalid, "spec.domain.cpu.model"}}},
