@@ -82,6 +82,7 @@ func FuzzRESTRoutes(f *testing.F) {
 		{"GET", "/v1/namespaces//virtualmachineinstances//guestosinfo"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/" + strings.Repeat("a", 300) + "/unpause"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/softreboot"},
+		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/stopped/reset"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/running/freeze"},
 		{"PUT", "/v1/namespaces/ns/virtualmachineinstances/stopped/unfreeze"},
 		{"GET", "/v1/namespaces/ns/virtualmachineinstances/running/portforward/22"},

@@ -57,6 +57,23 @@ func (a *Agent) serveSoftReboot(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// serveReset resets the guest at once, as KubeVirt's virt-handler does:
+// without asking it, whatever its guest agent and ACPI, running or paused
+// (a paused guest stays paused). It records KubeVirt's Normal event Reset.
+func (a *Agent) serveReset(w http.ResponseWriter, r *http.Request) {
+	vmi, c, ok := a.vmiOf(w, r, nil)
+	if !ok {
+		return
+	}
+	if _, err := c.Reset(r.Context()); err != nil {
+		a.metrics.launcherErrors.WithLabelValues("reset").Inc()
+		writeLauncherError(w, err)
+		return
+	}
+	a.recorder.Eventf(vmi, corev1.EventTypeNormal, "Reset", "VirtualMachineInstance reset")
+	w.WriteHeader(http.StatusOK)
+}
+
 // serveFreeze freezes the guest's file systems through the guest agent;
 // the optional body, KubeVirt's v1.FreezeUnfreezeTimeout, has the launcher
 // thaw them after unfreezeTimeout unless an unfreeze comes first.

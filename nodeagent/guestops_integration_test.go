@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 // The REST API's guest agent operations on a real guest (TestGuestAgent's,
-// with qemu-ga): freeze and unfreeze, and a soft reboot.
+// with qemu-ga): freeze and unfreeze, and a soft reboot; and a reset, which
+// needs no agent.
 
 // request sends a request for the VMI's subresource through the agent's
 // REST API and returns the status code and body.
@@ -117,4 +119,43 @@ func (n *testNode) testSoftReboot(t *testing.T, name string) {
 		}
 	}
 	t.Logf("PUT softreboot → %s on the console again in %v", guestMarker, time.Since(rebooted).Round(time.Millisecond))
+}
+
+// testReset resets the guest through the REST API and waits for it to
+// boot again on the console; the VMI stays Running, the same instance.
+func (n *testNode) testReset(t *testing.T, name string) {
+	ctx := context.Background()
+	before, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(n.agentServer.URL, "http://", "ws://", 1) +
+		fmt.Sprintf("/v1/namespaces/%s/virtualmachineinstances/%s/console", n.ns, name)
+	ws, err := websocket.Dial(url, "", "http://localhost/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	reset := time.Now()
+	if code, body := n.request(t, "PUT", name, "reset", ""); code != http.StatusOK {
+		t.Fatalf("PUT reset: %d %s", code, body)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var out []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(out, []byte(guestMarker)) {
+		k, err := ws.Read(buf)
+		out = append(out, buf[:k]...)
+		if err != nil {
+			t.Fatalf("console after the reset: %v; read: %q", err, out)
+		}
+	}
+	t.Logf("PUT reset → %s on the console again in %v", guestMarker, time.Since(reset).Round(time.Millisecond))
+	after, err := n.client.KubevirtV1().VirtualMachineInstances(n.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID || after.Status.Phase != v1.Running {
+		t.Errorf("after the reset: VMI %s %s, want %s still Running", after.UID, after.Status.Phase, before.UID)
+	}
 }

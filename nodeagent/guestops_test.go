@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -191,6 +192,93 @@ func TestSoftReboot(t *testing.T) {
 		if tc.name != "the agent stopped answering" && reboots() != before {
 			t.Errorf("%s: the hypervisor was asked to reboot", tc.name)
 		}
+	}
+}
+
+// TestReset: the REST API resets the guest whatever its guest agent and
+// ACPI, running or paused, with KubeVirt's Normal event Reset; the
+// hypervisor's failure is a 500 naming the VMI, and VMIs that are not
+// running, or not on this node, are refused before the launcher is asked.
+func TestReset(t *testing.T) {
+	f := newRESTFixture(t)
+	resets := func() int { return strings.Count(strings.Join(f.h.Calls(), ","), "Reset ns_vm1") }
+	state := func() hypervisor.State {
+		st, err := f.h.State(context.Background(), "ns_vm1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.State
+	}
+
+	// ACPI off and no agent do not matter: the guest is not asked.
+	f.update(func(vmi *v1.VirtualMachineInstance) {
+		vmi.Spec.Domain.Features = &v1.Features{ACPI: v1.FeatureState{Enabled: v1.BoolPtr(false)}}
+	})
+	if code, body := f.do("PUT", "vm1", "reset", ""); code != http.StatusOK {
+		t.Fatalf("reset: %d %s", code, body)
+	}
+	if n, st := resets(), state(); n != 1 || st != hypervisor.StateRunning {
+		t.Errorf("after the reset: %d resets, domain %s; want 1, Running: %v", n, st, f.h.Calls())
+	}
+	wantEvent := func(step string) {
+		t.Helper()
+		select {
+		case e := <-f.rec.Events:
+			if e != "Normal Reset VirtualMachineInstance reset" {
+				t.Errorf("%s: event %q, want KubeVirt's Normal Reset", step, e)
+			}
+		default:
+			t.Errorf("%s: no Reset event", step)
+		}
+	}
+	wantEvent("reset")
+
+	// A paused guest is reset and stays paused, as in KubeVirt.
+	if code, body := f.do("PUT", "vm1", "pause", ""); code != http.StatusOK {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	f.update(func(vmi *v1.VirtualMachineInstance) {
+		vmi.Status.Conditions = []v1.VirtualMachineInstanceCondition{{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue}}
+	})
+	if code, body := f.do("PUT", "vm1", "reset", ""); code != http.StatusOK {
+		t.Fatalf("reset of the paused VMI: %d %s", code, body)
+	}
+	if n, st := resets(), state(); n != 2 || st != hypervisor.StatePaused {
+		t.Errorf("after the paused reset: %d resets, domain %s; want 2, Paused", n, st)
+	}
+	wantEvent("paused reset")
+
+	for _, tc := range []struct {
+		name     string
+		vmi      string
+		setup    func()
+		wantCode int
+		wantMsg  string
+		asked    bool // the hypervisor was asked to reset
+	}{
+		{"the hypervisor fails", "vm1", func() { f.h.FailNext("Reset", errors.New("QEMU is wedged")) },
+			http.StatusInternalServerError, "reset VMI ns/vm1: QEMU is wedged", true},
+		{"on another node", "elsewhere", func() {}, http.StatusNotFound, "does not run on node node01", false},
+		{"unknown", "nope", func() {}, http.StatusNotFound, "does not run on node node01", false},
+		{"not running", "vm1", func() {
+			f.update(func(vmi *v1.VirtualMachineInstance) { vmi.Status.Phase = v1.Succeeded })
+		}, http.StatusConflict, "VirtualMachineInstance ns/vm1 is not running (phase Succeeded)", false},
+	} {
+		tc.setup()
+		before := resets()
+		code, body := f.do("PUT", tc.vmi, "reset", "")
+		var e apiError
+		if err := json.Unmarshal([]byte(body), &e); err != nil || code != tc.wantCode || !strings.Contains(e.Message, tc.wantMsg) || e.Code != code {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, code, body, tc.wantCode, tc.wantMsg)
+		}
+		if asked := resets() != before; asked != tc.asked {
+			t.Errorf("%s: the hypervisor was asked to reset: %v, want %v", tc.name, asked, tc.asked)
+		}
+	}
+	select {
+	case e := <-f.rec.Events:
+		t.Errorf("event %q after the refused resets, want none", e)
+	default:
 	}
 }
 

@@ -664,7 +664,8 @@ func TestNodeLifecycle(t *testing.T) {
 // (localnode.AgentInitramfs from hack/make-guest.sh): the VMI gets
 // AgentConnected, guestOSInfo from the guest's os-release and kernel, and
 // the REST API answers guestosinfo, userlist and filesystemlist, freezes
-// and thaws the guest's file systems and soft-reboots it through the agent.
+// and thaws the guest's file systems and soft-reboots it through the agent,
+// and resets it.
 func TestGuestAgent(t *testing.T) {
 	initrd := filepath.Join(filepath.Dir(testenv.RequireGuest(t).Kernel), localnode.AgentInitramfs)
 	if fi, err := os.Stat(initrd); err != nil || fi.Size() == 0 {
@@ -739,6 +740,7 @@ func TestGuestAgent(t *testing.T) {
 
 	t.Run("FreezeUnfreeze", func(t *testing.T) { n.testFreeze(t, name) })
 	t.Run("SoftReboot", func(t *testing.T) { n.testSoftReboot(t, name) })
+	t.Run("Reset", func(t *testing.T) { n.testReset(t, name) })
 
 	patch := []byte(`{"spec":{"runStrategy":"Halted"}}`)
 	if _, err := n.client.KubevirtV1().VirtualMachines(n.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

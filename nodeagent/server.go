@@ -33,6 +33,9 @@ const APIPrefix = "/v1"
 //	                  while AgentConnected is True, else with the ACPI power
 //	                  button; 409 "VMI is paused", 409 "VMI neither have the
 //	                  agent connected nor the ACPI feature enabled"
+//	PUT .../reset     reset the guest at once (libvirt's virDomainReset):
+//	                  it boots again in the same QEMU process; a paused
+//	                  guest is reset and stays paused
 //	PUT .../freeze    freeze the guest's file systems through the guest
 //	                  agent; optional body {"unfreezeTimeout": "5m"}
 //	                  (v1.FreezeUnfreezeTimeout): thaw them after that long
@@ -65,6 +68,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("PUT "+p+"pause", a.serveLifecycle("pause"))
 	mux.HandleFunc("PUT "+p+"unpause", a.serveLifecycle("unpause"))
 	mux.HandleFunc("PUT "+p+"softreboot", a.serveSoftReboot)
+	mux.HandleFunc("PUT "+p+"reset", a.serveReset)
 	mux.HandleFunc("PUT "+p+"freeze", a.serveFreeze)
 	mux.HandleFunc("PUT "+p+"unfreeze", a.serveUnfreeze)
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
