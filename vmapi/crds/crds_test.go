@@ -15,9 +15,10 @@ import (
 // kubevirt/kubevirt's pkg/virt-operator/resource/generate/components/crds.go
 // (NewVirtualMachineCrd, NewVirtualMachineInstanceCrd, NewReplicaSetCrd,
 // NewVirtualMachineInstanceMigrationCrd, NewKubeVirtCrd, NewPresetCrd,
-// NewVirtualMachinePoolCrd and the four instance type CRDs; read at commit
-// 0523d9b0e928b7f4acc5954ee0fba77e2b61f1f4), the instance type plurals and
-// singulars from staging/src/kubevirt.io/api/instancetype/register.go.
+// NewVirtualMachinePoolCrd and the four instance type CRDs; the same names in
+// v1.8.4 and on main at d923fdb815cd2016ddaebdaaa51db04133576d72), the
+// instance type plurals and singulars from
+// staging/src/kubevirt.io/api/instancetype/register.go.
 // Every kubevirt.io kind is in the category all and in no other: a category
 // kubevirt would make `kubectl get kubevirt` list VMs and VMIs, and `kubectl
 // patch kubevirt kubevirt` fail with "you must specify only one resource".
