@@ -11,7 +11,7 @@
 //	PUT virtualmachines/{name}/migrate    create a VirtualMachineInstanceMigration
 //	GET virtualmachines/{name}/expand-spec the VM as its instance would run
 //	PUT virtualmachines/{name}/addvolume, removevolume: 400, no hotplug yet
-//	PUT virtualmachineinstances/{name}/pause, unpause, softreboot, freeze, unfreeze
+//	PUT virtualmachineinstances/{name}/pause, unpause, softreboot, reset, freeze, unfreeze
 //	GET virtualmachineinstances/{name}/guestosinfo, userlist, filesystemlist
 //	GET virtualmachineinstances/{name}/console, vnc, portforward/{port}[/{protocol}]
 //	    WebSockets (subprotocol plain.kubevirt.io) proxied to the node agent
@@ -36,10 +36,10 @@
 // may do what. Discovery and health are served without authentication, as
 // the aggregator's availability check needs them.
 //
-// Operations on a running guest (pause, consoles, guest agent queries) are
-// forwarded to the node agent of the VMI's node over TLS with virt-api's
-// own client certificate (the installation's kubevirt-virt-handler-certs);
-// users never see that certificate. Certificates are read from files when
-// used, so the kubelet's update of a mounted Secret rotates them without a
-// restart.
+// Operations on a running guest (pause, reset, consoles, guest agent
+// queries) are forwarded to the node agent of the VMI's node over TLS with
+// virt-api's own client certificate (the installation's
+// kubevirt-virt-handler-certs); users never see that certificate.
+// Certificates are read from files when used, so the kubelet's update of a
+// mounted Secret rotates them without a restart.
 package virtapi

@@ -93,6 +93,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+vmi+"pause", s.vmiPut("pause", checkPause))
 	mux.HandleFunc("PUT "+vmi+"unpause", s.vmiPut("unpause", checkUnpause))
 	mux.HandleFunc("PUT "+vmi+"softreboot", s.vmiPut("softreboot", checkSoftReboot))
+	mux.HandleFunc("PUT "+vmi+"reset", s.vmiPut("reset", checkReset))
 	mux.HandleFunc("PUT "+vmi+"freeze", s.freezeVMI("freeze"))
 	mux.HandleFunc("PUT "+vmi+"unfreeze", s.freezeVMI("unfreeze"))
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {

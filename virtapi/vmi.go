@@ -151,7 +151,8 @@ func (s *Server) vmiPut(sub string, check func(*v1.VirtualMachineInstance) error
 	}
 }
 
-// KubeVirt's checks before pause, unpause and soft reboot, with its messages.
+// KubeVirt's checks before pause, unpause, soft reboot and reset, with its
+// messages.
 func checkPause(vmi *v1.VirtualMachineInstance) error {
 	switch {
 	case vmi.Status.Phase != v1.Running:
@@ -182,6 +183,21 @@ func checkSoftReboot(vmi *v1.VirtualMachineInstance) error {
 		return conflict(vmiResource, vmi.Name, "VMI is paused")
 	}
 	return nil
+}
+
+// checkReset is KubeVirt's answer to a reset of a VMI that is neither
+// Running nor Scheduled: 400 with its message (KubeVirt has no check of its
+// own for reset; its connection to virt-handler refuses). A Scheduled VMI
+// goes to the node agent, which answers 409 unless it runs by then. The
+// Status's details name the VMI.
+func checkReset(vmi *v1.VirtualMachineInstance) error {
+	if vmi.Status.Phase == v1.Running || vmi.Status.Phase == v1.Scheduled {
+		return nil
+	}
+	err := apierrors.NewBadRequest(fmt.Sprintf("Failed to reset non-running VMI with phase %s: Unable to connect to VirtualMachineInstance because phase is %s instead of %s or %s",
+		vmi.Status.Phase, vmi.Status.Phase, v1.Running, v1.Scheduled))
+	err.ErrStatus.Details = &metav1.StatusDetails{Name: vmi.Name, Group: vmiResource.Group, Kind: vmiResource.Resource}
+	return err
 }
 
 func (s *Server) freezeVMI(op string) http.HandlerFunc {
