@@ -144,6 +144,7 @@ func TestUserClusterRoles(t *testing.T) {
 		{sub, "virtualmachineinstances/pause", "update", true},
 		{sub, "virtualmachineinstances/unpause", "update", true},
 		{sub, "virtualmachineinstances/softreboot", "update", true},
+		{sub, "virtualmachineinstances/reset", "update", true},
 		{sub, "virtualmachineinstances/console", "get", true},
 		{sub, "virtualmachineinstances/vnc", "get", true},
 		{sub, "virtualmachineinstances/portforward", "get", true},
@@ -180,6 +181,7 @@ func TestUserClusterRoles(t *testing.T) {
 		{sub, "virtualmachineinstances/console", "get", false},
 		{sub, "virtualmachineinstances/vnc", "get", false},
 		{sub, "virtualmachines/start", "update", false},
+		{sub, "virtualmachineinstances/reset", "update", false},
 		{kv, "virtualmachines", "create", false},
 		{kv, "virtualmachines", "update", false},
 	})
