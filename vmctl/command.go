@@ -85,7 +85,7 @@ type cli struct {
 
 // NewCommand returns vmctl's root command: KubeVirt's virtctl commands
 // (start, stop, restart, migrate, expand, pause, unpause, soft-reboot,
-// guestosinfo, userlist, fslist, console, vnc, port-forward, ssh, scp,
+// reset, guestosinfo, userlist, fslist, console, vnc, port-forward, ssh, scp,
 // expose, version) on kubectl's connection flags, with shell completion
 // ("completion bash|zsh|fish|powershell"), and "containerdisk push|build",
 // which wraps a disk image file as a container disk image (package
@@ -144,7 +144,7 @@ takes.`,
 
 	root.AddCommand(
 		c.startCommand(), c.stopCommand(), c.restartCommand(), c.migrateCommand(), c.expandCommand(),
-		c.pauseCommand("pause"), c.pauseCommand("unpause"), c.softRebootCommand(),
+		c.pauseCommand("pause"), c.pauseCommand("unpause"), c.softRebootCommand(), c.resetCommand(),
 		c.guestQueryCommand("guestosinfo"), c.guestQueryCommand("userlist"), c.guestQueryCommand("fslist"),
 		c.consoleCommand(), c.vncCommand(), c.portForwardCommand(), c.sshCommand(), c.scpCommand(),
 		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(),

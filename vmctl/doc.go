@@ -17,6 +17,7 @@
 //	expand --vm VM [-o yaml|json]             GET virtualmachines/{name}/expand-spec
 //	pause|unpause vm|vmi NAME [--dry-run]     PUT virtualmachineinstances/{name}/pause|unpause
 //	soft-reboot VMI                           PUT virtualmachineinstances/{name}/softreboot
+//	reset VMI                                 PUT virtualmachineinstances/{name}/reset
 //	guestosinfo|userlist|fslist VMI           GET virtualmachineinstances/{name}/guestosinfo|userlist|filesystemlist
 //	console VMI [--timeout MIN]               the serial console (WebSocket), raw terminal, Ctrl+] ends
 //	vnc VMI [--proxy-only] [--port N]         the VNC display on a local port ({"port":N} with --proxy-only)
@@ -35,7 +36,7 @@
 // Subresources is the client of the subresource API
 // (subresources.kubevirt.io/v1, served by virt-api through the Kubernetes
 // API server's aggregation layer) built from a *rest.Config: Start, Stop,
-// Restart, Migrate, ExpandSpec, Pause, Unpause, SoftReboot, Freeze,
+// Restart, Migrate, ExpandSpec, Pause, Unpause, SoftReboot, Reset, Freeze,
 // Unfreeze, GuestOSInfo, UserList, FileSystemList, Version, and Stream,
 // which opens the console, VNC and port-forward WebSockets (subprotocol
 // plain.kubevirt.io, binary messages of raw bytes) with the rest.Config's

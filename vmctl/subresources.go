@@ -175,6 +175,13 @@ func (s *Subresources) SoftReboot(ctx context.Context, namespace, name string) e
 	return s.do(ctx, http.MethodPut, vmiPath(namespace, name, "softreboot"), nil, nil)
 }
 
+// Reset resets the guest of VirtualMachineInstance namespace/name at once,
+// like a computer's reset button (PUT .../virtualmachineinstances/{name}/reset,
+// no body).
+func (s *Subresources) Reset(ctx context.Context, namespace, name string) error {
+	return s.do(ctx, http.MethodPut, vmiPath(namespace, name, "reset"), nil, nil)
+}
+
 // Freeze freezes the guest's file systems through its guest agent; they
 // thaw by themselves after unfreezeTimeout unless Unfreeze comes first
 // (PUT .../virtualmachineinstances/{name}/freeze).

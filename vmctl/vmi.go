@@ -13,7 +13,7 @@ import (
 )
 
 // The operations on running VirtualMachineInstances: pause, unpause, soft
-// reboot and the guest agent queries.
+// reboot, reset and the guest agent queries.
 
 const (
 	kindVM  = "vm"
@@ -121,6 +121,29 @@ func (c *cli) softRebootCommand() *cobra.Command {
 				return fmt.Errorf("error soft rebooting VirtualMachineInstance %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "VMI %s was scheduled to soft-reboot\n", args[0])
+			return nil
+		},
+	}
+}
+
+// resetCommand is virtctl's reset: a hard reset of the guest.
+func (c *cli) resetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:               "reset (VMI)",
+		Short:             "Reset a virtual machine instance.",
+		Long:              "Resets the guest at once, like a computer's reset button: it boots again without shutting down; it needs neither a guest agent nor ACPI.",
+		Example:           c.example("  # Reset a virtual machine instance called 'myvmi':\n  %[1]s reset myvmi"),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeNames(kindVMI, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, ns, err := c.subresources()
+			if err != nil {
+				return err
+			}
+			if err := s.Reset(contextOf(cmd), ns, args[0]); err != nil {
+				return fmt.Errorf("error resetting VirtualMachineInstance %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "VMI %s was scheduled to reset\n", args[0])
 			return nil
 		},
 	}
