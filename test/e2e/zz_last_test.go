@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,7 @@ func pushNextRelease(t *testing.T, src, dst string) {
 	_ = tw.WriteHeader(&tar.Header{Name: "etc/vmkit-release", Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
 	_, _ = tw.Write(content)
 	_ = tw.Close()
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
