@@ -70,3 +70,49 @@ func Validate(vmi *v1.VirtualMachineInstance, emulation bool) field.ErrorList {
 	}
 	return nil
 }
+
+// ValidateAdmission is Validate, except that more vCPUs than vmkit runs
+// (more than 512) are a warning, not an error: KubeVirt's webhook admits any
+// count (sockets × cores × threads, maxSockets × cores × threads, or the
+// CPU request without a topology) and its launcher pod then stays
+// unscheduled. The rest of the spec is validated as it would be with one
+// vCPU, so a mistake besides is still refused. virt-api's admission and
+// virt-controller's check before it makes a launcher pod use it, so such a
+// VMI gets its pod and shows ErrorUnschedulable, as on KubeVirt. KubeVirt's own CPU rules
+// (sockets at most maxSockets, ...) are v1 validation's, which sees the
+// spec as it is.
+func ValidateAdmission(vmi *v1.VirtualMachineInstance, emulation bool) (errs, warnings field.ErrorList) {
+	errs = Validate(vmi, emulation)
+	if len(errs) != 1 || !isVCPUCountError(errs[0]) {
+		return errs, nil
+	}
+	one := vmi.DeepCopy()
+	cpu := one.Spec.Domain.CPU
+	if cpu == nil {
+		cpu = &v1.CPU{}
+		one.Spec.Domain.CPU = cpu
+	}
+	cpu.Sockets, cpu.Cores, cpu.Threads, cpu.MaxSockets = 1, 1, 1, 0
+	over := errs[0]
+	what := ": admitted, as KubeVirt admits it, but vmkit's launcher runs at most 512 vCPUs: the VMI gets a launcher pod asking for that many CPUs, which stays unscheduled where no node has them (the VM's printableStatus ErrorUnschedulable, as on KubeVirt) and fails to start where one does"
+	if over.Field == MaxSocketsField {
+		what = ": admitted, as KubeVirt admits it, but vmkit's launcher runs at most 512 vCPUs: the VMI stays Pending (condition Synchronized=False, reason InvalidSpec)"
+	}
+	warning := field.Invalid(field.NewPath(over.Field), field.OmitValueType{}, over.Detail+what)
+	return Validate(one, emulation), field.ErrorList{warning}
+}
+
+// MaxSocketsField is the field ValidateAdmission's warning names when
+// spec.domain.cpu.maxSockets may grow the guest past 512 vCPUs: such a VMI
+// still gets no launcher pod (its CPU request is small, so the pod would
+// schedule and the launcher fail).
+const MaxSocketsField = "spec.domain.cpu.maxSockets"
+
+// isVCPUCountError reports whether e is domainxml's refusal of a vCPU count
+// above what a node runs: an Invalid error on spec.domain.cpu (the count)
+// or spec.domain.cpu.maxSockets (the count it may grow to; maxSockets
+// below sockets is v1 validation's error, on spec.domain.cpu.sockets).
+func isVCPUCountError(e *field.Error) bool {
+	return e.Type == field.ErrorTypeInvalid && !IsUnsupported(e) &&
+		(e.Field == "spec.domain.cpu" || e.Field == MaxSocketsField)
+}

@@ -58,7 +58,7 @@ type AdmissionConfig struct {
 // docs/api-compatibility.md lists what vmkit refuses and KubeVirt admits.
 func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 	check := func(vmi *v1.VirtualMachineInstance) findings {
-		errs, warns := validateVCPUCount(vmi, cfg.Emulation)
+		errs, warns := domainxml.ValidateAdmission(vmi, cfg.Emulation)
 		return findings{errs: append(gated(vmi, cfg.FeatureGates), errs...), warnings: warns}
 	}
 	mux := http.NewServeMux()
@@ -120,41 +120,6 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 // object.
 type findings struct {
 	errs, warnings field.ErrorList
-}
-
-// validateVCPUCount is domainxml.Validate, except that more vCPUs than a
-// node runs are a warning, not an error: KubeVirt's webhook admits any
-// count (sockets × cores × threads, maxSockets × cores × threads, or the
-// CPU request without a topology) and its launcher pod then stays
-// unscheduled. The rest of the spec is validated as it would be with one
-// vCPU, so a mistake besides is still refused. KubeVirt's own CPU rules
-// (sockets at most maxSockets, ...) are v1 validation's, which sees the
-// spec as it is.
-func validateVCPUCount(vmi *v1.VirtualMachineInstance, emulation bool) (errs, warnings field.ErrorList) {
-	errs = domainxml.Validate(vmi, emulation)
-	if len(errs) != 1 || !isVCPUCountError(errs[0]) {
-		return errs, nil
-	}
-	one := vmi.DeepCopy()
-	cpu := one.Spec.Domain.CPU
-	if cpu == nil {
-		cpu = &v1.CPU{}
-		one.Spec.Domain.CPU = cpu
-	}
-	cpu.Sockets, cpu.Cores, cpu.Threads, cpu.MaxSockets = 1, 1, 1, 0
-	over := errs[0]
-	warning := field.Invalid(field.NewPath(over.Field), field.OmitValueType{}, over.Detail+
-		": admitted, as KubeVirt admits it, but no vmkit node runs it: the VirtualMachineInstance stays Pending (condition Synchronized=False, reason InvalidSpec)")
-	return domainxml.Validate(one, emulation), field.ErrorList{warning}
-}
-
-// isVCPUCountError reports whether e is domainxml's refusal of a vCPU count
-// above what a node runs: an Invalid error on spec.domain.cpu (the count)
-// or spec.domain.cpu.maxSockets (the count it may grow to; maxSockets
-// below sockets is v1 validation's error, on spec.domain.cpu.sockets).
-func isVCPUCountError(e *field.Error) bool {
-	return e.Type == field.ErrorTypeInvalid && !domainxml.IsUnsupported(e) &&
-		(e.Field == "spec.domain.cpu" || e.Field == "spec.domain.cpu.maxSockets")
 }
 
 // validateTemplate validates the instance a template starts, with the

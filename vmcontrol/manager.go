@@ -394,7 +394,18 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		Nodes: nodes, HeartbeatTimeout: m.opts.NodeHeartbeatTimeout,
 		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
 		OnPhaseChange: m.metrics.phaseChanged,
-		Validate:      func(v *v1.VirtualMachineInstance) field.ErrorList { return domainxml.Validate(v, emulation) },
+		// As virt-api admits: more vCPUs than vmkit runs still get a
+		// launcher pod, which stays unscheduled (ErrorUnschedulable), as
+		// on KubeVirt.
+		Validate: func(v *v1.VirtualMachineInstance) field.ErrorList {
+			errs, warnings := domainxml.ValidateAdmission(v, emulation)
+			for _, w := range warnings {
+				if w.Field == domainxml.MaxSocketsField {
+					errs = append(errs, w)
+				}
+			}
+			return errs
+		},
 	})
 	if err != nil {
 		return err
