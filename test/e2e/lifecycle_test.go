@@ -224,3 +224,28 @@ func TestOrdinaryStartNoWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorUnschedulable (#43 items 3 and 4): a VM asking for 513 sockets
+// is admitted, as KubeVirt admits it, and its launcher pod, asking for more
+// CPU than the node has, stays unscheduled: printableStatus
+// ErrorUnschedulable and the instance's PodScheduled=False on the VM.
+func TestErrorUnschedulable(t *testing.T) {
+	c := suite.Need(t)
+	vm := tinyVM(t, "vm-513-sockets", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Sockets: 513, Cores: 1, Threads: 1}
+	framework.CreateVM(t, c, vm)
+	suite.WaitFor(t, "VM ErrorUnschedulable", 2*time.Minute, func() (bool, string) {
+		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		scheduled := ""
+		for _, cond := range got.Status.Conditions {
+			if string(cond.Type) == string(corev1.PodScheduled) {
+				scheduled = string(cond.Status) + " " + cond.Reason
+			}
+		}
+		return got.Status.PrintableStatus == v1.VirtualMachineStatusUnschedulable && scheduled == "False Unschedulable",
+			fmt.Sprintf("%s, PodScheduled %q", got.Status.PrintableStatus, scheduled)
+	})
+}
