@@ -20,48 +20,6 @@ import (
 	"github.com/vmkit/vmkit/internal/testenv"
 )
 
-// quickStartVMManifest is the VM of KubeVirt's quick start
-// (kubevirt.io/labs/manifests/vm.yaml), halted: the cluster pulls no
-// image for it.
-const quickStartVMManifest = `apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: testvm
-spec:
-  runStrategy: Halted
-  template:
-    metadata:
-      labels:
-        kubevirt.io/size: small
-        kubevirt.io/domain: testvm
-    spec:
-      domain:
-        devices:
-          disks:
-            - name: containerdisk
-              disk:
-                bus: virtio
-            - name: cloudinitdisk
-              disk:
-                bus: virtio
-          interfaces:
-          - name: default
-            masquerade: {}
-        resources:
-          requests:
-            memory: 64M
-      networks:
-      - name: default
-        pod: {}
-      volumes:
-        - name: containerdisk
-          containerDisk:
-            image: quay.io/kubevirt/cirros-container-disk-demo
-        - name: cloudinitdisk
-          cloudInitNoCloud:
-            userDataBase64: SGkuXG4=
-`
-
 // TestKubeVirtDocumentedCommands runs the kubectl commands of KubeVirt's
 // quick start and user guide against vmkit installed by its operator, with
 // the real kubectl: waiting for the KubeVirt CR, reading its phase and
@@ -97,7 +55,15 @@ func TestKubeVirtDocumentedCommands(t *testing.T) {
 	kubectl.run(t, "Edit cancelled, no changes made", "edit", "kubevirt", cluster.KubeVirtName, "-n", cluster.Namespace)
 
 	manifest := filepath.Join(t.TempDir(), "vm.yaml")
-	if err := os.WriteFile(manifest, []byte(quickStartVMManifest), 0o644); err != nil {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quickStart, err := os.ReadFile(filepath.Join(root, "examples", "vm-quickstart.yaml")) // KubeVirt's, unchanged
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest, quickStart, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kubectl.run(t, "virtualmachine.kubevirt.io/testvm created", "-n", ns, "apply", "-f", manifest)

@@ -171,45 +171,21 @@ spec:
   workloadUpdateStrategy: {}
 `
 
-// quickStartVM is the VM of KubeVirt's quick start (kubevirt.io/labs/manifests/vm.yaml).
-const quickStartVM = `apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: testvm
-spec:
-  runStrategy: Halted
-  template:
-    metadata:
-      labels:
-        kubevirt.io/size: small
-        kubevirt.io/domain: testvm
-    spec:
-      domain:
-        devices:
-          disks:
-            - name: containerdisk
-              disk:
-                bus: virtio
-            - name: cloudinitdisk
-              disk:
-                bus: virtio
-          interfaces:
-          - name: default
-            masquerade: {}
-        resources:
-          requests:
-            memory: 64M
-      networks:
-      - name: default
-        pod: {}
-      volumes:
-        - name: containerdisk
-          containerDisk:
-            image: quay.io/kubevirt/cirros-container-disk-demo
-        - name: cloudinitdisk
-          cloudInitNoCloud:
-            userDataBase64: SGkuXG4=
-`
+// quickStartVM is the VM of KubeVirt's quick start
+// (kubevirt.io/labs/manifests/vm.yaml), as examples/vm-quickstart.yaml
+// holds it unchanged.
+func quickStartVM(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "examples", "vm-quickstart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 // enableFeatureGate is the manifest of KubeVirt's user guide, "Activating
 // and deactivating feature gates".
@@ -241,7 +217,7 @@ func (c *cluster) testKubeVirtDocumentedCommands(t *testing.T) {
 		t.Fatalf("no kubectl beside the control plane binaries (%v); install it with `make test-deps` (hack/setup-k8s.sh)", err)
 	}
 	dir, home := t.TempDir(), t.TempDir()
-	for name, content := range map[string]string{"kubevirt-cr.yaml": kubevirtCR, "vm.yaml": quickStartVM, "enable-feature-gate.yaml": enableFeatureGate,
+	for name, content := range map[string]string{"kubevirt-cr.yaml": kubevirtCR, "vm.yaml": quickStartVM(t), "enable-feature-gate.yaml": enableFeatureGate,
 		// kubectl edit's editor: turn emulation off again.
 		"editor.sh": "#!/bin/sh\nsed -i 's/useEmulation: true/useEmulation: false/' \"$1\"\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
