@@ -1,6 +1,7 @@
 package vmctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -105,34 +106,26 @@ Second argument is the name of the resource.`,
 }
 
 func (c *cli) softRebootCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:               "soft-reboot (VMI)",
-		Short:             "Soft reboot a virtual machine instance.",
-		Long:              "Asks the guest to reboot itself, through its guest agent or an ACPI event.",
-		Example:           c.example("  # Soft reboot a virtual machine instance called 'myvmi':\n  %[1]s soft-reboot myvmi"),
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: c.completeNames(kindVMI, 1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ns, err := c.subresources()
-			if err != nil {
-				return err
-			}
-			if err := s.SoftReboot(contextOf(cmd), ns, args[0]); err != nil {
-				return fmt.Errorf("error soft rebooting VirtualMachineInstance %s: %w", args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "VMI %s was scheduled to soft-reboot\n", args[0])
-			return nil
-		},
-	}
+	return c.vmiActionCommand("soft-reboot", "Soft reboot a virtual machine instance.",
+		"Asks the guest to reboot itself, through its guest agent or an ACPI event.",
+		"Soft reboot", "soft rebooting", (*Subresources).SoftReboot)
 }
 
 // resetCommand is virtctl's reset: a hard reset of the guest.
 func (c *cli) resetCommand() *cobra.Command {
+	return c.vmiActionCommand("reset", "Reset a virtual machine instance.",
+		"Resets the guest at once, like a computer's reset button: it boots again without shutting down; it needs neither a guest agent nor ACPI.",
+		"Reset", "resetting", (*Subresources).Reset)
+}
+
+// vmiActionCommand is a command "<name> (VMI)" that calls one subresource
+// of the VMI (soft-reboot, reset) and says it was scheduled, as virtctl does.
+func (c *cli) vmiActionCommand(name, short, long, exampleVerb, errVerb string, call func(*Subresources, context.Context, string, string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:               "reset (VMI)",
-		Short:             "Reset a virtual machine instance.",
-		Long:              "Resets the guest at once, like a computer's reset button: it boots again without shutting down; it needs neither a guest agent nor ACPI.",
-		Example:           c.example("  # Reset a virtual machine instance called 'myvmi':\n  %[1]s reset myvmi"),
+		Use:               name + " (VMI)",
+		Short:             short,
+		Long:              long,
+		Example:           c.example("  # " + exampleVerb + " a virtual machine instance called 'myvmi':\n  %[1]s " + name + " myvmi"),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeNames(kindVMI, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -140,10 +133,10 @@ func (c *cli) resetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := s.Reset(contextOf(cmd), ns, args[0]); err != nil {
-				return fmt.Errorf("error resetting VirtualMachineInstance %s: %w", args[0], err)
+			if err := call(s, contextOf(cmd), ns, args[0]); err != nil {
+				return fmt.Errorf("error %s VirtualMachineInstance %s: %w", errVerb, args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "VMI %s was scheduled to reset\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "VMI %s was scheduled to %s\n", args[0], name)
 			return nil
 		},
 	}
