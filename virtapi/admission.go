@@ -52,9 +52,8 @@ type AdmissionConfig struct {
 // the object and every field error in the message. What KubeVirt's webhook
 // admits is admitted, with one warning naming the object and the field:
 // fields vmkit cannot honour yet (domainxml.Unsupported: a GPU, a TPM,
-// SR-IOV...), and more vCPUs than a node runs (KubeVirt leaves such a VMI
-// unscheduled; vmkit's VMI controller keeps it Pending, condition
-// Synchronized=False with reason InvalidSpec, naming the field).
+// SR-IOV...), and more vCPUs than vmkit runs (domainxml.ValidateAdmission:
+// the launcher pod stays unscheduled, ErrorUnschedulable, as on KubeVirt).
 // docs/api-compatibility.md lists what vmkit refuses and KubeVirt admits.
 func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 	check := func(vmi *v1.VirtualMachineInstance) findings {
