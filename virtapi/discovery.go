@@ -16,6 +16,7 @@ var subresources = []metav1.APIResource{
 	{Name: "virtualmachines/restart", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachines/migrate", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachines/expand-spec", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"get"}},
+	{Name: "virtualmachines/portforward", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"get"}},
 	{Name: "virtualmachines/addvolume", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachines/removevolume", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachineinstances/console", Namespaced: true, Kind: "VirtualMachineInstance", Verbs: metav1.Verbs{"get"}},

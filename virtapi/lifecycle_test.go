@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -306,4 +307,34 @@ type fixedHandler struct {
 
 func (h fixedHandler) Handler(context.Context, string) (string, *tls.Config, error) {
 	return h.url, h.tls, nil
+}
+
+// TestVMPortForward (#39): KubeVirt's virtctl port-forward, ssh and scp to
+// vm/NAME call virtualmachines/{name}/portforward/{port}[/{protocol}]; it
+// reaches the node agent of the VM's instance with the VMI's port-forward,
+// and a VM without a running instance is refused.
+func TestVMPortForward(t *testing.T) {
+	var got []string
+	agent := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.Path)
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"code":409,"message":"refused by the test agent"}`))
+	}))
+	defer agent.Close()
+	handlers := fixedHandler{agent.URL, agent.Client().Transport.(*http.Transport).TLSClientConfig}
+	ts := newTestServer(t, handlers, testVMI(v1.Running))
+	for _, path := range []string{"/namespaces/ns/virtualmachines/vm/portforward/22", "/namespaces/ns/virtualmachines/vm/portforward/22/tcp"} {
+		code, st := ts.do(t, http.MethodGet, path, "")
+		if code != http.StatusConflict || st.Message != "refused by the test agent" {
+			t.Errorf("GET %s: %d %q, want the agent's 409", path, code, st.Message)
+		}
+	}
+	// (dialAgent asks again, without the upgrade, to read a refusal.)
+	if want := []string{"/v1/namespaces/ns/virtualmachineinstances/vm/portforward/22", "/v1/namespaces/ns/virtualmachineinstances/vm/portforward/22/tcp"}; !slices.Equal(slices.Compact(got), want) {
+		t.Errorf("the agent was asked for %q, want the VMI's port-forward %q", got, want)
+	}
+	stopped := newTestServer(t, nil)
+	if code, st := stopped.do(t, http.MethodGet, "/namespaces/ns/virtualmachines/vm/portforward/22", ""); code != http.StatusNotFound {
+		t.Errorf("a VM without an instance: %d %q, want 404", code, st.Message)
+	}
 }

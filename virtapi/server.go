@@ -101,8 +101,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET "+vmi+"console", s.stream("console"))
 	mux.HandleFunc("GET "+vmi+"vnc", s.stream("vnc"))
-	mux.HandleFunc("GET "+vmi+"portforward/{port}", s.stream("portforward"))
-	mux.HandleFunc("GET "+vmi+"portforward/{port}/{protocol}", s.stream("portforward"))
+	// KubeVirt's virtctl port-forward, ssh and scp to vm/NAME use the VM's
+	// path: the VM's instance (of the same name) is the one reached.
+	for _, p := range []string{vmi, vm} {
+		mux.HandleFunc("GET "+p+"portforward/{port}", s.stream("portforward"))
+		mux.HandleFunc("GET "+p+"portforward/{port}/{protocol}", s.stream("portforward"))
+	}
 	mux.HandleFunc("GET "+Prefix+"/version", serveVersion)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{Group: Group}, r.URL.Path))
