@@ -288,10 +288,17 @@ func TestControllers(t *testing.T) {
 		second := c.waitVMIPhase(t, "rerun", v1.Scheduled)
 		c.setVMIPhase(t, "rerun", v1.Running)
 		c.setVMIPhase(t, "rerun", v1.Succeeded)
+		// As KubeVirt: the succeeded VMI is removed and none replaces it.
 		c.waitVMStatus(t, "rerun", v1.VirtualMachineStatusStopped)
-		time.Sleep(time.Second)
-		if v, err := c.vmi(context.Background(), "rerun"); err != nil || v.UID != second.UID {
-			t.Fatalf("a succeeded VMI must stay (RerunOnFailure): %v", err)
+		waitFor(t, 30*time.Second, "the succeeded VMI removed", func(ctx context.Context) (bool, error) {
+			_, err := c.vmi(ctx, "rerun")
+			return apierrors.IsNotFound(err), nil
+		})
+		time.Sleep(2 * time.Second)
+		if v, err := c.vmi(context.Background(), "rerun"); err == nil {
+			t.Fatalf("a RerunOnFailure VM whose guest shut down started again: VMI %s (was %s)", v.UID, second.UID)
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
 		}
 	})
 
@@ -701,7 +708,9 @@ func TestDataVolumes(t *testing.T) {
 		}
 		setDataVolumePhase(t, dyn, "dv-ok-disk", "Succeeded")
 		c.waitVMIPhase(t, "dv-ok", v1.Scheduled)
-		c.waitVMStatus(t, "dv-ok", v1.VirtualMachineStatusStarting)
+		// No provisioner binds the claim in this cluster: KubeVirt's
+		// WaitingForVolumeBinding (#43).
+		c.waitVMStatus(t, "dv-ok", v1.VirtualMachineStatusWaitingForVolumeBinding)
 
 		// Deleting the VM (background propagation) takes its DataVolume.
 		bg := metav1.DeletePropagationBackground
