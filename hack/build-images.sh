@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build vmkit's container images as archives that a node's containerd loads
-# with `ctr -n k8s.io images import FILE` (docker load and podman load read
-# them too), without a registry or a container engine:
+# Build vmkit's container images as archives, without a registry or a
+# container engine: the local cluster pushes them to its OCI registry
+# (internal/registry), `make release` to any registry (hack/release.sh), and
+# `ctr -n k8s.io images import`, docker load and podman load read them too:
 #   $OUT/pause.tar            registry.k8s.io/pause:3.10
 #   $OUT/virt-operator.tar    vmkit/virt-operator:$TAG
 #   $OUT/virt-controller.tar  vmkit/virt-controller:$TAG

@@ -1,9 +1,9 @@
 // Package cluster brings up vmkit the way a user meets it, on one machine:
 // a real control plane and a real node (containerd + kubelet, see
-// internal/testenv; or two nodes, Options.Nodes), vmkit's images imported
-// into containerd, the
-// operator's own installation applied, and a KubeVirt CR from which the
-// operator installs everything else. The end-to-end tests and `make demo`
+// internal/testenv; or two nodes, Options.Nodes) pulling vmkit's images
+// from the machine's OCI registry, a release published there whose
+// manifests install the operator, and the KubeVirt CR from which the
+// operator installs everything else (InstallOperator). The end-to-end tests and `make demo`
 // use it.
 //
 // vmkit's components run as ordinary pods on the node's pod network, as in
