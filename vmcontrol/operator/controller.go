@@ -30,10 +30,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -264,6 +266,9 @@ func (c *Controller) pullFailures(s *installstrategy.Strategy) []string {
 		if err != nil {
 			return
 		}
+		// By name: the same image waited for by two pods is told once,
+		// the same way each time (a cache lists in no order).
+		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 		for _, p := range pods {
 			for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
 				w := st.State.Waiting
