@@ -1,6 +1,7 @@
 package domainxml
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -121,7 +122,9 @@ func (c *converter) convertCPUPinning() error {
 		need++
 	}
 	if uint(len(c.opts.CPUSet)) < need {
-		return fieldErrorf("spec.domain.cpu.dedicatedCpuPlacement", "needs %d dedicated host CPUs, Options.CPUSet has %d", need, len(c.opts.CPUSet))
+		return fieldErrorf("spec.domain.cpu.dedicatedCpuPlacement", "needs %d dedicated host CPUs and has %d (%s): "+
+			"the launcher pod gets CPUs of its own only from a kubelet with the static CPU manager policy, and only when its QoS class is Guaranteed",
+			need, len(c.opts.CPUSet), formatCPUSet(c.opts.CPUSet))
 	}
 	tune := &libvirtxml.DomainCPUTune{VCPUPin: make([]libvirtxml.DomainCPUTuneVCPUPin, n)}
 	for i := range tune.VCPUPin {
@@ -185,4 +188,28 @@ func isToken(s string, max int, extra string) bool {
 		}
 	}
 	return true
+}
+
+// formatCPUSet lists host CPUs as a cpuset string ("0-3,6"; "none").
+func formatCPUSet(cpus []uint) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j == i {
+			fmt.Fprint(&b, cpus[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", cpus[i], cpus[j])
+		}
+		i = j + 1
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
 }

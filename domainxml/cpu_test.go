@@ -125,7 +125,7 @@ func TestConvertCPU(t *testing.T) {
 		name:    "dedicated placement without enough host CPUs",
 		vmi:     newVMI(withCPU(v1.CPU{Cores: 2, DedicatedCPUPlacement: true, IsolateEmulatorThread: true})),
 		opts:    Options{CPUSet: []uint{4, 5}},
-		wantErr: "spec.domain.cpu.dedicatedCpuPlacement: needs 3 dedicated host CPUs, Options.CPUSet has 2",
+		wantErr: "spec.domain.cpu.dedicatedCpuPlacement: needs 3 dedicated host CPUs and has 2 (4-5): the launcher pod gets CPUs of its own only from a kubelet with the static CPU manager policy, and only when its QoS class is Guaranteed",
 	}, {
 		name:    "emulator isolation without dedicated placement",
 		vmi:     newVMI(withCPU(v1.CPU{IsolateEmulatorThread: true})),

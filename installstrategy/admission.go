@@ -146,11 +146,17 @@ func (s *Strategy) addHandlerPolicies(c *DeploymentConfig) {
 		Reason:     ptr(metav1.StatusReasonForbidden),
 	}
 	// changed lists the keys of metadata's labels or annotations outside
-	// kubevirt.io/ that the update adds, changes or removes.
+	// kubevirt.io/ that the update adds, changes or removes; labels may
+	// also be KubeVirt's unprefixed cpumanager (v1.DeprecatedCPUManager),
+	// which KubeVirt's policy exempts as well.
 	changed := func(field string) string {
 		was, now := "variables.old"+field, "variables.new"+field
-		return was + ".filter(k, !k.startsWith('kubevirt.io/') && (!(k in " + now + ") || " + now + "[k] != " + was + "[k])) + " +
-			now + ".filter(k, !k.startsWith('kubevirt.io/') && !(k in " + was + "))"
+		own := "!k.startsWith('kubevirt.io/')"
+		if field == "Labels" {
+			own += " && k != '" + v1.DeprecatedCPUManager + "'"
+		}
+		return was + ".filter(k, " + own + " && (!(k in " + now + ") || " + now + "[k] != " + was + "[k])) + " +
+			now + ".filter(k, " + own + " && !(k in " + was + "))"
 	}
 	const fixedMetadata = "!(k in ['labels', 'annotations', 'managedFields', 'resourceVersion'])"
 	s.addAdmissionPolicy(c, NodeRestrictionPolicyName, admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -190,8 +196,8 @@ func (s *Strategy) addHandlerPolicies(c *DeploymentConfig) {
 			Reason:  ptr(metav1.StatusReasonForbidden),
 		}, {
 			Expression:        "size(variables.labelsChanged) == 0",
-			Message:           "metadata.labels of a Node: virt-handler may set, change or remove only kubevirt.io/ labels",
-			MessageExpression: `"metadata.labels[" + variables.labelsChanged.join("], metadata.labels[") + "] of Node " + object.metadata.name + ": virt-handler may set, change or remove only kubevirt.io/ labels"`,
+			Message:           "metadata.labels of a Node: virt-handler may set, change or remove only kubevirt.io/ labels and cpumanager",
+			MessageExpression: `"metadata.labels[" + variables.labelsChanged.join("], metadata.labels[") + "] of Node " + object.metadata.name + ": virt-handler may set, change or remove only kubevirt.io/ labels and cpumanager"`,
 			Reason:            ptr(metav1.StatusReasonForbidden),
 		}, {
 			Expression:        "size(variables.annotationsChanged) == 0",

@@ -273,7 +273,8 @@ func testHandlerNodeRestriction(t *testing.T, ctx context.Context, kube kubernet
 	}
 	handlerA, anonymous := as.handler("node-a"), as.handler("")
 	// The agent's heartbeat (nodeagent/heartbeat.go: patchNode).
-	heartbeat := `{"metadata":{"labels":{"` + v1.NodeSchedulable + `":"true"},"annotations":{"` + v1.VirtHandlerHeartbeat + `":"2026-11-28T00:00:00Z"}}}`
+	heartbeat := `{"metadata":{"labels":{"` + v1.NodeSchedulable + `":"true","` + v1.CPUManager + `":"true","` + v1.DeprecatedCPUManager + `":"true"},` +
+		`"annotations":{"` + v1.VirtHandlerHeartbeat + `":"2026-11-28T00:00:00Z"}}}`
 	waitForPolicy(t, ctx, "virt-handler of node-a patching Node node-b", func() error {
 		_, err := nodes(handlerA).Patch(ctx, "node-b", types.MergePatchType, []byte(heartbeat), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
@@ -295,6 +296,8 @@ func testHandlerNodeRestriction(t *testing.T, ctx context.Context, kube kubernet
 		{"removing a label", "node-a", `{"metadata":{"labels":{"topology.kubernetes.io/zone":null}}}`},
 		{"an annotation outside kubevirt.io/", "node-a", `{"metadata":{"annotations":{"owner":"me"}}}`},
 		{"a look-alike label", "node-a", `{"metadata":{"labels":{"evil.kubevirt.io/x":"1"}}}`},
+		{"a look-alike of cpumanager", "node-a", `{"metadata":{"labels":{"cpumanager.example.com/x":"1"}}}`},
+		{"cpumanager as an annotation", "node-a", `{"metadata":{"annotations":{"cpumanager":"true"}}}`},
 		{"a taint", "node-a", `{"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]}}`},
 		{"unschedulable", "node-a", `{"spec":{"unschedulable":true}}`},
 		{"a finalizer", "node-a", `{"metadata":{"finalizers":["example.com/hold"]}}`},
@@ -304,7 +307,7 @@ func testHandlerNodeRestriction(t *testing.T, ctx context.Context, kube kubernet
 	err := mergePatch(ctx, nodes(handlerA), "node-b", heartbeat)
 	wantRefused(t, "virt-handler of node-a on Node node-b", err, "virt-handler of node node-a may not change Node node-b")
 	err = mergePatch(ctx, nodes(handlerA), "node-a", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"z2"}}}`)
-	wantRefused(t, "virt-handler changing another label", err, "metadata.labels[topology.kubernetes.io/zone] of Node node-a", "only kubevirt.io/ labels")
+	wantRefused(t, "virt-handler changing another label", err, "metadata.labels[topology.kubernetes.io/zone] of Node node-a", "only kubevirt.io/ labels and cpumanager")
 	err = mergePatch(ctx, nodes(anonymous), "node-a", heartbeat)
 	wantRefused(t, "virt-handler without a node name on its Node", err, "virt-handler's credentials name no node ("+nodeNameExtra+")")
 

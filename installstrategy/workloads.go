@@ -335,6 +335,7 @@ const (
 	HostShareDir      = "/var/run/kubevirt"               // launcher command sockets (podtemplate's share dir)
 	HostPrivateDir    = "/var/run/kubevirt-private"       // per-VMI private state
 	HostKubeletPods   = "/var/lib/kubelet/pods"           // launcher pods' volumes (disks, sockets)
+	HostKubeletRoot   = "/var/lib/kubelet"                // read only: the kubelet's cpu_manager_state
 	HostDevicePlugins = "/var/lib/kubelet/device-plugins" // /dev/kvm, tun and vhost-net device plugins
 
 	handlerServerCertDir = "/etc/virt-handler/servercertificates"
@@ -402,14 +403,19 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 	for _, m := range []struct {
 		name, path  string
 		propagation *corev1.MountPropagationMode
+		readOnly    bool
 	}{
-		{"virt-share-dir", HostShareDir, &hostToContainer},
-		{"virt-private-dir", HostPrivateDir, nil},
-		{"kubelet-pods", HostKubeletPods, &hostToContainer},
-		{"device-plugin", HostDevicePlugins, nil},
+		{"virt-share-dir", HostShareDir, &hostToContainer, false},
+		{"virt-private-dir", HostPrivateDir, nil, false},
+		// The kubelet's directory, for its CPU manager's state (the node's
+		// kubevirt.io/cpumanager label), as KubeVirt mounts it; the pods
+		// directory below it is mounted writable on its own.
+		{"kubelet", HostKubeletRoot, &hostToContainer, true},
+		{"kubelet-pods", HostKubeletPods, &hostToContainer, false},
+		{"device-plugin", HostDevicePlugins, nil, false},
 	} {
 		volumes = append(volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.path, Type: &dirOrCreate}}})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: m.name, MountPath: m.path, MountPropagation: m.propagation})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: m.name, MountPath: m.path, MountPropagation: m.propagation, ReadOnly: m.readOnly})
 	}
 	// The REST API's certificate and the CA its clients' certificates chain to (see EnsureCertificates).
 	volumes = append(volumes,

@@ -224,6 +224,7 @@ func TestHandlerMountPropagation(t *testing.T) {
 	want := map[string]corev1.MountPropagationMode{
 		HostShareDir:    corev1.MountPropagationHostToContainer,
 		HostKubeletPods: corev1.MountPropagationHostToContainer,
+		HostKubeletRoot: corev1.MountPropagationHostToContainer,
 	}
 	if diff := cmp.Diff(want, propagation); diff != "" {
 		t.Errorf("virt-handler's mount propagation (-want +got):\n%s", diff)

@@ -89,6 +89,13 @@ type Config struct {
 	// The agent looks there too and never deletes anything under it (the
 	// kubelet removes a pod's volumes).
 	KubeletPodsDir string
+	// CPUManagerStateFile is the kubelet's CPU manager checkpoint as seen
+	// from the agent (default DefaultCPUManagerStateFile). Every heartbeat
+	// labels the node kubevirt.io/cpumanager (and cpumanager) "true" when
+	// its policyName is static, "false" otherwise or when it cannot be
+	// read, as KubeVirt's virt-handler does: launcher pods of VMIs with
+	// dedicated CPUs select the label.
+	CPUManagerStateFile string
 	// Workers is the number of VMIs synced concurrently (default 3).
 	Workers int
 	// PollInterval is how often the domain of each VMI is checked (default 1s).
@@ -183,6 +190,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.KubeletPodsDir == "" {
 		cfg.KubeletPodsDir = DefaultKubeletPodsDir
+	}
+	if cfg.CPUManagerStateFile == "" {
+		cfg.CPUManagerStateFile = DefaultCPUManagerStateFile
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 3
@@ -320,6 +330,10 @@ func (a *Agent) client(uid types.UID) *launcher.Client {
 
 // DefaultKubeletPodsDir is where the kubelet keeps its pods' volumes.
 const DefaultKubeletPodsDir = "/var/lib/kubelet/pods"
+
+// DefaultCPUManagerStateFile is where the kubelet checkpoints its CPU
+// manager's policy and assignments.
+const DefaultCPUManagerStateFile = "/var/lib/kubelet/cpu_manager_state"
 
 // socketsVolume is the launcher pod's emptyDir volume mounted at
 // <share dir>/sockets (podtemplate's; TestSocketsVolumeIsPodtemplates

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,5 +62,47 @@ func TestStartKeepsNodeSchedulable(t *testing.T) {
 		if l != "true" {
 			t.Fatalf("node patch %d set %s=%q (all: %q); a starting agent must never mark its node unschedulable", i, v1.NodeSchedulable, l, labels)
 		}
+	}
+}
+
+// TestHeartbeatCPUManagerLabel: the heartbeat labels the node
+// kubevirt.io/cpumanager (and KubeVirt's older cpumanager) from the
+// kubelet's CPU manager checkpoint: true for the static policy, false for
+// none, a missing file or one that is not JSON.
+func TestHeartbeatCPUManagerLabel(t *testing.T) {
+	for _, tc := range []struct {
+		name, state string // state "" leaves no file
+		want        string
+	}{
+		{"static", `{"policyName":"static","defaultCpuSet":"0-1","checksum":1}`, "true"},
+		{"none", `{"policyName":"none","defaultCpuSet":"","checksum":2}`, "false"},
+		{"no file", "", "false"},
+		{"not JSON", "{", "false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "cpu_manager_state")
+			if tc.state != "" {
+				if err := os.WriteFile(state, []byte(tc.state), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node01"}})
+			a, err := New(Config{NodeName: "node01", Client: vmfake.NewSimpleClientset(), Kube: kube,
+				ShareDir: filepath.Join(dir, "share"), CPUManagerStateFile: state})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.heartbeat(context.Background())
+			node, err := kube.CoreV1().Nodes().Get(context.Background(), "node01", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range []string{v1.CPUManager, v1.DeprecatedCPUManager} {
+				if got := node.Labels[key]; got != tc.want {
+					t.Errorf("label %s = %q, want %q (labels %v)", key, got, tc.want, node.Labels)
+				}
+			}
+		})
 	}
 }

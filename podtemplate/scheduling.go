@@ -10,12 +10,9 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// cpuManagerLabel marks nodes whose kubelet runs the static CPU manager
-// policy, which dedicated CPUs need (KubeVirt's label).
-const cpuManagerLabel = "cpumanager"
-
 // nodeSelector is the VMI's node selector plus kubevirt.io/schedulable=true
-// (a node whose node agent is healthy), cpumanager=true for dedicated CPUs
+// (a node whose node agent is healthy), kubevirt.io/cpumanager=true for
+// dedicated CPUs (a node whose kubelet runs the static CPU manager policy)
 // and kubernetes.io/arch for a VMI that names its architecture. The
 // renderer's keys win over the VMI's.
 func nodeSelector(spec *v1.VirtualMachineInstanceSpec, dedicated bool) map[string]string {
@@ -25,7 +22,7 @@ func nodeSelector(spec *v1.VirtualMachineInstanceSpec, dedicated bool) map[strin
 	}
 	sel[v1.NodeSchedulable] = "true"
 	if dedicated {
-		sel[cpuManagerLabel] = "true"
+		sel[v1.CPUManager] = "true"
 	}
 	if spec.Architecture != "" {
 		sel[corev1.LabelArchStable] = strings.ToLower(spec.Architecture)

@@ -24,7 +24,7 @@ func TestNodeSelector(t *testing.T) {
 			NodeSelector: map[string]string{"zone": "a", "kubevirt.io/schedulable": "false"}}, false,
 			map[string]string{"zone": "a", "kubevirt.io/schedulable": "true"}},
 		{"dedicated CPUs need the static CPU manager", v1.VirtualMachineInstanceSpec{}, true,
-			map[string]string{"kubevirt.io/schedulable": "true", "cpumanager": "true"}},
+			map[string]string{"kubevirt.io/schedulable": "true", "kubevirt.io/cpumanager": "true"}},
 		{"architecture", v1.VirtualMachineInstanceSpec{Architecture: "ARM64"}, false,
 			map[string]string{"kubevirt.io/schedulable": "true", "kubernetes.io/arch": "arm64"}},
 	}

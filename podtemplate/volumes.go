@@ -554,7 +554,11 @@ func (r *Renderer) ownVolumes(f *guestFacts, spec *v1.VirtualMachineInstanceSpec
 		emptyDir(volHugepages)
 		vols[len(vols)-1].EmptyDir.Medium = corev1.StorageMediumHugePages
 		mount(volHugepages, hugepagesDir)
+		// libvirt's directory for the guest's memory files is a hugetlbfs
+		// of its own too (KubeVirt's): the fsGroup makes it writable by a
+		// non-root launcher, and the guest's RAM stays in huge pages.
 		emptyDir(volHugepagesDir)
+		vols[len(vols)-1].EmptyDir.Medium = corev1.StorageMediumHugePages
 		mount(volHugepagesDir, hugepagesDir+"/libvirt/qemu")
 	}
 	return vols, mounts

@@ -54,7 +54,7 @@ func run() error {
 		port, consolePort                           int
 		certFile, keyFile, clientCA                 string
 		insecure, devicePlugins, checkLauncherPod   bool
-		devicePluginsDir                            string
+		devicePluginsDir, cpuManagerState           string
 		heartbeat, poll, orphanSweep                time.Duration
 		podIP                                       string
 		mig                                         migrationFlags
@@ -64,6 +64,7 @@ func run() error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	fs.StringVar(&shareDir, "kubevirt-share-dir", "/var/run/kubevirt", "where launchers sharing this directory have their command sockets (sockets/<vmi uid>/launcher.sock)")
 	fs.StringVar(&podsDir, "kubelet-pods-dir", nodeagent.DefaultKubeletPodsDir, "the kubelet's pods directory: launcher pods' command sockets are in <pod uid>/volumes/kubernetes.io~empty-dir/sockets/<vmi uid>/launcher.sock")
+	fs.StringVar(&cpuManagerState, "cpu-manager-state", nodeagent.DefaultCPUManagerStateFile, "the kubelet's CPU manager checkpoint: the node is labelled kubevirt.io/cpumanager=true while it names the static policy")
 	fs.StringVar(&listen, "listen-address", "0.0.0.0", "address the servers listen on")
 	fs.IntVar(&port, "port", 8443, "port of /metrics and /healthz (0 disables)")
 	fs.IntVar(&consolePort, "console-server-port", 8186, "port of the console, VNC and lifecycle REST API (0 disables)")
@@ -135,7 +136,8 @@ func run() error {
 	}
 	agent, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: shareDir, KubeletPodsDir: podsDir,
-		HeartbeatInterval: heartbeat, PollInterval: poll, OrphanSweepInterval: orphanSweep,
+		CPUManagerStateFile: cpuManagerState,
+		HeartbeatInterval:   heartbeat, PollInterval: poll, OrphanSweepInterval: orphanSweep,
 		Migration: migration, CheckLauncherPod: checkLauncherPod,
 	})
 	if err != nil {

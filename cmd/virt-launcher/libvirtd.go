@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // The libvirt the launcher starts in its container runs as the launcher
@@ -97,8 +99,15 @@ func (s session) configure() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("libvirt session configuration: %w", err)
 	}
+	qemuConf := sessionQEMUConf
+	if hugetlbfs(hugePagesDir) {
+		// Only the system instance finds hugetlbfs mounts by itself: the
+		// session one backs a guest with huge pages only from a mount it
+		// is told of (the pod's, for a VMI with spec.domain.memory.hugepages).
+		qemuConf += "hugetlbfs_mount = \"" + hugePagesDir + "\"\n"
+	}
 	for name, content := range map[string]string{
-		"qemu.conf":     sessionQEMUConf,
+		"qemu.conf":     qemuConf,
 		"libvirtd.conf": sessionLibvirtdConf,
 		"virtlogd.conf": sessionVirtlogdConf,
 	} {
@@ -111,4 +120,14 @@ func (s session) configure() error {
 		return fmt.Errorf("libvirt session sockets: %w (XDG_RUNTIME_DIR=%s must be writable by uid %d)", err, s.runtimeDir, os.Geteuid())
 	}
 	return nil
+}
+
+// hugePagesDir is where a launcher pod of a VMI backed by huge pages mounts
+// its hugetlbfs (podtemplate).
+const hugePagesDir = "/dev/hugepages"
+
+// hugetlbfs reports whether dir is a hugetlbfs mount.
+func hugetlbfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.HUGETLBFS_MAGIC
 }

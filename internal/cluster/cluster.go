@@ -76,6 +76,10 @@ const (
 // imports, as hack/build-images.sh names them.
 var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest", "local-path-provisioner", "busybox", "cloud-guest"}
 
+// HugePages2Mi is the number of 2 MiB huge pages a one-node cluster's
+// node offers (256 MiB: a guest of the test images fits twice).
+const HugePages2Mi = 128
+
 // ImagesDirEnv, when set, names the directory of the image tarballs.
 const ImagesDirEnv = "VMKIT_IMAGES_DIR"
 
@@ -174,7 +178,16 @@ func NodeOptions(o Options) (testenv.Options, error) {
 	if err != nil {
 		return testenv.Options{}, err
 	}
-	return testenv.Options{WithControllerManager: true, WithScheduler: true, Node: &testenv.NodeOptions{Images: images, Nodes: o.Nodes}}, nil
+	node := &testenv.NodeOptions{Images: images, Nodes: o.Nodes}
+	if o.Nodes == 1 {
+		// One node has what VMIs with dedicated CPUs and huge pages need,
+		// as a platform team's VM nodes do. With several, the nodes share
+		// the machine's CPUs and huge page pool, which each would count
+		// as its own.
+		node.CPUManager = true
+		node.HugePages2Mi = HugePages2Mi
+	}
+	return testenv.Options{WithControllerManager: true, WithScheduler: true, Node: node}, nil
 }
 
 // New wraps a running control plane and node (started with NodeOptions).

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,17 @@ type NodeOptions struct {
 	// directories of pods it does not know). The network namespace is the
 	// host's for all: one kube-proxy serves every node.
 	Nodes int
+	// CPUManager runs the kubelets with the static CPU manager policy and
+	// 100m of CPU reserved for the kubelet (kubeReserved), which keeps CPU
+	// 0 out of exclusive use, so a Guaranteed pod asking for whole CPUs
+	// gets CPUs of its own, as VMIs with dedicated CPU placement need. It
+	// takes a machine of at least two CPUs.
+	CPUManager bool
+	// HugePages2Mi sizes the host's pool of 2 MiB huge pages
+	// (vm.nr_hugepages) while the nodes run, so the kubelets advertise
+	// hugepages-2Mi; the pool gets its earlier size back when the nodes
+	// stop. The pool is the host's: every node advertises all of it.
+	HugePages2Mi int
 }
 
 // MaxNodes bounds NodeOptions.Nodes (the nodes' kubelet ports and pod
@@ -342,7 +354,12 @@ func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins ma
 		if err := e.prepareNode(ctx, n, bins); err != nil {
 			return err
 		}
-		if err := n.writeConfig(p, e.Config.Host, count); err != nil {
+		if i == 0 && opts.HugePages2Mi > 0 {
+			if err := reserveHugePages(opts.HugePages2Mi); err != nil {
+				return err
+			}
+		}
+		if err := n.writeConfig(p, e.Config.Host, count, opts); err != nil {
 			return err
 		}
 	}
@@ -687,7 +704,7 @@ func makeRootPrivate() error {
 // node's CNI network, the kubelet's kubeconfig with a node client
 // certificate and, on the first node, kube-proxy's configuration and
 // kubeconfig. count is the number of nodes of the cluster.
-func (n *Node) writeConfig(p *pki, server string, count int) error {
+func (n *Node) writeConfig(p *pki, server string, count int, opts *NodeOptions) error {
 	cniBin := "/usr/lib/cni"
 	for _, plugin := range []string{"loopback", "bridge", "host-local"} {
 		if _, err := os.Stat(filepath.Join(cniBin, plugin)); err != nil {
@@ -730,6 +747,16 @@ state = %q
 	}
 	if n.cgroupRoot != "" {
 		listen += "cgroupRoot: /" + n.cgroupRoot + "\n"
+	}
+	if opts.CPUManager {
+		if runtime.NumCPU() < 2 {
+			return fmt.Errorf("NodeOptions.CPUManager: the static CPU manager policy keeps one CPU for the system and this machine has %d CPU", runtime.NumCPU())
+		}
+		// The policy needs some CPU reserved; it keeps the first whole
+		// CPU (CPU 0) out of exclusive use, while allocatable loses only
+		// the 100m: a pod asking for a whole CPU plus its helpers' few
+		// millicores still fits on a machine of two.
+		listen += "cpuManagerPolicy: static\nkubeReserved: {cpu: 100m}\n"
 	}
 	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -855,7 +882,7 @@ func (n *Node) stop() error {
 	if n.rootShared {
 		err = errors.Join(err, makeRootPrivate())
 	}
-	err = errors.Join(err, removeCgroup(kubepodsCgroup))
+	err = errors.Join(err, removeCgroup(kubepodsCgroup), restoreHugePages())
 	for _, d := range n.created {
 		err = errors.Join(err, os.RemoveAll(d))
 	}
@@ -1021,7 +1048,7 @@ func CleanupNode() error {
 	if _, serr := os.Stat(filepath.Join(KubeletRootDir, rootSharedMarker)); serr == nil {
 		err = errors.Join(err, makeRootPrivate())
 	}
-	err = errors.Join(err, removeCgroup(kubepodsCgroup), removeContents(KubeletRootDir))
+	err = errors.Join(err, removeCgroup(kubepodsCgroup), restoreHugePages(), removeContents(KubeletRootDir))
 	return err
 }
 

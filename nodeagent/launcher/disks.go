@@ -36,6 +36,11 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		CloudInitISOs:    map[string]string{},
 	}
 	var created []string
+	cpus, err := l.dedicatedCPUs(vmi)
+	if err != nil {
+		return opts, created, err
+	}
+	opts.CPUSet = cpus
 	// mkdir creates dir and remembers the topmost directory it created.
 	mkdir := func(dir string) error {
 		top := ""

@@ -160,6 +160,14 @@ type Config struct {
 	// when they changed (see accesscred.go);
 	// DefaultAccessCredentialInterval when zero.
 	AccessCredentialInterval time.Duration
+	// CPUSet returns the host CPUs this launcher may run on: a guest with
+	// spec.domain.cpu.dedicatedCpuPlacement has its vCPUs pinned to them
+	// (and its emulator thread to the next one with isolateEmulatorThread).
+	// The kubelet's static CPU manager gives a Guaranteed pod's container
+	// CPUs of its own through the container's cpuset, which bounds the
+	// affinity of every process in it. Nil reads this process's CPU
+	// affinity (AffinityCPUs).
+	CPUSet func() ([]uint, error)
 }
 
 // Launcher runs the domain of one VMI. Create it with New, then call Run.

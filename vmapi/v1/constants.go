@@ -28,6 +28,14 @@ const (
 	// (value "false") earlier versions of virt-controller put on a node
 	// whose node agent stopped heartbeating; the current one removes it.
 	NodeSchedulable = "kubevirt.io/schedulable"
+	// CPUManager on a node is "true" when its kubelet runs the static CPU
+	// manager policy (the node agent reads the kubelet's
+	// cpu_manager_state), so pods can get CPUs of their own: launcher pods
+	// of VMIs with dedicated CPU placement select it.
+	CPUManager = "kubevirt.io/cpumanager"
+	// DeprecatedCPUManager is CPUManager's earlier name; the node agent
+	// writes both, as KubeVirt's virt-handler does.
+	DeprecatedCPUManager = "cpumanager"
 	// VirtHandlerHeartbeat on a node holds the node agent's last heartbeat (RFC 3339).
 	VirtHandlerHeartbeat = "kubevirt.io/heartbeat"
 	// VirtualMachineLabel on a VMI holds the name of the VM that created it.

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Compute the spec asks for, on the e2e node's kubelet (#38 items 1 and 3):
+// its static CPU manager policy gives a Guaranteed launcher pod a CPU of its
+// own, and its 2 MiB huge page pool backs a guest's memory.
+
+// TestDedicatedCPUs: a VM with dedicatedCpuPlacement runs in a Guaranteed
+// launcher pod on a node the node agent labelled kubevirt.io/cpumanager,
+// the kubelet gives the pod's compute container a host CPU of its own, and
+// the guest's vCPU thread is pinned to exactly that CPU.
+func TestDedicatedCPUs(t *testing.T) {
+	c := suite.Need(t)
+	node, err := c.Kube.CoreV1().Nodes().Get(t.Context(), c.Env.Node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels[v1.CPUManager] != "true" || node.Labels[v1.DeprecatedCPUManager] != "true" {
+		t.Fatalf("node %s labels %v: want %s=true and %s=true (its kubelet runs the static CPU manager policy)", node.Name, node.Labels, v1.CPUManager, v1.DeprecatedCPUManager)
+	}
+	vm := tinyVM(t, "vm-dedicated", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: 1, DedicatedCPUPlacement: true}
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	pod := launcherPod(t, c, vmi)
+	if pod.Status.QOSClass != corev1.PodQOSGuaranteed {
+		t.Errorf("launcher pod %s has QoS class %s, want Guaranteed", pod.Name, pod.Status.QOSClass)
+	}
+	if pod.Spec.NodeSelector[v1.CPUManager] != "true" {
+		t.Errorf("launcher pod %s node selector %v: want %s=true", pod.Name, pod.Spec.NodeSelector, v1.CPUManager)
+	}
+	// The kubelet's checkpoint names the CPU it gave the compute container.
+	state, err := os.ReadFile(filepath.Join(c.Env.Node.KubeletRootDir, "cpu_manager_state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(state), `"policyName":"static"`) || !strings.Contains(string(state), string(pod.UID)) {
+		t.Errorf("the kubelet's cpu_manager_state has no assignment for pod %s: %s", pod.UID, state)
+	}
+	pid := qemuPID(t, "default", vm.Name)
+	qemuCPUs := allowedCPUs(t, fmt.Sprintf("/proc/%d/status", pid))
+	if qemuCPUs != "1" { // CPU 0 is the node's reservedSystemCPUs
+		t.Errorf("QEMU (pid %d) may run on CPUs %q, want the one CPU the kubelet gave the pod, 1", pid, qemuCPUs)
+	}
+	threads := vcpuThreads(t, pid)
+	if len(threads) != 1 {
+		t.Fatalf("QEMU (pid %d) has %d vCPU threads, want 1: %v", pid, len(threads), threads)
+	}
+	for name, tid := range threads {
+		if got := allowedCPUs(t, fmt.Sprintf("/proc/%d/task/%d/status", pid, tid)); got != qemuCPUs {
+			t.Errorf("vCPU thread %q (%d) is pinned to CPUs %q, want %q", name, tid, got, qemuCPUs)
+		}
+	}
+	t.Logf("pod %s (%s) got CPU %s; vCPU threads %v", pod.Name, pod.Status.QOSClass, qemuCPUs, threads)
+}
+
+// TestHugePages: a VM whose memory is backed by 2 MiB huge pages asks the
+// kubelet for hugepages-2Mi, boots, and its QEMU maps its RAM from the
+// pod's hugetlbfs, taking its memory's worth of pages out of the host's pool.
+func TestHugePages(t *testing.T) {
+	c := suite.Need(t)
+	node, err := c.Kube.CoreV1().Nodes().Get(t.Context(), c.Env.Node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resource.NewQuantity(cluster.HugePages2Mi*2<<20, resource.BinarySI)
+	if got := node.Status.Allocatable["hugepages-2Mi"]; got.Cmp(*want) != 0 {
+		t.Fatalf("node %s allocatable hugepages-2Mi = %s, want %s", node.Name, got.String(), want)
+	}
+	freeBefore := hugePagesFree(t)
+	vm := tinyVM(t, "vm-hugepages", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.Memory = &v1.Memory{Hugepages: &v1.Hugepages{PageSize: "2Mi"}}
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	pod := launcherPod(t, c, vmi)
+	var requested resource.Quantity
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == "compute" {
+			requested = ctr.Resources.Requests["hugepages-2Mi"]
+		}
+	}
+	if requested.Value() != 128<<20 {
+		t.Errorf("compute container requests hugepages-2Mi %s, want the guest's 128Mi", requested.String())
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", qemuPID(t, "default", vm.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.ReplaceAll(string(data), "\x00", " "); !strings.Contains(args, "/dev/hugepages") {
+		t.Errorf("QEMU's memory is not backed by the pod's hugetlbfs (/dev/hugepages): %s", args)
+	}
+	// The guest touched some of its RAM while booting: pages left the pool.
+	if used := freeBefore - hugePagesFree(t); used <= 0 || used > 64 {
+		t.Errorf("the guest took %d huge pages out of the host's pool (free %d before), want 1 to 64 (its 128Mi)", used, freeBefore)
+	}
+}
+
+// allowedCPUs reads Cpus_allowed_list from a /proc status file.
+func allowedCPUs(t *testing.T, status string) string {
+	t.Helper()
+	data, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no Cpus_allowed_list in %s", status)
+	return ""
+}
+
+// vcpuThreads returns QEMU's vCPU threads ("CPU 0/KVM", "CPU 0/TCG") by
+// name.
+func vcpuThreads(t *testing.T, pid int) map[string]int {
+	t.Helper()
+	comms, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/comm", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := map[string]int{}
+	for _, comm := range comms {
+		name, err := os.ReadFile(comm)
+		if err != nil {
+			continue
+		}
+		if n := strings.TrimSpace(string(name)); strings.HasPrefix(n, "CPU ") {
+			tid, _ := strconv.Atoi(filepath.Base(filepath.Dir(comm)))
+			threads[n] = tid
+		}
+	}
+	return threads
+}
+
+// hugePagesFree reads HugePages_Free from /proc/meminfo.
+func hugePagesFree(t *testing.T) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "HugePages_Free:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no HugePages_Free in /proc/meminfo")
+	return 0
+}
