@@ -126,9 +126,10 @@ func Rules() []ComponentRules {
 				rule(groupPool, []string{"virtualmachinepools/status"}, status...),
 				rule(groupPool, []string{"virtualmachinepools/finalizers"}, "update"),
 				// A VM's instance type and preference fill its instances; the
-				// copies the VM uses are ControllerRevisions it owns.
+				// copies the VM uses are ControllerRevisions it owns, as is
+				// the spec each start used (deleted at the next start).
 				rule(groupInstancetype, instancetypes, read...),
-				rule("apps", []string{"controllerrevisions"}, "get", "list", "watch", "create"),
+				rule("apps", []string{"controllerrevisions"}, "get", "list", "watch", "create", "delete"),
 				// A VM's dataVolumeTemplates become CDI DataVolumes (owner references clean them up).
 				rule("cdi.kubevirt.io", []string{"datavolumes"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),

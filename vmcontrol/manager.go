@@ -360,6 +360,13 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		Client: m.client, VMs: vms, VMIs: vmis, KubeVirts: kubevirts,
 		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 	}
+	// The start revisions of the VMs (vm.StartRevisionLabel), not those
+	// of every DaemonSet and StatefulSet.
+	vmConfig.StartRevisions = newInformer(m.kube.ControllerRevisions(""), &appsv1.ControllerRevision{}, resync, stripManagedFields, func(o *metav1.ListOptions) {
+		o.LabelSelector = vm.StartRevisionLabel
+	})
+	vmConfig.StartRevisionClient = m.kube
+	started = append(started, vmConfig.StartRevisions)
 	// CDI's DataVolumes and instance types are watched when the API server
 	// serves them; a change is noticed by watchServedAPIs, which restarts
 	// this run.

@@ -93,11 +93,12 @@ type EventInterface interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 
-// ControllerRevisionInterface creates, reads and watches the controller
-// revisions of a namespace. A client-go clientset's
+// ControllerRevisionInterface creates, deletes, reads and watches the
+// controller revisions of a namespace. A client-go clientset's
 // AppsV1().ControllerRevisions(namespace) satisfies it.
 type ControllerRevisionInterface interface {
 	Create(ctx context.Context, rev *appsv1.ControllerRevision, opts metav1.CreateOptions) (*appsv1.ControllerRevision, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.ControllerRevision, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ControllerRevisionList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)

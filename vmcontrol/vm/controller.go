@@ -72,6 +72,17 @@ type Config struct {
 	Instancetypes, ClusterInstancetypes, Preferences, ClusterPreferences cache.SharedIndexInformer
 	Revisions                                                            cache.SharedIndexInformer
 	RevisionClient                                                       kubeclient.ControllerRevisionsGetter
+	// StartRevisions is a shared informer of the ControllerRevisions
+	// labelled StartRevisionLabel, started by the caller, and
+	// StartRevisionClient creates and deletes them. With both, every start
+	// records the VM's spec in a ControllerRevision the VM owns
+	// (StartRevisionName, KubeVirt's revision-start-vm-<uid>-<generation>,
+	// named in the instance's status.virtualMachineRevisionName), the
+	// revisions of earlier starts are deleted, and a VM whose spec changed
+	// since its running instance started gets KubeVirt's RestartRequired
+	// condition. Without them, neither.
+	StartRevisions      cache.SharedIndexInformer
+	StartRevisionClient kubeclient.ControllerRevisionsGetter
 	// Claims is a shared informer of PersistentVolumeClaims, read to infer
 	// an instance type or preference from a volume's labels
 	// (inferFromVolume). Optional.
@@ -105,6 +116,8 @@ type Controller struct {
 	// them); claims (nil without them) are read to infer them.
 	it     *instancetypes
 	claims corelisters.PersistentVolumeClaimLister
+	// starts keeps the start revisions (nil without them).
+	starts *startRevisions
 	// kubevirts holds the KubeVirt CR (nil without it).
 	kubevirts cache.Store
 	exp       *expectations.Expectations
@@ -172,6 +185,13 @@ func New(cfg Config) (*Controller, error) {
 		}
 	case set != 0 || cfg.RevisionClient != nil:
 		return nil, errors.New("vm controller: Instancetypes, ClusterInstancetypes, Preferences, ClusterPreferences, Revisions and RevisionClient go together")
+	}
+	switch {
+	case cfg.StartRevisions != nil && cfg.StartRevisionClient != nil:
+		c.starts = &startRevisions{lister: appslisters.NewControllerRevisionLister(cfg.StartRevisions.GetIndexer()), client: cfg.StartRevisionClient}
+		c.synced = append(c.synced, cfg.StartRevisions.HasSynced)
+	case cfg.StartRevisions != nil || cfg.StartRevisionClient != nil:
+		return nil, errors.New("vm controller: StartRevisions and StartRevisionClient go together")
 	}
 	if cfg.KubeVirts != nil {
 		c.kubevirts = cfg.KubeVirts.GetStore()

@@ -67,6 +67,9 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 	if c, ok := failureCondition(st); ok {
 		conds = append(conds, c)
 	}
+	if st.restartRequired {
+		conds = append(conds, v1.VirtualMachineCondition{Type: v1.VirtualMachineRestartRequired, Status: corev1.ConditionTrue, Message: RestartRequiredMessage})
+	}
 	// Keep the transition time of conditions whose status did not change.
 	for i := range conds {
 		conds[i].LastTransitionTime = metav1.NewTime(st.now.Truncate(1e9))

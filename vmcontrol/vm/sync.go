@@ -157,6 +157,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			st.actReason = ReasonFailedDelete
 		}
 	}
+	if c.starts != nil {
+		st.restartRequired = c.starts.restartRequired(vm, vmi)
+	}
 	status := calculateStatus(vm, vmi, st)
 	if !equality.Semantic.DeepEqual(status, vm.Status) {
 		if log := klog.FromContext(ctx).V(5); log.Enabled() {
@@ -226,6 +229,9 @@ type state struct {
 	foreignVMI   bool
 	dataVolumes  dataVolumes
 	expansion    expansionResult
+	// restartRequired: the spec changed since the running instance
+	// started (startRevisions.restartRequired).
+	restartRequired bool
 }
 
 // backoffRemaining is how long a start must still wait after failures.
@@ -377,6 +383,13 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 		s := v1.StartStrategyPaused
 		vmi.Spec.StartStrategy = &s
 	}
+	if c.starts != nil {
+		name, err := c.starts.ensure(ctx, vm)
+		if err != nil {
+			return nil, err
+		}
+		vmi.Status.VirtualMachineRevisionName = name
+	}
 	c.exp.ExpectCreations(key, 1)
 	created, err := c.client.VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil {
@@ -385,6 +398,13 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 		return nil, fmt.Errorf("creating VirtualMachineInstance %s: %w", key, err)
 	}
 	c.recorder.Eventf(vm, corev1.EventTypeNormal, "SuccessfulCreate", "Started the virtual machine by creating the new virtual machine instance %s", created.Name)
+	if c.starts != nil {
+		// The instance runs: the revisions of earlier starts go. A failure
+		// leaves them for the next start.
+		if err := c.starts.prune(ctx, vm, vmi.Status.VirtualMachineRevisionName); err != nil {
+			klog.FromContext(ctx).Error(err, "pruning start revisions", "vm", key)
+		}
+	}
 	return created, nil
 }
 

@@ -1,0 +1,195 @@
+package vm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	"github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
+)
+
+// revisionHarness syncs a VM controller that keeps start revisions, with
+// client-go's fake for ControllerRevisions; the informers' caches are fed
+// by hand from the fakes between syncs.
+type revisionHarness struct {
+	c      *Controller
+	client *fake.Clientset
+	kube   *kubefake.Clientset
+	vms    cache.SharedIndexInformer
+	vmis   cache.SharedIndexInformer
+	revs   cache.SharedIndexInformer
+}
+
+func newRevisionHarness(t *testing.T, vm *v1.VirtualMachine) *revisionHarness {
+	t.Helper()
+	h := &revisionHarness{client: fake.NewSimpleClientset(vm), kube: kubefake.NewClientset()}
+	f := externalversions.NewSharedInformerFactory(h.client, 0)
+	h.vms, h.vmis = f.Kubevirt().V1().VirtualMachines().Informer(), f.Kubevirt().V1().VirtualMachineInstances().Informer()
+	h.revs = cache.NewSharedIndexInformer(&cache.ListWatch{}, &appsv1.ControllerRevision{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	c, err := New(Config{Client: h.client.KubevirtV1(), VMs: h.vms, VMIs: h.vmis, StartRevisions: h.revs,
+		StartRevisionClient: kubeclient.ControllerRevisionsGetterFunc(func(ns string) kubeclient.ControllerRevisionInterface {
+			return h.kube.AppsV1().ControllerRevisions(ns)
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return now }
+	c.jitter = func() float64 { return 0 }
+	h.c = c
+	h.refresh(t)
+	return h
+}
+
+// refresh copies the fakes' objects into the informers' caches and
+// forgets the expectations a create set.
+func (h *revisionHarness) refresh(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	vms, _ := h.client.KubevirtV1().VirtualMachines("ns").List(ctx, metav1.ListOptions{})
+	vmis, _ := h.client.KubevirtV1().VirtualMachineInstances("ns").List(ctx, metav1.ListOptions{})
+	revs, _ := h.kube.AppsV1().ControllerRevisions("ns").List(ctx, metav1.ListOptions{})
+	var objs []any
+	for i := range vms.Items {
+		objs = append(objs, &vms.Items[i])
+	}
+	if err := h.vms.GetIndexer().Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
+	objs = nil
+	for i := range vmis.Items {
+		objs = append(objs, &vmis.Items[i])
+	}
+	if err := h.vmis.GetIndexer().Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
+	objs = nil
+	for i := range revs.Items {
+		objs = append(objs, &revs.Items[i])
+	}
+	if err := h.revs.GetIndexer().Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.c.exp.Forget("ns/vm")
+	h.c.stale.Forget("ns/vm")
+}
+
+func (h *revisionHarness) sync(t *testing.T) {
+	t.Helper()
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh(t)
+}
+
+func (h *revisionHarness) revisionNames(t *testing.T) []string {
+	t.Helper()
+	revs, err := h.kube.AppsV1().ControllerRevisions("ns").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range revs.Items {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// TestStartRevisionAndRestartRequired (#38 item 5): a start records the
+// VM's spec in KubeVirt's revision-start-vm-<uid>-<generation>, named in
+// the instance's status; a spec change while the instance runs gives the
+// VM RestartRequired, reverting it clears the condition, and the restart
+// replaces the revision with the new generation's.
+func TestStartRevisionAndRestartRequired(t *testing.T) {
+	ctx := context.Background()
+	h := newRevisionHarness(t, newVM(v1.RunStrategyAlways))
+	h.sync(t)
+	first := StartRevisionName("vm-uid", 2)
+	if got := h.revisionNames(t); len(got) != 1 || got[0] != first {
+		t.Fatalf("revisions after the start: %v, want [%s]", got, first)
+	}
+	rev, _ := h.kube.AppsV1().ControllerRevisions("ns").Get(ctx, first, metav1.GetOptions{})
+	if rev.Revision != 2 || rev.Labels[StartRevisionLabel] != "vm-uid" || metav1.GetControllerOf(rev) == nil || metav1.GetControllerOf(rev).UID != "vm-uid" {
+		t.Errorf("revision %s: revision %d labels %v owner %+v", first, rev.Revision, rev.Labels, metav1.GetControllerOf(rev))
+	}
+	vmi, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.VirtualMachineRevisionName != first {
+		t.Errorf("VMI status.virtualMachineRevisionName = %q, want %q", vmi.Status.VirtualMachineRevisionName, first)
+	}
+	vmi.Status.Phase = v1.Running
+	if _, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh(t)
+	h.sync(t)
+	restartRequired := func() *v1.VirtualMachineCondition {
+		vm, err := h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range vm.Status.Conditions {
+			if vm.Status.Conditions[i].Type == v1.VirtualMachineRestartRequired {
+				return &vm.Status.Conditions[i]
+			}
+		}
+		return nil
+	}
+	if c := restartRequired(); c != nil {
+		t.Fatalf("RestartRequired %+v on a VM whose spec did not change", c)
+	}
+
+	// The user changes the guest's CPU while it runs.
+	edit := func(cores uint32) {
+		t.Helper()
+		vm, err := h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm.Generation++
+		vm.Spec.Template.Spec.Domain.CPU = nil
+		if cores != 0 {
+			vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: cores}
+		}
+		if _, err := h.client.KubevirtV1().VirtualMachines("ns").Update(ctx, vm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.refresh(t)
+		h.sync(t)
+	}
+	edit(2)
+	c := restartRequired()
+	if c == nil || c.Status != corev1.ConditionTrue || c.Message != RestartRequiredMessage {
+		t.Fatalf("RestartRequired = %+v after a CPU change, want True with %q", c, RestartRequiredMessage)
+	}
+	edit(0) // back as it started
+	if c := restartRequired(); c != nil {
+		t.Fatalf("RestartRequired %+v after the change was reverted", c)
+	}
+	edit(2)
+
+	// The restart: the instance goes, the next start records generation 5
+	// and deletes the first revision; the new instance needs no restart.
+	if err := h.client.KubevirtV1().VirtualMachineInstances("ns").Delete(ctx, "vm", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh(t)
+	h.sync(t)
+	second := StartRevisionName("vm-uid", 5)
+	if got := h.revisionNames(t); len(got) != 1 || got[0] != second {
+		t.Fatalf("revisions after the restart: %v, want [%s]", got, second)
+	}
+	if c := restartRequired(); c != nil {
+		t.Fatalf("RestartRequired %+v after the restart", c)
+	}
+}
