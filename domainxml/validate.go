@@ -28,7 +28,7 @@ func Validate(vmi *v1.VirtualMachineInstance, emulation bool) field.ErrorList {
 	if errs := v1.ValidateVirtualMachineInstance(vmi); len(errs) > 0 {
 		return errs
 	}
-	if errs := Unsupported(vmi); len(errs) > 0 {
+	if errs := append(Unsupported(vmi), unwiredNetworks(vmi)...); len(errs) > 0 {
 		// Valid, but not something vmkit runs yet: every such field,
 		// each an error of type NotSupported (OnlyUnsupported tells).
 		return errs

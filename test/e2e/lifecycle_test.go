@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	vmcontrolvm "github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmctl"
 )
 
@@ -248,4 +250,65 @@ func TestErrorUnschedulable(t *testing.T) {
 		return got.Status.PrintableStatus == v1.VirtualMachineStatusUnschedulable && scheduled == "False Unschedulable",
 			fmt.Sprintf("%s, PodScheduled %q", got.Status.PrintableStatus, scheduled)
 	})
+}
+
+// TestRestartRequired (#38 items 4 and 5): a start records the VM's spec
+// in KubeVirt's revision-start-vm-<uid>-<generation>, which the VMI names;
+// changing the running VM's CPU gives the VM RestartRequired, and the
+// restart clears it, starts from the new generation and deletes the first
+// revision.
+func TestRestartRequired(t *testing.T) {
+	c := suite.Need(t)
+	ctx := t.Context()
+	vm := tinyVM(t, "vm-restart-required", v1.RunStrategyAlways)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	created, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := vmcontrolvm.StartRevisionName(created.UID, created.Generation)
+	if vmi.Status.VirtualMachineRevisionName != first {
+		t.Errorf("VMI status.virtualMachineRevisionName = %q, want %q", vmi.Status.VirtualMachineRevisionName, first)
+	}
+	if _, err := c.Kube.AppsV1().ControllerRevisions("default").Get(ctx, first, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the start revision: %v", err)
+	}
+	restartRequired := func(want bool) {
+		t.Helper()
+		suite.WaitFor(t, fmt.Sprintf("VM RestartRequired %v", want), time.Minute, func() (bool, string) {
+			got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == v1.VirtualMachineRestartRequired {
+					return want && cond.Status == corev1.ConditionTrue && cond.Message == vmcontrolvm.RestartRequiredMessage, fmt.Sprintf("%+v", cond)
+				}
+			}
+			return !want, "no RestartRequired condition"
+		})
+	}
+	patch := []byte(`{"spec":{"template":{"spec":{"domain":{"cpu":{"cores":2}}}}}}`)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restartRequired(true)
+	sub, err := vmctl.NewSubresources(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Restart(ctx, "default", vm.Name, v1.RestartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitVMI(t, c, vm.Name, "restarted and Running", func(got *v1.VirtualMachineInstance) bool {
+		return got.UID != vmi.UID && running(got)
+	})
+	restartRequired(false)
+	if smp := qemuSMP(t, vm.Name); !strings.Contains(smp, "cores=2") {
+		t.Errorf("the restarted guest's -smp %q, want the new 2 cores", smp)
+	}
+	if _, err := c.Kube.AppsV1().ControllerRevisions("default").Get(ctx, first, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the first start's revision %s after the restart: %v, want it deleted", first, err)
+	}
 }
