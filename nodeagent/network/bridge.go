@@ -212,7 +212,7 @@ func (w *wirer) clearIPv4(pod netlink.Link) error {
 }
 
 func bridgeResult(iface Interface, rec podRecord, guestMAC net.HardwareAddr, mtu uint16) Result {
-	return Result{
+	r := Result{
 		Interface: iface.Name,
 		Lease: dhcp.Lease{
 			ServerInterface: iface.Bridge,
@@ -226,4 +226,6 @@ func bridgeResult(iface Interface, rec podRecord, guestMAC net.HardwareAddr, mtu
 		MAC:    guestMAC.String(),
 		PodIPs: []string{rec.IP.IP.String()},
 	}
+	iface.DHCP.apply(&r.Lease)
+	return r
 }

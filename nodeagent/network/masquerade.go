@@ -70,6 +70,7 @@ func masqueradeResult(iface Interface, mtu uint16, podIPs []string) Result {
 		},
 		PodIPs: podIPs,
 	}
+	iface.DHCP.apply(&r.Lease)
 	if iface.MAC != nil {
 		r.MAC = iface.MAC.String()
 	}

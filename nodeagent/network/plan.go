@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -35,6 +36,42 @@ type Interface struct {
 	// NIC when spec.domain.devices.networkInterfaceMultiqueue is true:
 	// libvirt then opens it once per vCPU (domainxml's <driver queues>).
 	MultiQueue bool
+	// DHCP are the interface's dhcpOptions for the guest's DHCP lease:
+	// boot file, TFTP server, NTP servers and private options.
+	DHCP DHCPOptions
+}
+
+// DHCPOptions are what spec.domain.devices.interfaces[i].dhcpOptions adds
+// to the guest's DHCP lease, checked and parsed.
+type DHCPOptions struct {
+	BootFileName, TFTPServerName string
+	NTPServers                   []net.IP
+	PrivateOptions               []dhcp.PrivateOption
+}
+
+// apply adds the options to a lease.
+func (o DHCPOptions) apply(l *dhcp.Lease) {
+	l.BootFileName, l.TFTPServerName = o.BootFileName, o.TFTPServerName
+	l.NTPServers, l.PrivateOptions = o.NTPServers, o.PrivateOptions
+}
+
+// planDHCPOptions parses an interface's dhcpOptions, refusing what
+// KubeVirt's webhook refuses (and what no DHCP option holds) by field.
+func planDHCPOptions(o *v1.DHCPOptions, i int) (DHCPOptions, error) {
+	if o == nil {
+		return DHCPOptions{}, nil
+	}
+	if errs := v1.ValidateDHCPOptions(o); len(errs) > 0 {
+		return DHCPOptions{}, fieldErrorf(ifaceField(i, "dhcpOptions."+errs[0].Field), "%s", errs[0].ErrorBody())
+	}
+	p := DHCPOptions{BootFileName: o.BootFileName, TFTPServerName: o.TFTPServerName}
+	for _, s := range o.NTPServers {
+		p.NTPServers = append(p.NTPServers, net.ParseIP(s).To4())
+	}
+	for _, po := range o.PrivateOptions {
+		p.PrivateOptions = append(p.PrivateOptions, dhcp.PrivateOption{Code: uint8(po.Option), Value: []byte(po.Value)})
+	}
+	return p, nil
 }
 
 // FieldError is a VMI spec that Plan refuses: retrying will not help.
@@ -166,6 +203,9 @@ func planInterface(iface *v1.Interface, i int) (Interface, error) {
 	}
 	if binding == BindingMasquerade {
 		p.Ports = ports
+	}
+	if p.DHCP, err = planDHCPOptions(iface.DHCPOptions, i); err != nil {
+		return Interface{}, err
 	}
 	return p, nil
 }

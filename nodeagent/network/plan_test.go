@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -59,6 +60,16 @@ func TestPlan(t *testing.T) {
 		vmi: vmiWith([]v1.Interface{withSpec(bridged("default"), func(i *v1.Interface) { i.MacAddress = "02:00:00:AA:BB:CC" })},
 			[]v1.Network{podNet("default")}),
 		want: []Interface{withPlanned(podIface("default", 0, BindingBridge), func(i *Interface) { i.MAC = mac })},
+	}, {
+		name: "DHCP options",
+		vmi: vmiWith([]v1.Interface{withSpec(masq("default"), func(i *v1.Interface) {
+			i.DHCPOptions = &v1.DHCPOptions{BootFileName: "pxelinux.0", TFTPServerName: "tftp.example", NTPServers: []string{"10.0.0.1"},
+				PrivateOptions: []v1.DHCPPrivateOptions{{Option: 240, Value: "site"}}}
+		})}, []v1.Network{podNet("default")}),
+		want: []Interface{withPlanned(podIface("default", 0, BindingMasquerade), func(i *Interface) {
+			i.DHCP = DHCPOptions{BootFileName: "pxelinux.0", TFTPServerName: "tftp.example", NTPServers: []net.IP{net.IPv4(10, 0, 0, 1).To4()},
+				PrivateOptions: []dhcp.PrivateOption{{Code: 240, Value: []byte("site")}}}
+		})},
 	}, {
 		name: "no binding is bridge",
 		vmi:  vmiWith([]v1.Interface{{Name: "default"}}, []v1.Network{podNet("default")}),
@@ -146,6 +157,13 @@ func TestPlanErrors(t *testing.T) {
 		vmi:       vmiWith([]v1.Interface{masq("blue")}, []v1.Network{multusNet("blue")}),
 		wantField: "spec.domain.devices.interfaces[0].masquerade",
 		wantMsg:   "only supported on the pod network",
+	}, {
+		name: "an NTP server that is not IPv4",
+		vmi: vmiWith([]v1.Interface{withSpec(masq("default"), func(i *v1.Interface) {
+			i.DHCPOptions = &v1.DHCPOptions{NTPServers: []string{"10.0.0.1", "ntp.example"}}
+		})}, pod),
+		wantField: "spec.domain.devices.interfaces[0].dhcpOptions.ntpServers[1]",
+		wantMsg:   "NTP servers must be IPv4 addresses",
 	}, {
 		name:      "two interfaces on the pod network",
 		vmi:       vmiWith([]v1.Interface{masq("default"), bridged("default")}, pod),

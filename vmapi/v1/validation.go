@@ -683,6 +683,51 @@ func validateInterfaces(ifacesPath *field.Path, ifaces []Interface, networks []N
 		errs = append(errs, validateMACAddress(p.Child("macAddress"), iface.MacAddress)...)
 		errs = append(errs, validatePCIAddress(p.Child("pciAddress"), iface.PciAddress)...)
 		errs = append(errs, validatePorts(p.Child("ports"), iface.Ports)...)
+		if iface.DHCPOptions != nil {
+			errs = append(errs, validateDHCPOptions(p.Child("dhcpOptions"), iface.DHCPOptions)...)
+		}
+	}
+	return errs
+}
+
+// ValidateDHCPOptions checks an interface's dhcpOptions as KubeVirt's
+// webhook does (NTP servers are IPv4 addresses, private options are 224 to
+// 254 and each given once), and that each fits a DHCP option (255 bytes).
+// Its errors' fields are relative to dhcpOptions.
+func ValidateDHCPOptions(o *DHCPOptions) field.ErrorList {
+	return validateDHCPOptions(nil, o)
+}
+
+func validateDHCPOptions(p *field.Path, o *DHCPOptions) field.ErrorList {
+	var errs field.ErrorList
+	const maxOption = 255
+	if len(o.BootFileName) > maxOption {
+		errs = append(errs, field.TooLong(p.Child("bootFileName"), o.BootFileName, maxOption))
+	}
+	if len(o.TFTPServerName) > maxOption {
+		errs = append(errs, field.TooLong(p.Child("tftpServerName"), o.TFTPServerName, maxOption))
+	}
+	for i, s := range o.NTPServers {
+		if ip := net.ParseIP(s); ip == nil || ip.To4() == nil {
+			errs = append(errs, field.Invalid(p.Child("ntpServers").Index(i), s, "NTP servers must be IPv4 addresses"))
+		}
+	}
+	if 4*len(o.NTPServers) > maxOption {
+		errs = append(errs, field.TooMany(p.Child("ntpServers"), len(o.NTPServers), maxOption/4))
+	}
+	seen := map[int32]bool{}
+	for i, po := range o.PrivateOptions {
+		pp := p.Child("privateOptions").Index(i)
+		switch {
+		case po.Option < 224 || po.Option > 254:
+			errs = append(errs, field.Invalid(pp.Child("option"), po.Option, "private DHCP options are 224 to 254"))
+		case seen[po.Option]:
+			errs = append(errs, field.Duplicate(pp.Child("option"), po.Option))
+		}
+		seen[po.Option] = true
+		if len(po.Value) > maxOption {
+			errs = append(errs, field.TooLong(pp.Child("value"), po.Value, maxOption))
+		}
 	}
 	return errs
 }

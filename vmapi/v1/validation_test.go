@@ -467,6 +467,15 @@ func TestValidateVirtualMachineInstance(t *testing.T) {
 		{name: "bridge on the pod network", mutate: func(vmi *v1.VirtualMachineInstance) {
 			firstIface(vmi).InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 		}},
+		{name: "DHCP options", mutate: func(vmi *v1.VirtualMachineInstance) {
+			firstIface(vmi).DHCPOptions = &v1.DHCPOptions{BootFileName: "pxelinux.0", TFTPServerName: "tftp.example", NTPServers: []string{"10.0.0.1"},
+				PrivateOptions: []v1.DHCPPrivateOptions{{Option: 224, Value: "a"}, {Option: 254, Value: "b"}}}
+		}},
+		{name: "DHCP options out of KubeVirt's bounds", mutate: func(vmi *v1.VirtualMachineInstance) {
+			firstIface(vmi).DHCPOptions = &v1.DHCPOptions{NTPServers: []string{"fd00::1", "ntp.example"},
+				PrivateOptions: []v1.DHCPPrivateOptions{{Option: 223}, {Option: 230}, {Option: 230}}}
+		}, want: []fieldError{{invalid, interfaces + "[0].dhcpOptions.ntpServers[0]"}, {invalid, interfaces + "[0].dhcpOptions.ntpServers[1]"},
+			{invalid, interfaces + "[0].dhcpOptions.privateOptions[0].option"}, {duplicate, interfaces + "[0].dhcpOptions.privateOptions[2].option"}}},
 		{name: "MAC address", mutate: func(vmi *v1.VirtualMachineInstance) {
 			firstIface(vmi).MacAddress = "02:00:00:0a:0b:0c"
 		}},

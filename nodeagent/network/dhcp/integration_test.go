@@ -24,7 +24,7 @@ import (
 // its script, one "dhcp-env name=value" line each.
 const udhcpcScript = `#!/bin/sh
 [ "$1" = bound ] || exit 0
-for v in interface ip subnet mask broadcast router dns domain search hostname mtu lease serverid staticroutes; do
+for v in interface ip subnet mask broadcast router dns domain search hostname mtu lease serverid staticroutes ntpsrv tftp bootfile opt240; do
 	eval "echo \"dhcp-env $v=\$$v\""
 done
 `
@@ -49,6 +49,10 @@ func TestServeUdhcpc(t *testing.T) {
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	serverNS, clientNS := "vmkit-dhcp-srv-"+suffix, "vmkit-dhcp-vm-"+suffix
 	lease := testLease()
+	// A VMI's dhcpOptions (KubeVirt's): boot file, TFTP server, NTP servers and a private option.
+	lease.BootFileName, lease.TFTPServerName = "pxelinux.0", "tftp.example"
+	lease.NTPServers = []net.IP{net.IPv4(10, 96, 0, 20), net.IPv4(10, 96, 0, 21)}
+	lease.PrivateOptions = []PrivateOption{{Code: 240, Value: []byte("site")}}
 	setupLink(t, serverNS, clientNS, lease)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,6 +86,10 @@ func TestServeUdhcpc(t *testing.T) {
 			"lease":        "86400",
 			"serverid":     "10.0.2.1",
 			"staticroutes": "10.10.0.0/16 10.0.2.254 0.0.0.0/0 10.0.2.1",
+			"ntpsrv":       "10.96.0.20 10.96.0.21",
+			"tftp":         "tftp.example",
+			"bootfile":     "pxelinux.0",
+			"opt240":       "73697465", // udhcpc gives options it does not know in hex
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("udhcpc's lease (-want +got):\n%s", diff)

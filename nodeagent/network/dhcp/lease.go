@@ -61,7 +61,26 @@ type Lease struct {
 	// LeaseTime is the lease time (option 51); 0 means DefaultLeaseTime. It
 	// is sent in whole seconds, at most 2^32-1 (infinite).
 	LeaseTime time.Duration
+	// BootFileName (option 67) and TFTPServerName (option 66) point a
+	// network-booting guest at its boot file; empty leaves them out.
+	BootFileName, TFTPServerName string
+	// NTPServers are the time servers (option 42), IPv4 only.
+	NTPServers []net.IP
+	// PrivateOptions are site-specific options (224 to 254, RFC 2132),
+	// sent as given.
+	PrivateOptions []PrivateOption
 }
+
+// PrivateOption is one site-specific DHCP option.
+type PrivateOption struct {
+	// Code is 224 to 254.
+	Code uint8
+	// Value is the option's content, at most 255 bytes.
+	Value []byte
+}
+
+// maxOptionLen is the most one DHCP option holds.
+const maxOptionLen = 255
 
 // Route is one classless static route (RFC 3442).
 type Route struct {
@@ -123,6 +142,26 @@ func (l *Lease) validate() error {
 	}
 	if l.MTU != 0 && l.MTU < minMTU {
 		return fmt.Errorf("MTU %d is below %d, the smallest IPv4 allows", l.MTU, minMTU)
+	}
+	if len(l.BootFileName) > maxOptionLen || len(l.TFTPServerName) > maxOptionLen {
+		return fmt.Errorf("BootFileName or TFTPServerName is longer than the %d bytes of a DHCP option", maxOptionLen)
+	}
+	for i, ip := range l.NTPServers {
+		if !isHostIPv4(ip) {
+			return fmt.Errorf("NTPServers[%d] %v is not a unicast IPv4 address", i, ip)
+		}
+	}
+	seen := map[uint8]bool{}
+	for i, o := range l.PrivateOptions {
+		switch {
+		case o.Code < 224 || o.Code > 254:
+			return fmt.Errorf("PrivateOptions[%d]: option %d is not a private option (224 to 254)", i, o.Code)
+		case seen[o.Code]:
+			return fmt.Errorf("PrivateOptions[%d]: option %d is given twice", i, o.Code)
+		case len(o.Value) > maxOptionLen:
+			return fmt.Errorf("PrivateOptions[%d]: option %d is longer than %d bytes", i, o.Code, maxOptionLen)
+		}
+		seen[o.Code] = true
 	}
 	if l.LeaseTime < 0 || (l.LeaseTime > 0 && l.LeaseTime < time.Second) || l.LeaseTime > maxLeaseTime {
 		return fmt.Errorf("LeaseTime %v is not between 1s and 2^32-1s (0 means %v)", l.LeaseTime, DefaultLeaseTime)

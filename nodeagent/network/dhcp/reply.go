@@ -153,7 +153,9 @@ func newReply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, serverIP net.IP) *dhcp
 }
 
 // configOptions are the options that configure the guest's network: mask,
-// broadcast address, router, DNS, host name, MTU, search list and routes.
+// broadcast address, router, DNS, host name, MTU, search list and routes,
+// and the VMI's dhcpOptions: TFTP server, boot file, NTP servers and
+// private options.
 func configOptions(lease *Lease) []dhcpv4.Option {
 	opts := []dhcpv4.Option{dhcpv4.OptSubnetMask(lease.IP.Mask)}
 	if ones, _ := lease.IP.Mask.Size(); ones <= 30 {
@@ -180,6 +182,22 @@ func configOptions(lease *Lease) []dhcpv4.Option {
 	}
 	if len(lease.Routes) > 0 {
 		opts = append(opts, dhcpv4.OptClasslessStaticRoute(classlessRoutes(lease.Routes, lease.Router)...))
+	}
+	if lease.TFTPServerName != "" {
+		opts = append(opts, dhcpv4.OptTFTPServerName(lease.TFTPServerName))
+	}
+	if lease.BootFileName != "" {
+		opts = append(opts, dhcpv4.OptBootFileName(lease.BootFileName))
+	}
+	if len(lease.NTPServers) > 0 {
+		ntp := make([]net.IP, len(lease.NTPServers))
+		for i, ip := range lease.NTPServers {
+			ntp[i] = ip.To4()
+		}
+		opts = append(opts, dhcpv4.OptNTPServers(ntp...))
+	}
+	for _, o := range lease.PrivateOptions {
+		opts = append(opts, dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(o.Code), o.Value))
 	}
 	return opts
 }

@@ -405,3 +405,39 @@ func TestSearchDomainsEncoding(t *testing.T) {
 		})
 	}
 }
+
+// TestReplyDHCPOptions: a lease's boot file, TFTP server, NTP servers and
+// private options (the VMI's dhcpOptions) are in the OFFER as RFC 2132
+// encodes them.
+func TestReplyDHCPOptions(t *testing.T) {
+	lease := testLease()
+	lease.BootFileName, lease.TFTPServerName = "pxelinux.0", "tftp.example"
+	lease.NTPServers = []net.IP{net.IPv4(10, 0, 0, 1), net.IPv4(10, 0, 0, 2)}
+	lease.PrivateOptions = []PrivateOption{{Code: 224, Value: []byte("site")}, {Code: 254, Value: []byte("x")}}
+	if err := lease.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := Reply(request(t, dhcpv4.MessageTypeDiscover, guestMAC), &lease)
+	if err != nil || resp == nil {
+		t.Fatalf("Reply: %v, %v", resp, err)
+	}
+	for code, want := range map[uint8]string{
+		66: "tftp.example", 67: "pxelinux.0", 42: "\x0a\x00\x00\x01\x0a\x00\x00\x02", 224: "site", 254: "x",
+	} {
+		if got := resp.Options.Get(dhcpv4.GenericOptionCode(code)); string(got) != want {
+			t.Errorf("option %d = %q, want %q", code, got, want)
+		}
+	}
+	for _, bad := range []func(*Lease){
+		func(l *Lease) { l.NTPServers = []net.IP{net.ParseIP("fd00::1")} },
+		func(l *Lease) { l.PrivateOptions = []PrivateOption{{Code: 200}} },
+		func(l *Lease) { l.PrivateOptions = []PrivateOption{{Code: 230}, {Code: 230}} },
+		func(l *Lease) { l.BootFileName = strings.Repeat("x", 256) },
+	} {
+		l := testLease()
+		bad(&l)
+		if err := l.Validate(); err == nil {
+			t.Errorf("lease %+v validated", l)
+		}
+	}
+}
