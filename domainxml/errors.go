@@ -21,3 +21,9 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 func fieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
+
+// unsupportedf is fieldErrorf for what is valid but vmkit cannot honour
+// yet, with Unsupported's wording.
+func unsupportedf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: unsupportedPrefix + fmt.Sprintf(format, args...) + " yet", Unsupported: true}
+}

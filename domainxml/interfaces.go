@@ -71,6 +71,23 @@ func (c *converter) convertInterfaces() error {
 			out[i].ROM = &libvirtxml.DomainROM{Enabled: "no"}
 		}
 		out[i].Alias = &libvirtxml.DomainAlias{Name: userAlias(iface.Name)}
+		if iface.ACPIIndex != 0 {
+			// The guest names the NIC by it (eno<N> with systemd's
+			// predictable names); QEMU wants each index once.
+			if iface.ACPIIndex < 0 || iface.ACPIIndex > 16383 {
+				return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is not between 1 and 16383 (QEMU's acpi-index)", iface.ACPIIndex)
+			}
+			for j := range i {
+				if ifaces[j].ACPIIndex == iface.ACPIIndex {
+					return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is also interface %q's", iface.ACPIIndex, ifaces[j].Name)
+				}
+			}
+			out[i].ACPI = &libvirtxml.DomainDeviceACPI{Index: uint(iface.ACPIIndex)}
+		}
+		if iface.State == v1.InterfaceStateLinkDown {
+			// KubeVirt's link state: the NIC is there, its cable unplugged.
+			out[i].Link = &libvirtxml.DomainInterfaceLink{State: "down"}
+		}
 		if iface.PciAddress != "" {
 			addr, err := parsePCIAddress(iface.PciAddress)
 			if err != nil {

@@ -42,6 +42,24 @@ func TestConvertInterfaces(t *testing.T) {
 		want    []libvirtxml.DomainInterface
 		wantErr string
 	}{{
+		name: "acpiIndex and link state down (KubeVirt's state: down)",
+		vmi:  newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: masquerade, ACPIIndex: 3, State: v1.InterfaceStateLinkDown}, podNet)),
+		want: []libvirtxml.DomainInterface{{Source: ethernet, Target: tap("tap0"), Model: virtioNonTrans, ROM: noROM, Alias: alias("default"),
+			ACPI: &libvirtxml.DomainDeviceACPI{Index: 3}, Link: &libvirtxml.DomainInterfaceLink{State: "down"}}},
+	}, {
+		name: "state up is the default link",
+		vmi:  newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: masquerade, State: v1.InterfaceStateLinkUp}, podNet)),
+		want: []libvirtxml.DomainInterface{{Source: ethernet, Target: tap("tap0"), Model: virtioNonTrans, ROM: noROM, Alias: alias("default")}},
+	}, {
+		name: "an acpiIndex twice",
+		vmi: newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: bridge, ACPIIndex: 1}, podNet),
+			withNIC(v1.Interface{Name: "b", InterfaceBindingMethod: bridge, ACPIIndex: 1}, multusNet)),
+		wantErr: `spec.domain.devices.interfaces[1].acpiIndex: 1 is also interface "default"'s`,
+	}, {
+		name:    "an acpiIndex beyond QEMU's",
+		vmi:     newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: bridge, ACPIIndex: 16384}, podNet)),
+		wantErr: "spec.domain.devices.interfaces[0].acpiIndex: 16384 is not between 1 and 16383 (QEMU's acpi-index)",
+	}, {
 		name: "masquerade on the pod network: tap0, virtio, no option ROM",
 		vmi:  newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: masquerade}, podNet)),
 		want: []libvirtxml.DomainInterface{{Source: ethernet, Target: tap("tap0"), Model: virtioNonTrans, ROM: noROM, Alias: alias("default")}},

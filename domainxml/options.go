@@ -121,6 +121,11 @@ type Options struct {
 	// last vCPU's. Required then; ignored otherwise.
 	CPUSet []uint
 
+	// HostNUMANodes maps host CPUs to their NUMA node, for
+	// spec.domain.cpu.numa.guestMappingPassthrough; a CPU it does not
+	// list (all of them when nil) is on node 0.
+	HostNUMANodes map[uint]uint
+
 	// TapDevices overrides, per interface name, the tap device the launcher
 	// created for it. Default: "tap0" for the interface on the pod network,
 	// "tap<N>" for the interface on the N-th Multus network (N from 1, in

@@ -66,9 +66,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 		add(dp.Child("memory", "reservedOverhead"), "adjust the reserved memory overhead")
 	}
 	if cpu := dom.CPU; cpu != nil {
-		if cpu.NUMA != nil {
-			add(dp.Child("cpu", "numa"), "map the guest's NUMA topology to the host's")
-		}
 		if cpu.Realtime != nil {
 			add(dp.Child("cpu", "realtime"), "tune guests for realtime")
 		}
@@ -135,14 +132,8 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 		case b.Binding != nil:
 			add(p.Child("binding"), "run network binding plugins (use bridge or masquerade)")
 		}
-		if iface.DHCPOptions != nil {
-			add(p.Child("dhcpOptions"), "give guests extra DHCP options")
-		}
-		if iface.ACPIIndex != 0 {
-			add(p.Child("acpiIndex"), "set interfaces' ACPI index")
-		}
-		if iface.State == v1.InterfaceStateLinkDown || iface.State == v1.InterfaceStateAbsent {
-			add(p.Child("state"), "set an interface's link %s", iface.State)
+		if iface.State == v1.InterfaceStateAbsent {
+			add(p.Child("state"), "unplug an interface (state %s)", iface.State)
 		}
 	}
 	return errs

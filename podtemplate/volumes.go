@@ -515,16 +515,8 @@ func (r *Renderer) ownVolumes(f *guestFacts, spec *v1.VirtualMachineInstanceSpec
 	}
 	vols := make([]corev1.Volume, 0, nv+vmiVolumes)
 	mounts := make([]corev1.VolumeMount, 0, nm+vmiMounts)
-	// One allocation behind every emptyDir source and the propagation mode.
-	backing := &struct {
-		emptyDirs [10]corev1.EmptyDirVolumeSource
-		prop      corev1.MountPropagationMode
-	}{prop: corev1.MountPropagationHostToContainer}
 	emptyDir := func(name string) {
-		vols = vols[:len(vols)+1]
-		v := &vols[len(vols)-1]
-		v.Name = name
-		v.EmptyDir = &backing.emptyDirs[len(vols)-1]
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	mount := func(name, dir string) *corev1.VolumeMount {
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir})
@@ -548,7 +540,8 @@ func (r *Renderer) ownVolumes(f *guestFacts, spec *v1.VirtualMachineInstanceSpec
 	}
 	if hotplug {
 		emptyDir(volHotplug)
-		mount(volHotplug, r.cfg.HotplugDiskDir).MountPropagation = &backing.prop
+		prop := corev1.MountPropagationHostToContainer
+		mount(volHotplug, r.cfg.HotplugDiskDir).MountPropagation = &prop
 	}
 	if f.hugePages != "" {
 		emptyDir(volHugepages)

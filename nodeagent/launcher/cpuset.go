@@ -2,6 +2,10 @@ package launcher
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -41,6 +45,64 @@ func (l *Launcher) dedicatedCPUs(vmi *v1.VirtualMachineInstance) ([]uint, error)
 	cpus, err := read()
 	if err != nil {
 		return nil, fmt.Errorf("spec.domain.cpu.dedicatedCpuPlacement: %w", err)
+	}
+	return cpus, nil
+}
+
+// nodeDir holds the host's NUMA nodes (node<N>/cpulist).
+const nodeDir = "/sys/devices/system/node"
+
+// HostNUMANodes reads the NUMA node of each host CPU from
+// /sys/devices/system/node/node<N>/cpulist. A kernel without NUMA (no
+// such directory) yields an empty map: every CPU on node 0.
+func HostNUMANodes() (map[uint]uint, error) {
+	dirs, err := filepath.Glob(filepath.Join(nodeDir, "node[0-9]*"))
+	if err != nil {
+		return nil, err
+	}
+	nodes := map[uint]uint{}
+	for _, d := range dirs {
+		n, err := strconv.ParseUint(strings.TrimPrefix(filepath.Base(d), "node"), 10, 32)
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d, "cpulist"))
+		if err != nil {
+			return nil, fmt.Errorf("reading the CPUs of host NUMA node %d: %w", n, err)
+		}
+		cpus, err := parseCPUList(strings.TrimSpace(string(data)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(d, "cpulist"), err)
+		}
+		for _, c := range cpus {
+			nodes[c] = uint(n)
+		}
+	}
+	return nodes, nil
+}
+
+// parseCPUList parses the kernel's CPU list format ("0-3,8,10-11"; "" is
+// none).
+func parseCPUList(s string) ([]uint, error) {
+	var cpus []uint
+	if s == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.ParseUint(lo, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("CPU list %q: %q is not a CPU number", s, lo)
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.ParseUint(hi, 10, 32); err != nil || last < first {
+				return nil, fmt.Errorf("CPU list %q: %q is not a range", s, part)
+			}
+		}
+		for c := first; c <= last; c++ {
+			cpus = append(cpus, uint(c))
+		}
 	}
 	return cpus, nil
 }

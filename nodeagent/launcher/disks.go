@@ -41,6 +41,11 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 		return opts, created, err
 	}
 	opts.CPUSet = cpus
+	if c := vmi.Spec.Domain.CPU; c != nil && c.NUMA != nil && c.NUMA.GuestMappingPassthrough != nil {
+		if opts.HostNUMANodes, err = HostNUMANodes(); err != nil {
+			return opts, created, fmt.Errorf("spec.domain.cpu.numa.guestMappingPassthrough: %w", err)
+		}
+	}
 	// mkdir creates dir and remembers the topmost directory it created.
 	mkdir := func(dir string) error {
 		top := ""

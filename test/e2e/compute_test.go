@@ -113,6 +113,31 @@ func TestHugePages(t *testing.T) {
 	}
 }
 
+// TestNUMAPassthrough: a VM with dedicated CPUs, huge pages and KubeVirt's
+// guestMappingPassthrough gets one guest NUMA cell holding its vCPU and
+// its huge-page memory, for the host NUMA node of its pinned CPU (the e2e
+// node has one), and boots.
+func TestNUMAPassthrough(t *testing.T) {
+	c := suite.Need(t)
+	vm := tinyVM(t, "vm-numa", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: 1, DedicatedCPUPlacement: true,
+		NUMA: &v1.NUMA{GuestMappingPassthrough: &v1.NUMAGuestMappingPassthrough{}}}
+	vm.Spec.Template.Spec.Domain.Memory = &v1.Memory{Hugepages: &v1.Hugepages{PageSize: "2Mi"}}
+	framework.CreateVM(t, c, vm)
+	framework.WaitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", qemuPID(t, "default", vm.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.ReplaceAll(string(data), "\x00", " ")
+	for _, want := range []string{"-numa node,nodeid=0,cpus=0,memdev=ram-node0", "/dev/hugepages"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("QEMU's command line has no %s: %s", want, args)
+		}
+	}
+}
+
 // allowedCPUs reads Cpus_allowed_list from a /proc status file.
 func allowedCPUs(t *testing.T, status string) string {
 	t.Helper()

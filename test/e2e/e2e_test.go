@@ -371,6 +371,8 @@ func TestPodNetwork(t *testing.T) {
 	// Two vCPUs and a multi-queue virtio NIC: libvirt opens the tap twice.
 	ports.Spec.Template.Spec.Domain.CPU = &v1.CPU{Cores: 2}
 	ports.Spec.Template.Spec.Domain.Devices.NetworkInterfaceMultiQueue = v1.BoolPtr(true)
+	// And an ACPI index (#39 item 5), which the guest names its NIC by.
+	ports.Spec.Template.Spec.Domain.Devices.Interfaces[0].ACPIIndex = 3
 	bridge := framework.ExampleVM(t, "vm-net.yaml", "vm-net-bridge", v1.RunStrategyAlways)
 	bridge.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 
@@ -408,6 +410,15 @@ func TestPodNetwork(t *testing.T) {
 		for _, vm := range []*v1.VirtualMachine{masq, bridge} {
 			ip := expose(t, c, vm.Name, 8000, 80)
 			suite.HTTPGetUntil(t, framework.GuestURL(ip, 8000, "/"), "vmkit guest "+vm.Name, 60*time.Second)
+		}
+	})
+	t.Run("ACPIIndex", func(t *testing.T) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", qemuPID(t, "default", ports.Name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"acpi-index":3`) {
+			t.Errorf("%s: QEMU's NIC has no acpi-index 3: %s", ports.Name, strings.ReplaceAll(string(data), "\x00", " "))
 		}
 	})
 	t.Run("Ports", func(t *testing.T) {
