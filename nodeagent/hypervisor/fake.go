@@ -50,6 +50,7 @@ type fakeDomain struct {
 	state     DomainState
 	console   net.Conn // the guest's end of the current console session
 	migration *fakeMigration
+	vcpus     uint // set by SetVCPUs; 0: the definition's
 }
 
 var _ Hypervisor = (*Fake)(nil)
@@ -382,6 +383,55 @@ func (f *Fake) Reset(ctx context.Context, name string) error {
 		return fmt.Errorf("reset %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
 	}
 	return nil
+}
+
+// SetVCPUs implements Hypervisor: it checks count against the maximum of
+// the domain's <vcpu> and records it (VCPUs reads it back); Calls records
+// "SetVCPUs name".
+func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SetVCPUs", name); err != nil {
+		return err
+	}
+	d, err := f.lookup("set vCPUs of", name)
+	if err != nil {
+		return err
+	}
+	if d.state.State != StateRunning && d.state.State != StatePaused {
+		return fmt.Errorf("set vCPUs of %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(d.xml); err != nil || dom.VCPU == nil {
+		return fmt.Errorf("set vCPUs of %s: the domain's XML has no <vcpu> (%v)", name, err)
+	}
+	if count == 0 || count > dom.VCPU.Value {
+		return fmt.Errorf("set vCPUs of %s: %d vCPUs: the domain has 1 to %d", name, count, dom.VCPU.Value)
+	}
+	d.vcpus = count
+	return nil
+}
+
+// VCPUs returns the vCPU count SetVCPUs last set on the domain, else the
+// current count of its definition.
+func (f *Fake) VCPUs(name string) (uint, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.lookup("vCPUs of", name)
+	if err != nil {
+		return 0, err
+	}
+	if d.vcpus != 0 {
+		return d.vcpus, nil
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(d.xml); err != nil || dom.VCPU == nil {
+		return 0, fmt.Errorf("vCPUs of %s: the domain's XML has no <vcpu> (%v)", name, err)
+	}
+	if dom.VCPU.Current != 0 {
+		return dom.VCPU.Current, nil
+	}
+	return dom.VCPU.Value, nil
 }
 
 func (f *Fake) transition(ctx context.Context, method, name string, from State, to DomainState) error {

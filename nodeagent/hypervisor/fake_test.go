@@ -356,3 +356,34 @@ func TestFakeStats(t *testing.T) {
 		t.Errorf("Stats after FailNext: %v, want boom", err)
 	}
 }
+
+// SetVCPUs on the Fake checks the count against the definition's <vcpu>
+// and an active domain, and VCPUs reads it back.
+func TestFakeSetVCPUs(t *testing.T) {
+	ctx := context.Background()
+	f := NewFake()
+	xml := strings.Replace(testXML, "</domain>", `<vcpu placement="static" current="1">4</vcpu></domain>`, 1)
+	if _, err := f.Define(ctx, xml); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetVCPUs(ctx, "ns_vm", 2); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("SetVCPUs of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if n, err := f.VCPUs("ns_vm"); n != 1 || err != nil {
+		t.Errorf("VCPUs = %d, %v; want the definition's current 1", n, err)
+	}
+	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []uint{0, 5} {
+		if err := f.SetVCPUs(ctx, "ns_vm", bad); err == nil {
+			t.Errorf("SetVCPUs(%d) succeeded", bad)
+		}
+	}
+	if err := f.SetVCPUs(ctx, "ns_vm", 3); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.VCPUs("ns_vm"); n != 3 || err != nil {
+		t.Errorf("VCPUs = %d, %v; want 3", n, err)
+	}
+}

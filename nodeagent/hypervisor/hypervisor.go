@@ -60,6 +60,13 @@ type Hypervisor interface {
 	// paused. Resetting a domain that is not active (shut off) fails with
 	// ErrInvalidState.
 	Reset(ctx context.Context, name string) error
+	// SetVCPUs hot-plugs (or unplugs) vCPUs of an active domain so its
+	// guest has count of them, within the maximum its definition allows
+	// (<vcpu current=...>, domainxml's maxSockets): KubeVirt's CPU hotplug,
+	// libvirt's virDomainSetVcpusFlags(VIR_DOMAIN_AFFECT_LIVE). A domain
+	// that is not active fails with ErrInvalidState; a count of 0 or above
+	// the maximum fails naming both.
+	SetVCPUs(ctx context.Context, name string, count uint) error
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
 	// Stats returns the statistics of an active (running or paused)

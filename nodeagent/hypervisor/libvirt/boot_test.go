@@ -556,3 +556,70 @@ func agentExec(t *testing.T, h *Hypervisor, name, script string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSetVCPUs hot-plugs a vCPU into the running tiny guest (one socket,
+// maxSockets 2): libvirt reports two live vCPUs, QEMU runs a second vCPU
+// thread, and the guest's kernel, booted without quiet, reports the new
+// CPU on the console. Counts of 0 or above the maximum are refused, as is a
+// shut-off domain.
+func TestSetVCPUs(t *testing.T) {
+	uri := requireQEMU(t)
+	guest := testenv.RequireGuest(t)
+	h := newTestHypervisor(t, uri)
+
+	vmi := tinyGuestVMI("vcpus-"+randomSuffix(t), types.UID(randomUUID(t)))
+	vmi.Spec.Domain.CPU = &v1.CPU{Sockets: 1, Cores: 1, Threads: 1, MaxSockets: 2}
+	vmi.Spec.Domain.Firmware.KernelBoot.KernelArgs = strings.Replace(vmi.Spec.Domain.Firmware.KernelBoot.KernelArgs, "quiet", "loglevel=7", 1)
+	xml, name := tinyGuestXML(t, vmi, guest.Kernel, guest.IdleInitramfs, t.TempDir())
+	ctx := context.Background()
+	if _, err := h.Define(ctx, xml); err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := h.SetVCPUs(ctx, name, 2); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("SetVCPUs of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := h.Start(ctx, name, hypervisor.StartOptions{Paused: true}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	console, err := h.Console(ctx, name)
+	if err != nil {
+		t.Fatalf("Console: %v", err)
+	}
+	defer console.Close()
+	if err := h.Resume(ctx, name); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	_, out, err := readUntil(console, guestMarker, bootTimeout)
+	if err != nil {
+		t.Fatalf("boot: %v; console:\n%s", err, out)
+	}
+	for _, bad := range []uint{0, 3} {
+		if err := h.SetVCPUs(ctx, name, bad); err == nil || !strings.Contains(err.Error(), "the domain has 1 to 2") {
+			t.Errorf("SetVCPUs(%d): %v, want refused naming 1 to 2", bad, err)
+		}
+	}
+	if err := h.SetVCPUs(ctx, name, 2); err != nil {
+		t.Fatalf("SetVCPUs(2): %v", err)
+	}
+	var live int32
+	if err := h.onDomain(ctx, "vcpus", name, func(d *golibvirt.Domain) error {
+		var err error
+		live, err = d.GetVcpusFlags(golibvirt.DOMAIN_VCPU_LIVE)
+		return err
+	}); err != nil || live != 2 {
+		t.Fatalf("live vCPUs after SetVCPUs(2): %d, %v; want 2", live, err)
+	}
+	// The guest's kernel sees the CPU arrive (ACPI processor hotplug).
+	if _, out, err := readUntil(console, "has been hot-added", bootTimeout); err != nil {
+		t.Fatalf("the guest did not report the new CPU: %v; console:\n%s", err, out)
+	}
+}

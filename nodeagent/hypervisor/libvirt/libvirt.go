@@ -331,6 +331,23 @@ func (h *Hypervisor) Reset(ctx context.Context, name string) error {
 	})
 }
 
+// SetVCPUs implements hypervisor.Hypervisor.
+func (h *Hypervisor) SetVCPUs(ctx context.Context, name string, count uint) error {
+	return h.onDomain(ctx, "set vCPUs of", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "set vCPUs of", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		max, err := d.GetVcpusFlags(golibvirt.DOMAIN_VCPU_LIVE | golibvirt.DOMAIN_VCPU_MAXIMUM)
+		if err != nil {
+			return err
+		}
+		if count == 0 || count > uint(max) {
+			return fmt.Errorf("%d vCPUs: the domain has 1 to %d", count, max)
+		}
+		return d.SetVcpusFlags(count, golibvirt.DOMAIN_VCPU_LIVE)
+	})
+}
+
 // State implements hypervisor.Hypervisor.
 func (h *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
 	var out hypervisor.DomainState
