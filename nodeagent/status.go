@@ -125,6 +125,11 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		}
 		setCondition(&s, c, now)
 	}
+	if st != nil && st.CPUTopology != nil && s.Phase == v1.Running {
+		// The guest's CPUs now, hot-plugged sockets included (KubeVirt's).
+		t := *st.CPUTopology
+		s.CurrentCPUTopology = &t
+	}
 	if obs.network != nil && s.Phase == v1.Running {
 		if ga := obs.agent; ga != nil && ga.connected && ga.interfaces != nil {
 			s.Interfaces = networkInterfaces(obs.network, ga.interfaces)

@@ -115,6 +115,18 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			if st.Started {
 				a.recorder.Event(vmi, corev1.EventTypeNormal, "Started", "VirtualMachineInstance started.")
 			}
+		} else if st.Started && !st.Final && !st.StopRequested && moreSockets(vmi, st.CPUTopology) {
+			// The VM controller gave the running VMI more CPU sockets
+			// (KubeVirt's LiveUpdate): the launcher hot-plugs them.
+			from := st.CPUTopology.Sockets
+			synced, err := c.Sync(ctx, vmi)
+			if err != nil {
+				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug CPUs: %v", err)
+				return 0, fmt.Errorf("hot-plugging CPUs of VMI %s: %w", key, err)
+			}
+			st = synced
+			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonCPUHotplugged, "CPU sockets hot-plugged: %d → %d", from, st.CPUTopology.Sockets)
 		}
 		obs.launcher = &st
 	}
@@ -330,4 +342,15 @@ func (a *Agent) accessCredentialsEvent(vmi *v1.VirtualMachineInstance, status *v
 	} else {
 		a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonAccessCredentialsSyncFailed, "Access credentials sync failed: %s", cur.Message)
 	}
+}
+
+// ReasonCPUHotplugged is the reason of the event the node agent records
+// when it hot-plugged CPU sockets into a running VMI.
+const ReasonCPUHotplugged = "CPUHotplugged"
+
+// moreSockets reports whether the VMI's spec asks for more CPU sockets
+// than the guest has (cur, the launcher's status).
+func moreSockets(vmi *v1.VirtualMachineInstance, cur *v1.CPUTopology) bool {
+	cpu := vmi.Spec.Domain.CPU
+	return cpu != nil && cur != nil && cpu.Sockets > cur.Sockets
 }

@@ -199,6 +199,8 @@ type Launcher struct {
 
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
+	cpuTopology *v1.CPUTopology // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
+
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
 	// Live migration (migrate.go).
@@ -243,6 +245,10 @@ type Status struct {
 	// AccessCredentials is how the last sync of the VMI's guest-agent
 	// access credentials went; nil while none ended (or the VMI has none).
 	AccessCredentials *AccessCredentialsStatus `json:"accessCredentials,omitempty"`
+	// CPUTopology is the CPU topology the guest has now, CPU hotplug
+	// included (the VMI's status.currentCPUTopology); nil before the
+	// domain is defined or when the VMI names no topology.
+	CPUTopology *v1.CPUTopology `json:"cpuTopology,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -628,6 +634,7 @@ func (l *Launcher) statusLocked() Status {
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
 		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
+		CPUTopology: l.cpuTopology,
 	}
 }
 
@@ -636,8 +643,9 @@ var errFinal = errors.New("the domain ended; the launcher is exiting")
 
 // Sync defines and starts the domain of vmi when it is not running yet and
 // returns the domain's status. The first sync prepares the disks; later
-// syncs of a running domain change nothing (a new definition would only
-// apply after a restart).
+// syncs of a running domain hot-plug the CPU sockets its spec gained
+// (hotplug.go) and change nothing else (a new definition would only apply
+// after a restart).
 func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Status, error) {
 	if string(vmi.UID) != l.cfg.UID {
 		return Status{}, fmt.Errorf("sync of VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
@@ -679,6 +687,7 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		}
 		l.domain, l.opts, l.vmi = defined.Name, opts, vmi.DeepCopy()
 		l.last = defined.State
+		l.cpuTopology = definedTopology(vmi, dom)
 		select {
 		case <-l.synced:
 		default:
@@ -689,6 +698,8 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		if err := l.startLocked(ctx); err != nil {
 			return l.statusLocked(), err
 		}
+	} else if err := l.hotplugCPUsLocked(ctx, vmi); err != nil {
+		return l.statusLocked(), err
 	}
 	if st, err := l.h.State(ctx, l.domain); err == nil {
 		l.last = st

@@ -361,3 +361,42 @@ func TestLauncherSyncNotReady(t *testing.T) {
 		t.Fatalf("Sync with the kernel there: %+v, %v", st, err)
 	}
 }
+
+// TestLauncherHotplugsSockets (#38 item 4): a running VMI whose sockets
+// grow within maxSockets gets the vCPUs live (SetVCPUs with sockets ×
+// cores × threads), and its status reports the topology; fewer sockets are
+// left to a restart, and more than maxSockets are refused by field.
+func TestLauncherHotplugsSockets(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	vmi := testVMI()
+	vmi.Spec.Domain.CPU = &v1.CPU{Sockets: 1, Cores: 2, MaxSockets: 3}
+	st, err := f.c.Sync(ctx, vmi)
+	if err != nil || !st.Started {
+		t.Fatalf("Sync: %+v, %v", st, err)
+	}
+	if want := (v1.CPUTopology{Sockets: 1, Cores: 2, Threads: 1}); st.CPUTopology == nil || *st.CPUTopology != want {
+		t.Fatalf("status CPU topology %+v, want %+v", st.CPUTopology, want)
+	}
+	vmi.Spec.Domain.CPU.Sockets = 2
+	if st, err = f.c.Sync(ctx, vmi); err != nil {
+		t.Fatalf("Sync with 2 sockets: %v", err)
+	}
+	if n, err := f.h.VCPUs(st.Domain); n != 4 || err != nil {
+		t.Errorf("vCPUs after the hotplug: %d, %v; want 4", n, err)
+	}
+	if st.CPUTopology == nil || st.CPUTopology.Sockets != 2 {
+		t.Errorf("status CPU topology %+v, want 2 sockets", st.CPUTopology)
+	}
+	vmi.Spec.Domain.CPU.Sockets = 1 // a reduction waits for a restart
+	if _, err := f.c.Sync(ctx, vmi); err != nil {
+		t.Fatalf("Sync with 1 socket: %v", err)
+	}
+	if n, _ := f.h.VCPUs(st.Domain); n != 4 {
+		t.Errorf("vCPUs after asking for fewer sockets: %d, want 4 (unchanged)", n)
+	}
+	vmi.Spec.Domain.CPU.Sockets = 4
+	if _, err := f.c.Sync(ctx, vmi); err == nil || !strings.Contains(err.Error(), "spec.domain.cpu.sockets: 4 is more than maxSockets (3)") {
+		t.Errorf("Sync with 4 sockets: %v, want refused naming maxSockets", err)
+	}
+}

@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/framework"
@@ -194,4 +197,46 @@ func hugePagesFree(t *testing.T) int {
 	}
 	t.Fatal("no HugePages_Free in /proc/meminfo")
 	return 0
+}
+
+// TestCPUHotplug (#38 item 4): with KubeVirt's LiveUpdate rollout (the
+// default), a running VM given a second socket within maxSockets gets it
+// live: the VMI's spec and status.currentCPUTopology say 2 sockets, QEMU
+// runs a second vCPU thread, the guest's kernel reports the new CPU on the
+// console, and the VM needs no restart.
+func TestCPUHotplug(t *testing.T) {
+	c := suite.Need(t)
+	ctx := t.Context()
+	vm := tinyVM(t, "vm-cpu-hotplug", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Sockets: 1, Cores: 1, Threads: 1, MaxSockets: 2}
+	kb := vm.Spec.Template.Spec.Domain.Firmware.KernelBoot
+	kb.KernelArgs = strings.Replace(kb.KernelArgs, "quiet", "loglevel=7", 1) // KERN_INFO on the console
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	console(t, c, vm.Name)
+	patch := []byte(`{"spec":{"template":{"spec":{"domain":{"cpu":{"sockets":2}}}}}}`)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitVMI(t, c, vm.Name, "2 sockets in spec and status.currentCPUTopology", func(got *v1.VirtualMachineInstance) bool {
+		t := got.Status.CurrentCPUTopology
+		return got.UID == vmi.UID && got.Spec.Domain.CPU.Sockets == 2 && t != nil && t.Sockets == 2
+	})
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if lines, err := c.Console(cctx, "default", vm.Name, "has been hot-added"); err != nil {
+		t.Fatalf("the guest did not report the new CPU: %v (console: %q)", err, lines)
+	}
+	if threads := vcpuThreads(t, qemuPID(t, "default", vm.Name)); len(threads) != 2 {
+		t.Errorf("QEMU vCPU threads %v, want 2", threads)
+	}
+	got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range got.Status.Conditions {
+		if cond.Type == v1.VirtualMachineRestartRequired {
+			t.Errorf("VM condition %+v after a hot-plugged socket, want none", cond)
+		}
+	}
 }

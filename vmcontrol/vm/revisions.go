@@ -107,14 +107,15 @@ func (s *startRevisions) prune(ctx context.Context, vm *v1.VirtualMachine, keep 
 
 // restartRequired reports whether vm's spec differs from the one its
 // running instance started from (the instance's start revision) in
-// anything the instance does not take while it runs. vmkit changes no
-// field of a running instance from its VM (KubeVirt's LiveUpdate applies
-// CPU sockets, guest memory, node selector, affinity and tolerations; vmkit
-// has none of those yet), so every change of the template's spec, or of
-// the instance type or preference named, needs a restart. An instance
+// anything the instance does not take while it runs. With liveUpdate
+// (KubeVirt's LiveUpdate rollout strategy) more CPU sockets within the
+// instance's maxSockets are hot-plugged (liveupdate.go); every other change
+// of the template's spec, or of the instance type or preference named,
+// needs a restart (KubeVirt's LiveUpdate also applies guest memory, node
+// selector, affinity and tolerations; vmkit does not yet). An instance
 // without a revision (started before this controller kept them) is not
 // judged.
-func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance) bool {
+func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, liveUpdate bool) bool {
 	if vmi == nil || vmi.DeletionTimestamp != nil || vmi.IsFinal() || vm.Spec.Template == nil {
 		return false
 	}
@@ -133,6 +134,10 @@ func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualM
 	var started revisionData
 	if err := json.Unmarshal(cr.Data.Raw, &started); err != nil || started.Spec.Template == nil {
 		return false
+	}
+	was, now := started.Spec.Template.Spec.Domain.CPU, vm.Spec.Template.Spec.Domain.CPU
+	if liveUpdate && hotpluggableSockets(was, now, vmi) {
+		was.Sockets = now.Sockets
 	}
 	return !apiequality.Semantic.DeepEqual(started.Spec.Template.Spec, vm.Spec.Template.Spec) ||
 		!sameMatcher(started.Spec.Instancetype, vm.Spec.Instancetype) ||

@@ -193,3 +193,65 @@ func TestStartRevisionAndRestartRequired(t *testing.T) {
 		t.Fatalf("RestartRequired %+v after the restart", c)
 	}
 }
+
+// TestCPUHotplug (#38 item 4): with KubeVirt's LiveUpdate rollout (the
+// default), more sockets in a running VM's template, within the instance's
+// maxSockets, are written to the instance (the node agent hot-plugs them)
+// and need no restart; more than maxSockets, or other CPU changes, need
+// one; with the Stage strategy every change does.
+func TestCPUHotplug(t *testing.T) {
+	ctx := context.Background()
+	vm := newVM(v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.CPU = &v1.CPU{Sockets: 1, Cores: 1, MaxSockets: 4}
+	h := newRevisionHarness(t, vm)
+	h.sync(t)
+	vmi, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi.Status.Phase = v1.Running
+	if _, err := h.client.KubevirtV1().VirtualMachineInstances("ns").Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh(t)
+	set := func(cpu v1.CPU) (restartRequired bool, sockets uint32) {
+		t.Helper()
+		vm, err := h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm.Generation++
+		vm.Spec.Template.Spec.Domain.CPU = &cpu
+		if _, err := h.client.KubevirtV1().VirtualMachines("ns").Update(ctx, vm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.refresh(t)
+		h.sync(t)
+		vm, _ = h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		for _, c := range vm.Status.Conditions {
+			if c.Type == v1.VirtualMachineRestartRequired {
+				restartRequired = true
+			}
+		}
+		vmi, _ := h.client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm", metav1.GetOptions{})
+		return restartRequired, vmi.Spec.Domain.CPU.Sockets
+	}
+	if rr, sockets := set(v1.CPU{Sockets: 3, Cores: 1, MaxSockets: 4}); rr || sockets != 3 {
+		t.Errorf("3 sockets of at most 4: RestartRequired %v, instance sockets %d; want false, 3", rr, sockets)
+	}
+	if rr, sockets := set(v1.CPU{Sockets: 5, Cores: 1, MaxSockets: 4}); !rr || sockets != 3 {
+		t.Errorf("5 sockets of at most 4: RestartRequired %v, instance sockets %d; want true, 3", rr, sockets)
+	}
+	if rr, sockets := set(v1.CPU{Sockets: 3, Cores: 2, MaxSockets: 4}); !rr || sockets != 3 {
+		t.Errorf("2 cores: RestartRequired %v, instance sockets %d; want true, 3", rr, sockets)
+	}
+	// The Stage strategy: nothing is applied live.
+	stage := v1.VMRolloutStrategyStage
+	kvs := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = kvs.Add(&v1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: "kubevirt", Name: "kubevirt"},
+		Spec: v1.KubeVirtSpec{Configuration: v1.KubeVirtConfiguration{VMRolloutStrategy: &stage}}})
+	h.c.kubevirts = kvs
+	if rr, sockets := set(v1.CPU{Sockets: 4, Cores: 1, MaxSockets: 4}); !rr || sockets != 3 {
+		t.Errorf("4 sockets with the Stage strategy: RestartRequired %v, instance sockets %d; want true, 3", rr, sockets)
+	}
+}

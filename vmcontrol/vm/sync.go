@@ -157,8 +157,12 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 			st.actReason = ReasonFailedDelete
 		}
 	}
+	var hotplugErr error // a failed VMI patch, retried with back-off
 	if c.starts != nil {
-		st.restartRequired = c.starts.restartRequired(vm, vmi)
+		st.restartRequired = c.starts.restartRequired(vm, vmi, c.liveUpdate())
+	}
+	if vm.DeletionTimestamp == nil && !foreign && c.exp.Satisfied(key) {
+		hotplugErr = c.hotplugCPU(ctx, vm, vmi)
 	}
 	status := calculateStatus(vm, vmi, st)
 	if !equality.Semantic.DeepEqual(status, vm.Status) {
@@ -171,7 +175,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 		c.stale.Wrote(key, cached.ResourceVersion)
 	}
-	if err := errors.Join(st.actErr, dvErr, itErr); err != nil {
+	if err := errors.Join(st.actErr, dvErr, itErr, hotplugErr); err != nil {
 		return err
 	}
 	if requeue > 0 {

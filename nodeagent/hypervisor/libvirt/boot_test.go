@@ -57,6 +57,27 @@ func tinyGuestVMI(name string, uid types.UID) *v1.VirtualMachineInstance {
 	}
 }
 
+// defineTinyGuest defines the domain xml (named name) and removes it when
+// the test ends; called after t.TempDir, so the removal runs before the
+// guest's directory goes.
+func defineTinyGuest(t *testing.T, h *Hypervisor, xml, name string) hypervisor.Domain {
+	t.Helper()
+	defined, err := h.Define(context.Background(), xml)
+	if err != nil {
+		t.Fatalf("Define: %v\n%s", err, xml)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return defined
+}
+
 // requireQEMU returns the libvirt URI of the tests, failing when it is
 // missing or libvirt's mock driver, which runs no guest.
 func requireQEMU(t *testing.T) string {
@@ -107,20 +128,7 @@ func TestBootTinyGuest(t *testing.T) {
 	xml, name := tinyGuestXML(t, tinyGuestVMI("boot-"+randomSuffix(t), uid), guest.Kernel, guest.IdleInitramfs, dir)
 
 	ctx := context.Background()
-	defined, err := h.Define(ctx, xml)
-	if err != nil {
-		t.Fatalf("Define: %v\n%s", err, xml)
-	}
-	// Registered after t.TempDir, so it runs before the directory goes.
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	defined := defineTinyGuest(t, h, xml, name)
 	if defined.Name != name || defined.VMI.UID != string(uid) {
 		t.Fatalf("Define returned %+v, want %s of VMI %s", defined, name, uid)
 	}
@@ -214,18 +222,7 @@ func TestRebootACPI(t *testing.T) {
 	dir := t.TempDir()
 	xml, name := tinyGuestXML(t, tinyGuestVMI("reboot-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, guest.Initramfs, dir)
 	ctx := context.Background()
-	if _, err := h.Define(ctx, xml); err != nil {
-		t.Fatalf("Define: %v\n%s", err, xml)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	defineTinyGuest(t, h, xml, name)
 	if err := h.Reboot(ctx, name, hypervisor.RebootACPI); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("Reboot of a shut-off domain: %v, want ErrInvalidState", err)
 	}
@@ -290,18 +287,7 @@ func TestReset(t *testing.T) {
 	dir := t.TempDir()
 	xml, name := tinyGuestXML(t, tinyGuestVMI("reset-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, guest.IdleInitramfs, dir)
 	ctx := context.Background()
-	if _, err := h.Define(ctx, xml); err != nil {
-		t.Fatalf("Define: %v\n%s", err, xml)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	defineTinyGuest(t, h, xml, name)
 	if err := h.Reset(ctx, name); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("Reset of a shut-off domain: %v, want ErrInvalidState", err)
 	}
@@ -433,18 +419,7 @@ func TestGuestAgent(t *testing.T) {
 	dir := t.TempDir()
 	xml, name := tinyGuestXML(t, tinyGuestVMI("agent-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, initrd, dir)
 	ctx := context.Background()
-	if _, err := h.Define(ctx, xml); err != nil {
-		t.Fatalf("Define: %v\n%s", err, xml)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	defineTinyGuest(t, h, xml, name)
 	const ping = `{"execute":"guest-ping"}`
 	if _, err := h.GuestAgentCommand(ctx, name, ping); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("agent command on a shut-off domain: %v, want ErrInvalidState", err)
@@ -572,18 +547,7 @@ func TestSetVCPUs(t *testing.T) {
 	vmi.Spec.Domain.Firmware.KernelBoot.KernelArgs = strings.Replace(vmi.Spec.Domain.Firmware.KernelBoot.KernelArgs, "quiet", "loglevel=7", 1)
 	xml, name := tinyGuestXML(t, vmi, guest.Kernel, guest.IdleInitramfs, t.TempDir())
 	ctx := context.Background()
-	if _, err := h.Define(ctx, xml); err != nil {
-		t.Fatalf("Define: %v\n%s", err, xml)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-		if err := h.Undefine(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	defineTinyGuest(t, h, xml, name)
 	if err := h.SetVCPUs(ctx, name, 2); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("SetVCPUs of a shut-off domain: %v, want ErrInvalidState", err)
 	}

@@ -1,0 +1,73 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
+)
+
+// KubeVirt's LiveUpdate rollout of a running VM's template: vmkit applies
+// CPU sockets live (CPU hotplug, up to the instance's maxSockets); every
+// other change waits for a restart (RestartRequired).
+
+// ReasonCPUHotplug is the reason of the event the controller records when
+// it gives a running instance the VM's new CPU sockets.
+const ReasonCPUHotplug = "SuccessfulCPUHotplug"
+
+// liveUpdate reports whether the cluster's rollout strategy is LiveUpdate
+// (the KubeVirt CR's vmRolloutStrategy, LiveUpdate when unset, as in
+// KubeVirt).
+func (c *Controller) liveUpdate() bool {
+	kv := kvconfig.Of(c.kubevirts)
+	if kv == nil || kv.Spec.Configuration.VMRolloutStrategy == nil {
+		return true
+	}
+	return *kv.Spec.Configuration.VMRolloutStrategy == v1.VMRolloutStrategyLiveUpdate
+}
+
+// hotpluggableSockets reports whether the CPU of a template (now) differs
+// from the one an instance started with (was) only in more sockets, within
+// the running instance's maxSockets: what CPU hotplug applies.
+func hotpluggableSockets(was, now *v1.CPU, vmi *v1.VirtualMachineInstance) bool {
+	if was == nil || now == nil || vmi.Spec.Domain.CPU == nil {
+		return false
+	}
+	maxSockets := vmi.Spec.Domain.CPU.MaxSockets
+	return maxSockets != 0 && now.MaxSockets == was.MaxSockets &&
+		max(now.Sockets, 1) >= max(was.Sockets, 1) && now.Sockets <= maxSockets &&
+		now.Cores == was.Cores && now.Threads == was.Threads
+}
+
+// hotplugCPU gives the running instance the template's CPU sockets when
+// they are more than it has and within its maxSockets; the node agent
+// hot-plugs them into the guest. The JSON patch tests the sockets it
+// replaces, so a concurrent change is not overwritten.
+func (c *Controller) hotplugCPU(ctx context.Context, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance) error {
+	if vmi == nil || vmi.DeletionTimestamp != nil || vmi.Status.Phase != v1.Running || vm.Spec.Template == nil || !c.liveUpdate() {
+		return nil
+	}
+	now, cur := vm.Spec.Template.Spec.Domain.CPU, vmi.Spec.Domain.CPU
+	if now == nil || cur == nil || now.Sockets <= max(cur.Sockets, 1) || !hotpluggableSockets(cur, now, vmi) {
+		return nil
+	}
+	ops := []map[string]any{{"op": "add", "path": "/spec/domain/cpu/sockets", "value": now.Sockets}}
+	if cur.Sockets != 0 {
+		ops = append([]map[string]any{{"op": "test", "path": "/spec/domain/cpu/sockets", "value": cur.Sockets}}, ops...)
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if _, err := c.client.VirtualMachineInstances(vmi.Namespace).Patch(ctx, vmi.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("giving VirtualMachineInstance %s/%s the VM's %d CPU sockets: %w", vmi.Namespace, vmi.Name, now.Sockets, err)
+	}
+	c.recorder.Eventf(vm, corev1.EventTypeNormal, ReasonCPUHotplug, "CPU sockets of the running instance: %d → %d", max(cur.Sockets, 1), now.Sockets)
+	return nil
+}
