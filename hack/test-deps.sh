@@ -9,7 +9,8 @@
 #     so it takes the CPU the compile leaves rather than minutes of its own;
 #   - vmkit's images (hack/build-images.sh), for the end-to-end tests on a
 #     real kubelet, the OCI registry the nodes pull them from
-#     (hack/build-registry.sh), and the code tools (hack/tools.sh).
+#     (hack/build-registry.sh), the cluster DNS server CoreDNS
+#     (hack/build-coredns.sh), and the code tools (hack/tools.sh).
 # The apt steps come first, so that no two apt runs overlap.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,4 +40,5 @@ cat "$log"
 
 hack/build-images.sh
 hack/build-registry.sh
+hack/build-coredns.sh
 hack/tools.sh

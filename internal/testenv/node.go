@@ -406,14 +406,17 @@ func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins ma
 	// Pods reach kube-apiserver through the kubernetes Service: wait until
 	// kube-proxy routes it, so that no pod starts before it can.
 	kubernetesService := net.JoinHostPort(serviceClusterIP, "443")
-	return poll(ctx, n.kubeProxy, "the kubernetes Service "+kubernetesService+" routed", func(ctx context.Context) (bool, string) {
+	if err := poll(ctx, n.kubeProxy, "the kubernetes Service "+kubernetesService+" routed", func(ctx context.Context) (bool, string) {
 		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", kubernetesService)
 		if err != nil {
 			return false, err.Error()
 		}
 		conn.Close()
 		return true, ""
-	})
+	}); err != nil {
+		return err
+	}
+	return e.startDNS(ctx, n)
 }
 
 // prepareNode makes the node's directories and mounts: for the first node
@@ -767,13 +770,15 @@ cgroupDriver: cgroupfs
 containerRuntimeEndpoint: unix://%s
 failSwapOn: false
 resolvConf: /etc/resolv.conf
+clusterDNS: [%q]
+clusterDomain: %s
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 serializeImagePulls: false
 # kube-proxy owns the node's packet filter; the kubelet's iptables chains
 # (KUBE-FIREWALL, canaries) would outlive the node.
 makeIPTablesUtilChains: false
-`, listen, p.caCertFile, n.ContainerdSocket)
+`, listen, p.caCertFile, n.ContainerdSocket, ClusterDNSIP, ClusterDomain)
 	// containerd sets up each sandbox's loopback itself and uses the first
 	// network configuration in conf_dir.
 	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{

@@ -451,6 +451,21 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("GET http://127.0.0.1/cgi-bin/client in the launcher pod of %s: %v: %q, want the guest to see 10.0.2.1", masq.Name, err, out)
 		}
 	})
+	t.Run("ClusterDNS", func(t *testing.T) {
+		// The guest gets the cluster's name server and search domains by
+		// DHCP (from its pod's resolv.conf, as KubeVirt's) and resolves a
+		// Service by name (#39 item 1).
+		expose(t, c, masq.Name, 80, 80)
+		url := "http://" + masq.Name + "-http.default.svc." + testenv.ClusterDomain + "/"
+		suite.HTTPGetUntil(t, framework.GuestURL(podIP[bridge.Name], 80, "/cgi-bin/fetch?"+url), "vmkit guest "+masq.Name, 60*time.Second)
+		events, err := c.Kube.CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=MissingClusterDNS"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events.Items) > 0 {
+			t.Errorf("%d MissingClusterDNS events, e.g. %s", len(events.Items), events.Items[0].Message)
+		}
+	})
 	t.Run("Egress", func(t *testing.T) {
 		// The masquerade guest fetches from the bridge guest, in another
 		// pod: it leaves through NAT with its pod's IP.
