@@ -6,35 +6,21 @@
 # images through it (docs/cluster.md, "Registry"); make demo prints its
 # address.
 #
-# The build happens in a scratch module under _output/registry-build, so
-# that vmkit's go.mod never sees the registry's dependencies (its cloud
-# storage drivers among them). Idempotent: a binary whose stamp
-# ($OUT.version) names the wanted module version is kept. Cold: about 2 min
-# on 2 cores with a cold module cache; warm: instant.
+# The build happens in a scratch module (hack/proxy-build-lib.sh), so that
+# vmkit's go.mod never sees the registry's dependencies (its cloud storage
+# drivers among them). Idempotent: a binary whose stamp ($OUT.version) names
+# the wanted module version is kept. Cold: about 2 min on 2 cores with a
+# cold module cache; warm: instant.
 #
 # usage: [OUT=_output/bin/registry] hack/build-registry.sh
 set -euo pipefail
 REGISTRY_MODULE=github.com/distribution/distribution/v3
 REGISTRY_VERSION=v3.1.2
+. "$(dirname "$0")/proxy-build-lib.sh"
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-out=$(realpath -m "${OUT:-$ROOT/_output/bin/registry}")
-WORK=$ROOT/_output/registry-build
-want="$REGISTRY_MODULE@$REGISTRY_VERSION"
-
-if [ -x "$out" ] && [ "$(cat "$out.version" 2>/dev/null)" = "$want" ]; then
-  echo "build-registry: registry $REGISTRY_VERSION already built: $out"
-  exit 0
-fi
-echo "build-registry: building $want from the Go module proxy (about 2 min cold)"
-start=$(date +%s)
-rm -rf "$WORK"
-mkdir -p "$WORK" "$(dirname "$out")"
-cd "$WORK"
-printf 'module registrybuild\n\ngo 1.26.3\n\nrequire %s %s\n' "$REGISTRY_MODULE" "$REGISTRY_VERSION" >go.mod
-printf '//go:build tools\n\npackage registrybuild\n\nimport _ "%s/cmd/registry"\n' "$REGISTRY_MODULE" >tools.go
-go mod tidy
-go build -trimpath -ldflags "-s -w -X $REGISTRY_MODULE/version.version=$REGISTRY_VERSION" -o "$out.tmp" "$REGISTRY_MODULE/cmd/registry"
-mv -f "$out.tmp" "$out"
-echo "$want" >"$out.version"
-echo "build-registry: built $out in $(($(date +%s) - start)) s"
+write_sources() {
+  printf 'module registrybuild\n\ngo 1.26.3\n\nrequire %s %s\n' "$REGISTRY_MODULE" "$REGISTRY_VERSION" >go.mod
+  printf '//go:build tools\n\npackage registrybuild\n\nimport _ "%s/cmd/registry"\n' "$REGISTRY_MODULE" >tools.go
+}
+proxy_build build-registry "${OUT:-$ROOT/_output/bin/registry}" "$REGISTRY_MODULE@$REGISTRY_VERSION" write_sources \
+  -ldflags "-s -w -X $REGISTRY_MODULE/version.version=$REGISTRY_VERSION" "$REGISTRY_MODULE/cmd/registry"
