@@ -32,10 +32,10 @@ func (c *converter) convertMemory() error {
 	if bytes > maxMemory {
 		return fieldErrorf(field, "%s is more than the maximum of 64Ti", q)
 	}
-	if mem != nil && mem.MaxGuest != nil {
-		return fieldErrorf("spec.domain.memory.maxGuest", "memory hotplug is not supported")
-	}
 	c.dom.Memory = &libvirtxml.DomainMemory{Value: uint((bytes + 1023) / 1024), Unit: "KiB"}
+	if err := c.convertMemoryHotplug(q, field); err != nil {
+		return err
+	}
 
 	if mem == nil || mem.Hugepages == nil {
 		return nil
@@ -50,6 +50,9 @@ func (c *converter) convertMemory() error {
 	}
 	if bytes%size != 0 {
 		return fieldErrorf(field, "%s is not a multiple of the huge page size %s", q, mem.Hugepages.PageSize)
+	}
+	if mem.MaxGuest != nil && mem.MaxGuest.Value()%size != 0 {
+		return fieldErrorf("spec.domain.memory.maxGuest", "%s is not a multiple of the huge page size %s", mem.MaxGuest, mem.Hugepages.PageSize)
 	}
 	c.dom.MemoryBacking = &libvirtxml.DomainMemoryBacking{
 		MemoryHugePages: &libvirtxml.DomainMemoryHugepages{

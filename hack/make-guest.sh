@@ -21,7 +21,10 @@
 #                           /cgi-bin/disk?vdb=TEXT writes the line TEXT at
 #                           the start of the disk /dev/vdb and
 #                           /cgi-bin/disk?vdb reads it back (persistent
-#                           storage tests; virtio_blk is loaded)
+#                           storage tests; virtio_blk is loaded);
+#                           /cgi-bin/meminfo the guest's MemTotal line
+#                           (memory hotplug: virtio_mem is loaded and
+#                           plugged memory comes online)
 #   disk.img                a raw disk (one FAT file system, no partition
 #                           table) with vmlinuz and the agent initramfs that
 #                           boots with BIOS (SYSLINUX in its boot sector) and
@@ -39,7 +42,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=11
+GUEST_VERSION=12
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -194,7 +197,7 @@ add_agent() {
   loader=$(readelf -l "$qga" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   [ -n "$loader" ] || die "qemu-ga has no program interpreter"
   libs=$(needed_libs "$qga") # separate assignments: a failure stops the script
-  mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk)
+  mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk virtio_mem)
   for lib in $libs "lib/x86_64-linux-gnu/$(basename "$loader")"; do
     mkdir -p "$root/$(dirname "$lib")"
     cp -L "$work/agent-pkg/$lib" "$root/$lib"
@@ -249,6 +252,8 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 hostname vmkit-guest
+# Memory that virtio-mem plugs (memory hotplug) comes online by itself.
+echo online >/sys/devices/system/memory/auto_online_blocks 2>/dev/null
 ${insmods}# The network first (it answers sooner), then the agent's port.
 ip link set lo up
 echo "vmkit guest \$(hostname)" >/www/index.html
@@ -288,6 +293,11 @@ printf 'Content-Type: text/plain\r\n\r\n'
 # (not wget -T: Debian's static busybox 1.35 wget crashes with it)
 /bin/busybox timeout 10 /bin/busybox wget -q -O - "$QUERY_STRING" 2>&1 || echo "fetch $QUERY_STRING failed"
 EOF
+  cat >"$root/www/cgi-bin/meminfo" <<'EOF'
+#!/bin/busybox sh
+printf 'Content-Type: text/plain\r\n\r\n'
+grep MemTotal /proc/meminfo
+EOF
   cat >"$root/www/cgi-bin/disk" <<'EOF'
 #!/bin/busybox sh
 # ?DEV=TEXT writes the line TEXT (letters, digits, . _ -) into the first
@@ -308,7 +318,7 @@ case $QUERY_STRING in
 *) dd if="/dev/$dev" bs=512 count=1 2>/dev/null | tr -d '\000' | head -n 1 ;;
 esac
 EOF
-  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk"
+  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk" "$root/www/cgi-bin/meminfo"
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 

@@ -51,6 +51,8 @@ type fakeDomain struct {
 	console   net.Conn // the guest's end of the current console session
 	migration *fakeMigration
 	vcpus     uint // set by SetVCPUs; 0: the definition's
+	// plugged: set by SetPluggedMemory (a Fake's guest plugs at once).
+	plugged *uint64
 }
 
 var _ Hypervisor = (*Fake)(nil)
@@ -410,6 +412,68 @@ func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
 	}
 	d.vcpus = count
 	return nil
+}
+
+// SetPluggedMemory implements Hypervisor: it checks bytes against the
+// domain's virtio-mem device and plugs them at once; Calls records
+// "SetPluggedMemory name".
+func (f *Fake) SetPluggedMemory(ctx context.Context, name string, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SetPluggedMemory", name); err != nil {
+		return err
+	}
+	d, dev, err := f.virtioMem("plug memory of", name)
+	if err != nil {
+		return err
+	}
+	if err := CheckPluggable(dev, bytes); err != nil {
+		return fmt.Errorf("plug memory of %s: %w", name, err)
+	}
+	d.plugged = &bytes
+	return nil
+}
+
+// PluggedMemory implements Hypervisor; Calls records "PluggedMemory name".
+func (f *Fake) PluggedMemory(ctx context.Context, name string) (PluggedMemory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "PluggedMemory", name); err != nil {
+		return PluggedMemory{}, err
+	}
+	d, dev, err := f.virtioMem("read plugged memory of", name)
+	if err != nil {
+		return PluggedMemory{}, err
+	}
+	m := PluggedMemory{Size: SizeBytes(dev.Target.Size.Value, dev.Target.Size.Unit)}
+	if r := dev.Target.Requested; r != nil {
+		m.Requested = SizeBytes(r.Value, r.Unit)
+	}
+	if d.plugged != nil {
+		m.Requested = *d.plugged
+	}
+	m.Plugged = m.Requested
+	return m, nil
+}
+
+// virtioMem returns an active domain and its virtio-mem device.
+func (f *Fake) virtioMem(op, name string) (*fakeDomain, *libvirtxml.DomainMemorydev, error) {
+	d, err := f.lookup(op, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if d.state.State != StateRunning && d.state.State != StatePaused {
+		return nil, nil, fmt.Errorf("%s %s: domain is %s: %w", op, name, d.state.State, ErrInvalidState)
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(d.xml); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
+	}
+	dev := VirtioMem(&dom)
+	if dev == nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", op, name, ErrNoPluggableMemory)
+	}
+	return d, dev, nil
 }
 
 // VCPUs returns the vCPU count SetVCPUs last set on the domain, else the

@@ -67,6 +67,19 @@ type Hypervisor interface {
 	// that is not active fails with ErrInvalidState; a count of 0 or above
 	// the maximum fails naming both.
 	SetVCPUs(ctx context.Context, name string, count uint) error
+	// SetPluggedMemory asks the guest of an active domain to plug bytes of
+	// memory through the domain's virtio-mem device (domainxml's maxGuest),
+	// on top of the memory it booted with: KubeVirt's memory hotplug,
+	// libvirt's virDomainUpdateDeviceFlags of the device's <requested>. The
+	// guest plugs the memory in its own time (PluggedMemory reads how far it
+	// got). A domain without a virtio-mem device, or bytes above its size
+	// or not a multiple of its block, fails naming them; a domain that is
+	// not active fails with ErrInvalidState.
+	SetPluggedMemory(ctx context.Context, name string, bytes uint64) error
+	// PluggedMemory returns the virtio-mem device of an active domain: the
+	// memory requested and the memory the guest has plugged. A domain
+	// without such a device returns ErrNoPluggableMemory.
+	PluggedMemory(ctx context.Context, name string) (PluggedMemory, error)
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
 	// Stats returns the statistics of an active (running or paused)
@@ -101,6 +114,19 @@ type Hypervisor interface {
 	// vmkit metadata are left out.
 	List(ctx context.Context, vmiUID string) ([]Domain, error)
 }
+
+// PluggedMemory is the state of a domain's virtio-mem device, in bytes.
+type PluggedMemory struct {
+	// Size is the most the device can plug (maxGuest minus the boot memory).
+	Size uint64
+	// Requested is what the guest was asked to plug.
+	Requested uint64
+	// Plugged is what the guest has plugged.
+	Plugged uint64
+}
+
+// ErrNoPluggableMemory: the domain has no virtio-mem device (no maxGuest).
+var ErrNoPluggableMemory = errors.New("the domain has no virtio-mem device")
 
 // StartOptions modify Start.
 type StartOptions struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	golibvirt "libvirt.org/go/libvirt"
 
 	"github.com/vmkit/vmkit/domainxml"
@@ -486,8 +488,8 @@ func TestGuestAgent(t *testing.T) {
 }
 
 // agentExec runs script with the guest's shell through the guest agent
-// (guest-exec) and waits for it to succeed.
-func agentExec(t *testing.T, h *Hypervisor, name, script string) {
+// (guest-exec), waits for it to succeed and returns its output.
+func agentExec(t *testing.T, h *Hypervisor, name, script string) string {
 	t.Helper()
 	ctx := context.Background()
 	cmd, _ := json.Marshal(map[string]any{"execute": "guest-exec", "arguments": map[string]any{
@@ -513,6 +515,7 @@ func agentExec(t *testing.T, h *Hypervisor, name, script string) {
 			Return struct {
 				Exited   bool   `json:"exited"`
 				ExitCode int    `json:"exitcode"`
+				Stdout   []byte `json:"out-data"`
 				Stderr   []byte `json:"err-data"`
 			} `json:"return"`
 		}
@@ -523,7 +526,7 @@ func agentExec(t *testing.T, h *Hypervisor, name, script string) {
 			if st.Return.ExitCode != 0 {
 				t.Fatalf("%s in the guest: exit code %d: %s", script, st.Return.ExitCode, st.Return.Stderr)
 			}
-			return
+			return string(st.Return.Stdout)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s in the guest: still running after 10s", script)
@@ -585,5 +588,82 @@ func TestSetVCPUs(t *testing.T) {
 	// The guest's kernel sees the CPU arrive (ACPI processor hotplug).
 	if _, out, err := readUntil(console, "has been hot-added", bootTimeout); err != nil {
 		t.Fatalf("the guest did not report the new CPU: %v; console:\n%s", err, out)
+	}
+}
+
+// TestPluggedMemory hot-plugs memory into the guest (the agent guest loads
+// virtio_mem and onlines what it plugs): the device's plugged size, which
+// only the guest's driver raises, reaches the requested 256 MiB, and the
+// guest's MemTotal grows by it.
+func TestPluggedMemory(t *testing.T) {
+	uri := requireQEMU(t)
+	guest := testenv.RequireGuest(t)
+	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
+	if _, err := os.Stat(initrd); err != nil {
+		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
+	}
+	h := newTestHypervisor(t, uri)
+
+	vmi := tinyGuestVMI("mem-"+randomSuffix(t), types.UID(randomUUID(t)))
+	vmi.Spec.Domain.Memory = &v1.Memory{Guest: ptr.To(resource.MustParse("1Gi")), MaxGuest: ptr.To(resource.MustParse("2Gi"))}
+	xml, name := tinyGuestXML(t, vmi, guest.Kernel, initrd, t.TempDir())
+	ctx := context.Background()
+	defineTinyGuest(t, h, xml, name)
+	if err := h.SetPluggedMemory(ctx, name, 256<<20); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("SetPluggedMemory of a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(100 * time.Millisecond) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := h.GuestAgentCommand(cctx, name, `{"execute":"guest-ping"}`)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from the guest agent: %v", err)
+		}
+	}
+	memTotal := func() string { return agentExec(t, h, name, "grep MemTotal /proc/meminfo") }
+	before := memTotal()
+	m, err := h.PluggedMemory(ctx, name)
+	if err != nil || m.Size != 1<<30 || m.Plugged != 0 {
+		t.Fatalf("PluggedMemory at boot = %+v, %v; want size 1Gi, nothing plugged", m, err)
+	}
+	for _, bad := range []uint64{2 << 30, 1<<20 + 4096} {
+		if err := h.SetPluggedMemory(ctx, name, bad); err == nil {
+			t.Errorf("SetPluggedMemory(%d) was taken, want refused", bad)
+		}
+	}
+	if err := h.SetPluggedMemory(ctx, name, 256<<20); err != nil {
+		t.Fatalf("SetPluggedMemory(256Mi): %v", err)
+	}
+	deadline := time.Now().Add(bootTimeout)
+	for {
+		m, err = h.PluggedMemory(ctx, name)
+		if err == nil && m.Plugged == 256<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest did not plug 256Mi: %+v, %v", m, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	after := memTotal()
+	kib := func(line string) int64 {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			t.Fatalf("MemTotal line %q", line)
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("MemTotal line %q: %v", line, err)
+		}
+		return n
+	}
+	if grew := kib(after) - kib(before); grew != 256<<10 {
+		t.Errorf("the guest's MemTotal grew by %d KiB (%q → %q), want 262144", grew, before, after)
 	}
 }
