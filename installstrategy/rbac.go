@@ -133,6 +133,8 @@ func Rules() []ComponentRules {
 				// A VM's dataVolumeTemplates become CDI DataVolumes (owner references clean them up).
 				rule("cdi.kubevirt.io", []string{"datavolumes"}, "get", "list", "watch", "create"),
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),
+				// Memory hotplug grows a launcher pod in place.
+				rule("", []string{"pods/resize"}, "patch"),
 				// The backend storage of VMIs with persistent state (TPM, EFI).
 				rule("", []string{"persistentvolumeclaims"}, append(read, "create")...),
 				// The node controller marks nodes whose agent stopped unschedulable.

@@ -130,6 +130,11 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		t := *st.CPUTopology
 		s.CurrentCPUTopology = &t
 	}
+	if st != nil && st.Memory != nil && st.Memory.GuestCurrent != nil && s.Phase == v1.Running && s.Memory != nil {
+		// The memory the guest has now, hot-plugged memory included.
+		cur := st.Memory.GuestCurrent.DeepCopy()
+		s.Memory.GuestCurrent = &cur
+	}
 	if obs.network != nil && s.Phase == v1.Running {
 		if ga := obs.agent; ga != nil && ga.connected && ga.interfaces != nil {
 			s.Interfaces = networkInterfaces(obs.network, ga.interfaces)

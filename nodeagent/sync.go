@@ -127,6 +127,18 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			}
 			st = synced
 			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonCPUHotplugged, "CPU sockets hot-plugged: %d → %d", from, st.CPUTopology.Sockets)
+		} else if st.Started && !st.Final && !st.StopRequested && moreMemory(vmi, st.Memory) {
+			// The VMI controller grew the launcher pod and set
+			// status.memory.guestRequested: the launcher plugs the memory.
+			from := st.Memory.GuestRequested.String()
+			synced, err := c.Sync(ctx, vmi)
+			if err != nil {
+				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug memory: %v", err)
+				return 0, fmt.Errorf("hot-plugging memory of VMI %s: %w", key, err)
+			}
+			st = synced
+			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", from, vmi.Status.Memory.GuestRequested)
 		}
 		obs.launcher = &st
 	}
@@ -347,6 +359,17 @@ func (a *Agent) accessCredentialsEvent(vmi *v1.VirtualMachineInstance, status *v
 // ReasonCPUHotplugged is the reason of the event the node agent records
 // when it hot-plugged CPU sockets into a running VMI.
 const ReasonCPUHotplugged = "CPUHotplugged"
+
+// ReasonMemoryHotplugged is the reason of the event the node agent records
+// when it asked a running VMI's guest to plug more memory.
+const ReasonMemoryHotplugged = "MemoryHotplugged"
+
+// moreMemory reports whether the VMI's status asks for more guest memory
+// than the launcher asked the guest for (cur, the launcher's status).
+func moreMemory(vmi *v1.VirtualMachineInstance, cur *v1.MemoryStatus) bool {
+	want := vmi.Status.Memory
+	return want != nil && want.GuestRequested != nil && cur != nil && cur.GuestRequested != nil && want.GuestRequested.Cmp(*cur.GuestRequested) > 0
+}
 
 // moreSockets reports whether the VMI's spec asks for more CPU sockets
 // than the guest has (cur, the launcher's status).

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -60,4 +62,68 @@ func (l *Launcher) hotplugCPUsLocked(ctx context.Context, vmi *v1.VirtualMachine
 	}
 	l.cpuTopology = want
 	return nil
+}
+
+// Memory hotplug (KubeVirt's LiveUpdate of spec.domain.memory.guest): once
+// the VMI controller has grown the launcher pod, it sets the VMI's
+// status.memory.guestRequested; the launcher asks the guest to plug the
+// memory above what it booted with (virtio-mem, domainxml's maxGuest) and
+// reports what the guest has (status.memory.guestCurrent).
+
+// bootMemory is the memory status of a domain just defined from vmi: nil
+// when it has no virtio-mem device, else the boot memory (the definition's
+// <memory>) and the requested size on top of it.
+func bootMemory(dom *libvirtxml.Domain) *v1.MemoryStatus {
+	dev := hypervisor.VirtioMem(dom)
+	if dev == nil || dom.Memory == nil {
+		return nil
+	}
+	boot := int64(hypervisor.SizeBytes(dom.Memory.Value, dom.Memory.Unit))
+	var req int64
+	if r := dev.Target.Requested; r != nil {
+		req = int64(hypervisor.SizeBytes(r.Value, r.Unit))
+	}
+	return &v1.MemoryStatus{
+		GuestAtBoot:    resource.NewQuantity(boot, resource.BinarySI),
+		GuestRequested: resource.NewQuantity(boot+req, resource.BinarySI),
+		GuestCurrent:   resource.NewQuantity(boot, resource.BinarySI),
+	}
+}
+
+// hotplugMemoryLocked asks the guest to plug the memory the VMI's
+// status.memory.guestRequested names, when it is more than the guest was
+// asked for so far. Less is left alone: memory is not hot-unplugged (the
+// VM controller asks for a restart instead).
+func (l *Launcher) hotplugMemoryLocked(ctx context.Context, vmi *v1.VirtualMachineInstance) error {
+	st := vmi.Status.Memory
+	if l.memory == nil || st == nil || st.GuestRequested == nil || st.GuestRequested.Cmp(*l.memory.GuestRequested) <= 0 {
+		return nil
+	}
+	plug := st.GuestRequested.Value() - l.memory.GuestAtBoot.Value()
+	if err := l.h.SetPluggedMemory(ctx, l.domain, uint64(plug)); err != nil {
+		return fmt.Errorf("hot-plugging memory of VMI %s up to %s: %w", l.key(), st.GuestRequested, err)
+	}
+	req := st.GuestRequested.DeepCopy()
+	l.memory.GuestRequested = &req
+	return l.refreshMemoryLocked(ctx)
+}
+
+// refreshMemoryLocked reads how much of the requested memory the guest has
+// plugged (the guest plugs in its own time).
+func (l *Launcher) refreshMemoryLocked(ctx context.Context) error {
+	if l.memory == nil || l.domain == "" {
+		return nil
+	}
+	m, err := l.h.PluggedMemory(ctx, l.domain)
+	if err != nil {
+		return fmt.Errorf("reading the plugged memory of VMI %s: %w", l.key(), err)
+	}
+	l.memory.GuestCurrent = resource.NewQuantity(l.memory.GuestAtBoot.Value()+int64(m.Plugged), resource.BinarySI)
+	return nil
+}
+
+// plugging reports whether the guest has not yet plugged all the memory it
+// was asked for.
+func (l *Launcher) pluggingLocked() bool {
+	return l.memory != nil && l.memory.GuestCurrent.Cmp(*l.memory.GuestRequested) != 0
 }

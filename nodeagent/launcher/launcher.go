@@ -200,6 +200,7 @@ type Launcher struct {
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
 	cpuTopology *v1.CPUTopology // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
+	memory      *v1.MemoryStatus // the guest's memory when it can grow (virtio-mem; hotplug.go)
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
@@ -249,6 +250,9 @@ type Status struct {
 	// included (the VMI's status.currentCPUTopology); nil before the
 	// domain is defined or when the VMI names no topology.
 	CPUTopology *v1.CPUTopology `json:"cpuTopology,omitempty"`
+	// Memory is the guest's memory (the VMI's status.memory: at boot,
+	// requested, plugged) when it can grow (maxGuest); nil otherwise.
+	Memory *v1.MemoryStatus `json:"memory,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -470,6 +474,11 @@ func (l *Launcher) poll(ctx context.Context) {
 	default:
 		l.mu.Lock()
 		l.last = st
+		if l.pluggingLocked() {
+			if err := l.refreshMemoryLocked(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "plugged memory", "vmi", l.key())
+			}
+		}
 		l.mu.Unlock()
 	}
 }
@@ -634,7 +643,7 @@ func (l *Launcher) statusLocked() Status {
 		UID: l.cfg.UID, Domain: l.domain, Defined: l.domain != "", Started: l.started,
 		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
-		CPUTopology: l.cpuTopology,
+		CPUTopology: l.cpuTopology, Memory: l.memory.DeepCopy(),
 	}
 }
 
@@ -688,6 +697,7 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		l.domain, l.opts, l.vmi = defined.Name, opts, vmi.DeepCopy()
 		l.last = defined.State
 		l.cpuTopology = definedTopology(vmi, dom)
+		l.memory = bootMemory(dom)
 		select {
 		case <-l.synced:
 		default:
@@ -699,6 +709,8 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 			return l.statusLocked(), err
 		}
 	} else if err := l.hotplugCPUsLocked(ctx, vmi); err != nil {
+		return l.statusLocked(), err
+	} else if err := l.hotplugMemoryLocked(ctx, vmi); err != nil {
 		return l.statusLocked(), err
 	}
 	if st, err := l.h.State(ctx, l.domain); err == nil {

@@ -240,3 +240,128 @@ func TestCPUHotplug(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryHotplug: a running VM whose guest memory grows within its
+// maxGuest (KubeVirt's LiveUpdate) gets it without a restart. The VM
+// controller raises the instance's memory; the VMI controller grows the
+// launcher pod in place (pods/resize), where KubeVirt migrates to a bigger
+// pod; the node agent plugs the memory into the guest (virtio-mem). The
+// guest's MemTotal grows by 256Mi, status.memory reports it, the pod's
+// request grew by as much (and its overhead), and the VM asks for no
+// restart; memory beyond maxGuest asks for one.
+func TestMemoryHotplug(t *testing.T) {
+	c := suite.Need(t)
+	ctx := t.Context()
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-mem-hotplug", v1.RunStrategyAlways)
+	spec := &vm.Spec.Template.Spec
+	spec.Domain.Memory = &v1.Memory{Guest: ptr(resource.MustParse("1Gi")), MaxGuest: ptr(resource.MustParse("2Gi"))}
+	delete(spec.Domain.Resources.Requests, corev1.ResourceMemory)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running with an address", func(vmi *v1.VirtualMachineInstance) bool {
+		return running(vmi) && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	if m := vmi.Status.Memory; m == nil || m.GuestAtBoot == nil || m.GuestAtBoot.String() != "1Gi" || m.GuestRequested.String() != "1Gi" {
+		t.Fatalf("status.memory at start = %+v, want 1Gi booted and requested", m)
+	}
+	meminfo := framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/meminfo")
+	before := memTotalKiB(t, suite.HTTPGetUntil(t, meminfo, "MemTotal:", 2*time.Minute))
+	podBefore := launcherPod(t, c, vmi)
+	reqBefore := computeMemoryRequest(t, &podBefore)
+
+	patch := []byte(`{"spec":{"template":{"spec":{"domain":{"memory":{"guest":"1280Mi"}}}}}}`)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	var got *v1.VirtualMachineInstance
+	suite.WaitFor(t, "1280Mi requested and current", 3*time.Minute, func() (bool, string) {
+		var err error
+		got, err = c.Client.KubevirtV1().VirtualMachineInstances("default").Get(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		m := got.Status.Memory
+		done := got.UID == vmi.UID && m != nil && m.GuestRequested != nil && m.GuestCurrent != nil &&
+			m.GuestRequested.String() == "1280Mi" && m.GuestCurrent.String() == "1280Mi" &&
+			got.VMICondition(v1.VirtualMachineInstanceMemoryChange) == nil
+		return done, fmt.Sprintf("spec memory %+v, status.memory %+v, HotMemoryChange %+v, events %s",
+			got.Spec.Domain.Memory, m, got.VMICondition(v1.VirtualMachineInstanceMemoryChange), events(ctx, c.Kube.CoreV1().Events("default")))
+	})
+	t.Logf("template memory 1Gi → 1280Mi: the guest has it %v later", time.Since(began).Round(time.Millisecond))
+	if got.Status.Memory.GuestAtBoot.String() != "1Gi" {
+		t.Errorf("status.memory.guestAtBoot = %s after the hotplug, want 1Gi", got.Status.Memory.GuestAtBoot)
+	}
+	suite.WaitFor(t, "the guest's MemTotal grown by 256Mi", time.Minute, func() (bool, string) {
+		body := suite.HTTPGetUntil(t, meminfo, "MemTotal:", 30*time.Second)
+		after := memTotalKiB(t, body)
+		return after-before == 256<<10, fmt.Sprintf("MemTotal %d KiB → %d KiB", before, after)
+	})
+	podAfter := launcherPod(t, c, got)
+	if podAfter.UID != podBefore.UID {
+		t.Fatalf("the launcher pod changed (%s → %s): the VM was restarted or migrated", podBefore.UID, podAfter.UID)
+	}
+	reqAfter := computeMemoryRequest(t, &podAfter)
+	// 256Mi, plus the little more overhead (page tables) more guest memory takes.
+	if grew := reqAfter.Value() - reqBefore.Value(); grew < 256<<20 || grew > 264<<20 {
+		t.Errorf("the compute container's memory request grew by %d bytes (%s → %s), want 256Mi and its overhead", grew, reqBefore.String(), reqAfter.String())
+	}
+	gotVM, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range gotVM.Status.Conditions {
+		if cond.Type == v1.VirtualMachineRestartRequired {
+			t.Errorf("VM condition %+v after hot-plugged memory, want none", cond)
+		}
+	}
+
+	// Beyond maxGuest needs a restart, as on KubeVirt.
+	patch = []byte(`{"spec":{"template":{"spec":{"domain":{"memory":{"guest":"3Gi","maxGuest":"4Gi"}}}}}}`)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	suite.WaitFor(t, "RestartRequired on the VM", time.Minute, func() (bool, string) {
+		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == v1.VirtualMachineRestartRequired && cond.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", got.Status.Conditions)
+	})
+}
+
+// memTotalKiB parses the guest's "MemTotal: N kB" line.
+func memTotalKiB(t *testing.T, body string) int64 {
+	t.Helper()
+	f := strings.Fields(body)
+	if len(f) < 2 || f[0] != "MemTotal:" {
+		t.Fatalf("meminfo %q", body)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatalf("meminfo %q: %v", body, err)
+	}
+	return n
+}
+
+// computeMemoryRequest is the memory request of a launcher pod's compute
+// container, as the kubelet reports it applied (else its spec's).
+func computeMemoryRequest(t *testing.T, pod *corev1.Pod) resource.Quantity {
+	t.Helper()
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == "compute" && cs.Resources != nil {
+			return cs.Resources.Requests[corev1.ResourceMemory]
+		}
+	}
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == "compute" {
+			return ctr.Resources.Requests[corev1.ResourceMemory]
+		}
+	}
+	t.Fatalf("pod %s has no compute container", pod.Name)
+	return resource.Quantity{}
+}

@@ -1104,6 +1104,10 @@ const (
 	// put the access credentials (spec.accessCredentials propagated by
 	// qemuGuestAgent) into the guest (False with the failure as message).
 	VirtualMachineInstanceAccessCredentialsSynchronized VirtualMachineInstanceConditionType = "AccessCredentialsSynchronized"
+	// VirtualMachineInstanceMemoryChange: memory hotplug is under way (True)
+	// or failed (False, with the reason); absent when the guest has the
+	// memory its spec asks for.
+	VirtualMachineInstanceMemoryChange VirtualMachineInstanceConditionType = "HotMemoryChange"
 )
 
 // VirtualMachineInstanceCondition is one condition of a VMI.

@@ -53,6 +53,9 @@ type PodInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// Patch patches a pod or, with subresources "resize", its resources in
+	// place (the VMI controller grows a launcher pod for memory hotplug).
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
 }
 
 // PodsGetter returns the pods of a namespace ("" for all namespaces, to

@@ -109,10 +109,11 @@ func (s *startRevisions) prune(ctx context.Context, vm *v1.VirtualMachine, keep 
 // running instance started from (the instance's start revision) in
 // anything the instance does not take while it runs. With liveUpdate
 // (KubeVirt's LiveUpdate rollout strategy) more CPU sockets within the
-// instance's maxSockets are hot-plugged (liveupdate.go); every other change
-// of the template's spec, or of the instance type or preference named,
-// needs a restart (KubeVirt's LiveUpdate also applies guest memory, node
-// selector, affinity and tolerations; vmkit does not yet). An instance
+// instance's maxSockets and more guest memory within its maxGuest are
+// hot-plugged (liveupdate.go); every other change of the template's spec,
+// or of the instance type or preference named, needs a restart (KubeVirt's
+// LiveUpdate also applies node selector, affinity and tolerations; vmkit
+// does not yet). An instance
 // without a revision (started before this controller kept them) is not
 // judged.
 func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, liveUpdate bool) bool {
@@ -138,6 +139,10 @@ func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualM
 	was, now := started.Spec.Template.Spec.Domain.CPU, vm.Spec.Template.Spec.Domain.CPU
 	if liveUpdate && hotpluggableSockets(was, now, vmi) {
 		was.Sockets = now.Sockets
+	}
+	wasMem, nowMem := started.Spec.Template.Spec.Domain.Memory, vm.Spec.Template.Spec.Domain.Memory
+	if liveUpdate && hotpluggableMemory(wasMem, nowMem, vmi) {
+		wasMem.Guest = nowMem.Guest
 	}
 	return !apiequality.Semantic.DeepEqual(started.Spec.Template.Spec, vm.Spec.Template.Spec) ||
 		!sameMatcher(started.Spec.Instancetype, vm.Spec.Instancetype) ||

@@ -62,6 +62,17 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		s.VolumeStatus = volumeStatus(vmi.Spec.Volumes, s.VolumeStatus, obs.claims)
 	}
 
+	if s.Memory == nil && pod != nil && !vmi.IsFinal() {
+		s.Memory = initialMemoryStatus(vmi)
+	}
+	if hp := obs.memory; hp != nil && hp.requested != nil && s.Memory != nil {
+		s.Memory.GuestRequested = hp.requested
+	}
+	if c := memoryChangeCondition(vmi, &s, obs.memory); c != nil {
+		setCondition(&s, c, now)
+	} else {
+		removeCondition(&s, v1.VirtualMachineInstanceMemoryChange)
+	}
 	if c := podScheduledCondition(pod); c != nil {
 		setCondition(&s, c, now)
 	} else {

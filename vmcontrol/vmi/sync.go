@@ -49,6 +49,9 @@ type observation struct {
 	// claims are the claims of the VMI's claim volumes, by name (for
 	// status.volumeStatus).
 	claims map[string]*corev1.PersistentVolumeClaim
+	// memory is how a memory hotplug stands (memory.go); nil when none
+	// is asked for.
+	memory *memoryHotplug
 }
 
 type syncError struct {
@@ -127,6 +130,9 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if obs.pod != nil {
 		obs.claims = c.claimsOf(vmi)
+		if obs.memory, err = c.syncMemory(ctx, vmi, obs.pod); err != nil {
+			return err
+		}
 	}
 	if err := c.writeStatus(ctx, key, vmi, obs); err != nil {
 		return err
