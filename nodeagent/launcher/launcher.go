@@ -199,7 +199,7 @@ type Launcher struct {
 
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
-	cpuTopology *v1.CPUTopology // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
+	cpuTopology *v1.CPUTopology  // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
 	memory      *v1.MemoryStatus // the guest's memory when it can grow (virtio-mem; hotplug.go)
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
