@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -126,4 +127,29 @@ func (l *Launcher) refreshMemoryLocked(ctx context.Context) error {
 // was asked for.
 func (l *Launcher) pluggingLocked() bool {
 	return l.memory != nil && l.memory.GuestCurrent.Cmp(*l.memory.GuestRequested) != 0
+}
+
+// adoptMemoryLocked reads the memory status of a domain that migrated here
+// from its virtio-mem device, which carries what the guest plugged on the
+// source: the boot memory is maxGuest less the device's size.
+func (l *Launcher) adoptMemoryLocked(ctx context.Context) error {
+	l.memory = nil
+	mem := l.vmi.Spec.Domain.Memory
+	if mem == nil || mem.MaxGuest == nil {
+		return nil
+	}
+	m, err := l.h.PluggedMemory(ctx, l.domain)
+	if errors.Is(err, hypervisor.ErrNoPluggableMemory) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	boot := mem.MaxGuest.Value() - int64(m.Size)
+	l.memory = &v1.MemoryStatus{
+		GuestAtBoot:    resource.NewQuantity(boot, resource.BinarySI),
+		GuestRequested: resource.NewQuantity(boot+int64(m.Requested), resource.BinarySI),
+		GuestCurrent:   resource.NewQuantity(boot+int64(m.Plugged), resource.BinarySI),
+	}
+	return nil
 }

@@ -400,3 +400,45 @@ func TestLauncherHotplugsSockets(t *testing.T) {
 		t.Errorf("Sync with 4 sockets: %v, want refused naming maxSockets", err)
 	}
 }
+
+// TestLauncherHotplugsMemory: a VMI with maxGuest boots with its guest
+// memory and plugs what its status.memory.guestRequested adds (the VMI
+// controller's go-ahead), never less than it has; the status reports the
+// memory at boot, requested and plugged.
+func TestLauncherHotplugsMemory(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	vmi := testVMI()
+	gi := resource.MustParse("1Gi")
+	vmi.Spec.Domain.Memory = &v1.Memory{Guest: &gi, MaxGuest: ptr(resource.MustParse("2Gi"))}
+	st, err := f.c.Sync(ctx, vmi)
+	if err != nil || !st.Started {
+		t.Fatalf("Sync: %+v, %v", st, err)
+	}
+	if m := st.Memory; m == nil || m.GuestAtBoot.String() != "1Gi" || m.GuestRequested.String() != "1Gi" || m.GuestCurrent.String() != "1Gi" {
+		t.Fatalf("status memory at boot %+v, want 1Gi booted, requested and current", st.Memory)
+	}
+	// The spec alone plugs nothing: the pod must have the memory first.
+	vmi.Spec.Domain.Memory.Guest = ptr(resource.MustParse("1536Mi"))
+	if st, err = f.c.Sync(ctx, vmi); err != nil || st.Memory.GuestRequested.String() != "1Gi" {
+		t.Fatalf("Sync with more spec memory only: %+v, %v; want 1Gi still requested", st.Memory, err)
+	}
+	vmi.Status.Memory = &v1.MemoryStatus{GuestAtBoot: &gi, GuestRequested: ptr(resource.MustParse("1536Mi"))}
+	if st, err = f.c.Sync(ctx, vmi); err != nil {
+		t.Fatalf("Sync with 1536Mi requested: %v", err)
+	}
+	if m := st.Memory; m.GuestRequested.String() != "1536Mi" || m.GuestCurrent.Value() != 1536<<20 {
+		t.Errorf("status memory after the hotplug %+v, want 1536Mi requested and current", m)
+	}
+	if m, err := f.h.PluggedMemory(ctx, st.Domain); err != nil || m.Requested != 512<<20 {
+		t.Errorf("virtio-mem after the hotplug: %+v, %v; want 512Mi requested", m, err)
+	}
+	vmi.Status.Memory.GuestRequested = &gi // less: never unplugged here
+	if st, err = f.c.Sync(ctx, vmi); err != nil || st.Memory.GuestRequested.String() != "1536Mi" {
+		t.Errorf("Sync asking for less: %+v, %v; want 1536Mi kept", st.Memory, err)
+	}
+	vmi.Status.Memory.GuestRequested = ptr(resource.MustParse("3Gi"))
+	if _, err := f.c.Sync(ctx, vmi); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Errorf("Sync asking for more than maxGuest: %v, want refused", err)
+	}
+}

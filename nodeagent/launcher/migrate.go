@@ -257,6 +257,11 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 	}
 	// The guest runs here now: adopt the domain.
 	l.incoming, l.domain, l.started = "", name, true
+	// What the guest has hot-plugged came with it: go on from there.
+	l.cpuTopology = topologyOf(l.vmi)
+	if err := l.adoptMemoryLocked(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "plugged memory of the migrated domain", "vmi", l.key())
+	}
 	if hasGuestAgentCredentials(l.vmi) {
 		// The guest's access credentials are this launcher's to keep now.
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)

@@ -9,13 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/internal/podsim"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
+
+func ptr[T any](v T) *T { return &v }
 
 // The live migration of a real guest between two launchers on this
 // machine, each in its own pod (see nodeagent/internal/podsim: a mount
@@ -29,6 +33,11 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 
 	uid := types.UID("6a1c0d5e-0000-4000-8000-" + fmt.Sprintf("%012d", time.Now().UnixNano()%1e12))
 	vmi := podsim.VMI(uid)
+	// Room for memory hotplug (a virtio-mem device), as KubeVirt's
+	// default maxGuest gives every guest of 1Gi or more: what was plugged
+	// before the migration is the target's.
+	gi, maxGuest := resource.MustParse("1Gi"), resource.MustParse("2Gi")
+	vmi.Spec.Domain.Memory = &v1.Memory{Guest: &gi, MaxGuest: &maxGuest}
 	initrd := podsim.TickerInitramfs(t, guest.IdleInitramfs)
 
 	src := podsim.Start(t, base, "a", bin, vmi, guest.Kernel, initrd)
@@ -44,6 +53,15 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 	srcTicks := podsim.WatchTicks(ctx, t, src.Client)
 	before := srcTicks.WaitAbove(t, 2, 60*time.Second, "the guest ticking on the source")
 	t.Logf("guest runs on the source, uptime %.2f s", before)
+	// 256Mi more asked of the guest (the ticker guest has no virtio_mem
+	// driver: it plugs none of it, but the request travels).
+	plugged := vmi.DeepCopy()
+	plugged.Spec.Domain.Memory.Guest = ptr(resource.MustParse("1280Mi"))
+	plugged.Status.Memory = &v1.MemoryStatus{GuestAtBoot: &gi, GuestRequested: plugged.Spec.Domain.Memory.Guest}
+	if st := podsim.Sync(ctx, t, src, plugged); st.Memory == nil || st.Memory.GuestRequested.String() != "1280Mi" {
+		t.Fatalf("source memory after the hotplug: %+v, want 1280Mi requested", st.Memory)
+	}
+	vmi = plugged
 
 	// The target launcher waits for the incoming domain.
 	info, err := dst.Client.PrepareMigrationTarget(ctx, vmi)
@@ -201,6 +219,9 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		})
 		if m := st.Migration; m == nil || !m.Completed || m.Role != "target" {
 			t.Errorf("target migration = %+v, want completed", st.Migration)
+		}
+		if m := st.Memory; m == nil || m.GuestAtBoot.String() != "1Gi" || m.GuestRequested.String() != "1280Mi" {
+			t.Errorf("target memory = %+v, want 1Gi at boot and 1280Mi requested, as on the source", st.Memory)
 		}
 		up := dstTicks.WaitAbove(t, last+1, 60*time.Second, "the guest ticking on the target")
 		t.Logf("the guest ticks on the target: uptime %.2f s, last seen on the source %.2f s", up, last)

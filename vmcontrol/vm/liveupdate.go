@@ -47,7 +47,9 @@ func hotpluggableSockets(was, now *v1.CPU, vmi *v1.VirtualMachineInstance) bool 
 		return false
 	}
 	maxSockets := vmi.Spec.Domain.CPU.MaxSockets
-	return maxSockets != 0 && now.MaxSockets == was.MaxSockets &&
+	// A template without maxSockets runs with the cluster's default
+	// (v1.SetHotplugDefaults): only a maxSockets it names must not change.
+	return maxSockets != 0 && (now.MaxSockets == 0 || now.MaxSockets == was.MaxSockets) &&
 		max(now.Sockets, 1) >= max(was.Sockets, 1) && now.Sockets <= maxSockets &&
 		now.Cores == was.Cores && now.Threads == was.Threads
 }
@@ -89,7 +91,9 @@ func hotpluggableMemory(was, now *v1.Memory, vmi *v1.VirtualMachineInstance) boo
 		return false
 	}
 	maxGuest := vmi.Spec.Domain.Memory.MaxGuest
-	if maxGuest == nil || now.Guest.Cmp(*maxGuest) > 0 || !apiequality.Semantic.DeepEqual(now.MaxGuest, was.MaxGuest) ||
+	// A template without maxGuest runs with the cluster's default
+	// (v1.SetHotplugDefaults): only a maxGuest it names must not change.
+	if maxGuest == nil || now.Guest.Cmp(*maxGuest) > 0 || now.MaxGuest != nil && !apiequality.Semantic.DeepEqual(now.MaxGuest, was.MaxGuest) ||
 		!apiequality.Semantic.DeepEqual(now.Hugepages, was.Hugepages) {
 		return false
 	}

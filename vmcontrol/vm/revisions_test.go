@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -255,3 +256,79 @@ func TestCPUHotplug(t *testing.T) {
 		t.Errorf("4 sockets with the Stage strategy: RestartRequired %v, instance sockets %d; want true, 3", rr, sockets)
 	}
 }
+
+// TestMemoryHotplug: under LiveUpdate, more guest memory within the running
+// instance's maxGuest (here the default) is patched into the instance, its memory request
+// raised by as much; more than maxGuest, less than it booted with, or
+// after a failed hotplug, the VM needs a restart.
+func TestMemoryHotplug(t *testing.T) {
+	ctx := context.Background()
+	vm := newVM(v1.RunStrategyAlways)
+	gi := resource.MustParse("1Gi")
+	// No maxGuest: the instance gets KubeVirt's default, 4 × 1Gi.
+	vm.Spec.Template.Spec.Domain.Memory = &v1.Memory{Guest: &gi}
+	h := newRevisionHarness(t, vm)
+	h.sync(t)
+	vmis := h.client.KubevirtV1().VirtualMachineInstances("ns")
+	vmi, err := vmis.Get(ctx, "vm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := vmi.Spec.Domain.Memory.MaxGuest; m == nil || m.String() != "4Gi" {
+		t.Fatalf("the instance's maxGuest %v, want KubeVirt's default 4Gi", m)
+	}
+	vmi.Status.Phase = v1.Running
+	vmi.Status.Memory = &v1.MemoryStatus{GuestAtBoot: &gi, GuestCurrent: &gi, GuestRequested: &gi}
+	vmi.Spec.Domain.Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: gi}
+	if _, err := vmis.Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.refresh(t)
+	set := func(guest string) (restartRequired bool, got *v1.VirtualMachineInstance) {
+		t.Helper()
+		vm, err := h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm.Generation++
+		vm.Spec.Template.Spec.Domain.Memory.Guest = ptrTo(resource.MustParse(guest))
+		if _, err := h.client.KubevirtV1().VirtualMachines("ns").Update(ctx, vm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.refresh(t)
+		h.sync(t)
+		h.refresh(t)
+		h.sync(t) // the VM's status after the instance took the memory
+		vm, _ = h.client.KubevirtV1().VirtualMachines("ns").Get(ctx, "vm", metav1.GetOptions{})
+		for _, c := range vm.Status.Conditions {
+			if c.Type == v1.VirtualMachineRestartRequired {
+				restartRequired = true
+			}
+		}
+		got, _ = vmis.Get(ctx, "vm", metav1.GetOptions{})
+		return restartRequired, got
+	}
+	if rr, got := set("1536Mi"); rr || got.Spec.Domain.Memory.Guest.String() != "1536Mi" ||
+		got.Spec.Domain.Resources.Requests.Memory().String() != "1536Mi" {
+		t.Errorf("1536Mi of at most 4Gi: RestartRequired %v, instance memory %s, request %s; want false, 1536Mi, 1536Mi",
+			rr, got.Spec.Domain.Memory.Guest, got.Spec.Domain.Resources.Requests.Memory())
+	}
+	if rr, got := set("5Gi"); !rr || got.Spec.Domain.Memory.Guest.String() != "1536Mi" {
+		t.Errorf("5Gi of at most 4Gi: RestartRequired %v, instance memory %s; want true, 1536Mi", rr, got.Spec.Domain.Memory.Guest)
+	}
+	if rr, got := set("512Mi"); !rr || got.Spec.Domain.Memory.Guest.String() != "1536Mi" {
+		t.Errorf("512Mi, below the 1Gi booted: RestartRequired %v, instance memory %s; want true, 1536Mi", rr, got.Spec.Domain.Memory.Guest)
+	}
+	// A failed hotplug (the VMI controller's HotMemoryChange=False): a restart.
+	vmi, _ = vmis.Get(ctx, "vm", metav1.GetOptions{})
+	vmi.Status.Conditions = append(vmi.Status.Conditions, v1.VirtualMachineInstanceCondition{
+		Type: v1.VirtualMachineInstanceMemoryChange, Status: corev1.ConditionFalse, Reason: "Memory Hotplug Failed"})
+	if _, err := vmis.Update(ctx, vmi, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rr, got := set("2Gi"); !rr || got.Spec.Domain.Memory.Guest.String() != "1536Mi" {
+		t.Errorf("2Gi after a failed hotplug: RestartRequired %v, instance memory %s; want true, 1536Mi", rr, got.Spec.Domain.Memory.Guest)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

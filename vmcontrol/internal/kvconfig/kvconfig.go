@@ -35,14 +35,20 @@ func Configuration(store cache.Store) *v1.KubeVirtConfiguration {
 }
 
 // SetDefaults fills in the defaults of a new VMI's spec with kv's
-// configuration (v1.SetClusterDefaults; kv nil: KubeVirt's defaults). An
+// configuration (v1.SetClusterDefaults, and the hotplug headroom of
+// v1.SetHotplugDefaults; kv nil: KubeVirt's defaults). An
 // error names the KubeVirt CR and the field of it that cannot be applied.
 func SetDefaults(spec *v1.VirtualMachineInstanceSpec, kv *v1.KubeVirt) error {
 	if kv == nil {
-		return v1.SetClusterDefaults(spec, nil)
+		if err := v1.SetClusterDefaults(spec, nil); err != nil {
+			return err
+		}
+		v1.SetHotplugDefaults(spec, nil)
+		return nil
 	}
 	if err := v1.SetClusterDefaults(spec, &kv.Spec.Configuration); err != nil {
 		return fmt.Errorf("KubeVirt %s/%s: %w", kv.Namespace, kv.Name, err)
 	}
+	v1.SetHotplugDefaults(spec, &kv.Spec.Configuration)
 	return nil
 }

@@ -1,0 +1,88 @@
+package v1
+
+import "k8s.io/apimachinery/pkg/api/resource"
+
+// KubeVirt's hotplug headroom (its defaults.setupHotplug): under the
+// LiveUpdate rollout strategy a VMI may grow, while it runs, to
+// maxHotplugRatio (4) times the CPU sockets and guest memory it starts
+// with.
+
+const (
+	// DefaultMaxHotplugRatio is KubeVirt's liveUpdateConfiguration
+	// maxHotplugRatio when unset.
+	DefaultMaxHotplugRatio = 4
+	// maxHotplugVCPUs bounds the vCPUs maxSockets may give, as KubeVirt's.
+	maxHotplugVCPUs = 512
+	// MinHotplugGuestMemory is the least guest memory memory hotplug
+	// takes (KubeVirt's: the guest kernel's structures and the PCI hole).
+	MinHotplugGuestMemory = 1 << 30
+)
+
+// MemoryHotplugBlock is the virtio-mem block, the alignment of the guest
+// memory and maxGuest of a guest with memory hotplug: 2Mi, the size of a
+// transparent huge page, or 1Gi with 1Gi huge pages (KubeVirt's).
+func MemoryHotplugBlock(mem *Memory) int64 {
+	if mem != nil && mem.Hugepages != nil && mem.Hugepages.PageSize == "1Gi" {
+		return 1 << 30
+	}
+	return 2 << 20
+}
+
+// liveUpdate reports whether cfg's rollout strategy is LiveUpdate (the
+// default).
+func liveUpdate(cfg *KubeVirtConfiguration) bool {
+	return cfg == nil || cfg.VMRolloutStrategy == nil || *cfg.VMRolloutStrategy == VMRolloutStrategyLiveUpdate
+}
+
+// SetHotplugDefaults gives an x86_64 VMI its hotplug headroom under
+// LiveUpdate, as KubeVirt does: maxSockets, for a VMI that names its CPU
+// sockets, is liveUpdateConfiguration.maxCpuSockets, else sockets ×
+// maxHotplugRatio (at most 512 vCPUs); maxGuest is
+// liveUpdateConfiguration.maxGuest, else guest memory × maxHotplugRatio,
+// for a guest memory hotplug can grow (at least 1Gi, aligned to its block).
+// Dedicated CPUs, realtime, guest NUMA passthrough and launch security get
+// none, as the guest's vCPUs and memory are then pinned or encrypted.
+// vmkit's controllers apply it, with SetClusterDefaults, to the VMIs they
+// start; a cfg of nil is KubeVirt's defaults.
+func SetHotplugDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfiguration) {
+	d := &spec.Domain
+	if !liveUpdate(cfg) || spec.Architecture != "" && spec.Architecture != "amd64" || d.LaunchSecurity != nil {
+		return
+	}
+	if cpu := d.CPU; cpu != nil && (cpu.DedicatedCPUPlacement || cpu.Realtime != nil || cpu.NUMA != nil && cpu.NUMA.GuestMappingPassthrough != nil) {
+		return
+	}
+	ratio := uint32(DefaultMaxHotplugRatio)
+	var lu LiveUpdateConfiguration
+	if cfg != nil && cfg.LiveUpdateConfiguration != nil {
+		lu = *cfg.LiveUpdateConfiguration
+		if lu.MaxHotplugRatio != 0 {
+			ratio = lu.MaxHotplugRatio
+		}
+	}
+	if cpu := d.CPU; cpu != nil && cpu.Sockets != 0 && cpu.MaxSockets == 0 {
+		perSocket := max(cpu.Cores, 1) * max(cpu.Threads, 1)
+		maxSockets := cpu.Sockets * ratio
+		if lu.MaxCPUSockets != nil && *lu.MaxCPUSockets != 0 {
+			maxSockets = max(*lu.MaxCPUSockets, cpu.Sockets)
+		}
+		maxSockets = min(maxSockets, max(maxHotplugVCPUs/perSocket, cpu.Sockets))
+		if uint64(maxSockets)*uint64(perSocket) <= maxHotplugVCPUs {
+			cpu.MaxSockets = maxSockets
+		}
+	}
+	if mem := d.Memory; mem != nil && mem.Guest != nil && mem.MaxGuest == nil {
+		block, guest := MemoryHotplugBlock(mem), mem.Guest.Value()
+		if guest < MinHotplugGuestMemory || guest%block != 0 {
+			return
+		}
+		maxGuest := resource.NewQuantity(guest*int64(ratio), resource.BinarySI)
+		if lu.MaxGuest != nil {
+			maxGuest = lu.MaxGuest
+		}
+		if maxGuest.Value() >= guest && maxGuest.Value()%block == 0 {
+			m := maxGuest.DeepCopy()
+			mem.MaxGuest = &m
+		}
+	}
+}
