@@ -25,7 +25,8 @@
 //     container-disk-binary init container;
 //   - a memory request of the VMI's memory request (else its guest memory)
 //     plus [Renderer.MemoryOverhead], the
-//     devices.kubevirt.io/kvm, tun and vhost-net device resources, and
+//     devices.kubevirt.io/kvm (with /dev/vhost-net where the node has it)
+//     and tun device resources, and
 //     Guaranteed QoS for VMIs with dedicated CPUs;
 //   - the node selector kubevirt.io/schedulable=true merged with the VMI's
 //     own placement (node selector, affinity, tolerations, topology spread,

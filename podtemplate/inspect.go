@@ -45,8 +45,7 @@ type guestFacts struct {
 	// includes the pod interface attached by default.
 	disks, interfaces int
 	// tap is true when an interface is backed by a tap device (/dev/net/tun);
-	// virtioTap when one of those is a virtio NIC (vhost-net helps).
-	tap, virtioTap bool
+	tap bool
 	// graphics is true when a VNC display and video device are attached.
 	graphics bool
 	// tpm is true when the guest has a TPM (libvirt runs swtpm for it).
@@ -227,7 +226,7 @@ func inspectInterfaces(f *guestFacts, spec *v1.VirtualMachineInstanceSpec) error
 	f.interfaces = interfaceCount(spec)
 	if len(devices.Interfaces) == 0 && f.interfaces == 1 {
 		// The default pod interface: a virtio NIC on a bridge (tap).
-		f.tap, f.virtioTap = true, true
+		f.tap = true
 		return nil
 	}
 	for i := range devices.Interfaces {
@@ -252,9 +251,6 @@ func inspectInterfaces(f *guestFacts, spec *v1.VirtualMachineInstanceSpec) error
 			continue // no tap device of the launcher's own
 		}
 		f.tap = true
-		if iface.Model == "" || iface.Model == "virtio" {
-			f.virtioTap = true
-		}
 	}
 	return nil
 }

@@ -120,9 +120,11 @@ func overheadInputOf(f *guestFacts, arch string) overheadInput {
 //     request; with huge pages the guest memory is requested as
 //     hugepages-<size> and memory covers only the overhead;
 //   - ephemeral-storage: 50M more than the VMI asks;
-//   - one devices.kubevirt.io/kvm (unless emulation is allowed), tun (when a
-//     NIC is a tap device) and vhost-net (when such a NIC is virtio and
-//     emulation is not allowed);
+//   - one devices.kubevirt.io/kvm (unless emulation is allowed; the node
+//     agent's device plugin gives /dev/vhost-net with it where the node has
+//     it) and tun (when a NIC is a tap device); never vhost-net, which a
+//     node without the vhost_net module does not have (QEMU's userspace
+//     virtio-net serves there);
 //   - any other resource the VMI names, unchanged.
 func computeResources(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, cfg *Config, overhead int64) (corev1.ResourceRequirements, error) {
 	vmiRes := &spec.Domain.Resources
@@ -156,10 +158,11 @@ func computeResources(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, cfg *C
 		limits[name] = one
 	}
 	if !cfg.EmulationAllowed {
+		// With /dev/vhost-net where the node has it (vmkit's device
+		// plugin); KubeVirt's pods ask for devices.kubevirt.io/vhost-net
+		// as well, and stay Pending on a node without the vhost_net
+		// module.
 		device(v1.KVMDevice)
-		if f.virtioTap {
-			device(v1.VhostNetDevice)
-		}
 	}
 	if f.tap {
 		device(v1.TunDevice)

@@ -138,16 +138,16 @@ func TestComputeResources(t *testing.T) {
 		want      corev1.ResourceRequirements
 	}{{
 		name:  "memory request plus overhead, CPU from the allocation ratio, KVM devices",
-		facts: guestFacts{vcpus: 2, guestMemory: 1 << 30, tap: true, virtioTap: true},
+		facts: guestFacts{vcpus: 2, guestMemory: 1 << 30, tap: true},
 		res:   v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: q("1Gi")}},
 		want: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{"cpu": q("200m"), "memory": q("1324Mi"), "ephemeral-storage": q("50M"),
-				v1.KVMDevice: q("1"), v1.TunDevice: q("1"), v1.VhostNetDevice: q("1")},
-			Limits: corev1.ResourceList{v1.KVMDevice: q("1"), v1.TunDevice: q("1"), v1.VhostNetDevice: q("1")},
+				v1.KVMDevice: q("1"), v1.TunDevice: q("1")},
+			Limits: corev1.ResourceList{v1.KVMDevice: q("1"), v1.TunDevice: q("1")},
 		},
 	}, {
-		name:      "emulation: no kvm, no vhost-net; tun stays for the tap device",
-		facts:     guestFacts{vcpus: 1, guestMemory: 1 << 30, tap: true, virtioTap: true},
+		name:      "emulation: no kvm; tun stays for the tap device",
+		facts:     guestFacts{vcpus: 1, guestMemory: 1 << 30, tap: true},
 		res:       v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: q("1Gi")}},
 		emulation: true,
 		want: corev1.ResourceRequirements{

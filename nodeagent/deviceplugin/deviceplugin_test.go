@@ -406,3 +406,38 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKVMBringsVhostNet: an allocation of devices.kubevirt.io/kvm gives
+// /dev/vhost-net too where the node has it, and only /dev/kvm where it has
+// not (QEMU's userspace virtio-net runs there).
+func TestKVMBringsVhostNet(t *testing.T) {
+	n := newNode(t)
+	n.addDevice(t, "/dev/kvm")
+	k := startKubelet(t, n.dir)
+	n.run(t, 0)
+	registrations(t, k, 3)
+	conn := dial(n.socket("devices.kubevirt.io/kvm"))
+	defer conn.Close()
+	c := pluginapi.NewDevicePluginClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	allocate := func() []*pluginapi.DeviceSpec {
+		t.Helper()
+		alloc, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"kvm0"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return alloc.ContainerResponses[0].Devices
+	}
+	kvm := &pluginapi.DeviceSpec{ContainerPath: "/dev/kvm", HostPath: "/dev/kvm", Permissions: "rw"}
+	vhost := &pluginapi.DeviceSpec{ContainerPath: "/dev/vhost-net", HostPath: "/dev/vhost-net", Permissions: "rw"}
+	if d := cmp.Diff([]*pluginapi.DeviceSpec{kvm, vhost}, allocate(), protocmp.Transform()); d != "" {
+		t.Errorf("kvm on a node with vhost-net (-want +got):\n%s", d)
+	}
+	if err := os.Remove(filepath.Join(n.devRoot, "/dev/vhost-net")); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]*pluginapi.DeviceSpec{kvm}, allocate(), protocmp.Transform()); d != "" {
+		t.Errorf("kvm on a node without vhost-net (-want +got):\n%s", d)
+	}
+}

@@ -299,10 +299,14 @@ func (p *plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListA
 // path. The devices are identical: which IDs were picked does not matter.
 func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
+	devs := []*pluginapi.DeviceSpec{{ContainerPath: p.res.Device, HostPath: p.res.Device, Permissions: "rw"}}
+	for _, d := range p.res.WithIfPresent {
+		if ok, err := exists(filepath.Join(p.cfg.DevRoot, d)); ok && err == nil {
+			devs = append(devs, &pluginapi.DeviceSpec{ContainerPath: d, HostPath: d, Permissions: "rw"})
+		}
+	}
 	for range req.ContainerRequests {
-		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-			Devices: []*pluginapi.DeviceSpec{{ContainerPath: p.res.Device, HostPath: p.res.Device, Permissions: "rw"}},
-		})
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Devices: devs})
 	}
 	return resp, nil
 }
