@@ -300,7 +300,7 @@ func up(state, manifest, netManifest, kubectl string, opts cluster.Options) erro
 		name string
 		f    func(ctx context.Context) error
 	}{
-		{"apply the operator's manifest and a KubeVirt CR (useEmulation: true)", d.c.InstallOperator},
+		{"apply the operator's manifest and a KubeVirt CR (" + accelerationNote() + ")", d.c.InstallOperator},
 		{"install the storage: local-path-provisioner (default StorageClass " + cluster.DefaultStorageClass + ") and the node's block volumes (" + cluster.BlockStorageClass + ")", func(ctx context.Context) error {
 			runDir, err := os.ReadFile(filepath.Join(state, runDirFile))
 			if err != nil {
@@ -418,4 +418,13 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// accelerationNote says how the cluster's guests will run: KVM where this
+// machine's /dev/kvm works, else TCG (the KubeVirt CR's useEmulation).
+func accelerationNote() string {
+	if ok, why := cluster.KVM(); !ok {
+		return "useEmulation: true, guests run under QEMU's TCG: " + why
+	}
+	return "useEmulation: false, guests run on KVM"
 }

@@ -321,12 +321,14 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 	if err := yaml.UnmarshalStrict(data, kv); err != nil {
 		return fmt.Errorf("cluster: %s: %w", release.CRManifest, err)
 	}
-	// Guests may run under TCG (machines without /dev/kvm), and VMs may
-	// keep a persistent TPM or EFI store on backend storage (the local
+	// Guests run on KVM where this machine has a working /dev/kvm, as on a
+	// KubeVirt node, and under TCG where it has not (useEmulation), and VMs
+	// may keep a persistent TPM or EFI store on backend storage (the local
 	// cluster has a default StorageClass).
 	replicas := uint8(1)
+	kvm, _ := KVM()
 	kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{
-		UseEmulation: true, FeatureGates: []string{podtemplate.VMPersistentStateGate}}
+		UseEmulation: !kvm, FeatureGates: []string{podtemplate.VMPersistentStateGate}}
 	kv.Spec.Infra = &v1.ComponentConfig{Replicas: &replicas}
 	// The CRD was just created: retry until its resource is served.
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {

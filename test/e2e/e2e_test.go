@@ -72,7 +72,11 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			began := time.Now()
 			if err = c.Install(ctx, cluster.StorageOptions{}); err == nil {
-				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v\n", time.Since(began).Round(time.Millisecond))
+				accel := "on KVM"
+				if ok, why := cluster.KVM(); !ok {
+					accel = "under TCG (" + why + ")"
+				}
+				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v; guests run %s\n", time.Since(began).Round(time.Millisecond), accel)
 			}
 		}
 		suite.Set(c, err)
