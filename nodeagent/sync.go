@@ -115,30 +115,25 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			if st.Started {
 				a.recorder.Event(vmi, corev1.EventTypeNormal, "Started", "VirtualMachineInstance started.")
 			}
-		} else if st.Started && !st.Final && !st.StopRequested && moreSockets(vmi, st.CPUTopology) {
-			// The VM controller gave the running VMI more CPU sockets
-			// (KubeVirt's LiveUpdate): the launcher hot-plugs them.
-			from := st.CPUTopology.Sockets
+		} else if cpu, mem := moreSockets(vmi, st.CPUTopology), moreMemory(vmi, st.Memory); st.Started && !st.Final && !st.StopRequested && (cpu || mem) {
+			// KubeVirt's LiveUpdate: the VM controller gave the running VMI
+			// more CPU sockets, or the VMI controller grew the launcher pod
+			// and set status.memory.guestRequested; the launcher hot-plugs
+			// them.
+			before := st
 			synced, err := c.Sync(ctx, vmi)
 			if err != nil {
 				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
-				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug CPUs: %v", err)
-				return 0, fmt.Errorf("hot-plugging CPUs of VMI %s: %w", key, err)
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug CPUs or memory: %v", err)
+				return 0, fmt.Errorf("hot-plugging CPUs or memory of VMI %s: %w", key, err)
 			}
 			st = synced
-			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonCPUHotplugged, "CPU sockets hot-plugged: %d → %d", from, st.CPUTopology.Sockets)
-		} else if st.Started && !st.Final && !st.StopRequested && moreMemory(vmi, st.Memory) {
-			// The VMI controller grew the launcher pod and set
-			// status.memory.guestRequested: the launcher plugs the memory.
-			from := st.Memory.GuestRequested.String()
-			synced, err := c.Sync(ctx, vmi)
-			if err != nil {
-				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
-				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug memory: %v", err)
-				return 0, fmt.Errorf("hot-plugging memory of VMI %s: %w", key, err)
+			if cpu {
+				a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonCPUHotplugged, "CPU sockets hot-plugged: %d → %d", before.CPUTopology.Sockets, st.CPUTopology.Sockets)
 			}
-			st = synced
-			a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", from, vmi.Status.Memory.GuestRequested)
+			if mem {
+				a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", before.Memory.GuestRequested, vmi.Status.Memory.GuestRequested)
+			}
 		}
 		obs.launcher = &st
 	}

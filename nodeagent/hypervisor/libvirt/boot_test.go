@@ -92,6 +92,18 @@ func requireQEMU(t *testing.T) string {
 	return uri
 }
 
+// requireAgentGuest returns the test guest and its initramfs with Debian's
+// QEMU guest agent (initramfs-agent.cpio.gz).
+func requireAgentGuest(t *testing.T) (testenv.Guest, string) {
+	t.Helper()
+	guest := testenv.RequireGuest(t)
+	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
+	if _, err := os.Stat(initrd); err != nil {
+		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
+	}
+	return guest, initrd
+}
+
 // tinyGuestXML is the domain XML (and the domain's name) of vmi booting
 // kernel and initrd under emulation, its serial console and VNC sockets in dir.
 func tinyGuestXML(t *testing.T, vmi *v1.VirtualMachineInstance, kernel, initrd, dir string) (xml, name string) {
@@ -411,11 +423,7 @@ func readUntil(r io.Reader, marker string, timeout time.Duration) (line string, 
 // guest-get-osinfo with the guest's os-release.
 func TestGuestAgent(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
-	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
-	if _, err := os.Stat(initrd); err != nil {
-		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
-	}
+	guest, initrd := requireAgentGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	dir := t.TempDir()
@@ -597,11 +605,7 @@ func TestSetVCPUs(t *testing.T) {
 // guest's MemTotal grows by it.
 func TestPluggedMemory(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
-	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
-	if _, err := os.Stat(initrd); err != nil {
-		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
-	}
+	guest, initrd := requireAgentGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	vmi := tinyGuestVMI("mem-"+randomSuffix(t), types.UID(randomUUID(t)))
