@@ -71,7 +71,7 @@ func (l *Launcher) hotplugCPUsLocked(ctx context.Context, vmi *v1.VirtualMachine
 // memory above what it booted with (virtio-mem, domainxml's maxGuest) and
 // reports what the guest has (status.memory.guestCurrent).
 
-// bootMemory is the memory status of a domain just defined from vmi: nil
+// bootMemory is the memory status of a domain just defined: nil
 // when it has no virtio-mem device, else the boot memory (the definition's
 // <memory>) and the requested size on top of it.
 func bootMemory(dom *libvirtxml.Domain) *v1.MemoryStatus {
@@ -123,7 +123,7 @@ func (l *Launcher) refreshMemoryLocked(ctx context.Context) error {
 	return nil
 }
 
-// plugging reports whether the guest has not yet plugged all the memory it
+// pluggingLocked reports whether the guest has not yet plugged all the memory it
 // was asked for.
 func (l *Launcher) pluggingLocked() bool {
 	return l.memory != nil && l.memory.GuestCurrent.Cmp(*l.memory.GuestRequested) != 0

@@ -147,8 +147,8 @@ func resizeDone(pod *corev1.Pod, want *corev1.ResourceRequirements) (bool, strin
 			return false, ""
 		}
 	}
-	if pod.Status.ObservedGeneration < pod.Generation {
-		return false, ""
+	if pod.Status.ObservedGeneration != 0 && pod.Status.ObservedGeneration < pod.Generation {
+		return false, "" // the kubelet has not seen the resize yet
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name != ComputeContainer {
