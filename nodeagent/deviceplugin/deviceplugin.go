@@ -41,13 +41,13 @@ type Resource struct {
 	// Device is the device node's absolute path on the host, e.g.
 	// /dev/net/tun. Containers get it at the same path.
 	Device string
-	// WithIfPresent are device nodes an allocation also gives, at the same
-	// path, when the node has them: devices.kubevirt.io/kvm brings
+	// WithIfPresent is a device node an allocation also gives, at the
+	// same path, when the node has it: devices.kubevirt.io/kvm brings
 	// /dev/vhost-net, so that a launcher pod gets in-kernel virtio-net
 	// where the node offers it without asking for a resource a node
 	// without the vhost_net module never has (QEMU's userspace virtio-net
-	// runs there instead).
-	WithIfPresent []string
+	// runs there instead). Empty: none.
+	WithIfPresent string
 }
 
 // SocketName is the base name of the resource's plugin socket in the device
@@ -63,7 +63,7 @@ func (r Resource) SocketName() string {
 // launcher pods ask for; vmkit's get it with kvm).
 func DefaultResources() []Resource {
 	return []Resource{
-		{Name: v1.KVMDevice, Device: "/dev/kvm", WithIfPresent: []string{"/dev/vhost-net"}},
+		{Name: v1.KVMDevice, Device: "/dev/kvm", WithIfPresent: "/dev/vhost-net"},
 		{Name: v1.TunDevice, Device: "/dev/net/tun"},
 		{Name: v1.VhostNetDevice, Device: "/dev/vhost-net"},
 	}

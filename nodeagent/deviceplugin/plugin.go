@@ -300,7 +300,7 @@ func (p *plugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListA
 func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	devs := []*pluginapi.DeviceSpec{{ContainerPath: p.res.Device, HostPath: p.res.Device, Permissions: "rw"}}
-	for _, d := range p.res.WithIfPresent {
+	if d := p.res.WithIfPresent; d != "" {
 		if ok, err := exists(filepath.Join(p.cfg.DevRoot, d)); ok && err == nil {
 			devs = append(devs, &pluginapi.DeviceSpec{ContainerPath: d, HostPath: d, Permissions: "rw"})
 		}
