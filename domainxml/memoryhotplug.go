@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"libvirt.org/go/libvirtxml"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 // Memory hotplug (KubeVirt's LiveUpdate of spec.domain.memory.guest, up to
@@ -12,20 +14,11 @@ import (
 // (status.memory.guestAtBoot) in one NUMA cell, and a virtio-mem device
 // holds the rest up to maxGuest; its requested size, the guest memory above
 // the boot memory, is what the launcher changes live. The rules are
-// KubeVirt's (pkg/liveupdate/memory).
+// KubeVirt's (pkg/liveupdate/memory); the block size and the least guest
+// memory are vmapi's, which also defaults maxGuest (v1.SetHotplugDefaults).
 
-const (
-	// MaxGuestField is the field that bounds memory hotplug.
-	MaxGuestField = "spec.domain.memory.maxGuest"
-	// hotplugBlock is the virtio-mem block size: 2 MiB, the size of a
-	// transparent huge page, as QEMU recommends and KubeVirt uses; 1 GiB
-	// with 1 GiB huge pages.
-	hotplugBlock   = 2 << 20
-	hotplugBlock1G = 1 << 30
-	// minHotplugGuest is the least guest memory memory hotplug takes
-	// (KubeVirt's: room for the kernel's structures and the PCI hole).
-	minHotplugGuest = 1 << 30
-)
+// MaxGuestField is the field that bounds memory hotplug.
+const MaxGuestField = "spec.domain.memory.maxGuest"
 
 // hotplugMem is what memory hotplug needs of a guest, in bytes: the memory
 // it booted with, the most it may grow to and the virtio-mem block size.
@@ -90,10 +83,7 @@ func (c *converter) hotplugMemory(guest *resource.Quantity, field string) (*hotp
 	if mem.Guest == nil {
 		return nil, fieldErrorf("spec.domain.memory.guest", "required when %s is set (memory hotplug grows the guest memory)", MaxGuestField)
 	}
-	block := int64(hotplugBlock)
-	if mem.Hugepages != nil && mem.Hugepages.PageSize == "1Gi" {
-		block = hotplugBlock1G
-	}
+	block := v1.MemoryHotplugBlock(mem)
 	alignment := resource.NewQuantity(block, resource.BinarySI)
 	switch {
 	case guest.Value() > maxGuest:
@@ -104,7 +94,7 @@ func (c *converter) hotplugMemory(guest *resource.Quantity, field string) (*hotp
 		return nil, fieldErrorf(field, "%s is not %s aligned, as memory hotplug needs", guest, alignment)
 	case maxGuest%block != 0:
 		return nil, fieldErrorf(MaxGuestField, "%s is not %s aligned, as memory hotplug needs", mem.MaxGuest, alignment)
-	case boot < minHotplugGuest:
+	case boot < v1.MinHotplugGuestMemory:
 		return nil, fieldErrorf(MaxGuestField, "memory hotplug needs at least 1Gi of guest memory (%s has %s)", field, resource.NewQuantity(boot, resource.BinarySI))
 	case c.opts.arch.libvirt != "x86_64":
 		return nil, unsupportedf(MaxGuestField, "hot-plug memory into an %s guest (x86_64 only)", c.opts.arch.name)

@@ -552,7 +552,7 @@ func (f *Fake) Stats(ctx context.Context, name string) (DomainStats, error) {
 	}
 	var st DomainStats
 	if dom.Memory != nil {
-		b := memoryBytes(dom.Memory.Value, dom.Memory.Unit)
+		b := SizeBytes(dom.Memory.Value, dom.Memory.Unit)
 		st.Memory.DomainBytes = &b
 	}
 	if dom.VCPU != nil {
@@ -561,19 +561,6 @@ func (f *Fake) Stats(ctx context.Context, name string) (DomainStats, error) {
 		}
 	}
 	return st, nil
-}
-
-// memoryBytes converts a libvirt memory size to bytes (KiB by default).
-func memoryBytes(v uint, unit string) uint64 {
-	switch unit {
-	case "b", "bytes":
-		return uint64(v)
-	case "M", "MiB":
-		return uint64(v) << 20
-	case "G", "GiB":
-		return uint64(v) << 30
-	}
-	return uint64(v) << 10
 }
 
 // Console implements Hypervisor.

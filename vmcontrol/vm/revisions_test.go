@@ -291,7 +291,7 @@ func TestMemoryHotplug(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm.Generation++
-		vm.Spec.Template.Spec.Domain.Memory.Guest = ptrTo(resource.MustParse(guest))
+		vm.Spec.Template.Spec.Domain.Memory.Guest = ptr(resource.MustParse(guest))
 		if _, err := h.client.KubevirtV1().VirtualMachines("ns").Update(ctx, vm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -330,5 +330,3 @@ func TestMemoryHotplug(t *testing.T) {
 		t.Errorf("2Gi after a failed hotplug: RestartRequired %v, instance memory %s; want true, 1536Mi", rr, got.Spec.Domain.Memory.Guest)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -41,10 +42,8 @@ func initialMemoryStatus(vmi *v1.VirtualMachineInstance) *v1.MemoryStatus {
 	if m == nil || m.Guest == nil {
 		return nil
 	}
-	return &v1.MemoryStatus{GuestAtBoot: ptrTo(m.Guest.DeepCopy()), GuestCurrent: ptrTo(m.Guest.DeepCopy()), GuestRequested: ptrTo(m.Guest.DeepCopy())}
+	return &v1.MemoryStatus{GuestAtBoot: ptr.To(m.Guest.DeepCopy()), GuestCurrent: ptr.To(m.Guest.DeepCopy()), GuestRequested: ptr.To(m.Guest.DeepCopy())}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // memoryHotplug is what syncMemory saw: the guest memory the node agent may
 // now plug (requested), or why it may not (failed).
@@ -95,7 +94,7 @@ func (c *Controller) syncMemory(ctx context.Context, vmi *v1.VirtualMachineInsta
 	if !done {
 		return &memoryHotplug{}, nil
 	}
-	return &memoryHotplug{requested: ptrTo(m.Guest.DeepCopy())}, nil
+	return &memoryHotplug{requested: ptr.To(m.Guest.DeepCopy())}, nil
 }
 
 // containerResources returns the resources of the named container.

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -32,7 +33,7 @@ func TestMemoryHotplugResizesPodFirst(t *testing.T) {
 	gi, more := resource.MustParse("1Gi"), resource.MustParse("1536Mi")
 	vmi := newVMI(v1.Running)
 	vmi.Status.NodeName = "node"
-	vmi.Spec.Domain.Memory = &v1.Memory{Guest: &more, MaxGuest: ptrTo(resource.MustParse("2Gi"))}
+	vmi.Spec.Domain.Memory = &v1.Memory{Guest: &more, MaxGuest: ptr.To(resource.MustParse("2Gi"))}
 	vmi.Status.Memory = &v1.MemoryStatus{GuestAtBoot: &gi, GuestCurrent: &gi, GuestRequested: &gi}
 	pod := launcherPod(vmi, corev1.PodRunning, true, "node")
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1124Mi")}
