@@ -19,7 +19,7 @@ func (c *converter) convertInterfaces() error {
 	if len(ifaces) == 0 {
 		return nil
 	}
-	out := make([]libvirtxml.DomainInterface, len(ifaces))
+	out := make([]libvirtxml.DomainInterface, 0, len(ifaces))
 	for i := range ifaces {
 		iface := &ifaces[i]
 		if !isDeviceName(iface.Name) {
@@ -32,6 +32,14 @@ func (c *converter) convertInterfaces() error {
 		if err := checkBinding(&iface.InterfaceBindingMethod, pod, i); err != nil {
 			return err
 		}
+		if iface.PasstBinding != nil {
+			if err := c.convertPasst(iface, i); err != nil {
+				return err
+			}
+			continue
+		}
+		out = append(out, libvirtxml.DomainInterface{})
+		nic := &out[len(out)-1]
 
 		tap, ok := c.opts.TapDevices[iface.Name]
 		if !ok {
@@ -39,16 +47,16 @@ func (c *converter) convertInterfaces() error {
 		} else if !isToken(tap, 15, "_.-") {
 			return fieldErrorf("Options.TapDevices["+strconv.Quote(iface.Name)+"]", "%q is not a network device name", tap)
 		}
-		out[i].Target = &libvirtxml.DomainInterfaceTarget{Dev: tap, Managed: "no"}
-		out[i].Source = &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}}
+		nic.Target = &libvirtxml.DomainInterfaceTarget{Dev: tap, Managed: "no"}
+		nic.Source = &libvirtxml.DomainInterfaceSource{Ethernet: &libvirtxml.DomainInterfaceSourceEthernet{}}
 
 		model, virtio, err := c.nicModel(iface.Model, i)
 		if err != nil {
 			return err
 		}
-		out[i].Model = &libvirtxml.DomainInterfaceModel{Type: model}
+		nic.Model = &libvirtxml.DomainInterfaceModel{Type: model}
 		if virtio && enabled(c.spec.Devices.NetworkInterfaceMultiQueue, false) && c.vcpus > 1 {
-			out[i].Driver = &libvirtxml.DomainInterfaceDriver{Queues: c.vcpus}
+			nic.Driver = &libvirtxml.DomainInterfaceDriver{Queues: c.vcpus}
 		}
 
 		if iface.MacAddress != "" {
@@ -59,44 +67,39 @@ func (c *converter) convertInterfaces() error {
 			if mac[0]&1 != 0 {
 				return fieldErrorf(ifaceField(i, "macAddress"), "%q is a multicast address", iface.MacAddress)
 			}
-			out[i].MAC = &libvirtxml.DomainInterfaceMAC{Address: mac.String()}
+			nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: mac.String()}
 		}
 		if iface.BootOrder != nil {
 			if err := c.claimBootOrder(*iface.BootOrder, ifaceField(i, "bootOrder")); err != nil {
 				return err
 			}
-			out[i].Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
+			nic.Boot = &libvirtxml.DomainDeviceBoot{Order: *iface.BootOrder}
 		} else {
 			// No network boot: skip loading the NIC's iPXE option ROM.
-			out[i].ROM = &libvirtxml.DomainROM{Enabled: "no"}
+			nic.ROM = &libvirtxml.DomainROM{Enabled: "no"}
 		}
-		out[i].Alias = &libvirtxml.DomainAlias{Name: userAlias(iface.Name)}
+		nic.Alias = &libvirtxml.DomainAlias{Name: userAlias(iface.Name)}
 		if iface.ACPIIndex != 0 {
-			// The guest names the NIC by it (eno<N> with systemd's
-			// predictable names); QEMU wants each index once.
-			if iface.ACPIIndex < 0 || iface.ACPIIndex > 16383 {
-				return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is not between 1 and 16383 (QEMU's acpi-index)", iface.ACPIIndex)
+			if err := checkACPIIndex(ifaces, i); err != nil {
+				return err
 			}
-			for j := range i {
-				if ifaces[j].ACPIIndex == iface.ACPIIndex {
-					return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is also interface %q's", iface.ACPIIndex, ifaces[j].Name)
-				}
-			}
-			out[i].ACPI = &libvirtxml.DomainDeviceACPI{Index: uint(iface.ACPIIndex)}
+			nic.ACPI = &libvirtxml.DomainDeviceACPI{Index: uint(iface.ACPIIndex)}
 		}
 		if iface.State == v1.InterfaceStateLinkDown {
 			// KubeVirt's link state: the NIC is there, its cable unplugged.
-			out[i].Link = &libvirtxml.DomainInterfaceLink{State: "down"}
+			nic.Link = &libvirtxml.DomainInterfaceLink{State: "down"}
 		}
 		if iface.PciAddress != "" {
 			addr, err := parsePCIAddress(iface.PciAddress)
 			if err != nil {
 				return fieldErrorf(ifaceField(i, "pciAddress"), "%v", err)
 			}
-			out[i].Address = addr
+			nic.Address = addr
 		}
 	}
-	c.dom.Devices.Interfaces = out
+	if len(out) > 0 {
+		c.dom.Devices.Interfaces = out
+	}
 	return nil
 }
 
@@ -135,10 +138,10 @@ func (c *converter) networkOrdinal(name string, i int) (ordinal int, pod bool, e
 }
 
 // checkBinding accepts the bridge binding and, on the pod network, the
-// masquerade binding.
+// masquerade and passt bindings.
 func checkBinding(b *v1.InterfaceBindingMethod, pod bool, i int) error {
 	n := 0
-	for _, set := range [...]bool{b.Bridge != nil, b.Masquerade != nil, b.Slirp != nil, b.SRIOV != nil, b.Macvtap != nil, b.Passt != nil, b.Binding != nil} {
+	for _, set := range [...]bool{b.Bridge != nil, b.Masquerade != nil, b.Slirp != nil, b.SRIOV != nil, b.Macvtap != nil, b.Passt != nil, b.PasstBinding != nil, b.Binding != nil} {
 		if set {
 			n++
 		}
@@ -148,16 +151,34 @@ func checkBinding(b *v1.InterfaceBindingMethod, pod bool, i int) error {
 		return fieldErrorf(ifaceField(i, ""), "may set only one binding")
 	case b.Masquerade != nil && !pod:
 		return fieldErrorf(ifaceField(i, "masquerade"), "only supported on the pod network")
+	case b.PasstBinding != nil && !pod:
+		return fieldErrorf(ifaceField(i, "passtBinding"), "only supported on the pod network")
 	case b.Slirp != nil:
-		return fieldErrorf(ifaceField(i, "slirp"), "binding not supported (use bridge or masquerade)")
+		return fieldErrorf(ifaceField(i, "slirp"), "binding not supported (use bridge, masquerade or passtBinding)")
 	case b.SRIOV != nil:
-		return fieldErrorf(ifaceField(i, "sriov"), "binding not supported (use bridge or masquerade)")
+		return fieldErrorf(ifaceField(i, "sriov"), "binding not supported (use bridge, masquerade or passtBinding)")
 	case b.Macvtap != nil:
-		return fieldErrorf(ifaceField(i, "macvtap"), "binding not supported (use bridge or masquerade)")
+		return fieldErrorf(ifaceField(i, "macvtap"), "binding not supported (use bridge, masquerade or passtBinding)")
 	case b.Passt != nil:
-		return fieldErrorf(ifaceField(i, "passt"), "binding not supported (use bridge or masquerade)")
+		return fieldErrorf(ifaceField(i, "passt"), "the passt binding plugin is discontinued in KubeVirt; use passtBinding, bridge or masquerade")
 	case b.Binding != nil:
-		return fieldErrorf(ifaceField(i, "binding"), "network binding plugins are not supported (use bridge or masquerade)")
+		return fieldErrorf(ifaceField(i, "binding"), "network binding plugins are not supported (use bridge, masquerade or passtBinding)")
+	}
+	return nil
+}
+
+// checkACPIIndex checks interface i's acpiIndex, by which the guest names
+// the NIC (eno<N> with systemd's predictable names): QEMU's range, and each
+// index once.
+func checkACPIIndex(ifaces []v1.Interface, i int) error {
+	n := ifaces[i].ACPIIndex
+	if n < 0 || n > 16383 {
+		return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is not between 1 and 16383 (QEMU's acpi-index)", n)
+	}
+	for j := range i {
+		if ifaces[j].ACPIIndex == n {
+			return fieldErrorf(ifaceField(i, "acpiIndex"), "%d is also interface %q's", n, ifaces[j].Name)
+		}
 	}
 	return nil
 }

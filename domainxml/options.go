@@ -136,6 +136,11 @@ type Options struct {
 	// SMBIOS is what the guest reads from its DMI system table; the
 	// Default* SMBIOS constants when a field is empty.
 	SMBIOS SMBIOS
+
+	// PasstSocket is the UNIX socket of the passt process that serves the
+	// interface with the passtBinding (the launcher starts passt on it
+	// before the domain); <PrivateDir>/<VMI UID>/passt.sock when empty.
+	PasstSocket string
 }
 
 // DiskSource is a disk image file or block device the launcher prepared for
@@ -220,6 +225,9 @@ func resolve(opts *Options, vmiArch string, uid string) (resolved, error) {
 	}
 	if r.VNCSocket == "" {
 		r.VNCSocket = uidDir + "/virt-vnc"
+	}
+	if r.PasstSocket == "" {
+		r.PasstSocket = uidDir + "/passt.sock"
 	}
 	fw := &r.Firmware
 	if fw.Code == "" {

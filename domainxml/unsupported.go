@@ -120,17 +120,15 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 		b := iface.InterfaceBindingMethod
 		switch {
 		case b.SRIOV != nil:
-			add(p.Child("sriov"), "bind interfaces with SR-IOV (use bridge or masquerade)")
+			add(p.Child("sriov"), "bind interfaces with SR-IOV (use bridge, masquerade or passtBinding)")
 		case b.Slirp != nil:
-			add(p.Child("slirp"), "bind interfaces with slirp (use bridge or masquerade)")
+			add(p.Child("slirp"), "bind interfaces with slirp (use bridge, masquerade or passtBinding)")
 		case b.Macvtap != nil:
-			add(p.Child("macvtap"), "bind interfaces with macvtap (use bridge or masquerade)")
+			add(p.Child("macvtap"), "bind interfaces with macvtap (use bridge, masquerade or passtBinding)")
 		case b.Passt != nil:
-			add(p.Child("passt"), "bind interfaces with passt (use bridge or masquerade)")
-		case b.PasstBinding != nil:
-			add(p.Child("passtBinding"), "bind interfaces with passt (use bridge or masquerade)")
+			add(p.Child("passt"), "bind interfaces with the discontinued passt plugin (use passtBinding)")
 		case b.Binding != nil:
-			add(p.Child("binding"), "run network binding plugins (use bridge or masquerade)")
+			add(p.Child("binding"), "run network binding plugins (use bridge, masquerade or passtBinding)")
 		}
 		if iface.State == v1.InterfaceStateAbsent {
 			add(p.Child("state"), "unplug an interface (state %s)", iface.State)

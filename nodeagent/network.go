@@ -76,6 +76,10 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	}
 	ifaces := make([]launcher.NetworkInterface, len(results))
 	for i, r := range results {
+		if r.Passt {
+			ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: network.PasstArgs(plan[i])}
+			continue
+		}
 		lease := r.Lease
 		lease.Hostname = hostname
 		ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, DHCP: &lease}

@@ -46,6 +46,8 @@ type guestFacts struct {
 	disks, interfaces int
 	// tap is true when an interface is backed by a tap device (/dev/net/tun);
 	tap bool
+	// passt is whether the pod network's interface uses the passtBinding.
+	passt passtUse
 	// graphics is true when a VNC display and video device are attached.
 	graphics bool
 	// tpm is true when the guest has a TPM (libvirt runs swtpm for it).
@@ -224,6 +226,7 @@ func hugePageSize(ref objectRef, spec *v1.VirtualMachineInstanceSpec, guest int6
 func inspectInterfaces(f *guestFacts, spec *v1.VirtualMachineInstanceSpec) error {
 	devices := &spec.Domain.Devices
 	f.interfaces = interfaceCount(spec)
+	f.passt = passtOf(devices)
 	if len(devices.Interfaces) == 0 && f.interfaces == 1 {
 		// The default pod interface: a virtio NIC on a bridge (tap).
 		f.tap = true
@@ -247,7 +250,7 @@ func inspectInterfaces(f *guestFacts, spec *v1.VirtualMachineInstanceSpec) error
 			}
 		}
 		b := &iface.InterfaceBindingMethod
-		if b.SRIOV != nil || b.Slirp != nil || b.Passt != nil || b.Macvtap != nil || b.Binding != nil {
+		if b.SRIOV != nil || b.Slirp != nil || b.Passt != nil || b.PasstBinding != nil || b.Macvtap != nil || b.Binding != nil {
 			continue // no tap device of the launcher's own
 		}
 		f.tap = true

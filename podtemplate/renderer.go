@@ -112,6 +112,7 @@ func (r *Renderer) MemoryOverhead(vmi *v1.VirtualMachineInstance) resource.Quant
 		dedicated:   spec.Domain.CPU != nil && spec.Domain.CPU.DedicatedCPUPlacement,
 		arm64:       spec.Architecture == "arm64",
 		tpm:         hasTPM(devices),
+		passt:       passtOf(devices),
 	}
 	return *resource.NewQuantity(memoryOverhead(in, r.cfg.Overhead), resource.BinarySI)
 }
@@ -189,7 +190,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 			Volumes:                       storage.volumes,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &scalars.grace,
-			SecurityContext:               podSecurityContext(r.nonRoot(), r.cfg.HostNetwork),
+			SecurityContext:               podSecurityContext(r.nonRoot(), r.cfg.HostNetwork, f.passt.on),
 			ServiceAccountName:            storage.serviceAccount,
 			AutomountServiceAccountToken:  &scalars.automount,
 			EnableServiceLinks:            &scalars.serviceLinks,

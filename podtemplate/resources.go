@@ -32,6 +32,11 @@ const (
 	arm64Overhead        = 128 * mi // the two 64Mi UEFI pflash devices on arm64
 	tpmOverhead          = 53 * mi  // swtpm, libvirt's TPM emulator (KubeVirt: VSZ 53808 KiB)
 	dedicatedCPUOverhead = 100 * mi // headroom so a Guaranteed pod is not OOM-killed at its limit
+	// passt, of the passtBinding: vmkit measured an RSS of 21 MiB
+	// forwarding listed ports; forwarding every port (no ports listed)
+	// holds a socket per port, for which KubeVirt reserves 250Mi.
+	passtOverhead         = 32 * mi
+	passtAllPortsOverhead = 250 * mi
 )
 
 // Small fixed resources of the helper containers (container-disk-binary,
@@ -54,6 +59,21 @@ type overheadInput struct {
 	dedicated   bool
 	arm64       bool
 	tpm         bool
+	passt       passtUse
+}
+
+// passtUse is whether the pod network's interface uses the passtBinding,
+// and whether passt then forwards every port.
+type passtUse struct{ on, allPorts bool }
+
+// passtOf reads passtUse from an interface list.
+func passtOf(devices *v1.Devices) passtUse {
+	for i := range devices.Interfaces {
+		if iface := &devices.Interfaces[i]; iface.PasstBinding != nil {
+			return passtUse{on: true, allPorts: len(iface.Ports) == 0}
+		}
+	}
+	return passtUse{}
 }
 
 // memoryOverhead returns the bytes a launcher pod needs beyond the guest's
@@ -78,6 +98,12 @@ func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	}
 	if in.tpm {
 		base += tpmOverhead
+	}
+	switch {
+	case in.passt.allPorts:
+		base += passtAllPortsOverhead
+	case in.passt.on:
+		base += passtOverhead
 	}
 	if policy.Ratio > 1 {
 		base = int64(math.Ceil(float64(base) * policy.Ratio))
@@ -106,6 +132,7 @@ func overheadInputOf(f *guestFacts, arch string) overheadInput {
 		dedicated:   f.dedicated,
 		arm64:       arch == "arm64",
 		tpm:         f.tpm,
+		passt:       f.passt,
 	}
 }
 

@@ -21,6 +21,10 @@ const (
 	// and sets it as a file capability on its binaries.
 	unprivilegedPortSysctl = "net.ipv4.ip_unprivileged_port_start"
 	dhcpServerPort         = "67"
+	// allPorts lets passt, which runs as the qemu user (a root launcher's
+	// passt drops to nobody), bind in the pod every port it forwards to a
+	// passtBinding guest, SSH's 22 too.
+	allPorts = "0"
 )
 
 // xdgEnv are the compute container's XDG directories in non-root mode,
@@ -52,11 +56,16 @@ type podSecurity struct {
 // pod also runs every container as the qemu user and group, requires a
 // non-root user, uses the runtime's default seccomp profile and, unless it
 // is on the host network (where network sysctls are not the pod's own),
-// lets unprivileged processes bind the DHCP server's port.
-func podSecurityContext(nonRoot, hostNetwork bool) *corev1.PodSecurityContext {
+// lets unprivileged processes bind the DHCP server's port. With passt (the
+// passtBinding) every pod, root or not, lets them bind every port.
+func podSecurityContext(nonRoot, hostNetwork, passt bool) *corev1.PodSecurityContext {
 	s := &podSecurity{fsGroup: nonRootUID, user: nonRootUID, group: nonRootUID, policy: corev1.FSGroupChangeOnRootMismatch, nonRoot: true}
 	s.ctx.FSGroup = &s.fsGroup
 	s.ctx.FSGroupChangePolicy = &s.policy
+	if passt && !hostNetwork {
+		s.sysctls[0] = corev1.Sysctl{Name: unprivilegedPortSysctl, Value: allPorts}
+		s.ctx.Sysctls = s.sysctls[:1:1]
+	}
 	if !nonRoot {
 		return &s.ctx
 	}
@@ -65,7 +74,7 @@ func podSecurityContext(nonRoot, hostNetwork bool) *corev1.PodSecurityContext {
 	s.ctx.RunAsNonRoot = &s.nonRoot
 	s.seccomp.Type = corev1.SeccompProfileTypeRuntimeDefault
 	s.ctx.SeccompProfile = &s.seccomp
-	if !hostNetwork {
+	if !hostNetwork && !passt {
 		s.sysctls[0] = corev1.Sysctl{Name: unprivilegedPortSysctl, Value: dhcpServerPort}
 		s.ctx.Sysctls = s.sysctls[:1:1]
 	}

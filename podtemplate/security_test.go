@@ -64,9 +64,9 @@ func TestSecurityContexts(t *testing.T) {
 		})
 	}
 	pods := []struct {
-		name                 string
-		nonRoot, hostNetwork bool
-		want                 *corev1.PodSecurityContext
+		name                        string
+		nonRoot, hostNetwork, passt bool
+		want                        *corev1.PodSecurityContext
 	}{{
 		name: "non-root", nonRoot: true,
 		want: &corev1.PodSecurityContext{
@@ -85,9 +85,21 @@ func TestSecurityContexts(t *testing.T) {
 	}, {
 		name: "Root gate",
 		want: &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch)},
+	}, {
+		name: "non-root with passt: every port bindable", nonRoot: true, passt: true,
+		want: &corev1.PodSecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
+		},
+	}, {
+		name: "Root gate with passt: passt drops to nobody", passt: true,
+		want: &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}},
 	}}
 	for _, p := range pods {
-		if diff := cmp.Diff(p.want, podSecurityContext(p.nonRoot, p.hostNetwork)); diff != "" {
+		if diff := cmp.Diff(p.want, podSecurityContext(p.nonRoot, p.hostNetwork, p.passt)); diff != "" {
 			t.Errorf("pod, %s (-want +got):\n%s", p.name, diff)
 		}
 	}
@@ -107,7 +119,7 @@ func TestSecurityContextPointersAreDistinct(t *testing.T) {
 	if *c.Privileged || *c.RunAsGroup != 107 || !*c.RunAsNonRoot {
 		t.Errorf("non-root compute: fields share memory: %+v", c)
 	}
-	p := podSecurityContext(true, false)
+	p := podSecurityContext(true, false, false)
 	*p.RunAsUser = 0
 	if *p.RunAsGroup != 107 || *p.FSGroup != 107 {
 		t.Errorf("pod: fields share memory: %+v", p)

@@ -91,7 +91,7 @@ FROM ${DEBIAN_IMAGE} AS virt-launcher
 # libvirt-daemon-system is deliberately absent: it pulls in systemd.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash ovmf xorriso swtpm swtpm-tools \
+      libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86 qemu-utils coreutils libc-bin dash ovmf xorriso swtpm swtpm-tools passt \
  && rm -rf /var/lib/apt/lists/* \
  && rm -f /usr/bin/qemu-system-i386 /usr/bin/qemu-system-x86_64-microvm
 # (libvirtd probes every qemu-system-<arch> at start: one binary, one probe.)

@@ -53,10 +53,11 @@ import (
 // qemu-system-x86's /usr/bin/qemu-system-i386 wrapper needs (libvirtd
 // probes it at start). ovmf is the UEFI firmware (firmware.bootloader.efi).
 // swtpm is the TPM emulator libvirt runs for devices.tpm, swtpm-tools its
-// swtpm_setup, which makes each TPM's state and certificates.
+// swtpm_setup, which makes each TPM's state and certificates. passt is the
+// user-mode network of the passtBinding, which virt-launcher runs.
 var launcherPackages = []string{
 	"libvirt-daemon", "libvirt-daemon-driver-qemu", "qemu-system-x86", "qemu-utils",
-	"coreutils", "libc-bin", "dash", "ovmf", "xorriso", "swtpm", "swtpm-tools",
+	"coreutils", "libc-bin", "dash", "ovmf", "xorriso", "swtpm", "swtpm-tools", "passt",
 }
 
 // crossImages are the images -arch can build for another architecture:

@@ -71,6 +71,7 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 	}
 	opts.SerialSocket = filepath.Join(sockDir, "virt-serial0")
 	opts.VNCSocket = filepath.Join(sockDir, "virt-vnc")
+	opts.PasstSocket = filepath.Join(sockDir, "passt.sock")
 
 	qemuImg := l.cfg.QEMUImg
 	switch qemuImg {

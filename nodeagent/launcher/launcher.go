@@ -192,6 +192,9 @@ type Launcher struct {
 	createdAt     []string          // directories this launcher created, removed at the end
 	macs          map[string]string // interface name → MAC the node agent chose
 	dhcp          map[string]bool   // devices a DHCP server answers on
+	passtIface    string            // the interface with the passtBinding, from the node agent
+	passtArgs     []string          // passt's port arguments for it (network.PasstArgs)
+	passt         *passtProcess     // the running passt (passt.go)
 	runCtx        context.Context   // ends when Run returns; DHCP servers live as long
 	stopRun       context.CancelFunc
 	thawTimer     *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
@@ -681,6 +684,14 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		}
 		if err := l.chooseAcceleration(ctx, vmi, &opts); err != nil {
 			return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
+		}
+		if hasPasstBinding(vmi) {
+			if l.passtArgs == nil {
+				return l.statusLocked(), fmt.Errorf("VMI %s: the node agent has not configured the passtBinding interface yet", l.key())
+			}
+			if err := l.startPasstLocked(ctx, opts.PasstSocket); err != nil {
+				return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
+			}
 		}
 		dom, err := domainxml.Convert(vmi, opts)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 
 	"k8s.io/klog/v2"
@@ -29,6 +30,10 @@ type NetworkInterface struct {
 	// interface; the launcher adds the pod's name servers and search
 	// domains when it names none.
 	DHCP *dhcp.Lease `json:"dhcp,omitempty"`
+	// Passt, for the interface with the passtBinding, are the port
+	// arguments (network.PasstArgs) of the passt the launcher runs for
+	// it; passt answers the guest's DHCP itself.
+	Passt []string `json:"passt,omitempty"`
 }
 
 // ConfigureNetwork records the interfaces the node agent wired and starts
@@ -51,6 +56,9 @@ func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterfa
 	for _, ni := range ifaces {
 		if ni.MAC != "" {
 			l.macs[ni.Name] = ni.MAC
+		}
+		if ni.Passt != nil {
+			l.passtIface, l.passtArgs = ni.Name, slices.Clone(ni.Passt)
 		}
 		if ni.DHCP == nil || l.dhcp[ni.DHCP.ServerInterface] {
 			continue
@@ -87,6 +95,11 @@ func (l *Launcher) serveDHCP(name string, lease dhcp.Lease) {
 		delete(l.dhcp, lease.ServerInterface)
 		l.mu.Unlock()
 	}
+}
+
+// hasPasstBinding reports whether an interface of vmi uses the passtBinding.
+func hasPasstBinding(vmi *v1.VirtualMachineInstance) bool {
+	return slices.ContainsFunc(vmi.Spec.Domain.Devices.Interfaces, func(i v1.Interface) bool { return i.PasstBinding != nil })
 }
 
 // withNetworkMACs returns vmi with the MACs the node agent chose for

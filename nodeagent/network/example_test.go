@@ -73,5 +73,5 @@ func ExamplePlan_error() {
 	_, err := network.Plan(vmi)
 	fmt.Println(err)
 	// Output:
-	// spec.domain.devices.interfaces[0]: binding passt is not supported by vmkit; use masquerade or bridge
+	// spec.domain.devices.interfaces[0]: binding passt plugin is not supported by vmkit; use masquerade, bridge or passtBinding
 }

@@ -13,6 +13,10 @@ import (
 const (
 	BindingMasquerade = "masquerade"
 	BindingBridge     = "bridge"
+	// BindingPasst is KubeVirt's passtBinding: the agent wires nothing;
+	// the launcher runs passt (see PasstArgs), which gives the guest the
+	// pod's address and forwards the pod's ports to it.
+	BindingPasst = "passt"
 )
 
 // KubeVirt's device names in the launcher pod for the pod network.
@@ -31,7 +35,7 @@ type Interface struct {
 	Tap          string           // "tap0" (what domainxml attaches the NIC to: <interface type="ethernet"><target dev="tap0" managed="no"/>)
 	Bridge       string           // "k6t-eth0"
 	MAC          net.HardwareAddr // spec macAddress; nil when not given
-	Ports        []v1.Port        // masquerade: forward only these (empty: everything); Protocol is always "TCP" or "UDP"
+	Ports        []v1.Port        // masquerade and passt: forward only these (empty: everything); Protocol is always "TCP" or "UDP"
 	// MultiQueue makes the tap multi-queue (IFF_MULTI_QUEUE), for a virtio
 	// NIC when spec.domain.devices.networkInterfaceMultiqueue is true:
 	// libvirt then opens it once per vCPU (domainxml's <driver queues>).
@@ -201,7 +205,7 @@ func planInterface(iface *v1.Interface, i int) (Interface, error) {
 	if err != nil {
 		return Interface{}, err
 	}
-	if binding == BindingMasquerade {
+	if binding == BindingMasquerade || binding == BindingPasst {
 		p.Ports = ports
 	}
 	if p.DHCP, err = planDHCPOptions(iface.DHCPOptions, i); err != nil {
@@ -211,7 +215,7 @@ func planInterface(iface *v1.Interface, i int) (Interface, error) {
 }
 
 // podBinding returns the binding of a pod-network interface: masquerade,
-// bridge, or bridge when none is set.
+// bridge, passt, or bridge when none is set.
 func podBinding(b *v1.InterfaceBindingMethod, i int) (string, error) {
 	var set []string
 	for _, c := range [...]struct {
@@ -223,7 +227,8 @@ func podBinding(b *v1.InterfaceBindingMethod, i int) (string, error) {
 		{b.Slirp != nil, "slirp"},
 		{b.SRIOV != nil, "sriov"},
 		{b.Macvtap != nil, "macvtap"},
-		{b.Passt != nil, "passt"},
+		{b.Passt != nil, "passt plugin"},
+		{b.PasstBinding != nil, BindingPasst},
 		{b.Binding != nil, "plugin"},
 	} {
 		if c.on {
@@ -235,12 +240,12 @@ func podBinding(b *v1.InterfaceBindingMethod, i int) (string, error) {
 		return BindingBridge, nil
 	case len(set) > 1:
 		return "", fieldErrorf(ifaceField(i, ""), "may set only one binding (has %v)", set)
-	case set[0] == BindingBridge, set[0] == BindingMasquerade:
+	case set[0] == BindingBridge, set[0] == BindingMasquerade, set[0] == BindingPasst:
 		return set[0], nil
 	case set[0] == "plugin":
-		return "", fieldErrorf(ifaceField(i, ""), "binding plugin %q is not supported by vmkit; use masquerade or bridge", b.Binding.Name)
+		return "", fieldErrorf(ifaceField(i, ""), "binding plugin %q is not supported by vmkit; use masquerade, bridge or passtBinding", b.Binding.Name)
 	}
-	return "", fieldErrorf(ifaceField(i, ""), "binding %s is not supported by vmkit; use masquerade or bridge", set[0])
+	return "", fieldErrorf(ifaceField(i, ""), "binding %s is not supported by vmkit; use masquerade, bridge or passtBinding", set[0])
 }
 
 // parseMAC parses a spec MAC address; "" is nil.

@@ -188,27 +188,27 @@ func TestPlanErrors(t *testing.T) {
 		name:      "passt",
 		vmi:       vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Passt: &v1.InterfacePasst{}}}}, pod),
 		wantField: "spec.domain.devices.interfaces[0]",
-		wantMsg:   "binding passt is not supported by vmkit; use masquerade or bridge",
+		wantMsg:   "binding passt plugin is not supported by vmkit; use masquerade, bridge or passtBinding",
 	}, {
 		name:      "slirp",
 		vmi:       vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Slirp: &v1.InterfaceSlirp{}}}}, pod),
 		wantField: "spec.domain.devices.interfaces[0]",
-		wantMsg:   "binding slirp is not supported by vmkit; use masquerade or bridge",
+		wantMsg:   "binding slirp is not supported by vmkit; use masquerade, bridge or passtBinding",
 	}, {
 		name:      "sriov",
 		vmi:       vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{SRIOV: &v1.InterfaceSRIOV{}}}}, pod),
 		wantField: "spec.domain.devices.interfaces[0]",
-		wantMsg:   "binding sriov is not supported by vmkit; use masquerade or bridge",
+		wantMsg:   "binding sriov is not supported by vmkit; use masquerade, bridge or passtBinding",
 	}, {
 		name:      "macvtap",
 		vmi:       vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Macvtap: &v1.InterfaceMacvtap{}}}}, pod),
 		wantField: "spec.domain.devices.interfaces[0]",
-		wantMsg:   "binding macvtap is not supported by vmkit; use masquerade or bridge",
+		wantMsg:   "binding macvtap is not supported by vmkit; use masquerade, bridge or passtBinding",
 	}, {
 		name:      "binding plugin",
 		vmi:       vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{Binding: &v1.PluginBinding{Name: "netbinding"}}}}, pod),
 		wantField: "spec.domain.devices.interfaces[0]",
-		wantMsg:   `binding plugin "netbinding" is not supported by vmkit; use masquerade or bridge`,
+		wantMsg:   `binding plugin "netbinding" is not supported by vmkit; use masquerade, bridge or passtBinding`,
 	}, {
 		name: "masquerade with another guest CIDR",
 		vmi: vmiWith([]v1.Interface{masq("default")}, []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{

@@ -21,6 +21,9 @@ type Result struct {
 	Lease     dhcp.Lease // what the launcher's DHCP server must hand out (ServerInterface, ServerIP, ClientMAC, IP, Router, MTU, Routes filled; DNS/search/hostname are the launcher's job)
 	MAC       string     // guest MAC to report in status ("" when libvirt chooses)
 	PodIPs    []string   // the pod's addresses (IPv4 first) for status.interfaces
+	// Passt says passt, not the launcher's DHCP server, answers the guest:
+	// Lease then holds only IP, the pod's address, which the guest gets.
+	Passt bool
 }
 
 // Setup wires plan in the network namespace at nsPath (e.g.
@@ -82,8 +85,10 @@ func (w *wirer) wire(iface Interface) (Result, error) {
 		return w.masquerade(iface)
 	case BindingBridge:
 		return w.bridge(iface)
+	case BindingPasst:
+		return w.passt(iface)
 	}
-	return Result{}, fmt.Errorf("binding %q is not %s or %s", iface.Binding, BindingMasquerade, BindingBridge)
+	return Result{}, fmt.Errorf("binding %q is not %s, %s or %s", iface.Binding, BindingMasquerade, BindingBridge, BindingPasst)
 }
 
 // checkDeviceNames refuses device names the kernel would refuse or that

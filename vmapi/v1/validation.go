@@ -680,6 +680,9 @@ func validateInterfaces(ifacesPath *field.Path, ifaces []Interface, networks []N
 		if iface.Masquerade != nil && found && network.Pod == nil && network.Multus != nil {
 			errs = append(errs, field.Forbidden(p.Child("masquerade"), fmt.Sprintf("masquerade works only on the pod network, and network %q is a multus network", network.Name)))
 		}
+		if iface.PasstBinding != nil && found && network.Pod == nil && network.Multus != nil {
+			errs = append(errs, field.Forbidden(p.Child("passtBinding"), fmt.Sprintf("passtBinding works only on the pod network, and network %q is a multus network", network.Name)))
+		}
 		errs = append(errs, validateMACAddress(p.Child("macAddress"), iface.MacAddress)...)
 		errs = append(errs, validatePCIAddress(p.Child("pciAddress"), iface.PciAddress)...)
 		errs = append(errs, validatePorts(p.Child("ports"), iface.Ports)...)
@@ -741,6 +744,7 @@ func bindings(b *InterfaceBindingMethod) []setField {
 		{"sriov", b.SRIOV != nil},
 		{"macvtap", b.Macvtap != nil},
 		{"passt", b.Passt != nil},
+		{"passtBinding", b.PasstBinding != nil},
 		{"binding", b.Binding != nil},
 	}
 }

@@ -464,6 +464,16 @@ func TestValidateVirtualMachineInstance(t *testing.T) {
 			addMultusNetwork(vmi, "blue", false)
 			vmi.Spec.Domain.Devices.Interfaces[1].InterfaceBindingMethod = v1.InterfaceBindingMethod{Masquerade: &v1.InterfaceMasquerade{}}
 		}, want: []fieldError{{forbidden, interfaces + "[1].masquerade"}}},
+		{name: "passtBinding on a multus network", mutate: func(vmi *v1.VirtualMachineInstance) {
+			addMultusNetwork(vmi, "blue", false)
+			vmi.Spec.Domain.Devices.Interfaces[1].InterfaceBindingMethod = v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}
+		}, want: []fieldError{{forbidden, interfaces + "[1].passtBinding"}}},
+		{name: "passtBinding on the pod network", mutate: func(vmi *v1.VirtualMachineInstance) {
+			firstIface(vmi).InterfaceBindingMethod = v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}
+		}},
+		{name: "passtBinding and masquerade", mutate: func(vmi *v1.VirtualMachineInstance) {
+			firstIface(vmi).PasstBinding = &v1.InterfacePasstBinding{}
+		}, want: []fieldError{{forbidden, interfaces + "[0].passtBinding"}}},
 		{name: "bridge on the pod network", mutate: func(vmi *v1.VirtualMachineInstance) {
 			firstIface(vmi).InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 		}},

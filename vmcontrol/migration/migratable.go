@@ -100,6 +100,11 @@ func checkInterfaces(vmi *v1.VirtualMachineInstance) string {
 	switch iface := ifaces[j]; {
 	case iface.Masquerade != nil || iface.Passt != nil:
 		return ""
+	case iface.PasstBinding != nil:
+		// KubeVirt migrates passt with passt-repair, which needs a passt
+		// newer than the one vmkit's launcher has (Debian 12's, 2023), and
+		// vmkit's passt NIC is QEMU's, outside libvirt's domain.
+		return "cannot migrate VMI which uses passtBinding: vmkit's passt cannot carry its connections to another node"
 	case iface.Bridge != nil:
 		if _, ok := vmi.Annotations[AllowPodBridgeNetworkLiveMigrationAnnotation]; ok {
 			return ""

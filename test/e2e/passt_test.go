@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vmkit/vmkit/internal/framework"
+	"github.com/vmkit/vmkit/internal/testenv"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// TestPasstBinding (#39 item 2): a guest on KubeVirt's passtBinding gets
+// its launcher pod's IP from passt, which the launcher runs unprivileged in
+// the pod, and serves HTTP on that IP and through a Service; only the listed
+// ports reach it; it resolves a Service by name through the cluster DNS
+// that passt hands it.
+func TestPasstBinding(t *testing.T) {
+	c := suite.Need(t)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-passt", v1.RunStrategyAlways)
+	iface := &vm.Spec.Template.Spec.Domain.Devices.Interfaces[0]
+	iface.InterfaceBindingMethod = v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}
+	iface.Ports = []v1.Port{{Port: 80}}
+
+	began := time.Now()
+	framework.CreateVM(t, c, vm)
+	framework.WaitVMI(t, c, vm.Name, "Running", running)
+	toRunning := time.Since(began)
+	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		return len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	pod := launcherPod(t, c, vmi)
+	if got := vmi.Status.Interfaces[0]; got.Name != "default" || got.IP != pod.Status.PodIP {
+		t.Errorf("status.interfaces[0] = %+v, want interface default with the launcher pod's IP %s", got, pod.Status.PodIP)
+	}
+	// Unprivileged: the qemu user, every port bindable by it, no tap.
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 107 ||
+		!slices.ContainsFunc(sc.Sysctls, func(s corev1.Sysctl) bool { return s.Name == "net.ipv4.ip_unprivileged_port_start" && s.Value == "0" }) {
+		t.Errorf("launcher pod security context %+v: want user 107 and ip_unprivileged_port_start 0", sc)
+	}
+	for _, ctr := range pod.Spec.Containers {
+		if _, ok := ctr.Resources.Limits["devices.kubevirt.io/tun"]; ok {
+			t.Errorf("container %s asks for a tun device, which passt does not need", ctr.Name)
+		}
+	}
+
+	body := suite.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/"), "vmkit guest", 90*time.Second)
+	t.Logf("%s (passt): create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name,
+		toRunning.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
+
+	t.Run("Ports", func(t *testing.T) {
+		// The guest listens on 8080 too, but only 80 is listed.
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(pod.Status.PodIP, "8080"), 3*time.Second)
+		if err == nil {
+			conn.Close()
+			t.Errorf("port 8080 reached with ports: [{port: 80}]")
+		}
+	})
+	t.Run("ServiceAndClusterDNS", func(t *testing.T) {
+		ip := expose(t, c, vm.Name, 8000, 80)
+		suite.HTTPGetUntil(t, framework.GuestURL(ip, 8000, "/"), "vmkit guest", 60*time.Second)
+		// The guest reaches its own Service by name: passt gave it the
+		// pod's name servers and search domains by DHCP.
+		url := "http://" + vm.Name + "-http.default.svc." + testenv.ClusterDomain + ":8000/cgi-bin/client"
+		suite.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/cgi-bin/fetch?"+url), "client ", 60*time.Second)
+	})
+}
