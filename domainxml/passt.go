@@ -66,7 +66,7 @@ func (c *converter) convertPasst(iface *v1.Interface, i int) error {
 	} else {
 		mac = hw.String()
 	}
-	dev := model + ",netdev=" + passtNetdevID + ",id=" + passtDeviceID + ",mac=" + mac
+	dev := model + ",netdev=" + passtNetdevID + ",id=" + passtDeviceID + ",mac=" + mac + "," + c.passtSlot()
 	if iface.BootOrder != nil {
 		if err := c.claimBootOrder(*iface.BootOrder, ifaceField(i, "bootOrder")); err != nil {
 			return err
@@ -91,6 +91,19 @@ func (c *converter) convertPasst(iface *v1.Interface, i int) error {
 		libvirtxml.DomainQEMUCommandlineArg{Value: dev},
 	)
 	return nil
+}
+
+// passtSlot is the PCI slot of the passt NIC. libvirt does not see it, and
+// QEMU would give it the first free slot before libvirt's own devices take
+// theirs, so it gets one libvirt leaves free: 0x1e of i440fx's pci.0 (libvirt
+// fills slots from the bottom), 0x1c of the Q35 and arm64 root complex
+// pcie.0 (libvirt's ICH9 devices sit at 0x1b, 0x1d, 0x1e and 0x1f, its
+// root ports from 0x02).
+func (c *converter) passtSlot() string {
+	if c.opts.arch.name == "amd64" && !isQ35(c.dom.OS.Type.Machine) {
+		return "bus=pci.0,addr=0x1e"
+	}
+	return "bus=pcie.0,addr=0x1c"
 }
 
 // passtMAC is the MAC of a passtBinding interface whose spec gives none:

@@ -24,16 +24,17 @@ func TestConvertPasst(t *testing.T) {
 	}{{
 		name:    "virtio, a MAC derived from the UID, no option ROM",
 		vmi:     newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: passtBinding}, podNet)),
-		wantDev: "virtio-net-pci-non-transitional,netdev=passt0,id=passt0-nic,mac=" + passtMAC("11111111-2222-4333-8444-555555555555", "default") + ",romfile=",
+		wantDev: "virtio-net-pci-non-transitional,netdev=passt0,id=passt0-nic,mac=" + passtMAC("11111111-2222-4333-8444-555555555555", "default") + ",bus=pcie.0,addr=0x1c,romfile=",
 	}, {
 		name: "spec MAC, boot order, acpiIndex, transitional virtio",
 		vmi: newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: passtBinding, MacAddress: "02:AA:BB:CC:DD:EE", BootOrder: &boot, ACPIIndex: 7}, podNet),
 			func(vmi *v1.VirtualMachineInstance) { vmi.Spec.Domain.Devices.UseVirtioTransitional = ptr(true) }),
-		wantDev: "virtio-net-pci-transitional,netdev=passt0,id=passt0-nic,mac=02:aa:bb:cc:dd:ee,bootindex=2,acpi-index=7",
+		wantDev: "virtio-net-pci-transitional,netdev=passt0,id=passt0-nic,mac=02:aa:bb:cc:dd:ee,bus=pcie.0,addr=0x1c,bootindex=2,acpi-index=7",
 	}, {
-		name:    "e1000",
-		vmi:     newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: passtBinding, Model: "e1000", MacAddress: "02:00:00:00:00:01"}, podNet)),
-		wantDev: "e1000,netdev=passt0,id=passt0-nic,mac=02:00:00:00:00:01,romfile=",
+		name: "e1000 on i440fx: a slot of pci.0 libvirt leaves free",
+		vmi: newVMI(withNIC(v1.Interface{Name: "default", InterfaceBindingMethod: passtBinding, Model: "e1000", MacAddress: "02:00:00:00:00:01"}, podNet),
+			func(vmi *v1.VirtualMachineInstance) { vmi.Spec.Domain.Machine = &v1.Machine{Type: "pc"} }),
+		wantDev: "e1000,netdev=passt0,id=passt0-nic,mac=02:00:00:00:00:01,bus=pci.0,addr=0x1e,romfile=",
 	}, {
 		name:    "off the pod network",
 		vmi:     newVMI(withNIC(v1.Interface{Name: "m", InterfaceBindingMethod: passtBinding}, multusNet)),
@@ -67,6 +68,9 @@ func TestConvertPasst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := newConverter(tc.vmi, &tc.opts)
 			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.convertOS(); err != nil {
 				t.Fatal(err)
 			}
 			err = c.convertInterfaces()

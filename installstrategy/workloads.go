@@ -332,9 +332,11 @@ func deployment(c *DeploymentConfig, component string, replicas int32, account s
 
 // Host paths the node agent needs.
 const (
-	HostShareDir      = "/var/run/kubevirt"               // launcher command sockets (podtemplate's share dir)
-	HostPrivateDir    = "/var/run/kubevirt-private"       // per-VMI private state
-	HostKubeletPods   = "/var/lib/kubelet/pods"           // launcher pods' volumes (disks, sockets)
+	HostShareDir    = "/var/run/kubevirt"         // launcher command sockets (podtemplate's share dir)
+	HostPrivateDir  = "/var/run/kubevirt-private" // per-VMI private state
+	HostKubeletPods = "/var/lib/kubelet/pods"     // launcher pods' volumes (disks, sockets)
+	HostSeccomp     = "/var/lib/kubelet/seccomp"  // Localhost seccomp profiles: the node agent installs the launcher pods'
+
 	HostKubeletRoot   = "/var/lib/kubelet"                // read only: the kubelet's cpu_manager_state
 	HostDevicePlugins = "/var/lib/kubelet/device-plugins" // /dev/kvm, tun and vhost-net device plugins
 
@@ -412,6 +414,7 @@ func handlerDaemonSet(c *DeploymentConfig, placement *v1.NodePlacement, verbosit
 		// directory below it is mounted writable on its own.
 		{"kubelet", HostKubeletRoot, &hostToContainer, true},
 		{"kubelet-pods", HostKubeletPods, &hostToContainer, false},
+		{"seccomp", HostSeccomp, nil, false},
 		{"device-plugin", HostDevicePlugins, nil, false},
 	} {
 		volumes = append(volumes, corev1.Volume{Name: m.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.path, Type: &dirOrCreate}}})

@@ -87,7 +87,7 @@ func (r *Renderer) computeContainer(vmi *v1.VirtualMachineInstance, f *guestFact
 		VolumeMounts:             mounts,
 		VolumeDevices:            devices,
 		Ports:                    containerPorts(vmi.Spec.Domain.Devices.Interfaces),
-		SecurityContext:          computeSecurityContext(f.dedicated, nonRoot),
+		SecurityContext:          computeSecurityContext(f.dedicated, nonRoot, f.passt.on),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		ReadinessProbe:           r.launcherProbe(vmi, readinessProbeKind, vmi.Spec.ReadinessProbe),
 		LivenessProbe:            r.launcherProbe(vmi, livenessProbeKind, vmi.Spec.LivenessProbe),

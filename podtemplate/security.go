@@ -2,6 +2,14 @@ package podtemplate
 
 import corev1 "k8s.io/api/core/v1"
 
+// PasstSeccompProfile is the Localhost seccomp profile, relative to the
+// kubelet's seccomp directory, of a non-root compute container whose guest
+// uses the passtBinding: the container runtime's default profile plus the
+// unshare, mount, umount2 and pivot_root with which passt sandboxes itself
+// in a user namespace of its own (the default allows them only with
+// CAP_SYS_ADMIN). The node agent installs it (nodeagent.InstallSeccompProfiles).
+const PasstSeccompProfile = "vmkit/passt.json"
+
 const (
 	// nonRootUID is the qemu user of KubeVirt's images: the launcher runs as
 	// it (unless the Root feature gate is on), helper containers always do,
@@ -91,9 +99,19 @@ func podSecurityContext(nonRoot, hostNetwork, passt bool) *corev1.PodSecurityCon
 // of bridge and masquerade bindings, SYS_NICE to pin vCPUs when they are
 // dedicated, and NET_RAW dropped. Devices come from device plugins, not
 // from privileges, either way.
-func computeSecurityContext(dedicated, nonRoot bool) *corev1.SecurityContext {
+//
+// A non-root compute container whose guest uses the passtBinding runs under
+// the Localhost profile PasstSeccompProfile instead, which the node agent
+// installs: the default plus what passt needs to sandbox itself.
+func computeSecurityContext(dedicated, nonRoot, passt bool) *corev1.SecurityContext {
 	if nonRoot {
-		return new(helperSecurity).initCompute()
+		ctx := new(helperSecurity).initCompute()
+		if passt {
+			ctx.SeccompProfile.Type = corev1.SeccompProfileTypeLocalhost
+			name := PasstSeccompProfile
+			ctx.SeccompProfile.LocalhostProfile = &name
+		}
+		return ctx
 	}
 	s := &struct {
 		ctx                 corev1.SecurityContext

@@ -16,7 +16,7 @@ func TestSecurityContexts(t *testing.T) {
 		want *corev1.SecurityContext
 	}{{
 		name: "compute: the qemu user with nothing at all, root filesystem writable",
-		got:  computeSecurityContext(false, true),
+		got:  computeSecurityContext(false, true, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
 			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
@@ -25,7 +25,7 @@ func TestSecurityContexts(t *testing.T) {
 		},
 	}, {
 		name: "non-root compute with dedicated CPUs gets no SYS_NICE either (KubeVirt's)",
-		got:  computeSecurityContext(true, true),
+		got:  computeSecurityContext(true, true, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
 			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
@@ -33,15 +33,24 @@ func TestSecurityContexts(t *testing.T) {
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}, {
+		name: "non-root compute of a passt guest: the Localhost profile that lets passt sandbox itself",
+		got:  computeSecurityContext(false, true, true),
+		want: &corev1.SecurityContext{
+			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
+			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("vmkit/passt.json")},
+		},
+	}, {
 		name: "Root gate: compute as root for libvirt, never privileged, NET_RAW dropped",
-		got:  computeSecurityContext(false, false),
+		got:  computeSecurityContext(false, false, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"NET_RAW"}},
 		},
 	}, {
 		name: "Root gate: compute with dedicated CPUs may pin them",
-		got:  computeSecurityContext(true, false),
+		got:  computeSecurityContext(true, false, false),
 		want: &corev1.SecurityContext{
 			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "SYS_NICE"}, Drop: []corev1.Capability{"NET_RAW"}},
@@ -108,12 +117,12 @@ func TestSecurityContexts(t *testing.T) {
 // TestSecurityContextPointersAreDistinct: the contexts carve their
 // pointers out of one allocation; each must still point at its own value.
 func TestSecurityContextPointersAreDistinct(t *testing.T) {
-	c := computeSecurityContext(true, false)
+	c := computeSecurityContext(true, false, false)
 	*c.Privileged = true
 	if *c.RunAsNonRoot {
 		t.Error("compute: RunAsNonRoot and Privileged share a bool")
 	}
-	c = computeSecurityContext(false, true)
+	c = computeSecurityContext(false, true, false)
 	*c.AllowPrivilegeEscalation = true
 	*c.RunAsUser = 0
 	if *c.Privileged || *c.RunAsGroup != 107 || !*c.RunAsNonRoot {

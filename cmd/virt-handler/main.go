@@ -55,6 +55,7 @@ func run() error {
 		certFile, keyFile, clientCA                 string
 		insecure, devicePlugins, checkLauncherPod   bool
 		devicePluginsDir, cpuManagerState           string
+		seccompDir                                  string
 		heartbeat, poll, orphanSweep                time.Duration
 		podIP                                       string
 		mig                                         migrationFlags
@@ -65,6 +66,7 @@ func run() error {
 	fs.StringVar(&shareDir, "kubevirt-share-dir", "/var/run/kubevirt", "where launchers sharing this directory have their command sockets (sockets/<vmi uid>/launcher.sock)")
 	fs.StringVar(&podsDir, "kubelet-pods-dir", nodeagent.DefaultKubeletPodsDir, "the kubelet's pods directory: launcher pods' command sockets are in <pod uid>/volumes/kubernetes.io~empty-dir/sockets/<vmi uid>/launcher.sock")
 	fs.StringVar(&cpuManagerState, "cpu-manager-state", nodeagent.DefaultCPUManagerStateFile, "the kubelet's CPU manager checkpoint: the node is labelled kubevirt.io/cpumanager=true while it names the static policy")
+	fs.StringVar(&seccompDir, "seccomp-dir", nodeagent.DefaultSeccompDir, "the kubelet's directory of Localhost seccomp profiles, where the launcher pods' are installed (empty: none)")
 	fs.StringVar(&listen, "listen-address", "0.0.0.0", "address the servers listen on")
 	fs.IntVar(&port, "port", 8443, "port of /metrics and /healthz (0 disables)")
 	fs.IntVar(&consolePort, "console-server-port", 8186, "port of the console, VNC and lifecycle REST API (0 disables)")
@@ -117,6 +119,13 @@ func run() error {
 			return err
 		}
 		metricsTLS = delegatedauth.RequestClientCertificates(metricsTLS)
+	}
+	if seccompDir != "" {
+		// Without it, a launcher pod of a passtBinding guest cannot start;
+		// every other VMI can: report it and go on.
+		if err := nodeagent.InstallSeccompProfiles(seccompDir); err != nil {
+			klog.FromContext(ctx).Error(err, "launcher pods of passtBinding guests will not start")
+		}
 	}
 	cfg, err := restconfig.Load(kubeconfig, "", 0, 0)
 	if err != nil {

@@ -138,4 +138,3 @@ func lastLine(logFile, stderr string) string {
 	}
 	return s
 }
-

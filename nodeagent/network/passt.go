@@ -69,4 +69,3 @@ func PasstInterface(plan []Interface) (Interface, bool) {
 	}
 	return Interface{}, false
 }
-
