@@ -66,7 +66,11 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	if err != nil {
 		return nil, fmt.Errorf("the launcher's user: %w", err)
 	}
-	results, err := network.Setup(nsPath, plan, network.Options{TapOwner: uid, TapGroup: gid})
+	files, err := openFileLimit(pid)
+	if err != nil {
+		return nil, fmt.Errorf("the launcher's open-file limit: %w", err)
+	}
+	results, err := network.Setup(nsPath, plan, network.Options{TapOwner: uid, TapGroup: gid, OpenFileLimit: files})
 	if err != nil {
 		return nil, &networkError{err}
 	}
@@ -77,7 +81,7 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	ifaces := make([]launcher.NetworkInterface, len(results))
 	for i, r := range results {
 		if r.Passt {
-			ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: network.PasstArgs(plan[i])}
+			ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: &launcher.PasstConfig{Ports: network.PasstArgs(plan[i])}}
 			continue
 		}
 		lease := r.Lease

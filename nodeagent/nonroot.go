@@ -209,3 +209,28 @@ func (a *Agent) prepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInsta
 	}
 	return prepareNonRootLauncher(vmi, filepath.Join("/proc", strconv.Itoa(pid), "root"), uid, gid)
 }
+
+// openFileLimit is the hard limit of open files of the process pid (from
+// /proc/<pid>/limits); 0 when unlimited.
+func openFileLimit(pid int) (uint64, error) {
+	path := filepath.Join("/proc", strconv.Itoa(pid), "limits")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Max open files")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest) // soft, hard, unit
+		if len(f) < 2 {
+			break
+		}
+		if f[1] == "unlimited" {
+			return 0, nil
+		}
+		return strconv.ParseUint(f[1], 10, 64)
+	}
+	return 0, fmt.Errorf("%s has no line Max open files", path)
+}

@@ -30,10 +30,15 @@ type NetworkInterface struct {
 	// interface; the launcher adds the pod's name servers and search
 	// domains when it names none.
 	DHCP *dhcp.Lease `json:"dhcp,omitempty"`
-	// Passt, for the interface with the passtBinding, are the port
-	// arguments (network.PasstArgs) of the passt the launcher runs for
-	// it; passt answers the guest's DHCP itself.
-	Passt []string `json:"passt,omitempty"`
+	// Passt is set for the interface with the passtBinding: the launcher
+	// runs passt for it, which answers the guest's DHCP itself.
+	Passt *PasstConfig `json:"passt,omitempty"`
+}
+
+// PasstConfig is how the launcher runs passt for the passtBinding.
+type PasstConfig struct {
+	// Ports are passt's port-forwarding arguments (network.PasstArgs).
+	Ports []string `json:"ports"`
 }
 
 // ConfigureNetwork records the interfaces the node agent wired and starts
@@ -58,7 +63,7 @@ func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterfa
 			l.macs[ni.Name] = ni.MAC
 		}
 		if ni.Passt != nil {
-			l.passtIface, l.passtArgs = ni.Name, slices.Clone(ni.Passt)
+			l.passtIface, l.passtArgs = ni.Name, slices.Clone(ni.Passt.Ports)
 		}
 		if ni.DHCP == nil || l.dhcp[ni.DHCP.ServerInterface] {
 			continue

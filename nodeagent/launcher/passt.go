@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,7 +47,7 @@ func (l *Launcher) startPasstLocked(ctx context.Context, socket string) error {
 	}
 	if slices.Contains(l.passtArgs, "all") {
 		if err := raiseOpenFileLimit(); err != nil {
-			return fmt.Errorf("interface %s lists no ports, so passt forwards every port: %w; list the ports the guest serves in its ports", l.passtIface, err)
+			return fmt.Errorf("interface %s lists no ports, so passt forwards every port: raising the open-file limit: %w", l.passtIface, err)
 		}
 	}
 	_ = os.Remove(socket)
@@ -96,8 +95,8 @@ func (l *Launcher) startPasstLocked(ctx context.Context, socket string) error {
 }
 
 // raiseOpenFileLimit lifts the open-file limit to its hard limit, which
-// passt inherits, and checks it holds a socket for every port outside the
-// ephemeral range for both protocols, what forwarding every port takes.
+// passt inherits: forwarding every port takes a socket per port. The node
+// agent refused the interface already if even the hard limit is too low.
 func raiseOpenFileLimit() error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -106,24 +105,7 @@ func raiseOpenFileLimit() error {
 	lim.Cur = lim.Max
 	// Setting it, even unchanged, also stops Go from restoring its
 	// start-up soft limit in the processes it starts.
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return err
-	}
-	lo, hi := 32768, 60999 // Linux's default ephemeral range
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if a, err1 := strconv.Atoi(f[0]); err1 == nil {
-				if z, err2 := strconv.Atoi(f[1]); err2 == nil && a <= z {
-					lo, hi = a, z
-				}
-			}
-		}
-	}
-	need := uint64(2*(65535-(hi-lo+1))) + 256
-	if lim.Max < need {
-		return fmt.Errorf("that takes about %d open files and the pod's limit is %d", need, lim.Max)
-	}
-	return nil
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
 // lastLine is the last line passt logged, or of what it wrote on stderr.

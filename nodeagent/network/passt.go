@@ -1,6 +1,8 @@
 package network
 
 import (
+	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +22,11 @@ func (w *wirer) passt(iface Interface) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if len(iface.Ports) == 0 && w.opts.OpenFileLimit > 0 {
+		if err := w.checkAllPorts(iface); err != nil {
+			return Result{}, err
+		}
+	}
 	r := Result{Interface: iface.Name, PodIPs: ipStrings(addrs), Passt: true}
 	if len(addrs) > 0 && addrs[0].IP.To4() != nil {
 		r.Lease.IP = *addrs[0].IPNet
@@ -28,6 +35,32 @@ func (w *wirer) passt(iface Interface) (Result, error) {
 		r.MAC = iface.MAC.String()
 	}
 	return r, nil
+}
+
+// checkAllPorts refuses forwarding every port when the launcher's open-file
+// limit cannot hold a socket for each port outside the pod's ephemeral range,
+// for each protocol: passt would fail at start ("Can't open enough sockets
+// for port specifier: all").
+func (w *wirer) checkAllPorts(iface Interface) error {
+	lo, hi := 32768, 60999 // Linux's default ephemeral range
+	err := inNamespace(w.ns, func() error {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo > hi {
+			return fmt.Errorf("ip_local_port_range %q: %v", strings.TrimSpace(string(b)), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the pod's ephemeral port range: %w", err)
+	}
+	need := uint64(2*(65535-(hi-lo+1))) + 256 // and some for passt itself
+	if w.opts.OpenFileLimit < need {
+		return fieldErrorf(ifaceField(iface.Index, "ports"), "none listed, so passt would forward every TCP and UDP port, a socket each (about %d open files), and the launcher pod may open only %d: list the ports the guest serves", need, w.opts.OpenFileLimit)
+	}
+	return nil
 }
 
 // PasstArgs are passt's port-forwarding arguments for a passt interface, as

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
@@ -13,6 +14,11 @@ import (
 // Options tune Setup.
 type Options struct {
 	TapOwner, TapGroup int // uid/gid owning the tap (the launcher's QEMU user; 0 root)
+	// OpenFileLimit is the launcher's hard limit of open files, which the
+	// passt it runs inherits; 0 when unknown. A passt interface that lists
+	// no ports (every port forwarded, a socket each) is refused when it is
+	// too low.
+	OpenFileLimit uint64
 }
 
 // Result is what Setup did for one interface.
@@ -61,6 +67,10 @@ func Setup(nsPath string, plan []Interface, opts Options) ([]Result, error) {
 	results := make([]Result, 0, len(plan))
 	for _, iface := range plan {
 		r, err := w.wire(iface)
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return nil, err // it names the field already
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", ifaceField(iface.Index, ""), iface.Name, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -68,4 +69,43 @@ func TestPasstBinding(t *testing.T) {
 		url := "http://" + vm.Name + "-http.default.svc." + testenv.ClusterDomain + ":8000/cgi-bin/client"
 		suite.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, 80, "/cgi-bin/fetch?"+url), "client ", 60*time.Second)
 	})
+}
+
+// TestPasstAllPorts: a passtBinding interface that lists no ports forwards
+// every TCP and UDP port, as KubeVirt's does, which takes a socket per
+// port. Where the launcher pod's open-file limit allows it the guest
+// answers on any port it serves; where it does not (this project's
+// machines: a hard limit of 20,000), the VMI fails at once with the field
+// to change, instead of a passt that cannot start.
+func TestPasstAllPorts(t *testing.T) {
+	c := suite.Need(t)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-passt-all", v1.RunStrategyOnce)
+	vm.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running or Failed", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == v1.Running || vmi.Status.Phase == v1.Failed
+	})
+	if vmi.Status.Phase == v1.Failed {
+		// The node agent's Warning event says why.
+		const want = "spec.domain.devices.interfaces[0].ports: none listed, so passt would forward every TCP and UDP port"
+		var msg string
+		suite.WaitFor(t, "a NetworkSetupFailed event of "+vm.Name, 30*time.Second, func() (bool, string) {
+			events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
+				FieldSelector: "involvedObject.name=" + vm.Name + ",reason=NetworkSetupFailed"})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, e := range events.Items {
+				msg = e.Message
+			}
+			return strings.Contains(msg, want) && strings.Contains(msg, "list the ports the guest serves"), "event: " + msg
+		})
+		t.Logf("the launcher pod's open-file limit is too low to forward every port: %s", msg)
+		return
+	}
+	pod := launcherPod(t, c, vmi)
+	for _, port := range []int{80, 8080} {
+		suite.HTTPGetUntil(t, framework.GuestURL(pod.Status.PodIP, port, "/"), "vmkit guest", 90*time.Second)
+	}
+	t.Log("every port forwarded: the guest answers on 80 and 8080")
 }
