@@ -46,6 +46,7 @@ var goldenCases = []goldenCase{
 	{name: "migration-target", migration: true, level: "restricted"},
 	{name: "storage-kinds", featureGates: []string{HostDiskGate}, level: "privileged"}, // a hostPath volume for the host disk
 	{name: "probes", level: "restricted"},
+	{name: "passt", level: "restricted"}, // the Localhost seccomp profile and ip_unprivileged_port_start 0 are both allowed
 }
 
 func (c goldenCase) vmiFile() string {
