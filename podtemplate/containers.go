@@ -131,55 +131,41 @@ func (r *Renderer) diskContainers(vmi *v1.VirtualMachineInstance, f *guestFacts,
 		return nil, sidecars
 	}
 	initContainers = make([]corev1.Container, 0, n+1)
-
-	// One backing array each for the helpers' mounts, command lines and
-	// security contexts; every container's slice is capped so that
-	// appending to it cannot touch its neighbour's.
 	diskDir := r.cfg.ContainerDiskDir + "/" + string(vmi.UID)
-	mounts := make([]corev1.VolumeMount, 2*2*n+1)
-	mounts[0] = corev1.VolumeMount{Name: volBinShare, MountPath: binaryInitMountPath}
-	words := make([]string, 5*n)
-	security := make([]helperSecurity, 2*n+1)
 	initContainers = append(initContainers, corev1.Container{
 		Name:                     binaryInitName,
 		Image:                    r.cfg.LauncherImage,
 		ImagePullPolicy:          r.cfg.ImagePullPolicy,
 		Command:                  []string{"/usr/bin/cp"},
 		Args:                     []string{"--preserve=all", containerDiskBinary, binaryInitMountPath + "/container-disk"},
-		VolumeMounts:             mounts[0:1:1],
+		VolumeMounts:             []corev1.VolumeMount{{Name: volBinShare, MountPath: binaryInitMountPath}},
 		Resources:                helperResources(f.dedicated, false),
-		SecurityContext:          security[0].init(),
+		SecurityContext:          helperSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	})
-	next, nextWord, nextSecurity := 1, 0, 1
+	// add adds an image's two containers: an init container that checks
+	// the image holds the binary, and the sidecar that serves the disk.
 	add := func(name, image string, policy corev1.PullPolicy, servedAs string) {
 		for _, init := range [...]bool{true, false} {
-			m := mounts[next : next+2 : next+2]
-			m[0] = corev1.VolumeMount{Name: volContainerDisks, MountPath: diskDir}
-			m[1] = corev1.VolumeMount{Name: volBinShare, MountPath: "/usr/bin"}
 			c := corev1.Container{
-				Image:                    image,
-				ImagePullPolicy:          policy,
-				VolumeMounts:             m,
+				Image:           image,
+				ImagePullPolicy: policy,
+				Command:         []string{containerDiskBinary},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: volContainerDisks, MountPath: diskDir},
+					{Name: volBinShare, MountPath: "/usr/bin"},
+				},
 				Resources:                helperResources(f.dedicated, !init),
-				SecurityContext:          security[nextSecurity].init(),
+				SecurityContext:          helperSecurityContext(),
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}
-			next, nextSecurity = next+2, nextSecurity+1
-			w := words[nextWord:]
-			w[0] = containerDiskBinary
-			c.Command = w[0:1:1]
 			if init {
 				c.Name = diskContainerPrefix + name + initSuffix
-				w[1] = "--no-op"
-				c.Args = w[1:2:2]
-				nextWord += 2
+				c.Args = []string{"--no-op"}
 				initContainers = append(initContainers, c)
 			} else {
 				c.Name = diskContainerPrefix + name
-				w[1], w[2] = "--copy-path", diskDir+"/"+servedAs
-				c.Args = w[1:3:3]
-				nextWord += 3
+				c.Args = []string{"--copy-path", diskDir + "/" + servedAs}
 				sidecars = append(sidecars, c)
 			}
 		}

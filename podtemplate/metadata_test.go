@@ -1,9 +1,7 @@
 package podtemplate
 
 import (
-	"encoding/json"
 	"maps"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -159,30 +157,5 @@ func TestNetworkAnnotations(t *testing.T) {
 				t.Errorf("got %s, %q, %v\nwant %s, %q", nets, def, err, tt.wantNets, tt.wantDef)
 			}
 		})
-	}
-}
-
-// TestAppendJSONField: what the hand-written encoder writes decodes to what
-// encoding/json's does, for any string.
-func TestAppendJSONField(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	pieces := []string{"a", "Z", "0", `"`, `\`, "\n", "\x00", "\x1f", "\x7f", "é", "☃", "\U0001F600", "\xff", "\xe2\x82", "<", "&", "\u2028"}
-	for range 3000 {
-		var b strings.Builder
-		for range rng.IntN(8) {
-			b.WriteString(pieces[rng.IntN(len(pieces))])
-		}
-		s := b.String()
-		var mine, theirs map[string]string
-		if err := json.Unmarshal(append(appendJSONField([]byte("{"), "k", s), '}'), &mine); err != nil {
-			t.Fatalf("%q: invalid JSON: %v", s, err)
-		}
-		ref, _ := json.Marshal(map[string]string{"k": s})
-		if err := json.Unmarshal(ref, &theirs); err != nil {
-			t.Fatal(err)
-		}
-		if mine["k"] != theirs["k"] {
-			t.Errorf("%q decodes to %q, encoding/json's to %q", s, mine["k"], theirs["k"])
-		}
 	}
 }

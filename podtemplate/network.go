@@ -3,9 +3,9 @@ package podtemplate
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -27,7 +27,7 @@ const (
 // interface's MAC address; and the network marked default, which replaces
 // the pod network. Both are empty when the VMI uses none.
 func networkAnnotations(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, namespace string) (networks, defaultNetwork string, err error) {
-	var buf []byte // the JSON list of Multus network selection elements
+	var elems []multusNetwork
 	for i := range spec.Networks {
 		n := &spec.Networks[i]
 		if n.Multus == nil {
@@ -54,51 +54,24 @@ func networkAnnotations(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, name
 				mac = iface.MacAddress
 			}
 		}
-		if buf == nil {
-			buf = append(make([]byte, 0, 128), '[')
-		} else {
-			buf = append(buf, ',')
-		}
-		buf = appendJSONField(append(buf, '{'), "name", nadName)
-		buf = appendJSONField(append(buf, ','), "namespace", nadNS)
-		if mac != "" {
-			buf = appendJSONField(append(buf, ','), "mac", mac)
-		}
-		buf = appendJSONField(append(buf, ','), "interface", podInterfaceName(n.Name))
-		buf = append(buf, '}')
+		elems = append(elems, multusNetwork{Name: nadName, Namespace: nadNS, MAC: mac, Interface: podInterfaceName(n.Name)})
 	}
-	if buf == nil {
+	if elems == nil {
 		return "", defaultNetwork, nil
 	}
-	return string(append(buf, ']')), defaultNetwork, nil
+	b, err := json.Marshal(elems)
+	if err != nil {
+		return "", "", err
+	}
+	return string(b), defaultNetwork, nil
 }
 
-// appendJSONField appends "key":"value" to buf; key needs no escaping.
-func appendJSONField(buf []byte, key, value string) []byte {
-	buf = append(append(append(buf, '"'), key...), `":"`...)
-	for i := 0; i < len(value); {
-		c := value[i]
-		switch {
-		case c == '"' || c == '\\':
-			buf = append(buf, '\\', c)
-		case c < 0x20:
-			buf = append(buf, `\u00`...)
-			buf = append(buf, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		case c < utf8.RuneSelf:
-			buf = append(buf, c)
-		default:
-			r, size := utf8.DecodeRuneInString(value[i:])
-			if r == utf8.RuneError && size == 1 {
-				buf = append(buf, `\ufffd`...)
-			} else {
-				buf = append(buf, value[i:i+size]...)
-			}
-			i += size
-			continue
-		}
-		i++
-	}
-	return append(buf, '"')
+// multusNetwork is one element of Multus' network selection annotation.
+type multusNetwork struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	MAC       string `json:"mac,omitempty"`
+	Interface string `json:"interface"`
 }
 
 // podInterfaceName is the pod's interface for a secondary network.

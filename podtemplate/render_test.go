@@ -2,14 +2,12 @@ package podtemplate
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -187,29 +185,5 @@ func TestRenderMigrationTargetPod(t *testing.T) {
 	}
 	if _, err := r.RenderMigrationTargetPod(vmi, nil); err == nil {
 		t.Error("a nil migration renders")
-	}
-}
-
-// TestDNSNameChecks compares the hand-written DNS name checks with
-// Kubernetes' regular expressions on random and edge-case strings.
-func TestDNSNameChecks(t *testing.T) {
-	cases := []string{"", "a", "-a", "a-", "a-b", "A", "a.b", "a..b", ".a", "a.", "a_b", "0", "a.-b",
-		strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a.", 126) + "a", strings.Repeat("a", 254)}
-	rng := rand.New(rand.NewPCG(5, 6))
-	const alphabet = "ab0-.A_"
-	for range 5000 {
-		b := make([]byte, rng.IntN(12))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		cases = append(cases, string(b))
-	}
-	for _, s := range cases {
-		if got, want := isDNSLabel(s), len(validation.IsDNS1123Label(s)) == 0; got != want {
-			t.Errorf("isDNSLabel(%q) = %v, Kubernetes says %v", s, got, want)
-		}
-		if got, want := isDNSSubdomain(s), len(validation.IsDNS1123Subdomain(s)) == 0; got != want {
-			t.Errorf("isDNSSubdomain(%q) = %v, Kubernetes says %v", s, got, want)
-		}
 	}
 }

@@ -1,6 +1,9 @@
 package podtemplate
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
 
 // PasstSeccompProfile is the Localhost seccomp profile, relative to the
 // kubelet's seccomp directory, of a non-root compute container whose guest
@@ -46,18 +49,6 @@ var xdgEnv = [...]corev1.EnvVar{
 	{Name: "XDG_RUNTIME_DIR", Value: "/var/run"},
 }
 
-// podSecurity holds the pod's security context and the values its pointers
-// point at, so that one allocation serves them all.
-type podSecurity struct {
-	ctx         corev1.PodSecurityContext
-	fsGroup     int64
-	user, group int64
-	policy      corev1.PodFSGroupChangePolicy
-	nonRoot     bool
-	seccomp     corev1.SeccompProfile
-	sysctls     [1]corev1.Sysctl
-}
-
 // podSecurityContext makes pod volumes group-owned by the qemu group,
 // changing ownership only when a volume's root does not already match (a
 // full recursive chown of a large PVC at every start is slow). A non-root
@@ -67,26 +58,24 @@ type podSecurity struct {
 // lets unprivileged processes bind the DHCP server's port. With passt (the
 // passtBinding) every pod, root or not, lets them bind every port.
 func podSecurityContext(nonRoot, hostNetwork, passt bool) *corev1.PodSecurityContext {
-	s := &podSecurity{fsGroup: nonRootUID, user: nonRootUID, group: nonRootUID, policy: corev1.FSGroupChangeOnRootMismatch, nonRoot: true}
-	s.ctx.FSGroup = &s.fsGroup
-	s.ctx.FSGroupChangePolicy = &s.policy
-	if passt && !hostNetwork {
-		s.sysctls[0] = corev1.Sysctl{Name: unprivilegedPortSysctl, Value: allPorts}
-		s.ctx.Sysctls = s.sysctls[:1:1]
+	ctx := &corev1.PodSecurityContext{
+		FSGroup:             ptr.To[int64](nonRootUID),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
 	}
-	if !nonRoot {
-		return &s.ctx
+	switch {
+	case hostNetwork:
+	case passt:
+		ctx.Sysctls = []corev1.Sysctl{{Name: unprivilegedPortSysctl, Value: allPorts}}
+	case nonRoot:
+		ctx.Sysctls = []corev1.Sysctl{{Name: unprivilegedPortSysctl, Value: dhcpServerPort}}
 	}
-	s.ctx.RunAsUser = &s.user
-	s.ctx.RunAsGroup = &s.group
-	s.ctx.RunAsNonRoot = &s.nonRoot
-	s.seccomp.Type = corev1.SeccompProfileTypeRuntimeDefault
-	s.ctx.SeccompProfile = &s.seccomp
-	if !hostNetwork && !passt {
-		s.sysctls[0] = corev1.Sysctl{Name: unprivilegedPortSysctl, Value: dhcpServerPort}
-		s.ctx.Sysctls = s.sysctls[:1:1]
+	if nonRoot {
+		ctx.RunAsUser = ptr.To[int64](nonRootUID)
+		ctx.RunAsGroup = ptr.To[int64](nonRootUID)
+		ctx.RunAsNonRoot = ptr.To(true)
+		ctx.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	}
-	return &s.ctx
+	return ctx
 }
 
 // computeSecurityContext is what libvirt and QEMU need in the compute
@@ -105,49 +94,22 @@ func podSecurityContext(nonRoot, hostNetwork, passt bool) *corev1.PodSecurityCon
 // installs: the default plus what passt needs to sandbox itself.
 func computeSecurityContext(dedicated, nonRoot, passt bool) *corev1.SecurityContext {
 	if nonRoot {
-		ctx := new(helperSecurity).initCompute()
+		ctx := nonRootSecurityContext()
 		if passt {
-			ctx.SeccompProfile.Type = corev1.SeccompProfileTypeLocalhost
-			name := PasstSeccompProfile
-			ctx.SeccompProfile.LocalhostProfile = &name
+			ctx.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(PasstSeccompProfile)}
 		}
 		return ctx
 	}
-	s := &struct {
-		ctx                 corev1.SecurityContext
-		caps                corev1.Capabilities
-		uid                 int64
-		nonRoot, privileged bool
-		add                 [2]corev1.Capability
-		drop                [1]corev1.Capability
-	}{}
-	s.add[0] = capNetBindService
-	n := 1
+	add := []corev1.Capability{capNetBindService}
 	if dedicated {
-		s.add[1] = capSysNice
-		n = 2
+		add = append(add, capSysNice)
 	}
-	s.drop[0] = capNetRaw
-	s.caps.Add = s.add[:n:n]
-	s.caps.Drop = s.drop[:1:1]
-	s.ctx.RunAsUser = &s.uid
-	s.ctx.RunAsNonRoot = &s.nonRoot
-	s.ctx.Privileged = &s.privileged
-	s.ctx.Capabilities = &s.caps
-	return &s.ctx
-}
-
-// helperSecurity holds a non-root container's security context and the
-// values its pointers point at, so that one allocation serves a context
-// (and one slice of them all helpers of a pod).
-type helperSecurity struct {
-	ctx                   corev1.SecurityContext
-	caps                  corev1.Capabilities
-	seccomp               corev1.SeccompProfile
-	uid, gid              int64
-	nonRoot, readOnlyRoot bool
-	privileged, escalate  bool
-	drop                  [1]corev1.Capability
+	return &corev1.SecurityContext{
+		RunAsUser:    ptr.To[int64](0),
+		RunAsNonRoot: ptr.To(false),
+		Privileged:   ptr.To(false),
+		Capabilities: &corev1.Capabilities{Add: add, Drop: []corev1.Capability{capNetRaw}},
+	}
 }
 
 // helperSecurityContext locks down the helper containers, which only copy a
@@ -155,33 +117,24 @@ type helperSecurity struct {
 // capabilities, no privilege escalation, a read-only root filesystem and the
 // runtime's default seccomp profile.
 func helperSecurityContext() *corev1.SecurityContext {
-	return new(helperSecurity).init()
+	ctx := nonRootSecurityContext()
+	ctx.ReadOnlyRootFilesystem = ptr.To(true)
+	return ctx
 }
 
-// init fills s in as a helper's and returns its context.
-func (s *helperSecurity) init() *corev1.SecurityContext {
-	s.initCompute()
-	s.readOnlyRoot = true
-	s.ctx.ReadOnlyRootFilesystem = &s.readOnlyRoot
-	return &s.ctx
-}
-
-// initCompute fills s in as a non-root compute container's and returns its
-// context: a helper's but for the root filesystem, which stays writable as
-// in KubeVirt's non-root launcher (libvirt's session daemons write only to
-// the pod's volumes, but nothing has shown every path QEMU and libvirt may
-// take to be read-only safe).
-func (s *helperSecurity) initCompute() *corev1.SecurityContext {
-	*s = helperSecurity{uid: nonRootUID, gid: nonRootUID, nonRoot: true}
-	s.drop[0] = "ALL"
-	s.caps.Drop = s.drop[:1:1]
-	s.seccomp.Type = corev1.SeccompProfileTypeRuntimeDefault
-	s.ctx.RunAsUser = &s.uid
-	s.ctx.RunAsGroup = &s.gid
-	s.ctx.RunAsNonRoot = &s.nonRoot
-	s.ctx.Privileged = &s.privileged
-	s.ctx.AllowPrivilegeEscalation = &s.escalate
-	s.ctx.Capabilities = &s.caps
-	s.ctx.SeccompProfile = &s.seccomp
-	return &s.ctx
+// nonRootSecurityContext is a non-root compute container's: a helper's but
+// for the root filesystem, which stays writable as in KubeVirt's non-root
+// launcher (libvirt's session daemons write only to the pod's volumes, but
+// nothing has shown every path QEMU and libvirt may take to be read-only
+// safe).
+func nonRootSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                ptr.To[int64](nonRootUID),
+		RunAsGroup:               ptr.To[int64](nonRootUID),
+		RunAsNonRoot:             ptr.To(true),
+		Privileged:               ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 }

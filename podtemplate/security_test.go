@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-func ptr[T any](v T) *T { return &v }
+func pointer[T any](v T) *T { return &v }
 
 func TestSecurityContexts(t *testing.T) {
 	tests := []struct {
@@ -18,8 +18,8 @@ func TestSecurityContexts(t *testing.T) {
 		name: "compute: the qemu user with nothing at all, root filesystem writable",
 		got:  computeSecurityContext(false, true, false),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			Privileged: pointer(false), AllowPrivilegeEscalation: pointer(false),
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -27,8 +27,8 @@ func TestSecurityContexts(t *testing.T) {
 		name: "non-root compute with dedicated CPUs gets no SYS_NICE either (KubeVirt's)",
 		got:  computeSecurityContext(true, true, false),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			Privileged: pointer(false), AllowPrivilegeEscalation: pointer(false),
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -36,31 +36,31 @@ func TestSecurityContexts(t *testing.T) {
 		name: "non-root compute of a passt guest: the Localhost profile that lets passt sandbox itself",
 		got:  computeSecurityContext(false, true, true),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			Privileged: pointer(false), AllowPrivilegeEscalation: pointer(false),
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("vmkit/passt.json")},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: pointer("vmkit/passt.json")},
 		},
 	}, {
 		name: "Root gate: compute as root for libvirt, never privileged, NET_RAW dropped",
 		got:  computeSecurityContext(false, false, false),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
+			RunAsUser: pointer[int64](0), RunAsNonRoot: pointer(false), Privileged: pointer(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"NET_RAW"}},
 		},
 	}, {
 		name: "Root gate: compute with dedicated CPUs may pin them",
 		got:  computeSecurityContext(true, false, false),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](0), RunAsNonRoot: ptr(false), Privileged: ptr(false),
+			RunAsUser: pointer[int64](0), RunAsNonRoot: pointer(false), Privileged: pointer(false),
 			Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "SYS_NICE"}, Drop: []corev1.Capability{"NET_RAW"}},
 		},
 	}, {
 		name: "helpers: the qemu user with nothing at all",
 		got:  helperSecurityContext(),
 		want: &corev1.SecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			Privileged: ptr(false), AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			Privileged: pointer(false), AllowPrivilegeEscalation: pointer(false), ReadOnlyRootFilesystem: pointer(true),
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
@@ -79,32 +79,32 @@ func TestSecurityContexts(t *testing.T) {
 	}{{
 		name: "non-root", nonRoot: true,
 		want: &corev1.PodSecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			FSGroup: pointer[int64](107), FSGroupChangePolicy: pointer(corev1.FSGroupChangeOnRootMismatch),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "67"}},
 		},
 	}, {
 		name: "non-root on the host network: no network sysctl", nonRoot: true, hostNetwork: true,
 		want: &corev1.PodSecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			FSGroup: pointer[int64](107), FSGroupChangePolicy: pointer(corev1.FSGroupChangeOnRootMismatch),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}, {
 		name: "Root gate",
-		want: &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch)},
+		want: &corev1.PodSecurityContext{FSGroup: pointer[int64](107), FSGroupChangePolicy: pointer(corev1.FSGroupChangeOnRootMismatch)},
 	}, {
 		name: "non-root with passt: every port bindable", nonRoot: true, passt: true,
 		want: &corev1.PodSecurityContext{
-			RunAsUser: ptr[int64](107), RunAsGroup: ptr[int64](107), RunAsNonRoot: ptr(true),
-			FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+			RunAsUser: pointer[int64](107), RunAsGroup: pointer[int64](107), RunAsNonRoot: pointer(true),
+			FSGroup: pointer[int64](107), FSGroupChangePolicy: pointer(corev1.FSGroupChangeOnRootMismatch),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
 		},
 	}, {
 		name: "Root gate with passt: passt drops to nobody", passt: true,
-		want: &corev1.PodSecurityContext{FSGroup: ptr[int64](107), FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+		want: &corev1.PodSecurityContext{FSGroup: pointer[int64](107), FSGroupChangePolicy: pointer(corev1.FSGroupChangeOnRootMismatch),
 			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}},
 	}}
 	for _, p := range pods {
