@@ -106,8 +106,8 @@ func TestDiskContainers(t *testing.T) {
 	if diff := cmp.Diff(wantSidecars, sum(sidecars)); diff != "" {
 		t.Errorf("sidecars (-want +got):\n%s", diff)
 	}
-	// The containers share one backing array of mounts: appending to one
-	// container's mounts must not overwrite its neighbour's.
+	// Appending to one container's mounts must not overwrite its
+	// neighbour's.
 	inits[1].VolumeMounts = append(inits[1].VolumeMounts, corev1.VolumeMount{Name: "intruder"})
 	if diff := cmp.Diff(wantSidecars, sum(sidecars)); diff != "" {
 		t.Errorf("appending to one container's mounts changed another's:\n%s", diff)

@@ -114,8 +114,8 @@ func TestSecurityContexts(t *testing.T) {
 	}
 }
 
-// TestSecurityContextPointersAreDistinct: the contexts carve their
-// pointers out of one allocation; each must still point at its own value.
+// TestSecurityContextPointersAreDistinct: each pointer of a context points
+// at its own value, and no two contexts share one.
 func TestSecurityContextPointersAreDistinct(t *testing.T) {
 	c := computeSecurityContext(true, false, false)
 	*c.Privileged = true
