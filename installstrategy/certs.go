@@ -3,17 +3,13 @@ package installstrategy
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"time"
 
@@ -24,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/vmkit/vmkit/internal/pki"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -150,7 +147,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 	ca, caKey, ok := parsePair(caSecret, now)
 	renewed := false
 	if !ok {
-		caCert, key, err := issue(&x509.Certificate{
+		caCert, key, err := pki.Issue(&x509.Certificate{
 			Subject:               pkix.Name{CommonName: "kubevirt.io@" + namespace},
 			NotBefore:             now.Add(-time.Hour),
 			NotAfter:              now.Add(caValidity),
@@ -161,7 +158,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		if err != nil {
 			return out, fmt.Errorf("CA: %w", err)
 		}
-		if err := write(caSecret, CASecretName, encodeCert(caCert), encodeKey(key)); err != nil {
+		if err := write(caSecret, CASecretName, pki.CertPEM(caCert), pki.KeyPEM(key)); err != nil {
 			return out, err
 		}
 		ca, caKey, renewed = caCert, key, true
@@ -206,11 +203,11 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(leafValidity)
 		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{l.usage}
-		cert, key, err := issue(&tmpl, ca, caKey)
+		cert, key, err := pki.Issue(&tmpl, ca, caKey)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", l.name, err)
 		}
-		if err := write(existing, l.name, encodeCert(cert), encodeKey(key)); err != nil {
+		if err := write(existing, l.name, pki.CertPEM(cert), pki.KeyPEM(key)); err != nil {
 			return out, err
 		}
 	}
@@ -299,7 +296,7 @@ func ensureBundle(ctx context.Context, cms dynamic.ResourceInterface, namespace 
 // valid at now and not ca, in their order; anything else in old (expired
 // or non-CA certificates, other PEM blocks, garbage) is dropped.
 func mergeBundle(ca *x509.Certificate, old []byte, now time.Time) []byte {
-	out := encodeCert(ca)
+	out := pki.CertPEM(ca)
 	for rest := old; ; {
 		var block *pem.Block
 		if block, rest = pem.Decode(rest); block == nil {
@@ -312,7 +309,7 @@ func mergeBundle(ca *x509.Certificate, old []byte, now time.Time) []byte {
 		if err != nil || !c.IsCA || c.Equal(ca) || now.After(c.NotAfter) || bytes.Contains(out, pem.EncodeToMemory(block)) {
 			continue
 		}
-		out = append(out, encodeCert(c)...)
+		out = append(out, pki.CertPEM(c)...)
 	}
 	return out
 }
@@ -341,34 +338,4 @@ func parsePair(s *corev1.Secret, now time.Time) (*x509.Certificate, *ecdsa.Priva
 	}
 	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
 	return cert, key, ok
-}
-
-// issue creates a P-256 key and a certificate for it from tmpl, signed by
-// parent, or self-signed when parent is nil.
-func issue(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126)); err != nil {
-		return nil, nil, err
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
-}
-
-func encodeCert(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-}
-
-func encodeKey(k *ecdsa.PrivateKey) []byte {
-	der, _ := x509.MarshalECPrivateKey(k) // a P-256 key always marshals
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/vmkit/vmkit/internal/pki"
 )
 
 func TestEnsureCertificates(t *testing.T) {
@@ -155,7 +157,7 @@ func TestAPIServerCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca, caKey := parseCert(t, caData[corev1.TLSCertKey]), caPair.PrivateKey.(*ecdsa.PrivateKey)
-	otherCA, otherKey, err := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "other"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24 * 365),
+	otherCA, otherKey, err := pki.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "other"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24 * 365),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -194,11 +196,11 @@ func TestAPIServerCertificate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			planted, key, err := issue(tt.tmpl(), tt.signer, tt.key)
+			planted, key, err := pki.Issue(tt.tmpl(), tt.signer, tt.key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			putSecret(t, c, ns, APIServerCertSecretName, encodeCert(planted), encodeKey(key))
+			putSecret(t, c, ns, APIServerCertSecretName, pki.CertPEM(planted), pki.KeyPEM(key))
 			got, err := EnsureCertificates(ctx, c, ns)
 			if err != nil || got.Writes != 1 {
 				t.Errorf("wrote %d objects (err %v), want 1: the virt-api certificate", got.Writes, err)
@@ -219,17 +221,17 @@ func TestAPIServerCertificate(t *testing.T) {
 
 	t.Run("CA re-issued", func(t *testing.T) {
 		before := verify(t, certs.CABundle)
-		expiring, key, err := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "kubevirt.io@" + ns}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 24 * time.Hour),
+		expiring, key, err := pki.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "kubevirt.io@" + ns}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 24 * time.Hour),
 			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		putSecret(t, c, ns, CASecretName, encodeCert(expiring), encodeKey(key))
+		putSecret(t, c, ns, CASecretName, pki.CertPEM(expiring), pki.KeyPEM(key))
 		got, err := EnsureCertificates(ctx, c, ns)
 		if err != nil || got.Writes != 6 { // CA, bundle and the four leaves
 			t.Errorf("wrote %d objects (err %v), want 6", got.Writes, err)
 		}
-		if string(got.CABundle) == string(certs.CABundle) || string(got.CABundle) == string(encodeCert(expiring)) {
+		if string(got.CABundle) == string(certs.CABundle) || string(got.CABundle) == string(pki.CertPEM(expiring)) {
 			t.Fatal("the CA bundle did not change to a new CA")
 		}
 		after := verify(t, got.CABundle)
@@ -325,21 +327,21 @@ func TestCARotationKeepsOldCA(t *testing.T) {
 			IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 		}
 	}
-	oldCA, oldKey, err := issue(caTmpl("old", now.Add(10*24*time.Hour)), nil, nil)
+	oldCA, oldKey, err := pki.Issue(caTmpl("old", now.Add(10*24*time.Hour)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expiredCA, _, err := issue(caTmpl("expired", now.Add(-time.Hour)), nil, nil)
+	expiredCA, _, err := pki.Issue(caTmpl("expired", now.Add(-time.Hour)), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	putSecret(t, c, ns, CASecretName, encodeCert(oldCA), encodeKey(oldKey))
+	putSecret(t, c, ns, CASecretName, pki.CertPEM(oldCA), pki.KeyPEM(oldKey))
 	cms := c.Resource(configMapsGVR).Namespace(ns)
 	cm, err := cms.Get(ctx, CABundleConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := string(encodeCert(oldCA)) + string(encodeCert(expiredCA)) + "not PEM\n" + string(encodeKey(oldKey))
+	stale := string(pki.CertPEM(oldCA)) + string(pki.CertPEM(expiredCA)) + "not PEM\n" + string(pki.KeyPEM(oldKey))
 	if err := unstructured.SetNestedField(cm.Object, stale, "data", CABundleKey); err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +350,7 @@ func TestCARotationKeepsOldCA(t *testing.T) {
 	}
 	// A client certificate the old CA signed, held by a client that has
 	// not re-read its Secret yet.
-	oldClient, _, err := issue(&x509.Certificate{
+	oldClient, _, err := pki.Issue(&x509.Certificate{
 		Subject: pkix.Name{CommonName: HandlerClientCommonName}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, oldCA, oldKey)
@@ -403,7 +405,7 @@ func TestCARotationKeepsOldCA(t *testing.T) {
 
 	// Once the old CA has expired it leaves the bundle.
 	later := mergeBundle(newCA, certs.CABundle, oldCA.NotAfter.Add(time.Second))
-	if string(later) != string(encodeCert(newCA)) {
+	if string(later) != string(pki.CertPEM(newCA)) {
 		t.Errorf("after the old CA expired the bundle is\n%s\nwant only the new CA", later)
 	}
 }

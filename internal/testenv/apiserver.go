@@ -3,9 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -16,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -43,6 +40,8 @@ import (
 	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	x509pki "github.com/vmkit/vmkit/internal/pki"
 )
 
 const (
@@ -1096,7 +1095,7 @@ func newPKI(dir, apiHost string) (*pki, error) {
 		proxyClientKeyFile:  filepath.Join(dir, "front-proxy-client.key"),
 	}
 
-	ca, caKey, err := newCert(&x509.Certificate{
+	ca, caKey, err := x509pki.Issue(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: "vmkit-testenv-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
@@ -1107,7 +1106,7 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA: %w", err)
 	}
-	serving, servingKey, err := newCert(&x509.Certificate{
+	serving, servingKey, err := x509pki.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore:   now.Add(-time.Hour),
 		NotAfter:    now.Add(365 * 24 * time.Hour),
@@ -1124,7 +1123,7 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	if p.adminCertPEM, p.adminKeyPEM, err = p.clientCert(pkix.Name{CommonName: adminUser, Organization: []string{mastersGroup}}); err != nil {
 		return nil, fmt.Errorf("admin certificate: %w", err)
 	}
-	frontProxyCA, frontProxyKey, err := newCert(&x509.Certificate{
+	frontProxyCA, frontProxyKey, err := x509pki.Issue(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: "vmkit-testenv-front-proxy-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
@@ -1135,7 +1134,7 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("front proxy CA: %w", err)
 	}
-	proxyClient, proxyClientKey, err := newCert(&x509.Certificate{
+	proxyClient, proxyClientKey, err := x509pki.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: frontProxyClientName},
 		NotBefore:   now.Add(-time.Hour),
 		NotAfter:    now.Add(365 * 24 * time.Hour),
@@ -1159,27 +1158,16 @@ func newPKI(dir, apiHost string) (*pki, error) {
 		return nil, fmt.Errorf("admin token: %w", err)
 	}
 
-	p.caCertPEM = certPEM(ca)
+	p.caCertPEM = x509pki.CertPEM(ca)
 	p.adminToken = hex.EncodeToString(token)
-	caKeyPEM, err := ecKeyPEM(caKey)
-	if err != nil {
-		return nil, err
-	}
-	servingKeyPEM, err := ecKeyPEM(servingKey)
-	if err != nil {
-		return nil, err
-	}
-	proxyClientKeyPEM, err := ecKeyPEM(proxyClientKey)
-	if err != nil {
-		return nil, err
-	}
+	caKeyPEM, servingKeyPEM, proxyClientKeyPEM := x509pki.KeyPEM(caKey), x509pki.KeyPEM(servingKey), x509pki.KeyPEM(proxyClientKey)
 	files := []struct {
 		path string
 		data []byte
 	}{
 		{p.caCertFile, p.caCertPEM},
 		{p.caKeyFile, caKeyPEM},
-		{p.servingCertFile, certPEM(serving)},
+		{p.servingCertFile, x509pki.CertPEM(serving)},
 		{p.servingKeyFile, servingKeyPEM},
 		{filepath.Join(dir, "admin.crt"), p.adminCertPEM},
 		{filepath.Join(dir, "admin.key"), p.adminKeyPEM},
@@ -1187,8 +1175,8 @@ func newPKI(dir, apiHost string) (*pki, error) {
 		{p.saPublicKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub})},
 		// token,user,uid,groups
 		{p.tokenFile, []byte(fmt.Sprintf("%s,%s,%s,%s\n", p.adminToken, adminUser, adminUser, mastersGroup))},
-		{p.frontProxyCAFile, certPEM(frontProxyCA)},
-		{p.proxyClientCertFile, certPEM(proxyClient)},
+		{p.frontProxyCAFile, x509pki.CertPEM(frontProxyCA)},
+		{p.proxyClientCertFile, x509pki.CertPEM(proxyClient)},
 		{p.proxyClientKeyFile, proxyClientKeyPEM},
 	}
 	for _, f := range files {
@@ -1199,37 +1187,11 @@ func newPKI(dir, apiHost string) (*pki, error) {
 	return p, nil
 }
 
-// newCert creates a P-256 key and a certificate for it from tmpl, signed by
-// parent and parentKey, or self-signed when parent is nil.
-func newCert(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.SerialNumber = serial
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cert, key, nil
-}
-
 // clientCert issues a client certificate for subject, valid for a year and
 // signed by the CA, and returns it and its key as PEM.
 func (p *pki) clientCert(subject pkix.Name) (certPEMData, keyPEMData []byte, err error) {
 	now := time.Now()
-	cert, key, err := newCert(&x509.Certificate{
+	cert, key, err := x509pki.Issue(&x509.Certificate{
 		Subject:     subject,
 		NotBefore:   now.Add(-time.Hour),
 		NotAfter:    now.Add(365 * 24 * time.Hour),
@@ -1239,18 +1201,5 @@ func (p *pki) clientCert(subject pkix.Name) (certPEMData, keyPEMData []byte, err
 	if err != nil {
 		return nil, nil, err
 	}
-	keyPEMData, err = ecKeyPEM(key)
-	return certPEM(cert), keyPEMData, err
-}
-
-func certPEM(cert *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
-}
-
-func ecKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("marshal key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+	return x509pki.CertPEM(cert), x509pki.KeyPEM(key), nil
 }

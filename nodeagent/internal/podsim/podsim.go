@@ -20,16 +20,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +43,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vmkit/vmkit/internal/pki"
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -600,29 +597,25 @@ func writeNewc(w *bytes.Buffer, name string, mode uint32, data []byte) {
 // certificates, as the installation's (installstrategy.EnsureCertificates).
 func TLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubevirt.io"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	now := time.Now()
+	ca, caKey, err := pki.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: "kubevirt.io"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	leaf := func(serial int64, cn string, dns []string, usage x509.ExtKeyUsage) tls.Certificate {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, DNSNames: dns, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	leaf := func(cn string, dns []string, usage x509.ExtKeyUsage) tls.Certificate {
+		cert, key, err := pki.Issue(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, DNSNames: dns, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}, ca, caKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+		return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key}
 	}
-	server = &tls.Config{Certificates: []tls.Certificate{leaf(2, "kubevirt.io:system:node:virt-handler", []string{"virt-handler"}, x509.ExtKeyUsageServerAuth)},
+	server = &tls.Config{Certificates: []tls.Certificate{leaf("kubevirt.io:system:node:virt-handler", []string{"virt-handler"}, x509.ExtKeyUsageServerAuth)},
 		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	client = &tls.Config{Certificates: []tls.Certificate{leaf(3, "kubevirt.io:system:client:migration-proxy", nil, x509.ExtKeyUsageClientAuth)},
+	client = &tls.Config{Certificates: []tls.Certificate{leaf("kubevirt.io:system:client:migration-proxy", nil, x509.ExtKeyUsageClientAuth)},
 		RootCAs: pool, ServerName: "virt-handler", MinVersion: tls.VersionTLS12}
 	return server, client
 }
