@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -126,7 +127,7 @@ func admitEviction(ctx context.Context, cfg EvictionConfig, req *admissionv1.Adm
 	if eviction.DeleteOptions != nil && len(eviction.DeleteOptions.DryRun) > 0 && eviction.DeleteOptions.DryRun[0] == metav1.DryRunAll {
 		dryRun = true
 	}
-	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status/evacuationNodeName", "value": pod.Spec.NodeName}})
+	patch, err := jsonpatch.Marshal(jsonpatch.Add("/status/evacuationNodeName", pod.Spec.NodeName))
 	if err != nil {
 		return denied(err.Error())
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -56,17 +57,6 @@ func decodeBody(w http.ResponseWriter, r *http.Request, out any) bool {
 	return true
 }
 
-// patchOp is one JSON patch (RFC 6902) operation.
-type patchOp map[string]any
-
-func testOp(path string, value any) patchOp {
-	return patchOp{"op": "test", "path": path, "value": value}
-}
-func addOp(path string, value any) patchOp { return patchOp{"op": "add", "path": path, "value": value} }
-func replaceOp(path string, value any) patchOp {
-	return patchOp{"op": "replace", "path": path, "value": value}
-}
-
 // patchError turns a failed patch into what KubeVirt answers: a failed
 // test (someone changed the object since we read it) is a conflict.
 func patchError(name string, err error) error {
@@ -81,43 +71,43 @@ func patchError(name string, err error) error {
 
 // runningPatch sets the run strategy to Always (running) or Halted, or
 // spec.running when the VM uses it, testing the old value first.
-func runningPatch(vm *v1.VirtualMachine, running bool) []patchOp {
+func runningPatch(vm *v1.VirtualMachine, running bool) []jsonpatch.Op {
 	if vm.Spec.RunStrategy != nil || vm.Spec.Running == nil {
 		strategy := v1.RunStrategyHalted
 		if running {
 			strategy = v1.RunStrategyAlways
 		}
-		return []patchOp{testOp("/spec/runStrategy", vm.Spec.RunStrategy), replaceOp("/spec/runStrategy", strategy)}
+		return []jsonpatch.Op{jsonpatch.Test("/spec/runStrategy", vm.Spec.RunStrategy), jsonpatch.Replace("/spec/runStrategy", strategy)}
 	}
-	return []patchOp{testOp("/spec/running", vm.Spec.Running), replaceOp("/spec/running", running)}
+	return []jsonpatch.Op{jsonpatch.Test("/spec/running", vm.Spec.Running), jsonpatch.Replace("/spec/running", running)}
 }
 
 // changeRequestPatch records state change requests on the VM's status, as
 // KubeVirt does: on an empty status it adds one; otherwise it tests the
 // pending requests and adds to none, or replaces them with a lone Stop.
-func changeRequestPatch(vm *v1.VirtualMachine, changes ...v1.VirtualMachineStateChangeRequest) ([]patchOp, error) {
-	var ops []patchOp
+func changeRequestPatch(vm *v1.VirtualMachine, changes ...v1.VirtualMachineStateChangeRequest) ([]jsonpatch.Op, error) {
+	var ops []jsonpatch.Op
 	if equality.Semantic.DeepEqual(vm.Status, v1.VirtualMachineStatus{}) {
-		ops = append(ops, addOp("/status", v1.VirtualMachineStatus{StateChangeRequests: changes}))
+		ops = append(ops, jsonpatch.Add("/status", v1.VirtualMachineStatus{StateChangeRequests: changes}))
 		return ops, nil
 	}
-	ops = append(ops, testOp("/status/stateChangeRequests", vm.Status.StateChangeRequests))
+	ops = append(ops, jsonpatch.Test("/status/stateChangeRequests", vm.Status.StateChangeRequests))
 	switch {
 	case len(vm.Status.StateChangeRequests) == 0:
-		ops = append(ops, addOp("/status/stateChangeRequests", changes))
+		ops = append(ops, jsonpatch.Add("/status/stateChangeRequests", changes))
 	case len(changes) == 1 && changes[0].Action == v1.StopRequest:
-		ops = append(ops, replaceOp("/status/stateChangeRequests", changes))
+		ops = append(ops, jsonpatch.Replace("/status/stateChangeRequests", changes))
 	default:
 		return nil, errors.New(msgUnderway)
 	}
 	if vm.Status.StartFailure != nil {
-		ops = append(ops, patchOp{"op": "remove", "path": "/status/startFailure"})
+		ops = append(ops, jsonpatch.Remove("/status/startFailure"))
 	}
 	return ops, nil
 }
 
-func (s *Server) patchVM(ctx context.Context, vm *v1.VirtualMachine, status bool, ops []patchOp, dryRun []string) error {
-	body, err := json.Marshal(ops)
+func (s *Server) patchVM(ctx context.Context, vm *v1.VirtualMachine, status bool, ops []jsonpatch.Op, dryRun []string) error {
+	body, err := jsonpatch.Marshal(ops...)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
@@ -232,14 +222,14 @@ func (s *Server) stop(ctx context.Context, ns, name string, opts v1.StopOptions)
 	if running && opts.GracePeriod != nil {
 		// A shorter grace period for this stop goes on the instance, which
 		// the node agent reads when it shuts the guest down.
-		ops := []patchOp{testOp("/spec/terminationGracePeriodSeconds", vmi.Spec.TerminationGracePeriodSeconds)}
+		ops := []jsonpatch.Op{jsonpatch.Test("/spec/terminationGracePeriodSeconds", vmi.Spec.TerminationGracePeriodSeconds)}
 		if vmi.Spec.TerminationGracePeriodSeconds != nil {
 			oldGrace = *vmi.Spec.TerminationGracePeriodSeconds
-			ops = append(ops, replaceOp("/spec/terminationGracePeriodSeconds", *opts.GracePeriod))
+			ops = append(ops, jsonpatch.Replace("/spec/terminationGracePeriodSeconds", *opts.GracePeriod))
 		} else {
-			ops = append(ops, addOp("/spec/terminationGracePeriodSeconds", *opts.GracePeriod))
+			ops = append(ops, jsonpatch.Add("/spec/terminationGracePeriodSeconds", *opts.GracePeriod))
 		}
-		body, _ := json.Marshal(ops)
+		body, _ := jsonpatch.Marshal(ops...)
 		if _, err := s.cfg.Kubevirt.KubevirtV1().VirtualMachineInstances(ns).Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{DryRun: opts.DryRun}); err != nil {
 			return patchError(name, err)
 		}

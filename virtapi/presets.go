@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	informers "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -225,10 +226,10 @@ func mutateWithPresets(req *admissionv1.AdmissionRequest, resp *admissionv1.Admi
 	if err != nil || len(applied) == 0 {
 		return err
 	}
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "replace", "path": "/spec/domain", "value": vmi.Spec.Domain},
-		{"op": "add", "path": "/metadata/annotations", "value": vmi.Annotations},
-	})
+	patch, err := jsonpatch.Marshal(
+		jsonpatch.Replace("/spec/domain", vmi.Spec.Domain),
+		jsonpatch.Add("/metadata/annotations", vmi.Annotations),
+	)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package migration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
@@ -445,11 +445,11 @@ func (c *Controller) handOff(ctx context.Context, key string, m *v1.VirtualMachi
 		newLabels[k] = v
 	}
 	newLabels[v1.MigrationTargetNodeNameLabel] = pod.Spec.NodeName
-	ops := []jsonPatchOp{
-		{Op: "test", Path: "/status/migrationState", Value: vmi.Status.MigrationState},
-		{Op: "add", Path: "/status/migrationState", Value: state},
-		{Op: "test", Path: "/metadata/labels", Value: nilIfEmpty(vmi.Labels)},
-		{Op: "add", Path: "/metadata/labels", Value: newLabels},
+	ops := []jsonpatch.Op{
+		jsonpatch.Test("/status/migrationState", vmi.Status.MigrationState),
+		jsonpatch.Add("/status/migrationState", state),
+		jsonpatch.Test("/metadata/labels", nilIfEmpty(vmi.Labels)),
+		jsonpatch.Add("/metadata/labels", newLabels),
 	}
 	if err := c.patchVMI(ctx, vmi, ops); err != nil {
 		c.recorder.Eventf(m, corev1.EventTypeWarning, ReasonFailedHandOver, "Failed to set MigrationStat in VMI status. :%v", err)
@@ -484,9 +484,9 @@ func (c *Controller) requestAbort(ctx context.Context, m *v1.VirtualMachineInsta
 	if vmi.Status.MigrationState.AbortRequested {
 		return nil
 	}
-	ops := []jsonPatchOp{
-		{Op: "test", Path: "/status/migrationState/migrationUid", Value: string(m.UID)},
-		{Op: "add", Path: "/status/migrationState/abortRequested", Value: true},
+	ops := []jsonpatch.Op{
+		jsonpatch.Test("/status/migrationState/migrationUid", string(m.UID)),
+		jsonpatch.Add("/status/migrationState/abortRequested", true),
 	}
 	if err := c.patchVMI(ctx, vmi, ops); err != nil {
 		c.recorder.Eventf(m, corev1.EventTypeWarning, ReasonFailedAbort, "failed to set MigrationState in VMI status. :%v", err)
@@ -502,31 +502,25 @@ func (c *Controller) requestAbort(ctx context.Context, m *v1.VirtualMachineInsta
 func (c *Controller) markFailedOnVMI(ctx context.Context, m *v1.VirtualMachineInstanceMigration, vmi *v1.VirtualMachineInstance, reason string) error {
 	now := metav1.NewTime(c.now().Truncate(time.Second))
 	ms := vmi.Status.MigrationState
-	ops := []jsonPatchOp{
-		{Op: "test", Path: "/status/migrationState/migrationUid", Value: string(m.UID)},
-		{Op: "add", Path: "/status/migrationState/failed", Value: true},
-		{Op: "add", Path: "/status/migrationState/completed", Value: true},
+	ops := []jsonpatch.Op{
+		jsonpatch.Test("/status/migrationState/migrationUid", string(m.UID)),
+		jsonpatch.Add("/status/migrationState/failed", true),
+		jsonpatch.Add("/status/migrationState/completed", true),
 	}
 	if ms.EndTimestamp == nil {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/status/migrationState/endTimestamp", Value: now})
+		ops = append(ops, jsonpatch.Add("/status/migrationState/endTimestamp", now))
 	}
 	if ms.StartTimestamp == nil {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/status/migrationState/startTimestamp", Value: now})
+		ops = append(ops, jsonpatch.Add("/status/migrationState/startTimestamp", now))
 	}
 	if ms.FailureReason == "" {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/status/migrationState/failureReason", Value: reason})
+		ops = append(ops, jsonpatch.Add("/status/migrationState/failureReason", reason))
 	}
 	if err := c.patchVMI(ctx, vmi, ops); err != nil {
 		return fmt.Errorf("marking VirtualMachineInstanceMigration %s/%s failed on its VMI: %w", m.Namespace, m.Name, err)
 	}
 	c.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonFailedMigration, "VirtualMachineInstance migration uid %s failed. reason: %s", m.UID, reason)
 	return nil
-}
-
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value"`
 }
 
 func nilIfEmpty(m map[string]string) map[string]string {
@@ -538,8 +532,8 @@ func nilIfEmpty(m map[string]string) map[string]string {
 
 // patchVMI applies a JSON patch whose test operations guard against
 // concurrent writers (the node agents, the VMI controller).
-func (c *Controller) patchVMI(ctx context.Context, vmi *v1.VirtualMachineInstance, ops []jsonPatchOp) error {
-	raw, err := json.Marshal(ops)
+func (c *Controller) patchVMI(ctx context.Context, vmi *v1.VirtualMachineInstance, ops []jsonpatch.Op) error {
+	raw, err := jsonpatch.Marshal(ops...)
 	if err != nil {
 		return err
 	}
@@ -760,10 +754,10 @@ func (c *Controller) syncMigratable(ctx context.Context, key string) error {
 	if !replaced {
 		conds = append(conds, cond)
 	}
-	ops := []jsonPatchOp{
-		{Op: "test", Path: "/metadata/resourceVersion", Value: vmi.ResourceVersion},
-		{Op: "add", Path: "/status/conditions", Value: conds},
-		{Op: "add", Path: "/status/migrationMethod", Value: method},
+	ops := []jsonpatch.Op{
+		jsonpatch.Test("/metadata/resourceVersion", vmi.ResourceVersion),
+		jsonpatch.Add("/status/conditions", conds),
+		jsonpatch.Add("/status/migrationMethod", method),
 	}
 	if err := c.patchVMI(ctx, vmi, ops); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 )
@@ -66,11 +66,11 @@ func (c *Controller) hotplugCPU(ctx context.Context, vm *v1.VirtualMachine, vmi 
 	if now == nil || cur == nil || now.Sockets <= max(cur.Sockets, 1) || !hotpluggableSockets(cur, now, vmi) {
 		return nil
 	}
-	ops := []map[string]any{{"op": "add", "path": "/spec/domain/cpu/sockets", "value": now.Sockets}}
+	ops := []jsonpatch.Op{jsonpatch.Add("/spec/domain/cpu/sockets", now.Sockets)}
 	if cur.Sockets != 0 {
-		ops = append([]map[string]any{{"op": "test", "path": "/spec/domain/cpu/sockets", "value": cur.Sockets}}, ops...)
+		ops = append([]jsonpatch.Op{jsonpatch.Test("/spec/domain/cpu/sockets", cur.Sockets)}, ops...)
 	}
-	patch, err := json.Marshal(ops)
+	patch, err := jsonpatch.Marshal(ops...)
 	if err != nil {
 		return err
 	}
@@ -125,9 +125,9 @@ func (c *Controller) hotplugMemory(ctx context.Context, vm *v1.VirtualMachine, v
 		return nil
 	}
 	delta := now.Guest.Value() - cur.Guest.Value()
-	ops := []map[string]any{
-		{"op": "test", "path": "/spec/domain/memory/guest", "value": cur.Guest.String()},
-		{"op": "replace", "path": "/spec/domain/memory/guest", "value": now.Guest.String()},
+	ops := []jsonpatch.Op{
+		jsonpatch.Test("/spec/domain/memory/guest", cur.Guest.String()),
+		jsonpatch.Replace("/spec/domain/memory/guest", now.Guest.String()),
 	}
 	res := vmi.Spec.Domain.Resources
 	if req, ok := res.Requests[corev1.ResourceMemory]; ok {
@@ -136,15 +136,15 @@ func (c *Controller) hotplugMemory(ctx context.Context, vm *v1.VirtualMachine, v
 			grown = resource.NewQuantity(now.Guest.Value(), resource.BinarySI)
 		}
 		ops = append(ops,
-			map[string]any{"op": "test", "path": "/spec/domain/resources/requests/memory", "value": req.String()},
-			map[string]any{"op": "replace", "path": "/spec/domain/resources/requests/memory", "value": grown.String()})
+			jsonpatch.Test("/spec/domain/resources/requests/memory", req.String()),
+			jsonpatch.Replace("/spec/domain/resources/requests/memory", grown.String()))
 	}
 	if lim, ok := res.Limits[corev1.ResourceMemory]; ok {
 		ops = append(ops,
-			map[string]any{"op": "test", "path": "/spec/domain/resources/limits/memory", "value": lim.String()},
-			map[string]any{"op": "replace", "path": "/spec/domain/resources/limits/memory", "value": resource.NewQuantity(lim.Value()+delta, resource.BinarySI).String()})
+			jsonpatch.Test("/spec/domain/resources/limits/memory", lim.String()),
+			jsonpatch.Replace("/spec/domain/resources/limits/memory", resource.NewQuantity(lim.Value()+delta, resource.BinarySI).String()))
 	}
-	patch, err := json.Marshal(ops)
+	patch, err := jsonpatch.Marshal(ops...)
 	if err != nil {
 		return err
 	}

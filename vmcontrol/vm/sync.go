@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
@@ -513,10 +513,10 @@ func (c *Controller) stopVMI(ctx context.Context, key string, vm *v1.VirtualMach
 // removed meanwhile is never lost (a conflict retries the sync).
 func (c *Controller) removeFinalizer(ctx context.Context, vm *v1.VirtualMachine) error {
 	kept := slices.DeleteFunc(slices.Clone(vm.Finalizers), func(f string) bool { return f == v1.VirtualMachineControllerFinalizer })
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/finalizers", "value": vm.Finalizers},
-		{"op": "replace", "path": "/metadata/finalizers", "value": kept},
-	})
+	patch, err := jsonpatch.Marshal(
+		jsonpatch.Test("/metadata/finalizers", vm.Finalizers),
+		jsonpatch.Replace("/metadata/finalizers", kept),
+	)
 	if err != nil {
 		return err
 	}
