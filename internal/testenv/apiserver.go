@@ -139,13 +139,24 @@ type Env struct {
 	logTails string // captured by Stop before the processes end
 }
 
+// skipShort skips t under -short, `make unit`, which promises to need
+// nothing installed; `make test` (never -short) runs it, and there a
+// missing component fails the test instead.
+func skipShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("testenv: needs %s; skipped under -short (make unit), run by make test", needs)
+	}
+}
+
 // Start runs etcd and kube-apiserver (plus the components opts asks for),
 // installs opts.CRDs and returns once everything is ready. It fails the test
 // with t.Fatalf if a binary is missing or a component does not become ready
-// within a minute. The control plane is stopped by t.Cleanup; when the test
+// within a minute, and skips it under -short (make unit). The control plane is stopped by t.Cleanup; when the test
 // failed, the last lines of every component's log are logged first.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
+	skipShort(t, "etcd and kube-apiserver")
 	e := &Env{}
 	t.Cleanup(func() {
 		err := e.Stop()

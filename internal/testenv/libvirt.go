@@ -36,9 +36,10 @@ const (
 // tests: $VMKIT_LIBVIRT_URI, or qemu:///system when unset. It fails the test,
 // naming what is missing and the command that installs it, unless virsh is
 // installed, the local daemon's socket exists (for local */system URIs) and
-// "virsh -c URI version" answers.
+// "virsh -c URI version" answers. Under -short (make unit) it skips the test.
 func RequireLibvirt(t testing.TB) string {
 	t.Helper()
+	skipShort(t, "libvirt")
 	uri := os.Getenv(LibvirtURIEnv)
 	if uri == "" {
 		uri = DefaultLibvirtURI
@@ -98,9 +99,11 @@ type Guest struct {
 
 // RequireGuest returns the test guest's files from $VMKIT_GUEST_DIR, or from
 // _output/guest under the module root when unset. It fails the test, naming
-// the missing files and the command that builds them, if any is absent.
+// the missing files and the command that builds them, if any is absent;
+// under -short (make unit) it skips the test.
 func RequireGuest(t testing.TB) Guest {
 	t.Helper()
+	skipShort(t, "the test guest (hack/make-guest.sh)")
 	dir := os.Getenv(GuestDirEnv)
 	if dir == "" {
 		wd, err := os.Getwd()
