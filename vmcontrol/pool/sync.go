@@ -21,6 +21,7 @@ import (
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
+	"github.com/vmkit/vmkit/vmcontrol/internal/scale"
 )
 
 // Reasons of the ReplicaFailure condition (KubeVirt's FailedScaleOut and
@@ -173,42 +174,23 @@ func (c *Controller) createVMs(ctx context.Context, key string, pool *poolv1beta
 		}
 		vms[i] = vm
 	}
-	created := 0
-	for batch := 1; created < len(vms); batch *= 2 {
-		next := vms[created:min(created+batch, len(vms))]
-		c.exp.ExpectCreations(key, len(next))
-		errs := make(chan error, len(next))
-		for _, vm := range next {
-			go func() {
-				_, err := c.client.VirtualMachines(pool.Namespace).Create(ctx, vm, metav1.CreateOptions{})
-				if err != nil {
-					c.exp.CreationObserved(key) // no event will come for it
-					err = fmt.Errorf("VirtualMachine %s: %w", vm.Name, err)
-				} else {
-					c.recorder.Eventf(pool, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created VM %s/%s", vm.Namespace, vm.Name)
-				}
-				errs <- err
-			}()
+	_, failed := scale.Create(c.exp, key, len(vms), func(i int) error {
+		vm := vms[i]
+		if _, err := c.client.VirtualMachines(pool.Namespace).Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("VirtualMachine %s: %w", vm.Name, err)
 		}
-		var failed []error
-		for range next {
-			if err := <-errs; err != nil {
-				failed = append(failed, err)
-			}
+		c.recorder.Eventf(pool, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created VM %s/%s", vm.Namespace, vm.Name)
+		return nil
+	})
+	if len(failed) > 0 {
+		// Skip what this sync would still have created: the next sync
+		// starts again with a batch of one.
+		c.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating VM: %v", failed[0])
+		out.failure = failure(ReasonFailedScaleOut, "error during scale out: "+failed[0].Error())
+		if !scale.Retry(failed[0]) {
+			return nil // the template must change first
 		}
-		created += len(next)
-		if len(failed) > 0 {
-			// Skip what this sync would still have created: the next
-			// sync starts again with a batch of one.
-			c.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating VM: %v", failed[0])
-			out.failure = failure(ReasonFailedScaleOut, "error during scale out: "+failed[0].Error())
-			if apierrors.IsInvalid(failed[0]) || apierrors.IsBadRequest(failed[0]) {
-				return nil // the template must change first
-			}
-			// Anything else, a quota or RBAC refusal included, is tried
-			// again with back-off.
-			return fmt.Errorf("creating VirtualMachines of %s: %w", key, errors.Join(failed...))
-		}
+		return fmt.Errorf("creating VirtualMachines of %s: %w", key, errors.Join(failed...))
 	}
 	return nil
 }
@@ -219,24 +201,19 @@ func (c *Controller) deleteVMs(ctx context.Context, key string, pool *poolv1beta
 	for i, vm := range vms {
 		uids[i] = vm.UID
 	}
-	c.exp.ExpectDeletions(key, uids...)
-	var errs []error
-	for _, vm := range vms {
-		uid := vm.UID
-		err := c.client.VirtualMachines(pool.Namespace).Delete(ctx, vm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		switch {
-		case err == nil:
-			c.recorder.Eventf(pool, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted VM %s/%s with uid %s from pool", vm.Namespace, vm.Name, uid)
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			c.exp.DeletionObserved(key, uid) // gone already
-		default:
-			c.exp.DeletionObserved(key, uid)
+	return scale.Delete(c.exp, key, uids,
+		func(i int) error {
+			return c.client.VirtualMachines(pool.Namespace).Delete(ctx, vms[i].Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uids[i]}})
+		},
+		func(i int) {
+			c.recorder.Eventf(pool, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted VM %s/%s with uid %s from pool", vms[i].Namespace, vms[i].Name, uids[i])
+		},
+		func(i int, err error) error {
+			vm := vms[i]
 			c.recorder.Eventf(pool, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting virtual machine %s/%s: %v", vm.Namespace, vm.Name, err)
 			out.failure = failure(ReasonFailedScaleIn, fmt.Sprintf("error during scale in: VirtualMachine %s: %v", vm.Name, err))
-			errs = append(errs, fmt.Errorf("deleting VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, err))
-		}
-	}
-	return errors.Join(errs...)
+			return fmt.Errorf("deleting VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, err)
+		})
 }
 
 // pickForScaleIn returns the n VMs a scale-in deletes. With a proactive

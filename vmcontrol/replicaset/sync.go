@@ -19,6 +19,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
+	"github.com/vmkit/vmkit/vmcontrol/internal/scale"
 )
 
 // Reasons of the ReplicaFailure condition and of the events.
@@ -141,38 +142,20 @@ func (c *Controller) createVMIs(ctx context.Context, key string, rs *v1.VirtualM
 		}
 		return nil // the spec must change; its update brings us back
 	}
-	created := 0
-	for batch := 1; created < n; batch *= 2 {
-		size := min(batch, n-created)
-		c.exp.ExpectCreations(key, size)
-		errs := make(chan error, size)
-		for range size {
-			go func() {
-				_, err := c.client.VirtualMachineInstances(rs.Namespace).Create(ctx, template.DeepCopy(), metav1.CreateOptions{})
-				if err != nil {
-					c.exp.CreationObserved(key) // no event will come for it
-				}
-				errs <- err
-			}()
+	tried, failed := scale.Create(c.exp, key, n, func(int) error {
+		_, err := c.client.VirtualMachineInstances(rs.Namespace).Create(ctx, template.DeepCopy(), metav1.CreateOptions{})
+		return err
+	})
+	created := tried - len(failed)
+	if len(failed) > 0 {
+		// Skip what this sync would still have created: the next sync
+		// starts again with a batch of one.
+		c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating VirtualMachineInstance: %v", failed[0])
+		out.failure = failure(ReasonFailedCreate, failed[0].Error())
+		if !scale.Retry(failed[0]) {
+			return nil // the template must change first
 		}
-		var failed []error
-		for range size {
-			if err := <-errs; err != nil {
-				failed = append(failed, err)
-			}
-		}
-		created += size - len(failed)
-		if len(failed) > 0 {
-			// Skip what this sync would still have created: the
-			// next sync starts again with a batch of one.
-			err := fmt.Errorf("creating VirtualMachineInstances of %s: %w", key, errors.Join(failed...))
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedCreate, "Error creating VirtualMachineInstance: %v", failed[0])
-			out.failure = failure(ReasonFailedCreate, failed[0].Error())
-			if apierrors.IsInvalid(failed[0]) || apierrors.IsForbidden(failed[0]) || apierrors.IsBadRequest(failed[0]) {
-				return nil // the template or a quota must change first
-			}
-			return err
-		}
+		return fmt.Errorf("creating VirtualMachineInstances of %s: %w", key, errors.Join(failed...))
 	}
 	c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulCreate, "Created %d VirtualMachineInstances", created)
 	return nil
@@ -184,24 +167,18 @@ func (c *Controller) deleteVMIs(ctx context.Context, key string, rs *v1.VirtualM
 	for i, vmi := range vmis {
 		uids[i] = vmi.UID
 	}
-	c.exp.ExpectDeletions(key, uids...)
-	var errs []error
-	for _, vmi := range vmis {
-		uid := vmi.UID
-		err := c.client.VirtualMachineInstances(rs.Namespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		switch {
-		case err == nil:
-			c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted VirtualMachineInstance %s", vmi.Name)
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			c.exp.DeletionObserved(key, uid) // gone already
-		default:
-			c.exp.DeletionObserved(key, uid)
-			c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting VirtualMachineInstance %s: %v", vmi.Name, err)
+	return scale.Delete(c.exp, key, uids,
+		func(i int) error {
+			return c.client.VirtualMachineInstances(rs.Namespace).Delete(ctx, vmis[i].Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uids[i]}})
+		},
+		func(i int) {
+			c.recorder.Eventf(rs, corev1.EventTypeNormal, ReasonSuccessfulDelete, "Deleted VirtualMachineInstance %s", vmis[i].Name)
+		},
+		func(i int, err error) error {
+			c.recorder.Eventf(rs, corev1.EventTypeWarning, ReasonFailedDelete, "Error deleting VirtualMachineInstance %s: %v", vmis[i].Name, err)
 			out.failure = failure(ReasonFailedDelete, err.Error())
-			errs = append(errs, fmt.Errorf("deleting VirtualMachineInstance %s/%s: %w", rs.Namespace, vmi.Name, err))
-		}
-	}
-	return errors.Join(errs...)
+			return fmt.Errorf("deleting VirtualMachineInstance %s/%s: %w", rs.Namespace, vmis[i].Name, err)
+		})
 }
 
 // deletionOrder ranks VMIs for deletion, least progressed first: not yet
