@@ -318,33 +318,14 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	m.metrics.leading.Set(1)
 	defer func() { m.leading.Store(false); m.metrics.leading.Set(0) }()
 
-	// Cached objects drop managedFields, which the controllers never read and
-	// which are a large part of each object. The informers stop with ctx,
-	// which the run cancels, and waits for, before it returns.
-	var informers sync.WaitGroup
-	defer func() { stop(nil); informers.Wait() }()
-	resync := m.opts.ResyncPeriod
-	vms := newInformer(m.client.VirtualMachines(""), &v1.VirtualMachine{}, resync, slimVM, nil)
-	vmis := newInformer(m.client.VirtualMachineInstances(""), &v1.VirtualMachineInstance{}, resync, stripManagedFields, nil)
-	replicaSets := newInformer(m.client.VirtualMachineInstanceReplicaSets(""), &v1.VirtualMachineInstanceReplicaSet{}, resync, stripManagedFields, nil)
-	pods := newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, slimPod, func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
-	})
-	if err := podindex.Add(pods); err != nil { // kubevirt_vmi_info's vmi_pod
-		return fmt.Errorf("vmcontrol: %w", err)
+	inf, err := m.newInformers()
+	if err != nil {
+		return err
 	}
-	// Claims are not launcher pods: their informer is unfiltered.
-	claims := newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil)
-	nodes := newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil)
-	migrations := newInformer(m.client.VirtualMachineInstanceMigrations(""), &v1.VirtualMachineInstanceMigration{}, resync, stripManagedFields, nil)
-	kubevirts := newInformer(m.client.KubeVirts(""), &v1.KubeVirt{}, resync, stripManagedFields, nil)
-	// Every budget: the controller finds its own by their owner reference.
-	budgets := newInformer(m.kube.PodDisruptionBudgets(""), &policyv1.PodDisruptionBudget{}, resync, stripManagedFields, nil)
-	started := []cache.SharedIndexInformer{vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts, budgets}
 	renderer := m.opts.Renderer
 	if m.opts.PodTemplate != nil {
 		cfg := *m.opts.PodTemplate
-		cfg.ClaimVolumeMode = vmi.ClaimVolumeMode(corelisters.NewPersistentVolumeClaimLister(claims.GetIndexer()))
+		cfg.ClaimVolumeMode = vmi.ClaimVolumeMode(corelisters.NewPersistentVolumeClaimLister(inf.claims.GetIndexer()))
 		r, err := podtemplate.New(cfg)
 		if err != nil {
 			return fmt.Errorf("vmcontrol: %w", err)
@@ -356,136 +337,30 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "virt-controller"})
 
-	vmConfig := vm.Config{
-		Client: m.client, VMs: vms, VMIs: vmis, KubeVirts: kubevirts,
-		Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
-	}
-	// The start revisions of the VMs (vm.StartRevisionLabel), not those
-	// of every DaemonSet and StatefulSet.
-	vmConfig.StartRevisions = newInformer(m.kube.ControllerRevisions(""), &appsv1.ControllerRevision{}, resync, stripManagedFields, func(o *metav1.ListOptions) {
-		o.LabelSelector = vm.StartRevisionLabel
-	})
-	vmConfig.StartRevisionClient = m.kube
-	started = append(started, vmConfig.StartRevisions)
-	// CDI's DataVolumes and instance types are watched when the API server
-	// serves them; a change is noticed by watchServedAPIs, which restarts
-	// this run.
+	// CDI's DataVolumes, instance types and pools are watched when the API
+	// server serves them; a change is noticed by watchServedAPIs, which
+	// restarts this run.
 	served, err := m.servedAPIs(ctx)
 	if err != nil {
 		return err
 	}
-	if served.instancetypes {
-		started = append(started, m.addInstancetypeInformers(&vmConfig, resync)...)
-		vmConfig.Claims = claims
-	} else {
-		log.Info("instancetype.kubevirt.io is not served: VMs naming an instance type or preference will not start")
-	}
-	if served.dataVolumes {
-		vmConfig.DataVolumes = newInformer(m.dynamic.Resource(vm.DataVolumeResource), &unstructured.Unstructured{}, resync, stripManagedFields, nil)
-		vmConfig.Dynamic = m.dynamic
-		started = append(started, vmConfig.DataVolumes)
-		log.Info("watching CDI DataVolumes", "resource", vm.DataVolumeResource.String())
-	} else {
-		log.Info("CDI DataVolumes are not served: VMs with dataVolumeTemplates will not start", "resource", vm.DataVolumeResource.String())
-	}
-	vmController, err := vm.New(vmConfig)
+	controllers, err := m.newControllers(ctx, inf, served, renderer, recorder)
 	if err != nil {
 		return err
 	}
-	// A VMI no node could run gets no launcher pod: validated for TCG
-	// when the cluster may emulate (a few features are KVM-only).
-	emulation := m.opts.PodTemplate != nil && m.opts.PodTemplate.EmulationAllowed
-	vmiController, err := vmi.New(vmi.Config{
-		Client: m.client, Kube: m.kube, ClaimClient: m.kube, Renderer: renderer,
-		VMIs: vmis, Pods: pods, Claims: claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: kubevirts,
-		Nodes: nodes, HeartbeatTimeout: m.opts.NodeHeartbeatTimeout,
-		Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
-		OnPhaseChange: m.metrics.phaseChanged,
-		// As virt-api admits: more vCPUs than vmkit runs still get a
-		// launcher pod, which stays unscheduled (ErrorUnschedulable), as
-		// on KubeVirt.
-		Validate: func(v *v1.VirtualMachineInstance) field.ErrorList {
-			errs, warnings := domainxml.ValidateAdmission(v, emulation)
-			for _, w := range warnings {
-				if w.Field == domainxml.MaxSocketsField {
-					errs = append(errs, w)
-				}
-			}
-			return errs
-		},
-	})
-	if err != nil {
-		return err
-	}
-	rsController, err := replicaset.New(replicaset.Config{
-		Client: m.client, ReplicaSets: replicaSets, VMIs: vmis, KubeVirts: kubevirts,
-		Recorder: recorder, Workers: m.opts.ReplicaSetWorkers, Observe: m.metrics.observer("virtualmachineinstancereplicaset"),
-	})
-	if err != nil {
-		return err
-	}
-	nodeController, err := node.New(node.Config{
-		Client: m.client, Kube: m.kube.Nodes(), Nodes: nodes, VMIs: vmis, Pods: pods,
-		HeartbeatTimeout: m.opts.NodeHeartbeatTimeout, Recorder: recorder,
-		Workers: m.opts.NodeWorkers, Observe: m.metrics.observer("node"), OnPhaseChange: m.metrics.phaseChanged,
-	})
-	if err != nil {
-		return err
-	}
-	// Budgets protect VMIs that should migrate on eviction whether or not
-	// this Manager migrates them (KubeVirt runs the controller always).
-	budgetController, err := disruptionbudget.New(disruptionbudget.Config{
-		Client: m.kube, VMIs: vmis, Budgets: budgets, Pods: pods, Migrations: migrations, KubeVirts: kubevirts,
-		Recorder: recorder, Workers: m.opts.DisruptionBudgetWorkers, Observe: m.metrics.observer("disruptionbudget"),
-	})
-	if err != nil {
-		return err
-	}
-	controllers := []interface{ Start(context.Context) error }{vmController, vmiController, rsController, nodeController, budgetController}
-	// Live migration needs a renderer of target pods.
-	if target, ok := renderer.(migration.TargetRenderer); ok {
-		migrationController, err := migration.New(migration.Config{
-			Client: m.client, Kube: m.kube, Renderer: target,
-			Migrations: migrations, VMIs: vmis, Pods: pods, Claims: claims, KubeVirts: kubevirts,
-			Recorder: recorder, Workers: m.opts.MigrationWorkers, Observe: m.metrics.observer("virtualmachineinstancemigration"),
-		})
-		if err != nil {
-			return err
-		}
-		evacuationController, err := evacuation.New(evacuation.Config{
-			Client: m.client, Nodes: nodes, VMIs: vmis, Migrations: migrations, KubeVirts: kubevirts,
-			Recorder: recorder, Workers: m.opts.EvacuationWorkers, Observe: m.metrics.observer("evacuation"),
-		})
-		if err != nil {
-			return err
-		}
-		controllers = append(controllers, migrationController, evacuationController)
-	} else {
-		log.Info("the pod renderer does not render migration target pods: VirtualMachineInstanceMigrations are not reconciled")
-	}
-	// VirtualMachinePools are watched when the API server serves them.
-	if served.pools {
-		pools := newInformer(m.pools.VirtualMachinePools(""), &poolv1beta1.VirtualMachinePool{}, resync, stripManagedFields, nil)
-		poolController, err := pool.New(pool.Config{
-			Client: m.client, PoolClient: m.pools, Pools: pools, VMs: vms,
-			Recorder: recorder, Workers: m.opts.PoolWorkers, Observe: m.metrics.observer("virtualmachinepool"),
-		})
-		if err != nil {
-			return err
-		}
-		started = append(started, pools)
-		controllers = append(controllers, poolController)
-	} else {
-		log.Info("pool.kubevirt.io is not served: VirtualMachinePools are not reconciled")
-	}
-	synced := make([]cache.InformerSynced, 0, len(started))
-	for _, inf := range started {
+
+	// The informers stop with ctx, which the run cancels, and waits for,
+	// before it returns.
+	var informers sync.WaitGroup
+	defer func() { stop(nil); informers.Wait() }()
+	synced := make([]cache.InformerSynced, 0, len(inf.started))
+	for _, i := range inf.started {
 		informers.Add(1)
 		go func() {
 			defer informers.Done()
-			inf.RunWithContext(ctx)
+			i.RunWithContext(ctx)
 		}()
-		synced = append(synced, inf.HasSynced)
+		synced = append(synced, i.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil // ctx ended before the caches synced: a shutdown, not a failure
@@ -493,7 +368,7 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 	m.ready.Store(true)
 	// kubevirt_vmi_info and kubevirt_vmi_phase_count read the caches
 	// while the controllers run.
-	m.metrics.vmis.watch(vmis.GetStore(), pods.GetIndexer())
+	m.metrics.vmis.watch(inf.vmis.GetStore(), inf.pods.GetIndexer())
 	defer m.metrics.vmis.watch(nil, nil)
 	log.Info("controllers running")
 	if m.opts.DiscoveryInterval > 0 {
@@ -512,6 +387,178 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 		return cause
 	}
 	return err
+}
+
+// runInformers are the shared informers of one run; started lists every
+// informer the run starts (those below and those a controller adds).
+type runInformers struct {
+	vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts, budgets cache.SharedIndexInformer
+	started                                                                     []cache.SharedIndexInformer
+}
+
+// newInformers builds the informers every run has. Cached objects drop
+// managedFields, which the controllers never read and which are a large
+// part of each object, and more where a slim function says so.
+func (m *Manager) newInformers() (*runInformers, error) {
+	resync := m.opts.ResyncPeriod
+	i := &runInformers{
+		vms:         newInformer(m.client.VirtualMachines(""), &v1.VirtualMachine{}, resync, slimVM, nil),
+		vmis:        newInformer(m.client.VirtualMachineInstances(""), &v1.VirtualMachineInstance{}, resync, stripManagedFields, nil),
+		replicaSets: newInformer(m.client.VirtualMachineInstanceReplicaSets(""), &v1.VirtualMachineInstanceReplicaSet{}, resync, stripManagedFields, nil),
+		pods: newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, slimPod, func(o *metav1.ListOptions) {
+			o.LabelSelector = v1.AppLabel + "=" + v1.VirtLauncherValue
+		}),
+		// Claims are not launcher pods: their informer is unfiltered.
+		claims:     newInformer(m.kube.PersistentVolumeClaims(""), &corev1.PersistentVolumeClaim{}, resync, slimClaim, nil),
+		nodes:      newInformer(m.kube.Nodes(), &corev1.Node{}, resync, slimNode, nil),
+		migrations: newInformer(m.client.VirtualMachineInstanceMigrations(""), &v1.VirtualMachineInstanceMigration{}, resync, stripManagedFields, nil),
+		kubevirts:  newInformer(m.client.KubeVirts(""), &v1.KubeVirt{}, resync, stripManagedFields, nil),
+		// Every budget: the controller finds its own by their owner reference.
+		budgets: newInformer(m.kube.PodDisruptionBudgets(""), &policyv1.PodDisruptionBudget{}, resync, stripManagedFields, nil),
+	}
+	if err := podindex.Add(i.pods); err != nil { // kubevirt_vmi_info's vmi_pod
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
+	i.started = []cache.SharedIndexInformer{i.vms, i.vmis, i.replicaSets, i.pods, i.claims, i.nodes, i.migrations, i.kubevirts, i.budgets}
+	return i, nil
+}
+
+// starter is a controller: it runs until ctx ends.
+type starter interface{ Start(context.Context) error }
+
+// newControllers builds the run's controllers, one entry of the table each;
+// an entry whose build returns a nil controller is off in this cluster
+// (its API not served, or no renderer of migration targets), as it logs.
+func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served servedAPIs, renderer vmi.PodRenderer, recorder record.EventRecorder) ([]starter, error) {
+	log := klog.FromContext(ctx)
+	resync := m.opts.ResyncPeriod
+	var vmConfig vm.Config // DataVolumes, shared with the VMI controller
+	target, migrates := renderer.(migration.TargetRenderer)
+	table := []struct {
+		name  string
+		build func() (starter, error)
+	}{
+		{"virtualmachine", func() (starter, error) {
+			vmConfig = vm.Config{
+				Client: m.client, VMs: inf.vms, VMIs: inf.vmis, KubeVirts: inf.kubevirts,
+				Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
+			}
+			// The start revisions of the VMs (vm.StartRevisionLabel), not
+			// those of every DaemonSet and StatefulSet.
+			vmConfig.StartRevisions = newInformer(m.kube.ControllerRevisions(""), &appsv1.ControllerRevision{}, resync, stripManagedFields, func(o *metav1.ListOptions) {
+				o.LabelSelector = vm.StartRevisionLabel
+			})
+			vmConfig.StartRevisionClient = m.kube
+			inf.started = append(inf.started, vmConfig.StartRevisions)
+			if served.instancetypes {
+				inf.started = append(inf.started, m.addInstancetypeInformers(&vmConfig, resync)...)
+				vmConfig.Claims = inf.claims
+			} else {
+				log.Info("instancetype.kubevirt.io is not served: VMs naming an instance type or preference will not start")
+			}
+			if served.dataVolumes {
+				vmConfig.DataVolumes = newInformer(m.dynamic.Resource(vm.DataVolumeResource), &unstructured.Unstructured{}, resync, stripManagedFields, nil)
+				vmConfig.Dynamic = m.dynamic
+				inf.started = append(inf.started, vmConfig.DataVolumes)
+				log.Info("watching CDI DataVolumes", "resource", vm.DataVolumeResource.String())
+			} else {
+				log.Info("CDI DataVolumes are not served: VMs with dataVolumeTemplates will not start", "resource", vm.DataVolumeResource.String())
+			}
+			return vm.New(vmConfig)
+		}},
+		{"virtualmachineinstance", func() (starter, error) {
+			// A VMI no node could run gets no launcher pod: validated for
+			// TCG when the cluster may emulate (a few features are
+			// KVM-only).
+			emulation := m.opts.PodTemplate != nil && m.opts.PodTemplate.EmulationAllowed
+			return vmi.New(vmi.Config{
+				Client: m.client, Kube: m.kube, ClaimClient: m.kube, Renderer: renderer,
+				VMIs: inf.vmis, Pods: inf.pods, Claims: inf.claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: inf.kubevirts,
+				Nodes: inf.nodes, HeartbeatTimeout: m.opts.NodeHeartbeatTimeout,
+				Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
+				OnPhaseChange: m.metrics.phaseChanged,
+				// As virt-api admits: more vCPUs than vmkit runs still get
+				// a launcher pod, which stays unscheduled
+				// (ErrorUnschedulable), as on KubeVirt.
+				Validate: func(v *v1.VirtualMachineInstance) field.ErrorList {
+					errs, warnings := domainxml.ValidateAdmission(v, emulation)
+					for _, w := range warnings {
+						if w.Field == domainxml.MaxSocketsField {
+							errs = append(errs, w)
+						}
+					}
+					return errs
+				},
+			})
+		}},
+		{"virtualmachineinstancereplicaset", func() (starter, error) {
+			return replicaset.New(replicaset.Config{
+				Client: m.client, ReplicaSets: inf.replicaSets, VMIs: inf.vmis, KubeVirts: inf.kubevirts,
+				Recorder: recorder, Workers: m.opts.ReplicaSetWorkers, Observe: m.metrics.observer("virtualmachineinstancereplicaset"),
+			})
+		}},
+		{"node", func() (starter, error) {
+			return node.New(node.Config{
+				Client: m.client, Kube: m.kube.Nodes(), Nodes: inf.nodes, VMIs: inf.vmis, Pods: inf.pods,
+				HeartbeatTimeout: m.opts.NodeHeartbeatTimeout, Recorder: recorder,
+				Workers: m.opts.NodeWorkers, Observe: m.metrics.observer("node"), OnPhaseChange: m.metrics.phaseChanged,
+			})
+		}},
+		// Budgets protect VMIs that should migrate on eviction whether or
+		// not this Manager migrates them (KubeVirt runs the controller
+		// always).
+		{"disruptionbudget", func() (starter, error) {
+			return disruptionbudget.New(disruptionbudget.Config{
+				Client: m.kube, VMIs: inf.vmis, Budgets: inf.budgets, Pods: inf.pods, Migrations: inf.migrations, KubeVirts: inf.kubevirts,
+				Recorder: recorder, Workers: m.opts.DisruptionBudgetWorkers, Observe: m.metrics.observer("disruptionbudget"),
+			})
+		}},
+		// Live migration needs a renderer of target pods.
+		{"virtualmachineinstancemigration", func() (starter, error) {
+			if !migrates {
+				log.Info("the pod renderer does not render migration target pods: VirtualMachineInstanceMigrations are not reconciled")
+				return nil, nil
+			}
+			return migration.New(migration.Config{
+				Client: m.client, Kube: m.kube, Renderer: target,
+				Migrations: inf.migrations, VMIs: inf.vmis, Pods: inf.pods, Claims: inf.claims, KubeVirts: inf.kubevirts,
+				Recorder: recorder, Workers: m.opts.MigrationWorkers, Observe: m.metrics.observer("virtualmachineinstancemigration"),
+			})
+		}},
+		{"evacuation", func() (starter, error) {
+			if !migrates {
+				return nil, nil
+			}
+			return evacuation.New(evacuation.Config{
+				Client: m.client, Nodes: inf.nodes, VMIs: inf.vmis, Migrations: inf.migrations, KubeVirts: inf.kubevirts,
+				Recorder: recorder, Workers: m.opts.EvacuationWorkers, Observe: m.metrics.observer("evacuation"),
+			})
+		}},
+		// VirtualMachinePools are watched when the API server serves them.
+		{"virtualmachinepool", func() (starter, error) {
+			if !served.pools {
+				log.Info("pool.kubevirt.io is not served: VirtualMachinePools are not reconciled")
+				return nil, nil
+			}
+			pools := newInformer(m.pools.VirtualMachinePools(""), &poolv1beta1.VirtualMachinePool{}, resync, stripManagedFields, nil)
+			inf.started = append(inf.started, pools)
+			return pool.New(pool.Config{
+				Client: m.client, PoolClient: m.pools, Pools: pools, VMs: inf.vms,
+				Recorder: recorder, Workers: m.opts.PoolWorkers, Observe: m.metrics.observer("virtualmachinepool"),
+			})
+		}},
+	}
+	var controllers []starter
+	for _, c := range table {
+		ctrl, err := c.build()
+		if err != nil {
+			return nil, fmt.Errorf("vmcontrol: the %s controller: %w", c.name, err)
+		}
+		if ctrl != nil {
+			controllers = append(controllers, ctrl)
+		}
+	}
+	return controllers, nil
 }
 
 // watchServedAPIs checks every DiscoveryInterval whether CDI's DataVolumes,
