@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -622,4 +623,43 @@ func inTestNamespace(name string, f func() error) error {
 	}
 	defer ns.Close()
 	return inNamespace(ns, f)
+}
+
+// TestSetupPasst: the passt binding wires nothing in the pod (passt, which
+// the launcher runs, does it all), reports the pod's address as the guest's,
+// and refuses forwarding every port where the launcher's open-file limit
+// cannot hold a socket per port, naming the field.
+func TestSetupPasst(t *testing.T) {
+	n := newTestNet(t)
+	before := links(t, n.pod)
+	iface := podIface("default", 0, BindingPasst)
+	iface.Ports = []v1.Port{{Port: 22, Protocol: "TCP"}}
+	got, err := Setup(n.podPath(), []Interface{iface}, Options{OpenFileLimit: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Result{{Interface: "default", Lease: dhcp.Lease{IP: cidr(t, testPodIP+"/24")}, PodIPs: []string{testPodIP}, Passt: true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Setup (-want +got):\n%s", diff)
+	}
+	if after := links(t, n.pod); len(after) != len(before) {
+		t.Errorf("passt's Setup changed the pod's links: %v, then %v", before, after)
+	}
+	if rules := nftRules(t, n.pod); len(rules) != 0 {
+		t.Errorf("passt's Setup installed nftables rules: %v", rules)
+	}
+
+	// No ports listed: every port, which 1,024 open files cannot hold.
+	iface.Ports = nil
+	_, err = Setup(n.podPath(), []Interface{iface}, Options{OpenFileLimit: 1024})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "spec.domain.devices.interfaces[0].ports" || !strings.Contains(fe.Message, "may open only 1024") {
+		t.Fatalf("Setup with no ports and 1024 open files: %v, want a FieldError on spec.domain.devices.interfaces[0].ports", err)
+	}
+	// The pod's own ephemeral range counts: with all but 2,000 ports
+	// ephemeral, 5,000 files are enough.
+	run(t, "ip", "netns", "exec", n.pod, "sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=2000 65535")
+	if _, err := Setup(n.podPath(), []Interface{iface}, Options{OpenFileLimit: 5000}); err != nil {
+		t.Errorf("Setup with no ports, a narrow non-ephemeral range and 5000 open files: %v", err)
+	}
 }
