@@ -169,6 +169,9 @@ type Agent struct {
 	agentPolls map[types.UID]*agentPoll
 	// networks is what wireNetwork did per VMI UID.
 	networks map[types.UID][]network.Result
+	// wiredAt is when wireNetwork wired each VMI's pod network, for its
+	// start timeline.
+	wiredAt map[types.UID]time.Time
 	// launcherPods are, per VMI UID, the UIDs of the launcher pods on this
 	// node its status.activePods ever listed: the only pods whose volumes
 	// the agent looks in for the VMI's launcher (see podsOf).
@@ -224,6 +227,7 @@ func New(cfg Config) (*Agent, error) {
 		clients:      map[types.UID]*launcher.Client{},
 		agentPolls:   map[types.UID]*agentPoll{},
 		networks:     map[types.UID][]network.Result{},
+		wiredAt:      map[types.UID]time.Time{},
 		launcherPods: map[types.UID]map[types.UID]bool{},
 	}
 	proxy, err := newMigrationProxy(cfg.Migration)

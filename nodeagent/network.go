@@ -93,6 +93,7 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	}
 	a.mu.Lock()
 	a.networks[vmi.UID] = results
+	a.wiredAt[vmi.UID] = a.now()
 	a.mu.Unlock()
 	return results, nil
 }
@@ -110,6 +111,7 @@ func (a *Agent) forgetNetwork(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.networks, uid)
+	delete(a.wiredAt, uid)
 }
 
 // isNetworkError reports whether err is a wiring failure the VMI cannot

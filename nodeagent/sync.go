@@ -98,7 +98,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, ReasonNetworkSetupFailed, "The network could not be set up: %v", err)
 				obs.networkErr = err
 				status := calculateStatus(vmi, obs)
-				return a.cfg.PollInterval, a.writeStatus(ctx, key, vmi, status)
+				return a.cfg.PollInterval, a.writeStatus(ctx, key, vmi, status, false)
 			}
 			synced, err := c.Sync(ctx, vmi)
 			if errors.Is(err, launcher.ErrNotReady) && a.now().Sub(scheduledAt(vmi)) < notReadyGrace {
@@ -158,7 +158,8 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	}
 	obs.network = a.networkOf(vmi.UID)
 	status := calculateStatus(vmi, obs)
-	if err := a.writeStatus(ctx, key, vmi, status); err != nil {
+	vmi, annotated := a.withStartSteps(vmi, obs.launcher)
+	if err := a.writeStatus(ctx, key, vmi, status, annotated); err != nil {
 		return 0, err
 	}
 	a.accessCredentialsEvent(vmi, &status)
@@ -190,10 +191,11 @@ func (a *Agent) reportTimeout(vmi *v1.VirtualMachineInstance, err error) {
 	}
 }
 
-// writeStatus writes status if it differs from the VMI's, with Update: the
-// VMI has no status subresource, as in KubeVirt.
-func (a *Agent) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, status v1.VirtualMachineInstanceStatus) error {
-	if equality.Semantic.DeepEqual(status, vmi.Status) {
+// writeStatus writes status if it differs from the VMI's, or if annotated
+// (the caller changed vmi's annotations), with Update: the VMI has no status
+// subresource, as in KubeVirt.
+func (a *Agent) writeStatus(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, status v1.VirtualMachineInstanceStatus, annotated bool) error {
+	if !annotated && equality.Semantic.DeepEqual(status, vmi.Status) {
 		return nil
 	}
 	updated := vmi.DeepCopy()

@@ -476,7 +476,7 @@ func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served 
 				VMIs: inf.vmis, Pods: inf.pods, Claims: inf.claims, DataVolumes: vmConfig.DataVolumes, KubeVirts: inf.kubevirts,
 				Nodes: inf.nodes, HeartbeatTimeout: m.opts.NodeHeartbeatTimeout,
 				Recorder: recorder, Workers: m.opts.VMIWorkers, Observe: m.metrics.observer("virtualmachineinstance"),
-				OnPhaseChange: m.metrics.phaseChanged,
+				OnPhaseChange: m.metrics.phaseChanged, OnStartTimeline: m.metrics.startTimeline,
 				// As virt-api admits: more vCPUs than vmkit runs still get
 				// a launcher pod, which stays unscheduled
 				// (ErrorUnschedulable), as on KubeVirt.

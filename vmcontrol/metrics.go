@@ -22,6 +22,7 @@ type metrics struct {
 	reconciles       *prometheus.CounterVec
 	reconcileSeconds *prometheus.HistogramVec
 	phaseFromCreate  *prometheus.HistogramVec
+	startPhase       *prometheus.HistogramVec
 	leading          prometheus.Gauge
 	ready            prometheus.GaugeFunc
 	vmis             *vmiCollector
@@ -46,6 +47,11 @@ func newMetrics(ready func() bool) *metrics {
 			Help:    "Histogram of VM phase transitions duration from creation time in seconds.",
 			Buckets: PhaseTransitionTimeBuckets,
 		}, []string{"phase"}),
+		startPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "vmkit_vmi_start_phase_duration_seconds",
+			Help:    "Time each phase of a VMI's first start took, from the end of the phase before (the VMI's vmkit.io/start-timeline annotation).",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}, []string{"phase"}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kubevirt_virt_controller_leading_status",
 			Help: "Indication for an operating virt-controller.",
@@ -61,7 +67,7 @@ func newMetrics(ready func() bool) *metrics {
 		}),
 		vmis: newVMICollector(),
 	}
-	m.registry.MustRegister(m.reconciles, m.reconcileSeconds, m.phaseFromCreate, m.leading, m.ready, m.vmis,
+	m.registry.MustRegister(m.reconciles, m.reconcileSeconds, m.phaseFromCreate, m.startPhase, m.leading, m.ready, m.vmis,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueueMetrics(m.registry)
 	return m
@@ -90,6 +96,13 @@ func (m *metrics) phaseChanged(vmi *v1.VirtualMachineInstance, phase v1.VirtualM
 			m.phaseFromCreate.WithLabelValues(string(phase)).Observe(max(d, 0))
 			return
 		}
+	}
+}
+
+// startTimeline records how long each phase of a VMI's start took.
+func (m *metrics) startTimeline(_ *v1.VirtualMachineInstance, t v1.StartTimeline) {
+	for i := 1; i < len(t); i++ {
+		m.startPhase.WithLabelValues(t[i].Phase).Observe(t.Duration(i).Seconds())
 	}
 }
 

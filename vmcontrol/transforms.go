@@ -82,7 +82,7 @@ func slimPod(obj any) (any, error) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
 			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{
-				Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+				Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {

@@ -56,8 +56,8 @@ func TestSlimPodKeepsWhatTheVMIControllerReads(t *testing.T) {
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable,
 			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes"},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes", LastTransitionTime: now},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 			},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: vmi.ComputeContainer, Ready: true}},
 		},

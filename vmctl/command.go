@@ -147,7 +147,7 @@ takes.`,
 		c.pauseCommand("pause"), c.pauseCommand("unpause"), c.softRebootCommand(), c.resetCommand(),
 		c.guestQueryCommand("guestosinfo"), c.guestQueryCommand("userlist"), c.guestQueryCommand("fslist"),
 		c.consoleCommand(), c.vncCommand(), c.portForwardCommand(), c.sshCommand(), c.scpCommand(),
-		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(),
+		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(), c.timelineCommand(),
 	)
 	return root
 }

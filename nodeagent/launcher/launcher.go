@@ -195,6 +195,7 @@ type Launcher struct {
 	passtIface    string            // the interface with the passtBinding, from the node agent
 	passtArgs     []string          // passt's port arguments for it (network.PasstArgs)
 	passt         *passtProcess     // the running passt (passt.go)
+	steps         StartSteps        // when the start's steps ended
 	runCtx        context.Context   // ends when Run returns; DHCP servers live as long
 	stopRun       context.CancelFunc
 	thawTimer     *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
@@ -256,8 +257,19 @@ type Status struct {
 	// Memory is the guest's memory (the VMI's status.memory: at boot,
 	// requested, plugged) when it can grow (maxGuest); nil otherwise.
 	Memory *v1.MemoryStatus `json:"memory,omitempty"`
+	// Timeline is when the launcher's steps of the start ended; nil
+	// before the disks are prepared.
+	Timeline *StartSteps `json:"timeline,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
+}
+
+// StartSteps are when the launcher's steps of a start ended, for the VMI's
+// start timeline (v1.StartTimelineAnnotation); zero until then.
+type StartSteps struct {
+	DisksPrepared time.Time `json:"disksPrepared,omitzero"`
+	DomainDefined time.Time `json:"domainDefined,omitzero"`
+	DomainStarted time.Time `json:"domainStarted,omitzero"`
 }
 
 // Succeeded reports whether a final status is a clean end: the guest shut
@@ -647,7 +659,17 @@ func (l *Launcher) statusLocked() Status {
 		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 		CPUTopology: l.cpuTopology, Memory: l.memory.DeepCopy(),
+		Timeline: l.timelineLocked(),
 	}
+}
+
+// timelineLocked is a copy of the start's steps, nil before the first.
+func (l *Launcher) timelineLocked() *StartSteps {
+	if l.steps.DisksPrepared.IsZero() {
+		return nil
+	}
+	s := l.steps
+	return &s
 }
 
 // errFinal: the domain ended; the launcher takes no more commands.
@@ -682,6 +704,7 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		if err != nil {
 			return l.statusLocked(), fmt.Errorf("preparing VMI %s: %w", l.key(), err)
 		}
+		l.steps.DisksPrepared = time.Now().UTC()
 		if err := l.chooseAcceleration(ctx, vmi, &opts); err != nil {
 			return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
 		}
@@ -705,6 +728,7 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		if err != nil {
 			return l.statusLocked(), fmt.Errorf("defining the domain of VMI %s: %w", l.key(), err)
 		}
+		l.steps.DomainDefined = time.Now().UTC()
 		l.domain, l.opts, l.vmi = defined.Name, opts, vmi.DeepCopy()
 		l.last = defined.State
 		l.cpuTopology = definedTopology(vmi, dom)
@@ -718,6 +742,9 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 	if !l.started {
 		if err := l.startLocked(ctx); err != nil {
 			return l.statusLocked(), err
+		}
+		if l.steps.DomainStarted.IsZero() {
+			l.steps.DomainStarted = time.Now().UTC()
 		}
 	} else if err := l.hotplugCPUsLocked(ctx, vmi); err != nil {
 		return l.statusLocked(), err

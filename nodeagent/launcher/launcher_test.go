@@ -143,6 +143,10 @@ func TestLauncherLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, st, ignoreTime); diff != "" {
 		t.Errorf("Sync (-want +got):\n%s", diff)
 	}
+	// The start's steps, for the VMI's start timeline, in order.
+	if s := st.Timeline; s == nil || s.DisksPrepared.IsZero() || s.DomainDefined.Before(s.DisksPrepared) || s.DomainStarted.Before(s.DomainDefined) {
+		t.Errorf("Timeline = %+v, want disks prepared, then the domain defined, then started", s)
+	}
 	xml, _ := f.h.XML("ns_vm1")
 	for _, s := range []string{"disk-data/root/disk.raw", "empty-disks/scratch.img", "cloud-init-data/ns/vm1/noCloud.iso", "priv/" + string(vmi.UID) + "/virt-serial0"} {
 		if !strings.Contains(xml, s) {
@@ -264,7 +268,9 @@ func TestLauncherRejectsOtherVMI(t *testing.T) {
 	}
 }
 
-var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Time" }, cmp.Ignore())
+// ignoreTime ignores when a status was taken and when the start's steps
+// ended (TestLauncherLifecycle checks those).
+var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { s := p.Last().String(); return s == ".Time" || s == ".Timeline" }, cmp.Ignore())
 
 // slowUndefine is the Fake hypervisor whose Undefine waits for release,
 // telling entered when it starts waiting.

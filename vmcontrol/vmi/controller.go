@@ -127,30 +127,34 @@ type Config struct {
 	// OnPhaseChange, if set, is called when a VMI enters a phase (for the
 	// phase-transition-time metric).
 	OnPhaseChange func(vmi *v1.VirtualMachineInstance, phase v1.VirtualMachineInstancePhase)
+	// OnStartTimeline, if set, is called once per VMI with its start
+	// timeline when it first becomes Ready (for metrics).
+	OnStartTimeline func(vmi *v1.VirtualMachineInstance, timeline v1.StartTimeline)
 }
 
 // Controller is the VirtualMachineInstance controller.
 type Controller struct {
-	client        kvclient.KubevirtV1Interface
-	kube          kubeclient.PodsGetter
-	vmiLister     listers.VirtualMachineInstanceLister
-	podIndexer    cache.Indexer                           // pods by the UID of the VMI that created them
-	claimLister   corelisters.PersistentVolumeClaimLister // nil: claims are not checked
-	claimClient   kubeclient.PersistentVolumeClaimsGetter // creates backend-storage claims
-	dataVolumes   cache.Indexer                           // nil: DataVolumes are not checked
-	nodes         cache.Store                             // nil: no node is avoided
-	heartbeat     time.Duration                           // a node's heartbeat timeout
-	vmiIndexer    cache.Indexer
-	synced        []cache.InformerSynced
-	renderer      PodRenderer
-	validate      func(*v1.VirtualMachineInstance) field.ErrorList
-	kubevirts     cache.Store // the KubeVirt CR; nil without it
-	recorder      record.EventRecorder
-	exp           *expectations.Expectations
-	stale         *reconcile.Superseded
-	loop          *reconcile.Loop
-	now           func() time.Time
-	onPhaseChange func(*v1.VirtualMachineInstance, v1.VirtualMachineInstancePhase)
+	client          kvclient.KubevirtV1Interface
+	kube            kubeclient.PodsGetter
+	vmiLister       listers.VirtualMachineInstanceLister
+	podIndexer      cache.Indexer                           // pods by the UID of the VMI that created them
+	claimLister     corelisters.PersistentVolumeClaimLister // nil: claims are not checked
+	claimClient     kubeclient.PersistentVolumeClaimsGetter // creates backend-storage claims
+	dataVolumes     cache.Indexer                           // nil: DataVolumes are not checked
+	nodes           cache.Store                             // nil: no node is avoided
+	heartbeat       time.Duration                           // a node's heartbeat timeout
+	vmiIndexer      cache.Indexer
+	synced          []cache.InformerSynced
+	renderer        PodRenderer
+	validate        func(*v1.VirtualMachineInstance) field.ErrorList
+	kubevirts       cache.Store // the KubeVirt CR; nil without it
+	recorder        record.EventRecorder
+	exp             *expectations.Expectations
+	stale           *reconcile.Superseded
+	loop            *reconcile.Loop
+	now             func() time.Time
+	onPhaseChange   func(*v1.VirtualMachineInstance, v1.VirtualMachineInstancePhase)
+	onStartTimeline func(*v1.VirtualMachineInstance, v1.StartTimeline)
 }
 
 // New wires the controller to its informers. Call Start to run it.
@@ -166,21 +170,22 @@ func New(cfg Config) (*Controller, error) {
 		workers = 10
 	}
 	c := &Controller{
-		client:        cfg.Client,
-		kube:          cfg.Kube,
-		claimClient:   cfg.ClaimClient,
-		vmiLister:     listers.NewVirtualMachineInstanceLister(cfg.VMIs.GetIndexer()),
-		podIndexer:    cfg.Pods.GetIndexer(),
-		vmiIndexer:    cfg.VMIs.GetIndexer(),
-		synced:        []cache.InformerSynced{cfg.VMIs.HasSynced, cfg.Pods.HasSynced},
-		renderer:      cfg.Renderer,
-		validate:      cfg.Validate,
-		recorder:      cfg.Recorder,
-		exp:           expectations.New(0),
-		stale:         reconcile.NewSuperseded(),
-		now:           time.Now,
-		onPhaseChange: cfg.OnPhaseChange,
-		heartbeat:     cfg.HeartbeatTimeout,
+		client:          cfg.Client,
+		kube:            cfg.Kube,
+		claimClient:     cfg.ClaimClient,
+		vmiLister:       listers.NewVirtualMachineInstanceLister(cfg.VMIs.GetIndexer()),
+		podIndexer:      cfg.Pods.GetIndexer(),
+		vmiIndexer:      cfg.VMIs.GetIndexer(),
+		synced:          []cache.InformerSynced{cfg.VMIs.HasSynced, cfg.Pods.HasSynced},
+		renderer:        cfg.Renderer,
+		validate:        cfg.Validate,
+		recorder:        cfg.Recorder,
+		exp:             expectations.New(0),
+		stale:           reconcile.NewSuperseded(),
+		now:             time.Now,
+		onPhaseChange:   cfg.OnPhaseChange,
+		onStartTimeline: cfg.OnStartTimeline,
+		heartbeat:       cfg.HeartbeatTimeout,
 	}
 	if c.heartbeat <= 0 {
 		c.heartbeat = node.DefaultHeartbeatTimeout

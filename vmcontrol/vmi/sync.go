@@ -181,7 +181,8 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 	status := calculateStatus(vmi, obs)
 	node := status.NodeName
 	relabel := node != "" && vmi.Labels[v1.NodeNameLabel] != node
-	if !relabel && equality.Semantic.DeepEqual(status, vmi.Status) {
+	timeline := startTimeline(vmi, obs.pod, &status, obs.now)
+	if !relabel && timeline == nil && equality.Semantic.DeepEqual(status, vmi.Status) {
 		return nil
 	}
 	if log := klog.FromContext(ctx).V(5); log.Enabled() {
@@ -195,6 +196,9 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 		}
 		vmi.Labels[v1.NodeNameLabel] = node
 	}
+	if timeline != nil {
+		recordStartTimeline(vmi, timeline)
+	}
 	updated, err := c.client.VirtualMachineInstances(vmi.Namespace).Update(ctx, vmi, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("updating status of VirtualMachineInstance %s: %w", key, err)
@@ -202,6 +206,12 @@ func (c *Controller) writeStatus(ctx context.Context, key string, vmi *v1.Virtua
 	c.stale.Wrote(key, vmi.ResourceVersion)
 	if status.Phase != old && c.onPhaseChange != nil {
 		c.onPhaseChange(updated, status.Phase)
+	}
+	if timeline != nil {
+		c.recorder.Eventf(updated, corev1.EventTypeNormal, ReasonStartTimeline, "Started in %s", timeline)
+		if c.onStartTimeline != nil {
+			c.onStartTimeline(updated, timeline)
+		}
 	}
 	return nil
 }
