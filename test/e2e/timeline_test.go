@@ -20,7 +20,8 @@ import (
 // with the durations.
 func TestStartTimeline(t *testing.T) {
 	c := suite.Need(t)
-	vm := tinyVM(t, "vm-timeline", v1.RunStrategyAlways)
+	// On the pod network, so every phase is there (the tiny VM has no NIC).
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-timeline", v1.RunStrategyAlways)
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
 	vmi := framework.WaitVMI(t, c, vm.Name, "Ready", func(vmi *v1.VirtualMachineInstance) bool {
