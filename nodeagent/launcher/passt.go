@@ -22,7 +22,6 @@ const passtStartTimeout = 10 * time.Second
 // passtProcess is the passt the launcher runs for the VMI's passtBinding
 // interface.
 type passtProcess struct {
-	socket string
 	exited chan struct{} // closed when passt exits
 	err    error         // why it exited, set before exited is closed
 }
@@ -61,7 +60,7 @@ func (l *Launcher) startPasstLocked(ctx context.Context, socket string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting passt for interface %s: %w", l.passtIface, err)
 	}
-	p := &passtProcess{socket: socket, exited: make(chan struct{})}
+	p := &passtProcess{exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		if err == nil {
