@@ -35,9 +35,10 @@ var passtNICModels = map[string]string{
 // It is QEMU arguments (<qemu:commandline>), not an <interface>: libvirt 9.0,
 // Debian 12's, knows <backend type="passt"/> but refuses it when parsing
 // (every value of the attribute is "Invalid value"), and an <interface
-// type="user"> without it is slirp. So libvirt does not list the NIC, and
-// the MAC is the spec's or one derived from the VMI's UID (stable across
-// restarts), which the node agent matches in the guest agent's report.
+// type="user"> without it is slirp. So libvirt does not list the NIC; its
+// MAC is the spec's or one derived from the VMI's UID (stable across
+// restarts), and status.interfaces comes from the pod's address and the
+// guest agent.
 func (c *converter) convertPasst(iface *v1.Interface, i int) error {
 	if iface.State == v1.InterfaceStateLinkDown {
 		return fieldErrorf(ifaceField(i, "state"), "link state down is not supported with passtBinding")
