@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/framework"
 	"github.com/vmkit/vmkit/internal/testenv"
@@ -88,18 +87,10 @@ func TestPasstAllPorts(t *testing.T) {
 	if vmi.Status.Phase == v1.Failed {
 		// The node agent's Warning event says why.
 		const want = "spec.domain.devices.interfaces[0].ports: none listed, so passt would forward every TCP and UDP port"
-		var msg string
-		suite.WaitFor(t, "a NetworkSetupFailed event of "+vm.Name, 30*time.Second, func() (bool, string) {
-			events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
-				FieldSelector: "involvedObject.name=" + vm.Name + ",reason=NetworkSetupFailed"})
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range events.Items {
-				msg = e.Message
-			}
-			return strings.Contains(msg, want) && strings.Contains(msg, "list the ports the guest serves"), "event: " + msg
-		})
+		msg := waitEvent(t, c, vmi.UID, corev1.EventTypeWarning, "NetworkSetupFailed").Message
+		if !strings.Contains(msg, want) || !strings.Contains(msg, "list the ports the guest serves") {
+			t.Fatalf("NetworkSetupFailed event %q, want %q… naming the fix", msg, want)
+		}
 		t.Logf("the launcher pod's open-file limit is too low to forward every port: %s", msg)
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -25,12 +24,8 @@ func TestStartTimeline(t *testing.T) {
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
 	vmi := framework.WaitVMI(t, c, vm.Name, "Ready", func(vmi *v1.VirtualMachineInstance) bool {
-		for _, cond := range vmi.Status.Conditions {
-			if cond.Type == v1.VirtualMachineInstanceReady && cond.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-		return false
+		cond := vmi.VMICondition(v1.VirtualMachineInstanceReady)
+		return cond != nil && cond.Status == corev1.ConditionTrue
 	})
 	measured := time.Since(began)
 	timeline, err := v1.ParseStartTimeline(vmi.Annotations[v1.StartTimelineAnnotation])
@@ -60,23 +55,7 @@ func TestStartTimeline(t *testing.T) {
 	if diff := (timeline.Total() - measured).Abs(); diff > measured/10+time.Second {
 		t.Errorf("the timeline adds up to %v, the test measured %v from create to Ready: more than 10%% (+1s) apart", timeline.Total(), measured)
 	}
-	suite.WaitFor(t, "a StartTimeline event of "+vm.Name, 30*time.Second, func() (bool, string) {
-		events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + vm.Name + ",reason=StartTimeline"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, e := range events.Items {
-			if strings.HasPrefix(e.Message, "Started in podScheduled ") && strings.Contains(e.Message, " in all") {
-				return true, ""
-			}
-		}
-		return false, "events: " + strings.Join(func() []string {
-			var m []string
-			for _, e := range events.Items {
-				m = append(m, e.Message)
-			}
-			return m
-		}(), "; ")
-	})
+	if msg := waitEvent(t, c, vmi.UID, corev1.EventTypeNormal, "StartTimeline").Message; !strings.HasPrefix(msg, "Started in podScheduled ") || !strings.Contains(msg, " in all") {
+		t.Errorf("StartTimeline event %q, want the durations from podScheduled and the total", msg)
+	}
 }
