@@ -174,7 +174,9 @@ func (c *converter) convertControllers() error {
 		usb.Model = "qemu-xhci"
 	}
 	ctl := []libvirtxml.DomainController{usb}
-	if c.needSCSI {
+	// KubeVirt's: a guest that may get disks hot-plugged has a SCSI
+	// controller from the start, as SCSI disks plug into it.
+	if c.needSCSI || !c.spec.Devices.DisableHotplug {
 		ctl = append(ctl, libvirtxml.DomainController{Type: "scsi", Index: uintPtr(0), Model: c.virtioModel})
 	}
 	c.dom.Devices.Controllers = ctl

@@ -151,6 +151,8 @@ func TestConvertSmallDevices(t *testing.T) {
 	zero := func() *uint { z := uint(0); return &z }
 	usbNone := libvirtxml.DomainController{Type: "usb", Index: zero(), Model: "none"}
 	usbXHCI := libvirtxml.DomainController{Type: "usb", Index: zero(), Model: "qemu-xhci"}
+	// Every guest that may get disks hot-plugged has a SCSI controller.
+	scsi := libvirtxml.DomainController{Type: "scsi", Index: zero(), Model: "virtio-non-transitional"}
 	balloon := &libvirtxml.DomainMemBalloon{Model: "virtio-non-transitional", Stats: &libvirtxml.DomainMemBalloonStats{Period: 10}}
 	for _, tc := range []struct {
 		name            string
@@ -161,7 +163,7 @@ func TestConvertSmallDevices(t *testing.T) {
 	}{{
 		name: "defaults: a balloon, no USB controller",
 		vmi:  newVMI(),
-		want: libvirtxml.DomainDeviceList{MemBalloon: balloon, Controllers: []libvirtxml.DomainController{usbNone}},
+		want: libvirtxml.DomainDeviceList{MemBalloon: balloon, Controllers: []libvirtxml.DomainController{usbNone, scsi}},
 	}, {
 		name: "an automatic tablet needs USB; no balloon",
 		vmi: newVMI(devices(func(d *v1.Devices) {
@@ -170,7 +172,7 @@ func TestConvertSmallDevices(t *testing.T) {
 		want: libvirtxml.DomainDeviceList{
 			Inputs:      []libvirtxml.DomainInput{{Type: "tablet", Bus: "usb", Alias: &libvirtxml.DomainAlias{Name: "ua-default-0"}}},
 			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
-			Controllers: []libvirtxml.DomainController{usbXHCI},
+			Controllers: []libvirtxml.DomainController{usbXHCI, scsi},
 		},
 	}, {
 		name: "a virtio tablet, a watchdog, an RNG",
@@ -183,7 +185,7 @@ func TestConvertSmallDevices(t *testing.T) {
 			Inputs:     []libvirtxml.DomainInput{{Type: "tablet", Bus: "virtio", Alias: &libvirtxml.DomainAlias{Name: "ua-t"}}},
 			Watchdogs:  []libvirtxml.DomainWatchdog{{Model: "i6300esb", Action: "reset", Alias: &libvirtxml.DomainAlias{Name: "ua-wd"}}},
 			RNGs:       []libvirtxml.DomainRNG{{Model: "virtio-non-transitional", Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}}}},
-			MemBalloon: balloon, Controllers: []libvirtxml.DomainController{usbNone},
+			MemBalloon: balloon, Controllers: []libvirtxml.DomainController{usbNone, scsi},
 		},
 	}, {
 		name: "a SCSI disk brings a virtio-scsi controller",

@@ -32,6 +32,7 @@ func (c *converter) convertDisks() error {
 		return err
 	}
 	var nVD, nSD int
+	skip := make([]bool, len(disks))
 	for i := range disks {
 		d := &disks[i]
 		if !isDeviceName(d.Name) {
@@ -44,6 +45,21 @@ func (c *converter) convertDisks() error {
 		vol, err := c.findVolume(d.Name, i)
 		if err != nil {
 			return err
+		}
+		hotplug := v1.IsHotpluggable(vol)
+		if hotplug && dev == "cdrom" || hotplug && bus != v1.DiskBusSCSI && bus != v1.DiskBusVirtio {
+			return fieldErrorf(diskField(i, ""), "volume %q is hotpluggable: its disk must be a disk or lun on bus scsi or virtio (the buses that take devices while the guest runs), not a %s on bus %q", d.Name, dev, bus)
+		}
+		if _, ok := c.opts.Disks[vol.Name]; hotplug && !ok {
+			// Attached once the guest runs (HotplugDisk); its target name
+			// stays reserved so the others keep theirs.
+			skip[i] = true
+			if bus == v1.DiskBusVirtio {
+				nVD++
+			} else {
+				nSD++
+			}
+			continue
 		}
 		src, kind, err := c.volumeSource(vol)
 		if err != nil {
@@ -128,7 +144,13 @@ func (c *converter) convertDisks() error {
 	if io.count > 0 {
 		c.dom.IOThreads = io.count
 	}
-	c.dom.Devices.Disks = out
+	kept := out[:0]
+	for i := range out {
+		if !skip[i] {
+			kept = append(kept, out[i])
+		}
+	}
+	c.dom.Devices.Disks = kept
 	return nil
 }
 

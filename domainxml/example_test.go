@@ -83,6 +83,7 @@ func Example() {
 	//       <alias name="ua-root"></alias>
 	//     </disk>
 	//     <controller type="usb" index="0" model="none"></controller>
+	//     <controller type="scsi" index="0" model="virtio-non-transitional"></controller>
 	//     <interface type="ethernet">
 	//       <target dev="tap0" managed="no"></target>
 	//       <model type="virtio-non-transitional"></model>

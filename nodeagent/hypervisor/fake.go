@@ -414,6 +414,98 @@ func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
 	return nil
 }
 
+// AttachDisk implements Hypervisor: the disk joins the domain's XML at
+// once; its alias must be new.
+func (f *Fake) AttachDisk(ctx context.Context, name, diskXML string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AttachDisk", name); err != nil {
+		return err
+	}
+	d, dom, err := f.liveDomain("attach a disk to", name)
+	if err != nil {
+		return err
+	}
+	var disk libvirtxml.DomainDisk
+	if err := disk.Unmarshal(diskXML); err != nil {
+		return fmt.Errorf("attach a disk to %s: parse disk XML: %w", name, err)
+	}
+	if disk.Alias == nil || disk.Target == nil {
+		return fmt.Errorf("attach a disk to %s: the disk has no alias or target", name)
+	}
+	for _, have := range dom.Devices.Disks {
+		if have.Alias != nil && have.Alias.Name == disk.Alias.Name || have.Target != nil && have.Target.Dev == disk.Target.Dev {
+			return fmt.Errorf("attach a disk to %s: alias %s or target %s already in use", name, disk.Alias.Name, disk.Target.Dev)
+		}
+	}
+	dom.Devices.Disks = append(dom.Devices.Disks, disk)
+	return f.storeXML(d, dom)
+}
+
+// DetachDisk implements Hypervisor: the disk leaves the domain's XML at
+// once (a Fake's guest releases it without delay).
+func (f *Fake) DetachDisk(ctx context.Context, name, alias string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DetachDisk", name); err != nil {
+		return err
+	}
+	d, dom, err := f.liveDomain("detach a disk from", name)
+	if err != nil {
+		return err
+	}
+	for i, have := range dom.Devices.Disks {
+		if have.Alias != nil && have.Alias.Name == alias {
+			dom.Devices.Disks = append(dom.Devices.Disks[:i], dom.Devices.Disks[i+1:]...)
+			return f.storeXML(d, dom)
+		}
+	}
+	return fmt.Errorf("detach a disk from %s: no device with alias %s: %w", name, alias, ErrNotFound)
+}
+
+// Disks implements Hypervisor.
+func (f *Fake) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Disks", name); err != nil {
+		return nil, err
+	}
+	_, dom, err := f.liveDomain("list the disks of", name)
+	if err != nil {
+		return nil, err
+	}
+	return dom.Devices.Disks, nil
+}
+
+// liveDomain is the named running or paused domain and its parsed XML.
+func (f *Fake) liveDomain(op, name string) (*fakeDomain, *libvirtxml.Domain, error) {
+	d, err := f.lookup(op, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if d.state.State != StateRunning && d.state.State != StatePaused {
+		return nil, nil, fmt.Errorf("%s %s: domain is %s: %w", op, name, d.state.State, ErrInvalidState)
+	}
+	var dom libvirtxml.Domain
+	if err := dom.Unmarshal(d.xml); err != nil {
+		return nil, nil, fmt.Errorf("%s %s: the domain's XML: %w", op, name, err)
+	}
+	if dom.Devices == nil {
+		dom.Devices = &libvirtxml.DomainDeviceList{}
+	}
+	return d, &dom, nil
+}
+
+// storeXML keeps dom as d's XML.
+func (f *Fake) storeXML(d *fakeDomain, dom *libvirtxml.Domain) error {
+	out, err := dom.Marshal()
+	if err != nil {
+		return err
+	}
+	d.xml = out
+	return nil
+}
+
 // SetPluggedMemory implements Hypervisor: it checks bytes against the
 // domain's virtio-mem device and plugs them at once; Calls records
 // "SetPluggedMemory name".

@@ -24,6 +24,8 @@ import (
 	"io"
 	"time"
 
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/vmkit/vmkit/domainxml"
 )
 
@@ -82,6 +84,17 @@ type Hypervisor interface {
 	PluggedMemory(ctx context.Context, name string) (PluggedMemory, error)
 	// State returns the domain's state and why it is in it.
 	State(ctx context.Context, name string) (DomainState, error)
+	// AttachDisk hot-plugs a disk, given as libvirt's <disk> XML, into the
+	// running (or paused) domain and into its definition. The disk's alias
+	// (ua-<disk name>) names it for DetachDisk.
+	AttachDisk(ctx context.Context, name, diskXML string) error
+	// DetachDisk asks the running domain to unplug the disk of the given
+	// alias, live and from its definition. It returns once asked: a guest
+	// may take a moment to release a PCI device; Disks says when it is gone.
+	DetachDisk(ctx context.Context, name, alias string) error
+	// Disks returns the disks of the running domain, as its live XML has
+	// them.
+	Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error)
 	// Stats returns the statistics of an active (running or paused)
 	// domain: CPU, memory, vCPUs, network interfaces and disks. A domain
 	// that is shut off fails with ErrInvalidState.

@@ -86,3 +86,32 @@ func SetHotplugDefaults(spec *VirtualMachineInstanceSpec, cfg *KubeVirtConfigura
 		}
 	}
 }
+
+// Volume hotplug: a persistentVolumeClaim or dataVolume volume marked
+// hotpluggable is attached to the running guest after it starts (and
+// detached when it leaves the spec), without a restart. VolumeStatus.Phase
+// of such a volume takes KubeVirt's values below.
+const (
+	// VolumePending: the volume's claim is not bound yet.
+	VolumePending = "Pending"
+	// VolumeBound: the claim is bound; the node has not mounted it yet.
+	VolumeBound = "Bound"
+	// HotplugVolumeAttachedToNode: the volume is attached to the node.
+	HotplugVolumeAttachedToNode = "AttachedToNode"
+	// HotplugVolumeMounted: the node agent mounted the volume into the
+	// launcher pod.
+	HotplugVolumeMounted = "MountedToPod"
+	// VolumeReady: the guest has the disk.
+	VolumeReady = "Ready"
+	// HotplugVolumeDetaching: the volume is being detached from the guest.
+	HotplugVolumeDetaching = "Detaching"
+	// HotplugVolumeUnMounted: the volume left the launcher pod.
+	HotplugVolumeUnMounted = "UnMountedFromPod"
+)
+
+// IsHotpluggable reports whether vol is a claim or data volume marked
+// hotpluggable.
+func IsHotpluggable(vol *Volume) bool {
+	return vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.Hotpluggable ||
+		vol.DataVolume != nil && vol.DataVolume.Hotpluggable
+}

@@ -348,6 +348,46 @@ func (h *Hypervisor) SetVCPUs(ctx context.Context, name string, count uint) erro
 	})
 }
 
+// AttachDisk implements hypervisor.Hypervisor.
+func (h *Hypervisor) AttachDisk(ctx context.Context, name, diskXML string) error {
+	return h.onDomain(ctx, "attach a disk to", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "attach a disk to", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.AttachDeviceFlags(diskXML, golibvirt.DOMAIN_DEVICE_MODIFY_LIVE|golibvirt.DOMAIN_DEVICE_MODIFY_CONFIG)
+	})
+}
+
+// DetachDisk implements hypervisor.Hypervisor.
+func (h *Hypervisor) DetachDisk(ctx context.Context, name, alias string) error {
+	return h.onDomain(ctx, "detach a disk from", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "detach a disk from", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.DetachDeviceAlias(alias, golibvirt.DOMAIN_DEVICE_MODIFY_LIVE|golibvirt.DOMAIN_DEVICE_MODIFY_CONFIG)
+	})
+}
+
+// Disks implements hypervisor.Hypervisor.
+func (h *Hypervisor) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
+	var out []libvirtxml.DomainDisk
+	err := h.onDomain(ctx, "list the disks of", name, func(d *golibvirt.Domain) error {
+		desc, err := d.GetXMLDesc(0)
+		if err != nil {
+			return err
+		}
+		var dom libvirtxml.Domain
+		if err := dom.Unmarshal(desc); err != nil {
+			return err
+		}
+		if dom.Devices != nil {
+			out = dom.Devices.Disks
+		}
+		return nil
+	})
+	return out, err
+}
+
 // State implements hypervisor.Hypervisor.
 func (h *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
 	var out hypervisor.DomainState
