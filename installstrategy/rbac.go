@@ -167,6 +167,13 @@ func Rules() []ComponentRules {
 				rule(kv, []string{"kubevirts"}, read...),
 				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
 				rule("", []string{"events"}, "create", "patch"),
+				// Volume hotplug: the agent resolves a hotplugged claim to
+				// its node-local volume and mounts it into the launcher;
+				// an unbound claim of a WaitForFirstConsumer class gets
+				// the node selected, as the scheduler would.
+				rule("", []string{"persistentvolumeclaims"}, "get", "patch"),
+				rule("", []string{"persistentvolumes"}, "get"),
+				rule("storage.k8s.io", []string{"storageclasses"}, "get"),
 			},
 			Namespace: []rbacv1.PolicyRule{
 				rule("", []string{"pods"}, "list"),

@@ -59,6 +59,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	"github.com/vmkit/vmkit/nodeagent/network"
@@ -89,6 +90,12 @@ type Config struct {
 	// The agent looks there too and never deletes anything under it (the
 	// kubelet removes a pod's volumes).
 	KubeletPodsDir string
+	// HostMountNamespace is the node's mount namespace, where hostPath and
+	// local PersistentVolumes lie, as a path such as /proc/<pid>/ns/mnt
+	// (default /proc/1/ns/mnt: the node's init, which a node agent with
+	// hostPID sees). Hotplugged claims are mounted from there into the
+	// launchers (volumes.go).
+	HostMountNamespace string
 	// CPUManagerStateFile is the kubelet's CPU manager checkpoint as seen
 	// from the agent (default DefaultCPUManagerStateFile). Every heartbeat
 	// labels the node kubevirt.io/cpumanager (and cpumanager) "true" when
@@ -172,6 +179,9 @@ type Agent struct {
 	// wiredAt is when wireNetwork wired each VMI's pod network, for its
 	// start timeline.
 	wiredAt map[types.UID]time.Time
+	// hotplugMounts are the VMIs whose launchers have hotplugged claims
+	// mounted (volumes.go).
+	hotplugMounts map[types.UID]bool
 	// launcherPods are, per VMI UID, the UIDs of the launcher pods on this
 	// node its status.activePods ever listed: the only pods whose volumes
 	// the agent looks in for the VMI's launcher (see podsOf).
@@ -193,6 +203,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.KubeletPodsDir == "" {
 		cfg.KubeletPodsDir = DefaultKubeletPodsDir
+	}
+	if cfg.HostMountNamespace == "" {
+		cfg.HostMountNamespace = mountns.Path(1)
 	}
 	if cfg.CPUManagerStateFile == "" {
 		cfg.CPUManagerStateFile = DefaultCPUManagerStateFile
@@ -219,16 +232,17 @@ func New(cfg Config) (*Agent, error) {
 		cfg.StatsTimeout = DefaultStatsTimeout
 	}
 	a := &Agent{
-		cfg:          cfg,
-		queue:        workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
-		now:          time.Now,
-		deleted:      map[string]goneVMI{},
-		stopping:     map[types.UID]time.Time{},
-		clients:      map[types.UID]*launcher.Client{},
-		agentPolls:   map[types.UID]*agentPoll{},
-		networks:     map[types.UID][]network.Result{},
-		wiredAt:      map[types.UID]time.Time{},
-		launcherPods: map[types.UID]map[types.UID]bool{},
+		cfg:           cfg,
+		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
+		now:           time.Now,
+		deleted:       map[string]goneVMI{},
+		stopping:      map[types.UID]time.Time{},
+		clients:       map[types.UID]*launcher.Client{},
+		agentPolls:    map[types.UID]*agentPoll{},
+		networks:      map[types.UID][]network.Result{},
+		wiredAt:       map[types.UID]time.Time{},
+		hotplugMounts: map[types.UID]bool{},
+		launcherPods:  map[types.UID]map[types.UID]bool{},
 	}
 	proxy, err := newMigrationProxy(cfg.Migration)
 	if err != nil {

@@ -112,6 +112,7 @@ func (a *Agent) forgetNetwork(uid types.UID) {
 	defer a.mu.Unlock()
 	delete(a.networks, uid)
 	delete(a.wiredAt, uid)
+	delete(a.hotplugMounts, uid)
 }
 
 // isNetworkError reports whether err is a wiring failure the VMI cannot

@@ -62,6 +62,9 @@ type observation struct {
 	network []network.Result
 	// networkErr: the interfaces cannot be wired; the VMI fails.
 	networkErr error
+	// hotplug is what the sync found of hotplugged volumes; nil when it
+	// did not look (their stored status is kept).
+	hotplug *hotplugState
 }
 
 // calculateStatus is the VMI's status given what the launcher and the guest
@@ -134,6 +137,9 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 		// The memory the guest has now, hot-plugged memory included.
 		cur := st.Memory.GuestCurrent.DeepCopy()
 		s.Memory.GuestCurrent = &cur
+	}
+	if obs.hotplug != nil && s.Phase == v1.Running {
+		applyHotplugVolumes(&s, vmi, st, obs.hotplug)
 	}
 	if obs.network != nil && s.Phase == v1.Running {
 		if ga := obs.agent; ga != nil && ga.connected && ga.interfaces != nil {

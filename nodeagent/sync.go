@@ -135,6 +135,15 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", before.Memory.GuestRequested, vmi.Status.Memory.GuestRequested)
 			}
 		}
+		if st.Started && !st.Final && !st.StopRequested && running(st.State) && a.hotplugNeeded(vmi, &st) {
+			synced, hs, err := a.syncHotplug(ctx, vmi, c, st)
+			if err != nil {
+				a.metrics.launcherErrors.WithLabelValues("hotplug").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "Hot-plugging volumes: %v", err)
+				return 0, fmt.Errorf("hot-plugging volumes of VMI %s: %w", key, err)
+			}
+			st, obs.hotplug = synced, hs
+		}
 		obs.launcher = &st
 	}
 	if a.isMigrationSource(vmi) {

@@ -246,11 +246,8 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-func TestNotSupportedAndUnknown(t *testing.T) {
+func TestUnknownSubresource(t *testing.T) {
 	ts := newTestServer(t, nil, testVM(v1.RunStrategyAlways))
-	if code, st := ts.do(t, http.MethodPut, "/namespaces/ns/virtualmachines/vm/addvolume", "{}"); code != 400 || !strings.Contains(st.Message, "hotplug") {
-		t.Errorf("addvolume = %d %q, want 400 about hotplug", code, st.Message)
-	}
 	if code, _ := ts.do(t, http.MethodPut, "/namespaces/ns/virtualmachines/vm/explode", ""); code != 404 {
 		t.Errorf("unknown subresource = %d, want 404", code)
 	}

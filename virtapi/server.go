@@ -86,10 +86,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+vm+"restart", vmRequest(s.restart))
 	mux.HandleFunc("PUT "+vm+"migrate", s.migrateVM)
 	mux.HandleFunc("GET "+vm+"expand-spec", s.expandSpec)
-	for _, p := range []string{vm, vmi} {
-		mux.HandleFunc("PUT "+p+"addvolume", notSupported("volume hotplug"))
-		mux.HandleFunc("PUT "+p+"removevolume", notSupported("volume hotplug"))
-	}
+	mux.HandleFunc("PUT "+vm+"addvolume", s.addVolume(false))
+	mux.HandleFunc("PUT "+vm+"removevolume", s.removeVolume(false))
+	mux.HandleFunc("PUT "+vmi+"addvolume", s.addVolume(true))
+	mux.HandleFunc("PUT "+vmi+"removevolume", s.removeVolume(true))
 	mux.HandleFunc("PUT "+vmi+"pause", s.vmiPut("pause", checkPause))
 	mux.HandleFunc("PUT "+vmi+"unpause", s.vmiPut("unpause", checkUnpause))
 	mux.HandleFunc("PUT "+vmi+"softreboot", s.vmiPut("softreboot", checkSoftReboot))
@@ -303,12 +303,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func notSupported(what string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		writeStatus(w, apierrors.NewBadRequest(what+" is not supported by vmkit yet"))
-	}
 }
 
 // clusterEvictionStrategy is the KubeVirt CR's evictionStrategy, nil when

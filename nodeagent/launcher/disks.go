@@ -201,14 +201,18 @@ func (l *Launcher) claimDisk(ctx context.Context, vmi *v1.VirtualMachineInstance
 	if !isFileName(name) {
 		return domainxml.DiskSource{}, fmt.Errorf("volume name %q cannot name a device or directory", name)
 	}
-	dev := filepath.Join(l.cfg.DeviceDir, name)
-	if fi, err := os.Stat(dev); err == nil {
+	return l.claimDiskAt(ctx, vmi, name, create, filepath.Join(l.cfg.DeviceDir, name), filepath.Join(l.cfg.PrivateDir, "vmi-disks", name))
+}
+
+// claimDiskAt is claimDisk of a claim whose block device would be dev and
+// whose file system would be mounted at mount.
+func (l *Launcher) claimDiskAt(ctx context.Context, vmi *v1.VirtualMachineInstance, name string, create bool, dev, mount string) (domainxml.DiskSource, error) {
+	if fi, err := os.Stat(dev); err == nil && !fi.IsDir() {
 		if fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
 			return domainxml.DiskSource{}, fmt.Errorf("%s is not a block device (a Block claim's volumeDevices entry)", dev)
 		}
 		return domainxml.DiskSource{Path: dev, Block: true, Format: "raw"}, nil
 	}
-	mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", name)
 	if fi, err := os.Stat(mount); err != nil || !fi.IsDir() {
 		return domainxml.DiskSource{}, fmt.Errorf("the claim is neither a block device at %s nor a file system mounted at %s: is it missing from the launcher pod?", dev, mount)
 	}

@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,6 +86,11 @@ type Config struct {
 	// VMIs of a VM (libvirt names the state by the domain's UUID, the VM's
 	// firmware UUID). Empty: a persistent TPM fails.
 	SwtpmStorageDir string
+	// HotplugDiskDir is where the node agent mounts hotplugged claims into
+	// the pod, <HotplugDiskDir>/<volume>: a Filesystem claim's directory
+	// (holding disk.img) or a Block claim's device; DefaultHotplugDiskDir
+	// (podtemplate.Config.HotplugDiskDir's default) when empty.
+	HotplugDiskDir string
 	// DeviceDir holds the block devices of Block claims, /dev/<volume> as
 	// the launcher pod's volumeDevices attach them; "/dev" when empty.
 	DeviceDir string
@@ -203,8 +209,10 @@ type Launcher struct {
 
 	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
-	cpuTopology *v1.CPUTopology  // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
-	memory      *v1.MemoryStatus // the guest's memory when it can grow (virtio-mem; hotplug.go)
+	cpuTopology *v1.CPUTopology      // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
+	memory      *v1.MemoryStatus     // the guest's memory when it can grow (virtio-mem; hotplug.go)
+	volumes     []HotplugVolume      // the hotplugged volumes, as the last sync left them (volumehotplug.go)
+	detachAsked map[string]time.Time // hot-plugged volumes the guest was asked to release, and when
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
@@ -260,6 +268,13 @@ type Status struct {
 	// Timeline is when the launcher's steps of the start ended; nil
 	// before the disks are prepared.
 	Timeline *StartSteps `json:"timeline,omitempty"`
+	// HotplugVolumes are the VMI's hotpluggable volumes as the last sync
+	// left them: attached to the guest, waiting for their mount, or failed.
+	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
+	// HotplugDiskDir is the launcher's Config.HotplugDiskDir, where the
+	// node agent mounts hotplugged claims in the launcher's mount
+	// namespace.
+	HotplugDiskDir string `json:"hotplugDiskDir,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -355,6 +370,9 @@ func New(cfg Config) (*Launcher, error) {
 	}
 	if cfg.DeviceDir == "" {
 		cfg.DeviceDir = "/dev"
+	}
+	if cfg.HotplugDiskDir == "" {
+		cfg.HotplugDiskDir = DefaultHotplugDiskDir
 	}
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = 30 * time.Second
@@ -659,7 +677,7 @@ func (l *Launcher) statusLocked() Status {
 		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 		CPUTopology: l.cpuTopology, Memory: l.memory.DeepCopy(),
-		Timeline: l.timelineLocked(),
+		Timeline: l.timelineLocked(), HotplugVolumes: slices.Clone(l.volumes), HotplugDiskDir: l.cfg.HotplugDiskDir,
 	}
 }
 
@@ -750,6 +768,11 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 		return l.statusLocked(), err
 	} else if err := l.hotplugMemoryLocked(ctx, vmi); err != nil {
 		return l.statusLocked(), err
+	}
+	if l.started {
+		if err := l.syncVolumesLocked(ctx, vmi); err != nil {
+			return l.statusLocked(), err
+		}
 	}
 	if st, err := l.h.State(ctx, l.domain); err == nil {
 		l.last = st

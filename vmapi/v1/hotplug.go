@@ -115,3 +115,71 @@ func IsHotpluggable(vol *Volume) bool {
 	return vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.Hotpluggable ||
 		vol.DataVolume != nil && vol.DataVolume.Hotpluggable
 }
+
+// ClaimName is the claim or DataVolume the source names, or "".
+func (s *HotplugVolumeSource) ClaimName() string {
+	switch {
+	case s == nil:
+	case s.PersistentVolumeClaim != nil:
+		return s.PersistentVolumeClaim.ClaimName
+	case s.DataVolume != nil:
+		return s.DataVolume.Name
+	}
+	return ""
+}
+
+// ApplyVolumeRequest changes spec as req asks, as KubeVirt does: an added
+// volume, marked hotpluggable, joins spec.volumes and its disk (named
+// after it, on bus scsi when it names none, virtctl's default) joins
+// spec.domain.devices.disks; a removed volume (by its name or its claim's)
+// and its disk leave them.
+func ApplyVolumeRequest(spec *VirtualMachineInstanceSpec, req *VirtualMachineVolumeRequest) {
+	if add := req.AddVolumeOptions; add != nil {
+		vol := Volume{Name: add.Name}
+		if src := add.VolumeSource; src != nil {
+			switch {
+			case src.PersistentVolumeClaim != nil:
+				pvc := *src.PersistentVolumeClaim
+				pvc.Hotpluggable = true
+				vol.PersistentVolumeClaim = &pvc
+			case src.DataVolume != nil:
+				dv := *src.DataVolume
+				dv.Hotpluggable = true
+				vol.DataVolume = &dv
+			}
+		}
+		spec.Volumes = append(spec.Volumes, vol)
+		if add.Disk != nil {
+			disk := *add.Disk.DeepCopy()
+			disk.Name = add.Name
+			if disk.Disk == nil && disk.LUN == nil && disk.CDRom == nil {
+				disk.Disk = &DiskTarget{}
+			}
+			if disk.Disk != nil && disk.Disk.Bus == "" {
+				disk.Disk.Bus = DiskBusSCSI
+			}
+			spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, disk)
+		}
+		return
+	}
+	if rm := req.RemoveVolumeOptions; rm != nil {
+		removed := ""
+		vols := spec.Volumes[:0:0]
+		for _, vol := range spec.Volumes {
+			src := HotplugVolumeSource{PersistentVolumeClaim: vol.PersistentVolumeClaim, DataVolume: vol.DataVolume}
+			if removed == "" && (vol.Name == rm.Name || src.ClaimName() == rm.Name) {
+				removed = vol.Name
+				continue
+			}
+			vols = append(vols, vol)
+		}
+		spec.Volumes = vols
+		disks := spec.Domain.Devices.Disks[:0:0]
+		for _, d := range spec.Domain.Devices.Disks {
+			if d.Name != removed {
+				disks = append(disks, d)
+			}
+		}
+		spec.Domain.Devices.Disks = disks
+	}
+}

@@ -56,27 +56,55 @@ func (c *Controller) claimsOf(vmi *v1.VirtualMachineInstance) map[string]*corev1
 // spec, in its order, keeping what others filled in (target, size...), and
 // for a claim volume whose claim is known, persistentVolumeClaimInfo read
 // from the claim (the node's launcher sizes the disk.img it creates in an
-// empty Filesystem claim from it). Entries of volumes no longer in the
-// spec are dropped.
+// empty Filesystem claim from it). A hotpluggable volume's entry has a
+// hotplugVolume (no attachment pod: the node agent mounts the claim
+// itself) and, until the node agent takes it further, the phase Pending or
+// Bound of its claim. Entries of volumes no longer in the spec are dropped,
+// but for hotplugged volumes the guest may still have: the node agent
+// drops those once it has unplugged them (Detaching).
 func volumeStatus(volumes []v1.Volume, old []v1.VolumeStatus, claims map[string]*corev1.PersistentVolumeClaim) []v1.VolumeStatus {
-	if len(volumes) == 0 {
-		return nil
-	}
 	prev := make(map[string]*v1.VolumeStatus, len(old))
 	for i := range old {
 		prev[old[i].Name] = &old[i]
 	}
 	out := make([]v1.VolumeStatus, 0, len(volumes))
+	inSpec := make(map[string]bool, len(volumes))
 	for i := range volumes {
 		vol := &volumes[i]
+		inSpec[vol.Name] = true
 		st := v1.VolumeStatus{Name: vol.Name}
 		if p, ok := prev[vol.Name]; ok {
 			st = *p.DeepCopy()
 		}
-		if pvc, ok := claims[volumeClaim(vol)]; ok {
+		pvc, ok := claims[volumeClaim(vol)]
+		if ok {
 			st.PersistentVolumeClaimInfo = claimInfo(pvc)
 		}
+		if v1.IsHotpluggable(vol) {
+			if st.HotplugVolume == nil {
+				st.HotplugVolume = &v1.HotplugVolumeStatus{}
+			}
+			if st.Phase == "" || st.Phase == v1.VolumePending || st.Phase == v1.VolumeBound || st.Phase == v1.HotplugVolumeDetaching {
+				st.Phase = v1.VolumePending
+				if ok && pvc.Status.Phase == corev1.ClaimBound {
+					st.Phase = v1.VolumeBound
+				}
+			}
+		}
 		out = append(out, st)
+	}
+	for i := range old {
+		st := &old[i]
+		if inSpec[st.Name] || st.HotplugVolume == nil {
+			continue
+		}
+		switch st.Phase {
+		case v1.HotplugVolumeMounted, v1.VolumeReady, v1.HotplugVolumeDetaching:
+			out = append(out, *st.DeepCopy())
+		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

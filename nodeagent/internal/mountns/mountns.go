@@ -1,0 +1,187 @@
+// Package mountns bind-mounts a path of one mount namespace into another:
+// how the node agent gives a running launcher a hotplugged claim, straight
+// into the launcher container's mount namespace, without an attachment pod
+// and without a mount on the node that would outlive the pod.
+//
+// The work happens on an OS thread of its own: it leaves the process's
+// shared file-system attributes (unshare CLONE_FS), enters the source's
+// mount namespace to clone the mount (open_tree), enters the target's to
+// attach it (move_mount), and is never returned to the Go scheduler, so
+// no other goroutine runs in a namespace it did not ask for. Both need
+// CAP_SYS_ADMIN (a privileged node agent, as KubeVirt's virt-handler is).
+package mountns
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Path is the mount namespace of a process, as /proc shows it to the
+// caller.
+func Path(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/mnt" }
+
+// Bind mounts src, a directory or file as the mount namespace at fromNS
+// sees it, at dst inside the mount namespace at toNS (namespace paths such
+// as Path(1), the node's for a node agent with hostPID, and Path(launcher
+// PID)). dst is created first, a directory or an empty file like src;
+// dst's parent must exist. Mounting over an existing mount is refused.
+func Bind(fromNS, src, toNS, dst string) error {
+	return onThread(func() error {
+		from, err := os.Open(fromNS)
+		if err != nil {
+			return err
+		}
+		defer from.Close()
+		to, err := os.Open(toNS)
+		if err != nil {
+			return err
+		}
+		defer to.Close()
+		if err := unix.Setns(int(from.Fd()), unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("entering the mount namespace %s: %w", fromNS, err)
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return err
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("cloning the mount of %s: %w", src, err)
+		}
+		defer unix.Close(tree)
+		if err := unix.Setns(int(to.Fd()), unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("entering the mount namespace %s: %w", toNS, err)
+		}
+		if mounted, err := isMountPoint(dst); err != nil {
+			return err
+		} else if mounted {
+			return fmt.Errorf("%s is a mount point already", dst)
+		}
+		if fi.IsDir() {
+			err = os.Mkdir(dst, 0o750)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("creating the mount point %s: %w", dst, err)
+		}
+		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mounting %s at %s: %w", src, dst, err)
+		}
+		return nil
+	})
+}
+
+// Unmount detaches the mount at dst in the mount namespace at ns (lazily:
+// a process still holding a file below it keeps it until it closes it)
+// and removes the mount point. A dst that is not mounted is only removed.
+func Unmount(ns, dst string) error {
+	return onThread(func() error {
+		f, err := os.Open(ns)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("entering the mount namespace %s: %w", ns, err)
+		}
+		if err := unix.Unmount(dst, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmounting %s: %w", dst, err)
+		}
+		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the mount point %s: %w", dst, err)
+		}
+		return nil
+	})
+}
+
+// MountPoints lists the mount points directly below dir in the mount
+// namespace of process pid, by base name, from /proc/<pid>/mountinfo
+// (paths as the process sees them).
+func MountPoints(pid int, dir string) ([]string, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dir = filepath.Clean(dir)
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescape(fields[4])
+		if filepath.Dir(mp) == dir {
+			out = append(out, filepath.Base(mp))
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space...).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// isMountPoint reports whether path is the root of a mount (statx's
+// STATX_ATTR_MOUNT_ROOT; a bind mount from the same file system keeps its
+// parent's device number, so that cannot tell).
+func isMountPoint(path string) (bool, error) {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("statx %s: %w", path, err)
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, fmt.Errorf("statx %s: the kernel does not report mount roots (Linux 5.8 or later needed)", path)
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// onThread runs fn on an OS thread of its own that leaves the process's
+// file-system attributes first, so it may change mount namespace; the
+// thread is never unlocked, and ends with fn's goroutine.
+func onThread(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("leaving the process's file-system attributes: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}

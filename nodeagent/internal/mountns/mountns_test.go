@@ -1,0 +1,101 @@
+package mountns
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestBindIntoAnotherNamespace: a directory and a file of the test's mount
+// namespace are mounted into a child's own mount namespace, where the
+// child sees them and the test's namespace gains no mount; Unmount takes
+// them away again.
+func TestBindIntoAnotherNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_ADMIN) to enter mount namespaces")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is not installed: apt-get install util-linux: %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "claim")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "disk.img"), []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "device")
+	if err := os.WriteFile(file, []byte("block"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "hotplug")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A child in a mount namespace of its own (private propagation, so
+	// nothing it mounts reaches the test's), as a launcher container is.
+	child := exec.Command(unshare, "--mount", "--propagation", "private", "sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	pid := child.Process.Pid
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		a, _ := os.Readlink(Path(pid))
+		b, _ := os.Readlink(Path(os.Getpid()))
+		if a != b && a != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not enter a mount namespace of its own")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	self := Path(os.Getpid())
+	dst := filepath.Join(target, "data")
+	if err := Bind(self, src, Path(pid), dst); err != nil {
+		t.Fatalf("Bind directory: %v", err)
+	}
+	fdst := filepath.Join(target, "blk")
+	if err := Bind(self, file, Path(pid), fdst); err != nil {
+		t.Fatalf("Bind file: %v", err)
+	}
+	if err := Bind(self, src, Path(pid), dst); err == nil {
+		t.Error("a second Bind over the same mount point succeeded")
+	}
+	root := "/proc/" + strconv.Itoa(pid) + "/root"
+	if b, err := os.ReadFile(root + filepath.Join(dst, "disk.img")); err != nil || string(b) != "data" {
+		t.Errorf("the child reads %q, %v through the mount; want data", b, err)
+	}
+	if b, err := os.ReadFile(root + fdst); err != nil || string(b) != "block" {
+		t.Errorf("the child reads %q, %v through the file mount; want block", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "disk.img")); err == nil {
+		t.Error("the mount reached the test's own mount namespace")
+	}
+	points, err := MountPoints(pid, target)
+	slices.Sort(points)
+	if err != nil || !slices.Equal(points, []string{"blk", "data"}) {
+		t.Errorf("MountPoints: %v, %v; want [blk data]", points, err)
+	}
+	for _, d := range []string{dst, fdst} {
+		if err := Unmount(Path(pid), d); err != nil {
+			t.Errorf("Unmount %s: %v", d, err)
+		}
+	}
+	if points, err := MountPoints(pid, target); err != nil || len(points) != 0 {
+		t.Errorf("MountPoints after Unmount: %v, %v", points, err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("the mount point %s is left: %v", dst, err)
+	}
+	if err := Unmount(Path(pid), dst); err != nil {
+		t.Errorf("Unmount of what is gone: %v", err)
+	}
+}

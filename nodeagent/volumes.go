@@ -1,0 +1,313 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// Volume hotplug without attachment pods. KubeVirt starts a pod per
+// hotplug that mounts the claim on the node, then bind-mounts it from
+// there into the launcher; its users find that slow at scale
+// (kubevirt#16628). The node agent already enters launcher pods'
+// namespaces: it resolves the claim to its node-local PersistentVolume
+// and mounts the volume's directory (or device) straight into the running
+// launcher's mount namespace at <HotplugDiskDir>/<volume>, where the
+// launcher attaches it to the guest. The mount lives in the launcher
+// container's namespace only: nothing is left on the node when the pod
+// goes. A volume that leaves the spec is unmounted once the guest released
+// its disk.
+
+// Reasons of hotplugged volumes' status.volumeStatus, as KubeVirt's.
+const (
+	// ReasonVolumeReady: the guest has the disk.
+	ReasonVolumeReady = "VolumeReady"
+	// ReasonVolumeMountedToPod: the claim is mounted into the launcher.
+	ReasonVolumeMountedToPod = "VolumeMountedToPod"
+	// ReasonVolumeDetaching: the guest was asked to release the disk.
+	ReasonVolumeDetaching = "VolumeDetaching"
+	// ReasonVolumeMountFailed: the claim cannot be mounted (yet).
+	ReasonVolumeMountFailed = "VolumeMountFailed"
+)
+
+// hotplugState is what syncHotplug found: the volumes mounted into the
+// launcher and why the others are not.
+type hotplugState struct {
+	mounted  map[string]bool
+	problems map[string]string
+}
+
+// hotpluggable lists the hotpluggable volumes of vmi that have a disk, by
+// name, with their claims.
+func hotpluggable(vmi *v1.VirtualMachineInstance) map[string]string {
+	var out map[string]string
+	for i := range vmi.Spec.Volumes {
+		vol := &vmi.Spec.Volumes[i]
+		if !v1.IsHotpluggable(vol) {
+			continue
+		}
+		for _, d := range vmi.Spec.Domain.Devices.Disks {
+			if d.Name == vol.Name {
+				if out == nil {
+					out = map[string]string{}
+				}
+				claim := ""
+				if vol.PersistentVolumeClaim != nil {
+					claim = vol.PersistentVolumeClaim.ClaimName
+				} else {
+					claim = vol.DataVolume.Name
+				}
+				out[vol.Name] = claim
+				break
+			}
+		}
+	}
+	return out
+}
+
+// hotplugNeeded reports whether a sync of vmi must look at hotplugged
+// volumes: its spec has some, its launcher reports some, or the agent
+// mounted some.
+func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *launcher.Status) bool {
+	if len(hotpluggable(vmi)) > 0 || len(st.HotplugVolumes) > 0 {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hotplugMounts[vmi.UID]
+}
+
+// syncHotplug mounts the claims of vmi's hotpluggable volumes into its
+// running launcher, has the launcher attach and detach their disks, and
+// unmounts the claims of volumes the guest released. It returns the
+// launcher's status after that, and what it found.
+func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client, st launcher.Status) (launcher.Status, *hotplugState, error) {
+	pid, err := c.PID(ctx)
+	if err != nil {
+		return st, nil, fmt.Errorf("finding the launcher process: %w", err)
+	}
+	if pid <= 0 {
+		return st, nil, errors.New("hot-plugging volumes: the launcher runs in a PID namespace the node agent cannot see (virt-handler needs hostPID)")
+	}
+	dir := st.HotplugDiskDir
+	if dir == "" {
+		dir = launcher.DefaultHotplugDiskDir
+	}
+	points, err := mountns.MountPoints(pid, dir)
+	if err != nil {
+		return st, nil, fmt.Errorf("reading the launcher's mounts: %w", err)
+	}
+	hs := &hotplugState{mounted: map[string]bool{}, problems: map[string]string{}}
+	for _, p := range points {
+		hs.mounted[p] = true
+	}
+	want := hotpluggable(vmi)
+	for name, claim := range want {
+		if hs.mounted[name] {
+			continue
+		}
+		if err := a.mountClaim(ctx, vmi, pid, claim, filepath.Join(dir, name)); err != nil {
+			hs.problems[name] = err.Error()
+			continue
+		}
+		hs.mounted[name] = true
+		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulMountVolume", "Mounted claim %s of hotplugged volume %s into the launcher", claim, name)
+	}
+	if launcher.HotplugPending(vmi, st.HotplugVolumes) {
+		synced, err := c.Sync(ctx, vmi)
+		if err != nil {
+			return st, hs, fmt.Errorf("hot-plugging volumes: %w", err)
+		}
+		st = synced
+	}
+	inGuest := map[string]bool{}
+	for _, v := range st.HotplugVolumes {
+		inGuest[v.Name] = v.Attached || v.Detaching
+	}
+	for name := range hs.mounted {
+		if _, ok := want[name]; ok || inGuest[name] {
+			continue
+		}
+		if err := mountns.Unmount(mountns.Path(pid), filepath.Join(dir, name)); err != nil {
+			return st, hs, fmt.Errorf("unmounting hotplugged volume %s: %w", name, err)
+		}
+		delete(hs.mounted, name)
+		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulUnmountVolume", "Unmounted hotplugged volume %s from the launcher", name)
+	}
+	a.mu.Lock()
+	a.hotplugMounts[vmi.UID] = len(hs.mounted) > 0
+	a.mu.Unlock()
+	return st, hs, nil
+}
+
+// mountClaim mounts the node-local volume of claim into the launcher (PID
+// pid) at dst, and gives a Filesystem claim's disk.img to a non-root
+// launcher's user, as the launcher's own claims get theirs.
+func (a *Agent) mountClaim(ctx context.Context, vmi *v1.VirtualMachineInstance, pid int, claim, dst string) error {
+	src, err := a.claimPath(ctx, vmi.Namespace, claim)
+	if err != nil {
+		return err
+	}
+	host := a.cfg.HostMountNamespace
+	if err := mountns.Bind(host, src, mountns.Path(pid), dst); err != nil {
+		return fmt.Errorf("mounting claim %s into the launcher: %w", claim, err)
+	}
+	uid, gid, err := launcherUser(pid)
+	if err != nil || uid == 0 {
+		return err
+	}
+	root, err := unix.Open(filepath.Join("/proc", strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the launcher's root file system: %w", err)
+	}
+	defer unix.Close(root)
+	_, err = chownIn(root, filepath.Join(strings.TrimPrefix(dst, "/"), "disk.img"), uid, gid, unix.S_IFREG)
+	return err
+}
+
+// errClaimNotBound: the claim is not bound to a volume yet.
+var errClaimNotBound = errors.New("not bound to a PersistentVolume yet")
+
+// claimPath is where the volume bound to the claim namespace/name lies on
+// this node: the path of a hostPath or local PersistentVolume (what
+// node-local provisioners such as local-path-provisioner create) that this
+// node may use. Other volume types need the kubelet to attach and mount
+// them, which the agent does not do: they are refused, naming the type.
+func (a *Agent) claimPath(ctx context.Context, namespace, name string) (string, error) {
+	pvc, err := a.cfg.Kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading claim %s: %w", name, err)
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		if err := a.selectNode(ctx, pvc); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("claim %s is %s: %w", name, pvc.Status.Phase, errClaimNotBound)
+	}
+	pv, err := a.cfg.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading PersistentVolume %s of claim %s: %w", pvc.Spec.VolumeName, name, err)
+	}
+	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+		return "", fmt.Errorf("claim %s has volumeMode Block: vmkit hot-plugs Filesystem claims only so far", name)
+	}
+	var path string
+	switch {
+	case pv.Spec.HostPath != nil:
+		path = pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		path = pv.Spec.Local.Path
+	default:
+		return "", fmt.Errorf("PersistentVolume %s of claim %s is not a hostPath or local volume: the node agent hot-plugs node-local volumes only, which it mounts without the kubelet", pv.Name, name)
+	}
+	if aff := pv.Spec.NodeAffinity; aff != nil && aff.Required != nil {
+		node, err := a.cfg.Kube.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("reading node %s for the node affinity of PersistentVolume %s: %w", a.cfg.NodeName, pv.Name, err)
+		}
+		if ok, err := corev1helpers.MatchNodeSelectorTerms(node, aff.Required); err != nil || !ok {
+			return "", fmt.Errorf("PersistentVolume %s of claim %s lies on another node than %s (its node affinity)", pv.Name, name, a.cfg.NodeName)
+		}
+	}
+	return path, nil
+}
+
+// selectedNodeAnnotation is the annotation the scheduler puts on a claim of
+// a WaitForFirstConsumer StorageClass to have it provisioned on the node
+// of the pod that uses it.
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// selectNode does for an unbound claim of a WaitForFirstConsumer
+// StorageClass what the scheduler does for a pod's claims: it annotates it
+// with this node, so the provisioner makes its volume here. A hotplugged
+// claim has no pod of its own (KubeVirt's attachment pod is one) whose
+// scheduling would.
+func (a *Agent) selectNode(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	if pvc.Spec.VolumeName != "" || pvc.Annotations[selectedNodeAnnotation] != "" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return nil
+	}
+	sc, err := a.cfg.Kube.StorageV1().StorageClasses().Get(ctx, *pvc.Spec.StorageClassName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading StorageClass %s of claim %s: %w", *pvc.Spec.StorageClassName, pvc.Name, err)
+	}
+	if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, selectedNodeAnnotation, a.cfg.NodeName)
+	if _, err := a.cfg.Kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("selecting node %s for claim %s (StorageClass %s waits for a first consumer): %w", a.cfg.NodeName, pvc.Name, sc.Name, err)
+	}
+	return nil
+}
+
+// applyHotplugVolumes writes how each hotplugged volume stands into the
+// status's volumeStatus: Ready with its target once the guest has the
+// disk, MountedToPod once mounted, Detaching while the guest releases a
+// volume that left the spec; a volume that cannot be mounted keeps the
+// VMI controller's phase (Pending, Bound) and says why.
+func applyHotplugVolumes(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMachineInstance, st *launcher.Status, hs *hotplugState) {
+	if st == nil || hs == nil {
+		return
+	}
+	want := hotpluggable(vmi)
+	inLauncher := map[string]launcher.HotplugVolume{}
+	for _, v := range st.HotplugVolumes {
+		inLauncher[v.Name] = v
+	}
+	index := map[string]int{}
+	for i := range s.VolumeStatus {
+		index[s.VolumeStatus[i].Name] = i
+	}
+	for name := range want {
+		i, ok := index[name]
+		if !ok {
+			continue // the VMI controller adds the entry first
+		}
+		vs := &s.VolumeStatus[i]
+		lv := inLauncher[name]
+		switch {
+		case lv.Attached:
+			vs.Phase, vs.Reason, vs.Target = v1.VolumeReady, ReasonVolumeReady, lv.Target
+			vs.Message = fmt.Sprintf("Successfully attach hotplugged volume %s to VM", name)
+		case hs.mounted[name]:
+			vs.Phase, vs.Reason = v1.HotplugVolumeMounted, ReasonVolumeMountedToPod
+			vs.Message = lv.Message
+			if vs.Message == "" {
+				vs.Message = fmt.Sprintf("Volume %s mounted into the launcher pod", name)
+			}
+		case hs.problems[name] != "":
+			vs.Reason, vs.Message = ReasonVolumeMountFailed, hs.problems[name]
+		}
+	}
+	var kept []v1.VolumeStatus
+	for _, vs := range s.VolumeStatus {
+		if _, ok := want[vs.Name]; ok || vs.HotplugVolume == nil {
+			kept = append(kept, vs)
+			continue
+		}
+		// A hotplugged volume that left the spec: shown while it leaves.
+		if lv, ok := inLauncher[vs.Name]; ok && lv.Detaching || hs.mounted[vs.Name] {
+			vs.Phase, vs.Reason = v1.HotplugVolumeDetaching, ReasonVolumeDetaching
+			vs.Message = fmt.Sprintf("Detaching hotplugged volume %s from the VM", vs.Name)
+			if lv.Message != "" {
+				vs.Message = lv.Message
+			}
+			kept = append(kept, vs)
+		}
+	}
+	s.VolumeStatus = kept
+}
