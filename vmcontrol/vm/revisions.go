@@ -110,7 +110,8 @@ func (s *startRevisions) prune(ctx context.Context, vm *v1.VirtualMachine, keep 
 // anything the instance does not take while it runs. With liveUpdate
 // (KubeVirt's LiveUpdate rollout strategy) more CPU sockets within the
 // instance's maxSockets and more guest memory within its maxGuest are
-// hot-plugged (liveupdate.go); every other change of the template's spec,
+// hot-plugged (liveupdate.go), and hotpluggable volumes come and go
+// (volumehotplug.go); every other change of the template's spec,
 // or of the instance type or preference named, needs a restart (KubeVirt's
 // LiveUpdate also applies node selector, affinity and tolerations; vmkit
 // does not yet). An instance
@@ -144,7 +145,12 @@ func (s *startRevisions) restartRequired(vm *v1.VirtualMachine, vmi *v1.VirtualM
 	if liveUpdate && hotpluggableMemory(wasMem, nowMem, vmi) {
 		wasMem.Guest = nowMem.Guest
 	}
-	return !apiequality.Semantic.DeepEqual(started.Spec.Template.Spec, vm.Spec.Template.Spec) ||
+	// Hotpluggable volumes come and go while the instance runs
+	// (volumehotplug.go).
+	nowSpec := vm.Spec.Template.Spec.DeepCopy()
+	withoutHotplugVolumes(&started.Spec.Template.Spec)
+	withoutHotplugVolumes(nowSpec)
+	return !apiequality.Semantic.DeepEqual(started.Spec.Template.Spec, *nowSpec) ||
 		!sameMatcher(started.Spec.Instancetype, vm.Spec.Instancetype) ||
 		!samePreference(started.Spec.Preference, vm.Spec.Preference)
 }

@@ -57,7 +57,8 @@ func neededClaims(spec *v1.VirtualMachineInstanceSpec) []claimRef {
 	return refs
 }
 
-// indexByClaim is the VMI informer's index func for claimIndex.
+// indexByClaim is the VMI informer's index func for claimIndex: the
+// claims the VMI waits for, and its hotplugged claims.
 func indexByClaim(obj any) ([]string, error) {
 	vmi, ok := obj.(*v1.VirtualMachineInstance)
 	if !ok {
@@ -66,6 +67,12 @@ func indexByClaim(obj any) ([]string, error) {
 	var keys []string
 	for _, ref := range neededClaims(&vmi.Spec) {
 		keys = append(keys, vmi.Namespace+"/"+ref.claim)
+	}
+	// Hotplugged claims too: their binding moves the volume's phase on.
+	for i := range vmi.Spec.Volumes {
+		if vol := &vmi.Spec.Volumes[i]; v1.IsHotpluggable(vol) {
+			keys = append(keys, vmi.Namespace+"/"+volumeClaim(vol))
+		}
 	}
 	return keys, nil
 }
