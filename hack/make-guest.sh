@@ -21,7 +21,8 @@
 #                           /cgi-bin/disk?vdb=TEXT writes the line TEXT at
 #                           the start of the disk /dev/vdb and
 #                           /cgi-bin/disk?vdb reads it back (persistent
-#                           storage tests; virtio_blk is loaded);
+#                           storage and hotplug tests; virtio_blk, virtio_scsi
+#                           and sd_mod are loaded);
 #                           /cgi-bin/meminfo the guest's MemTotal line
 #                           (memory hotplug: virtio_mem is loaded and
 #                           plugged memory comes online)
@@ -42,7 +43,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=12
+GUEST_VERSION=13
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -197,7 +198,7 @@ add_agent() {
   loader=$(readelf -l "$qga" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   [ -n "$loader" ] || die "qemu-ga has no program interpreter"
   libs=$(needed_libs "$qga") # separate assignments: a failure stops the script
-  mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk virtio_mem)
+  mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk virtio_mem virtio_scsi sd_mod)
   for lib in $libs "lib/x86_64-linux-gnu/$(basename "$loader")"; do
     mkdir -p "$root/$(dirname "$lib")"
     cp -L "$work/agent-pkg/$lib" "$root/$lib"

@@ -148,6 +148,7 @@ takes.`,
 		c.guestQueryCommand("guestosinfo"), c.guestQueryCommand("userlist"), c.guestQueryCommand("fslist"),
 		c.consoleCommand(), c.vncCommand(), c.portForwardCommand(), c.sshCommand(), c.scpCommand(),
 		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(), c.timelineCommand(),
+		c.addVolumeCommand(), c.removeVolumeCommand(),
 	)
 	return root
 }
