@@ -10,7 +10,9 @@
 #   - vmkit's images (hack/build-images.sh), for the end-to-end tests on a
 #     real kubelet, the OCI registry the nodes pull them from
 #     (hack/build-registry.sh), the cluster DNS server CoreDNS
-#     (hack/build-coredns.sh), and the code tools (hack/tools.sh).
+#     (hack/build-coredns.sh), KubeVirt's own virtctl, which the end-to-end
+#     tests drive vmkit with (hack/build-virtctl.sh), and the code tools
+#     (hack/tools.sh).
 # The apt steps come first, so that no two apt runs overlap.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,4 +43,5 @@ cat "$log"
 hack/build-images.sh
 hack/build-registry.sh
 hack/build-coredns.sh
+hack/build-virtctl.sh
 hack/tools.sh

@@ -59,7 +59,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	"github.com/vmkit/vmkit/nodeagent/network"
@@ -91,10 +90,11 @@ type Config struct {
 	// kubelet removes a pod's volumes).
 	KubeletPodsDir string
 	// HostMountNamespace is the node's mount namespace, where hostPath and
-	// local PersistentVolumes lie, as a path such as /proc/<pid>/ns/mnt
-	// (default /proc/1/ns/mnt: the node's init, which a node agent with
-	// hostPID sees). Hotplugged claims are mounted from there into the
-	// launchers (volumes.go).
+	// local PersistentVolumes lie, as a path such as /proc/<pid>/ns/mnt.
+	// Empty: the namespace the agent was started from (its container
+	// runtime's, for an agent in a pod with hostPID; its own on the node).
+	// Hotplugged claims are mounted from there into the launchers
+	// (volumes.go).
 	HostMountNamespace string
 	// CPUManagerStateFile is the kubelet's CPU manager checkpoint as seen
 	// from the agent (default DefaultCPUManagerStateFile). Every heartbeat
@@ -203,9 +203,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.KubeletPodsDir == "" {
 		cfg.KubeletPodsDir = DefaultKubeletPodsDir
-	}
-	if cfg.HostMountNamespace == "" {
-		cfg.HostMountNamespace = mountns.Path(1)
 	}
 	if cfg.CPUManagerStateFile == "" {
 		cfg.CPUManagerStateFile = DefaultCPUManagerStateFile

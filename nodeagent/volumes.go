@@ -163,6 +163,11 @@ func (a *Agent) mountClaim(ctx context.Context, vmi *v1.VirtualMachineInstance, 
 		return err
 	}
 	host := a.cfg.HostMountNamespace
+	if host == "" {
+		if host, err = mountns.Outside(); err != nil {
+			return err
+		}
+	}
 	if err := mountns.Bind(host, src, mountns.Path(pid), dst); err != nil {
 		return fmt.Errorf("mounting claim %s into the launcher: %w", claim, err)
 	}

@@ -271,9 +271,10 @@ type Status struct {
 	// HotplugVolumes are the VMI's hotpluggable volumes as the last sync
 	// left them: attached to the guest, waiting for their mount, or failed.
 	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
-	// HotplugDiskDir is the launcher's Config.HotplugDiskDir, where the
-	// node agent mounts hotplugged claims in the launcher's mount
-	// namespace.
+	// HotplugDiskDir is the launcher's Config.HotplugDiskDir, its symbolic
+	// links resolved (/var/run is /run in most images): where the node
+	// agent mounts hotplugged claims in the launcher's mount namespace, as
+	// its mount table names them.
 	HotplugDiskDir string `json:"hotplugDiskDir,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
@@ -390,6 +391,11 @@ func New(cfg Config) (*Launcher, error) {
 		cfg.ResolvConf = DefaultResolvConf
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
+	if dir, err := filepath.EvalSymlinks(cfg.HotplugDiskDir); err == nil {
+		// As the launcher's mount table names it (/var/run is /run in
+		// most images): the node agent finds its mounts there.
+		cfg.HotplugDiskDir = dir
+	}
 	return &Launcher{
 		cfg:     cfg,
 		h:       cfg.Hypervisor,

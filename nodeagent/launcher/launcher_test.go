@@ -84,7 +84,7 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 	f.cfg = Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
 		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
-		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"),
+		ContainerDiskDir: filepath.Join(dir, "cd"), PrivateDir: filepath.Join(dir, "priv"), HotplugDiskDir: filepath.Join(dir, "hotplug"),
 		Hypervisor: f.h, QEMUImg: "none", PollInterval: 10 * time.Millisecond,
 		GracePeriod: 200 * time.Millisecond, Emulation: true,
 	}
@@ -139,7 +139,8 @@ func TestLauncherLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	want := Status{UID: string(vmi.UID), Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	want := Status{UID: string(vmi.UID), Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused,
+		HotplugDiskDir: f.cfg.HotplugDiskDir}
 	if diff := cmp.Diff(want, st, ignoreTime); diff != "" {
 		t.Errorf("Sync (-want +got):\n%s", diff)
 	}

@@ -18,8 +18,8 @@ import (
 // leaves the spec; Status.HotplugVolumes and HotplugPending say how each
 // stands.
 func TestLauncherHotplugsVolumes(t *testing.T) {
-	var hp string
-	f := startWith(t, func(c *Config) { hp = filepath.Join(filepath.Dir(c.PrivateDir), "hotplug"); c.HotplugDiskDir = hp })
+	f := start(t)
+	hp := f.cfg.HotplugDiskDir
 	ctx := context.Background()
 	vmi := testVMI()
 	st, err := f.c.Sync(ctx, vmi)

@@ -97,6 +97,7 @@ func TestKubeVirtDocumentedCommands(t *testing.T) {
 // kubectlRunner runs the cluster's kubectl with a kubeconfig for it.
 type kubectlRunner struct {
 	bin, kubeconfig, home string
+	noCacheDir            bool // virtctl has no --cache-dir
 }
 
 // kubectlFor finds kubectl beside the control plane's binaries and writes a
@@ -113,7 +114,7 @@ func kubectlFor(t *testing.T, c *cluster.Cluster) kubectlRunner {
 	}
 	home := t.TempDir()
 	if c.Env != nil {
-		return kubectlRunner{bin, c.Env.KubeconfigPath, home}
+		return kubectlRunner{bin: bin, kubeconfig: c.Env.KubeconfigPath, home: home}
 	}
 	cfg := c.Config
 	kc := clientcmdapi.NewConfig()
@@ -126,22 +127,43 @@ func kubectlFor(t *testing.T, c *cluster.Cluster) kubectlRunner {
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	return kubectlRunner{bin, path, home}
+	return kubectlRunner{bin: bin, kubeconfig: path, home: home}
 }
 
 // run runs kubectl with args and returns what it printed on stdout; the
 // test fails when kubectl fails or its output lacks want.
 func (k kubectlRunner) run(t *testing.T, want string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--cache-dir", filepath.Join(k.home, "cache")}, args...)...)
+	flags := []string{"--kubeconfig", k.kubeconfig, "--cache-dir", filepath.Join(k.home, "cache")}
+	if k.noCacheDir {
+		flags = flags[:2]
+	}
+	cmd := exec.CommandContext(t.Context(), k.bin, append(flags, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+k.home, "KUBE_EDITOR=true")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(k.bin), strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	if !strings.Contains(stdout.String()+stderr.String(), want) {
-		t.Fatalf("kubectl %s printed\n%s%s\nwant %q in it", strings.Join(args, " "), stdout.String(), stderr.String(), want)
+		t.Fatalf("%s %s printed\n%s%s\nwant %q in it", filepath.Base(k.bin), strings.Join(args, " "), stdout.String(), stderr.String(), want)
 	}
 	return stdout.String()
+}
+
+// virtctlFor is KubeVirt's own virtctl (v1.8, built by
+// hack/build-virtctl.sh) with a kubeconfig for the cluster.
+func virtctlFor(t *testing.T, c *cluster.Cluster) kubectlRunner {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "_output", "bin", "virtctl")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("KubeVirt's virtctl is not built (%v); build it with hack/build-virtctl.sh (part of `make test-deps`)", err)
+	}
+	k := kubectlFor(t, c)
+	k.bin, k.noCacheDir = bin, true
+	return k
 }

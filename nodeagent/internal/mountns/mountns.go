@@ -29,6 +29,51 @@ import (
 // caller.
 func Path(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/ns/mnt" }
 
+// Outside is the mount namespace the process was started from: that of its
+// first ancestor in another mount namespace than its own (for a node agent
+// in a container, the container runtime's shim, in the node's namespace,
+// which /proc/1 may not be to the agent: a node whose init is not root's
+// to inspect, or a test node whose runtime runs in a namespace of its
+// own), or its own when no ancestor is in another one (an agent running
+// on the node itself).
+func Outside() (string, error) {
+	self, err := os.Readlink(Path(os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("reading the process's mount namespace: %w", err)
+	}
+	for pid := os.Getppid(); pid > 0; {
+		ns, err := os.Readlink(Path(pid))
+		if err != nil {
+			break // an ancestor we may not inspect: stop at the last one
+		}
+		if ns != self {
+			return Path(pid), nil
+		}
+		if pid, err = parentOf(pid); err != nil {
+			break
+		}
+	}
+	return Path(os.Getpid()), nil
+}
+
+// parentOf is the parent of process pid, from /proc/<pid>/stat.
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: no parent", pid)
+	}
+	return strconv.Atoi(f[1])
+}
+
 // Bind mounts src, a directory or file as the mount namespace at fromNS
 // sees it, at dst inside the mount namespace at toNS (namespace paths such
 // as Path(1), the node's for a node agent with hostPID, and Path(launcher

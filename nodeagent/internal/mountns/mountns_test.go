@@ -1,11 +1,13 @@
 package mountns
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -97,5 +99,41 @@ func TestBindIntoAnotherNamespace(t *testing.T) {
 	}
 	if err := Unmount(Path(pid), dst); err != nil {
 		t.Errorf("Unmount of what is gone: %v", err)
+	}
+}
+
+// TestOutside: a process started in a mount namespace of its own (the test
+// binary again, under unshare, as a node agent in a container is) finds
+// its parent's, the test's.
+func TestOutside(t *testing.T) {
+	ns, err := Outside()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.Readlink(ns)
+	if ns == "" || got == "" {
+		t.Fatalf("Outside: %q (%q)", ns, got)
+	}
+	own, _ := os.Readlink(Path(os.Getpid()))
+	if os.Getenv("MOUNTNS_OUTSIDE_CHILD") == "1" {
+		fmt.Printf("outside=%s own=%s\n", got, own)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a mount namespace")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is not installed: apt-get install util-linux: %v", err)
+	}
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", os.Args[0], "-test.run=^TestOutside$")
+	cmd.Env = append(os.Environ(), "MOUNTNS_OUTSIDE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("outside=%s own=", own)
+	if !strings.Contains(string(out), want) || strings.Contains(string(out), "own="+own+"\n") {
+		t.Errorf("the child in a namespace of its own reports %q; want its parent's namespace %s outside and another of its own", out, own)
 	}
 }

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vmkit/vmkit/internal/cluster"
+	"github.com/vmkit/vmkit/internal/framework"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// hotplugStatus is the volumeStatus entry of the VMI's volume name, nil
+// when there is none.
+func hotplugStatus(vmi *v1.VirtualMachineInstance, name string) *v1.VolumeStatus {
+	for i := range vmi.Status.VolumeStatus {
+		if vmi.Status.VolumeStatus[i].Name == name {
+			return &vmi.Status.VolumeStatus[i]
+		}
+	}
+	return nil
+}
+
+// waitVolumeReady waits until the VMI's volume name is Ready and returns
+// its target.
+func waitVolumeReady(t *testing.T, c *cluster.Cluster, vm, name string) string {
+	t.Helper()
+	vmi := framework.WaitVMI(t, c, vm, "volume "+name+" Ready", func(vmi *v1.VirtualMachineInstance) bool {
+		st := hotplugStatus(vmi, name)
+		if st != nil && st.Phase != v1.VolumeReady {
+			t.Logf("volume %s: %s %s %s", name, st.Phase, st.Reason, st.Message)
+		}
+		return st != nil && st.Phase == v1.VolumeReady && st.Target != ""
+	})
+	return hotplugStatus(vmi, name).Target
+}
+
+// waitVolumeGone waits until the VMI's status no longer lists volume name.
+func waitVolumeGone(t *testing.T, c *cluster.Cluster, vm, name string) {
+	t.Helper()
+	framework.WaitVMI(t, c, vm, "volume "+name+" unplugged", func(vmi *v1.VirtualMachineInstance) bool {
+		return hotplugStatus(vmi, name) == nil
+	})
+}
+
+// TestVolumeHotplug (#37 item 1): a claim hot-plugged into a running VM
+// with KubeVirt's own `virtctl addvolume` appears in the guest as a SCSI
+// disk it writes; `virtctl removevolume` takes it away; the
+// same claim added back by editing the VM's template (declarative hotplug)
+// appears as a virtio disk holding what the guest wrote. No restart, no
+// attachment pod: the node agent mounts the claim straight into the
+// launcher.
+func TestVolumeHotplug(t *testing.T) {
+	c := suite.Need(t)
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "hotplug-data", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
+		},
+	}
+	createClaim(t, c, claim)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-hotplug", v1.RunStrategyAlways)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	ip := vmi.Status.Interfaces[0].IP
+	disk := func(q string) string { return framework.GuestURL(ip, 80, "/cgi-bin/disk?"+q) }
+	suite.HTTPGetUntil(t, disk("sda"), "no disk /dev/sda", 3*time.Minute)
+	pods := func() int {
+		list, err := c.Kube.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{LabelSelector: v1.CreatedByLabel + "=" + string(vmi.UID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+
+	// KubeVirt's own virtctl: SCSI, its default bus.
+	virtctl := virtctlFor(t, c)
+	began := time.Now()
+	virtctl.run(t, "Successfully submitted add volume request to VM "+vm.Name, "addvolume", vm.Name, "--volume-name="+claim.Name, "--serial=HOTPLUG1")
+	target := waitVolumeReady(t, c, vm.Name, claim.Name)
+	attach := time.Since(began)
+	marker := fmt.Sprintf("hotplug-%d", time.Now().UnixNano())
+	suite.HTTPGetUntil(t, disk(target+"="+marker), "wrote "+marker+" to /dev/"+target, time.Minute)
+	inGuest := time.Since(began)
+	t.Logf("addvolume → volume Ready (%s) %v, → the guest wrote its disk %v", target, attach.Round(time.Millisecond), inGuest.Round(time.Millisecond))
+	if target != "sda" {
+		t.Errorf("the SCSI disk's target is %s, want sda", target)
+	}
+	got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasHotplugVolume(&got.Spec.Template.Spec, claim.Name) {
+		t.Errorf("the VM's template lacks the hotplugged volume %s", claim.Name)
+	}
+	if n := pods(); n != 1 {
+		t.Errorf("%d pods of the VMI, want its launcher alone (no attachment pod)", n)
+	}
+	now, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UID != vmi.UID {
+		t.Fatalf("the VMI was replaced (%s → %s): hotplug restarted the VM", vmi.UID, now.UID)
+	}
+	if st := hotplugStatus(now, claim.Name); st.HotplugVolume == nil || st.PersistentVolumeClaimInfo == nil || st.PersistentVolumeClaimInfo.ClaimName != claim.Name {
+		t.Errorf("volumeStatus of %s: %+v, want hotplugVolume and the claim's info", claim.Name, st)
+	}
+	waitEvent(t, c, vmi.UID, corev1.EventTypeNormal, "SuccessfulMountVolume")
+	for _, cond := range got.Status.Conditions {
+		if cond.Type == v1.VirtualMachineRestartRequired && cond.Status == corev1.ConditionTrue {
+			t.Errorf("the VM asks for a restart after a hotplug: %s", cond.Message)
+		}
+	}
+
+	began = time.Now()
+	virtctl.run(t, "Successfully submitted remove volume request to VM "+vm.Name, "removevolume", vm.Name, "--volume-name="+claim.Name)
+	waitVolumeGone(t, c, vm.Name, claim.Name)
+	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, time.Minute)
+	waitEvent(t, c, vmi.UID, corev1.EventTypeNormal, "SuccessfulUnmountVolume")
+	t.Logf("removevolume → the guest lost /dev/%s %v", target, time.Since(began).Round(time.Millisecond))
+
+	// Declarative: the claim back in the VM's template, on virtio.
+	vol := v1.Volume{Name: "again", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
+		Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}}
+	d := v1.Disk{Name: "again", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}
+	patch, _ := json.Marshal([]map[string]any{
+		{"op": "add", "path": "/spec/template/spec/volumes", "value": []v1.Volume{vol}},
+		{"op": "add", "path": "/spec/template/spec/domain/devices/disks", "value": []v1.Disk{d}},
+	})
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(t.Context(), vm.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target = waitVolumeReady(t, c, vm.Name, "again")
+	if !strings.HasPrefix(target, "vd") {
+		t.Errorf("the virtio disk's target is %s", target)
+	}
+	suite.HTTPGetUntil(t, disk(target), marker+"\n", time.Minute)
+	t.Logf("declarative hotplug: the guest reads %s back from /dev/%s", marker, target)
+	// And out again by the template.
+	patch = []byte(`[{"op":"remove","path":"/spec/template/spec/volumes"},{"op":"remove","path":"/spec/template/spec/domain/devices/disks"}]`)
+	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(t.Context(), vm.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVolumeGone(t, c, vm.Name, "again")
+	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, 2*time.Minute)
+}
+
+func hasHotplugVolume(spec *v1.VirtualMachineInstanceSpec, name string) bool {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name && v1.IsHotpluggable(&spec.Volumes[i]) {
+			return true
+		}
+	}
+	return false
+}
