@@ -89,8 +89,8 @@ func (s *Server) volumeRequest(ctx context.Context, ns, name string, onVMI bool,
 		}
 		spec, prefix = &vm.Spec.Template.Spec, "/spec/template"
 	}
-	if err := verifyVolumeRequest(spec.Volumes, req); err != nil {
-		return conflict(resource, name, "%v", err)
+	if msg := verifyVolumeRequest(spec.Volumes, req); msg != "" {
+		return conflict(resource, name, "%s", msg)
 	}
 	changed := spec.DeepCopy()
 	v1.ApplyVolumeRequest(changed, req)
@@ -165,32 +165,32 @@ func checkVolumeRequest(req *v1.VirtualMachineVolumeRequest) error {
 	return apierrors.NewBadRequest("RemoveVolumeOptions requires name to be set")
 }
 
-// verifyVolumeRequest checks req against the volumes it changes, with
-// KubeVirt's messages: a name or claim added twice, a volume removed that
-// is not there or was not hotplugged.
-func verifyVolumeRequest(volumes []v1.Volume, req *v1.VirtualMachineVolumeRequest) error {
+// verifyVolumeRequest checks req against the volumes it changes and
+// says what is wrong, with KubeVirt's messages: a name or claim added
+// twice, a volume removed that is not there or was not hotplugged.
+func verifyVolumeRequest(volumes []v1.Volume, req *v1.VirtualMachineVolumeRequest) string {
 	if add := req.AddVolumeOptions; add != nil {
 		source := add.VolumeSource.ClaimName()
 		for _, vol := range volumes {
 			if vol.Name == add.Name {
-				return fmt.Errorf("Unable to add volume [%s] because volume with that name already exists", add.Name)
+				return fmt.Sprintf("Unable to add volume [%s] because volume with that name already exists", add.Name)
 			}
 			if source != "" && volumeSource(&vol) == source {
-				return fmt.Errorf("Unable to add volume source [%s] because it already exists", source)
+				return fmt.Sprintf("Unable to add volume source [%s] because it already exists", source)
 			}
 		}
-		return nil
+		return ""
 	}
 	name := req.RemoveVolumeOptions.Name
 	for _, vol := range volumes {
 		if vol.Name == name || volumeSource(&vol) == name {
 			if !v1.IsHotpluggable(&vol) {
-				return fmt.Errorf("Unable to remove volume [%s] because it is not hotpluggable", vol.Name)
+				return fmt.Sprintf("Unable to remove volume [%s] because it is not hotpluggable", vol.Name)
 			}
-			return nil
+			return ""
 		}
 	}
-	return fmt.Errorf("Unable to remove volume [%s] because it does not exist", name)
+	return fmt.Sprintf("Unable to remove volume [%s] because it does not exist", name)
 }
 
 // volumeSource is the claim or DataVolume behind a volume, or "".
