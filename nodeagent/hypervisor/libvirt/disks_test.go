@@ -1,0 +1,108 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+)
+
+// TestAttachDetachDisk hot-plugs a SCSI disk into the running agent guest
+// (which loads virtio_scsi and sd_mod): it is among the domain's live
+// disks under its alias and the guest sees /dev/sda; detached by alias, it
+// leaves both. A shut-off domain refuses.
+func TestAttachDetachDisk(t *testing.T) {
+	uri := requireQEMU(t)
+	guest, initrd := requireAgentGuest(t)
+	h := newTestHypervisor(t, uri)
+	dir := t.TempDir()
+	xml, name := tinyGuestXML(t, tinyGuestVMI("hotplug-"+randomSuffix(t), types.UID(randomUUID(t))), guest.Kernel, initrd, dir)
+	ctx := context.Background()
+	defineTinyGuest(t, h, xml, name)
+	img := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(img, make([]byte, 1<<20), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	disk := libvirtxml.DomainDisk{Device: "disk", Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+		Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: img}},
+		Target: &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "scsi"}, Alias: &libvirtxml.DomainAlias{Name: "ua-data"}}
+	dx, err := disk.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AttachDisk(ctx, name, dx); !errors.Is(err, hypervisor.ErrInvalidState) {
+		t.Errorf("AttachDisk to a shut-off domain: %v, want ErrInvalidState", err)
+	}
+	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitAgent(t, h, name)
+	if err := h.AttachDisk(ctx, name, dx); err != nil {
+		t.Fatalf("AttachDisk: %v", err)
+	}
+	has := func() bool {
+		disks, err := h.Disks(ctx, name)
+		if err != nil {
+			t.Fatalf("Disks: %v", err)
+		}
+		for _, d := range disks {
+			if d.Alias != nil && d.Alias.Name == "ua-data" && d.Target.Dev == "sda" {
+				return true
+			}
+		}
+		return false
+	}
+	if !has() {
+		t.Fatal("the attached disk is not among the domain's live disks")
+	}
+	inGuest := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(bootTimeout); ; {
+			out := agentExec(t, h, name, "if [ -b /dev/sda ]; then echo present; else echo absent; fi")
+			if strings.TrimSpace(out) == map[bool]string{true: "present", false: "absent"}[want] {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/dev/sda in the guest: %s after %v", strings.TrimSpace(out), bootTimeout)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	inGuest(true)
+	if err := h.DetachDisk(ctx, name, "ua-data"); err != nil {
+		t.Fatalf("DetachDisk: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); has(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the detached disk is still among the domain's live disks")
+		}
+	}
+	inGuest(false)
+	if err := h.DetachDisk(ctx, name, "ua-data"); err == nil {
+		t.Error("DetachDisk of a disk that is gone succeeded")
+	}
+}
+
+// waitAgent waits until the guest agent of the running domain answers.
+func waitAgent(t *testing.T, h *Hypervisor, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := h.GuestAgentCommand(ctx, name, `{"execute":"guest-ping"}`)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from the guest agent %v after start: %v", bootTimeout, err)
+		}
+	}
+}
