@@ -169,10 +169,11 @@ func Rules() []ComponentRules {
 				rule("", []string{"events"}, "create", "patch"),
 				// Volume hotplug: the agent resolves a hotplugged claim to
 				// its node-local volume and mounts it into the launcher;
-				// an unbound claim of a WaitForFirstConsumer class gets
-				// the node selected, as the scheduler would.
+				// an unbound claim of a WaitForFirstConsumer class gets a
+				// volume of the node or the node selected, as the
+				// scheduler's volume binder would.
 				rule("", []string{"persistentvolumeclaims"}, "get", "patch"),
-				rule("", []string{"persistentvolumes"}, "get"),
+				rule("", []string{"persistentvolumes"}, "get", "list", "patch"),
 				rule("storage.k8s.io", []string{"storageclasses"}, "get"),
 			},
 			Namespace: []rbacv1.PolicyRule{

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/vmkit/vmkit/internal/jsonpatch"
 	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -111,8 +114,12 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	if err != nil {
 		return st, nil, fmt.Errorf("reading the launcher's mounts: %w", err)
 	}
+	devices, err := mountns.Devices(mountns.Path(pid), dir)
+	if err != nil {
+		return st, nil, fmt.Errorf("reading the launcher's hotplugged devices: %w", err)
+	}
 	hs := &hotplugState{mounted: map[string]bool{}, problems: map[string]string{}}
-	for _, p := range points {
+	for _, p := range append(points, devices...) {
 		hs.mounted[p] = true
 	}
 	want := hotpluggable(vmi)
@@ -142,7 +149,7 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 		if _, ok := want[name]; ok || inGuest[name] {
 			continue
 		}
-		if err := mountns.Unmount(mountns.Path(pid), filepath.Join(dir, name)); err != nil {
+		if err := a.unmountClaim(pid, filepath.Join(dir, name), slices.Contains(devices, name)); err != nil {
 			return st, hs, fmt.Errorf("unmounting hotplugged volume %s: %w", name, err)
 		}
 		delete(hs.mounted, name)
@@ -154,26 +161,40 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	return st, hs, nil
 }
 
-// mountClaim mounts the node-local volume of claim into the launcher (PID
-// pid) at dst, and gives a Filesystem claim's disk.img to a non-root
-// launcher's user, as the launcher's own claims get theirs.
+// mountClaim gives the launcher (PID pid) the node-local volume of claim
+// at dst: a Filesystem claim's directory, mounted there, whose disk.img a
+// non-root launcher's user gets, as the launcher's own claims get theirs;
+// a Block claim's device, as a device node of the launcher's user which
+// its device cgroup allows.
 func (a *Agent) mountClaim(ctx context.Context, vmi *v1.VirtualMachineInstance, pid int, claim, dst string) error {
-	src, err := a.claimPath(ctx, vmi.Namespace, claim)
+	src, block, err := a.claimPath(ctx, vmi.Namespace, claim)
 	if err != nil {
 		return err
 	}
-	host := a.cfg.HostMountNamespace
-	if host == "" {
-		if host, err = mountns.Outside(); err != nil {
-			return err
+	host, err := a.hostNamespace()
+	if err != nil {
+		return err
+	}
+	uid, gid, err := launcherUser(pid)
+	if err != nil {
+		return err
+	}
+	if block {
+		rdev, err := mountns.Device(host, src, mountns.Path(pid), dst, uid, gid)
+		if err != nil {
+			return fmt.Errorf("giving the launcher the device of claim %s: %w", claim, err)
 		}
+		if err := deviceCgroup(host, pid, rdev, "allow"); err != nil {
+			_, _ = mountns.Remove(mountns.Path(pid), dst)
+			return fmt.Errorf("giving the launcher the device of claim %s: %w", claim, err)
+		}
+		return nil
 	}
 	if err := mountns.Bind(host, src, mountns.Path(pid), dst); err != nil {
 		return fmt.Errorf("mounting claim %s into the launcher: %w", claim, err)
 	}
-	uid, gid, err := launcherUser(pid)
-	if err != nil || uid == 0 {
-		return err
+	if uid == 0 {
+		return nil
 	}
 	root, err := unix.Open(filepath.Join("/proc", strconv.Itoa(pid), "root"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -184,6 +205,56 @@ func (a *Agent) mountClaim(ctx context.Context, vmi *v1.VirtualMachineInstance, 
 	return err
 }
 
+// unmountClaim takes a hotplugged claim away from the launcher: the mount,
+// or the device node and its device cgroup rule.
+func (a *Agent) unmountClaim(pid int, dst string, device bool) error {
+	if !device {
+		return mountns.Unmount(mountns.Path(pid), dst)
+	}
+	rdev, err := mountns.Remove(mountns.Path(pid), dst)
+	if err != nil || rdev == 0 {
+		return err
+	}
+	host, err := a.hostNamespace()
+	if err != nil {
+		return err
+	}
+	return deviceCgroup(host, pid, rdev, "deny")
+}
+
+// hostNamespace is Config.HostMountNamespace, else the namespace the agent
+// was started from.
+func (a *Agent) hostNamespace() (string, error) {
+	if a.cfg.HostMountNamespace != "" {
+		return a.cfg.HostMountNamespace, nil
+	}
+	return mountns.Outside()
+}
+
+// deviceCgroup allows (or denies) the block device rdev to the launcher
+// (PID pid) in its cgroup v1 device controller, as the node's mount
+// namespace host sees it; the runtime allowed only the pod's own devices.
+// cgroup v2 controls devices with an eBPF program per cgroup, which vmkit
+// does not replace yet: refused, saying so.
+func deviceCgroup(host string, pid int, rdev uint64, verb string) error {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "devices") {
+			rule := fmt.Sprintf("b %d:%d rwm", unix.Major(rdev), unix.Minor(rdev))
+			file := "/sys/fs/cgroup/" + f[1] + f[2] + "/devices." + verb
+			if err := mountns.WriteFile(host, file, []byte(rule)); err != nil {
+				return fmt.Errorf("%s %q in the launcher's device cgroup (%s): %w", verb, rule, file, err)
+			}
+			return nil
+		}
+	}
+	return errors.New("the launcher has no cgroup v1 device controller (the node runs cgroup v2, where devices are allowed by an eBPF program vmkit does not replace yet): hot-plug a Filesystem claim instead")
+}
+
 // errClaimNotBound: the claim is not bound to a volume yet.
 var errClaimNotBound = errors.New("not bound to a PersistentVolume yet")
 
@@ -192,43 +263,40 @@ var errClaimNotBound = errors.New("not bound to a PersistentVolume yet")
 // node-local provisioners such as local-path-provisioner create) that this
 // node may use. Other volume types need the kubelet to attach and mount
 // them, which the agent does not do: they are refused, naming the type.
-func (a *Agent) claimPath(ctx context.Context, namespace, name string) (string, error) {
+func (a *Agent) claimPath(ctx context.Context, namespace, name string) (path string, block bool, err error) {
 	pvc, err := a.cfg.Kube.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("reading claim %s: %w", name, err)
+		return "", false, fmt.Errorf("reading claim %s: %w", name, err)
 	}
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
 		if err := a.selectNode(ctx, pvc); err != nil {
-			return "", err
+			return "", false, err
 		}
-		return "", fmt.Errorf("claim %s is %s: %w", name, pvc.Status.Phase, errClaimNotBound)
+		return "", false, fmt.Errorf("claim %s is %s: %w", name, pvc.Status.Phase, errClaimNotBound)
 	}
 	pv, err := a.cfg.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("reading PersistentVolume %s of claim %s: %w", pvc.Spec.VolumeName, name, err)
+		return "", false, fmt.Errorf("reading PersistentVolume %s of claim %s: %w", pvc.Spec.VolumeName, name, err)
 	}
-	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
-		return "", fmt.Errorf("claim %s has volumeMode Block: vmkit hot-plugs Filesystem claims only so far", name)
-	}
-	var path string
+	block = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
 	switch {
 	case pv.Spec.HostPath != nil:
 		path = pv.Spec.HostPath.Path
 	case pv.Spec.Local != nil:
 		path = pv.Spec.Local.Path
 	default:
-		return "", fmt.Errorf("PersistentVolume %s of claim %s is not a hostPath or local volume: the node agent hot-plugs node-local volumes only, which it mounts without the kubelet", pv.Name, name)
+		return "", false, fmt.Errorf("PersistentVolume %s of claim %s is not a hostPath or local volume: the node agent hot-plugs node-local volumes only, which it mounts without the kubelet", pv.Name, name)
 	}
 	if aff := pv.Spec.NodeAffinity; aff != nil && aff.Required != nil {
 		node, err := a.cfg.Kube.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
-			return "", fmt.Errorf("reading node %s for the node affinity of PersistentVolume %s: %w", a.cfg.NodeName, pv.Name, err)
+			return "", false, fmt.Errorf("reading node %s for the node affinity of PersistentVolume %s: %w", a.cfg.NodeName, pv.Name, err)
 		}
 		if ok, err := corev1helpers.MatchNodeSelectorTerms(node, aff.Required); err != nil || !ok {
-			return "", fmt.Errorf("PersistentVolume %s of claim %s lies on another node than %s (its node affinity)", pv.Name, name, a.cfg.NodeName)
+			return "", false, fmt.Errorf("PersistentVolume %s of claim %s lies on another node than %s (its node affinity)", pv.Name, name, a.cfg.NodeName)
 		}
 	}
-	return path, nil
+	return path, block, nil
 }
 
 // selectedNodeAnnotation is the annotation the scheduler puts on a claim of
@@ -237,10 +305,11 @@ func (a *Agent) claimPath(ctx context.Context, namespace, name string) (string, 
 const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
 
 // selectNode does for an unbound claim of a WaitForFirstConsumer
-// StorageClass what the scheduler does for a pod's claims: it annotates it
-// with this node, so the provisioner makes its volume here. A hotplugged
-// claim has no pod of its own (KubeVirt's attachment pod is one) whose
-// scheduling would.
+// StorageClass what the scheduler does for a pod's claims: it binds a
+// matching volume of this node (bindStaticVolume), or else annotates the
+// claim with this node, so the provisioner makes its volume here. A
+// hotplugged claim has no pod of its own (KubeVirt's attachment pod is
+// one) whose scheduling would.
 func (a *Agent) selectNode(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
 	if pvc.Spec.VolumeName != "" || pvc.Annotations[selectedNodeAnnotation] != "" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
 		return nil
@@ -252,11 +321,72 @@ func (a *Agent) selectNode(ctx context.Context, pvc *corev1.PersistentVolumeClai
 	if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 		return nil
 	}
+	if bound, err := a.bindStaticVolume(ctx, pvc); err != nil || bound {
+		return err
+	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, selectedNodeAnnotation, a.cfg.NodeName)
 	if _, err := a.cfg.Kube.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("selecting node %s for claim %s (StorageClass %s waits for a first consumer): %w", a.cfg.NodeName, pvc.Name, sc.Name, err)
 	}
 	return nil
+}
+
+// bindStaticVolume does for an unbound claim of a WaitForFirstConsumer
+// class what the scheduler's volume binder does for a pod's: it binds the
+// smallest Available PersistentVolume of the claim's class, mode and
+// access modes that holds its request and lies on this node (a local
+// volume), by setting the volume's claimRef; the PersistentVolume
+// controller completes the binding. No such volume: false, and the
+// provisioner is asked instead.
+func (a *Agent) bindStaticVolume(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (bool, error) {
+	pvs, err := a.cfg.Kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, fmt.Errorf("listing PersistentVolumes for claim %s: %w", pvc.Name, err)
+	}
+	node, err := a.cfg.Kube.CoreV1().Nodes().Get(ctx, a.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading node %s: %w", a.cfg.NodeName, err)
+	}
+	want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	mode := corev1.PersistentVolumeFilesystem
+	if pvc.Spec.VolumeMode != nil {
+		mode = *pvc.Spec.VolumeMode
+	}
+	var best *corev1.PersistentVolume
+	for i := range pvs.Items {
+		pv := &pvs.Items[i]
+		pvMode := corev1.PersistentVolumeFilesystem
+		if pv.Spec.VolumeMode != nil {
+			pvMode = *pv.Spec.VolumeMode
+		}
+		size := pv.Spec.Capacity[corev1.ResourceStorage]
+		switch {
+		case pv.Status.Phase != corev1.VolumeAvailable, pv.Spec.ClaimRef != nil, pv.DeletionTimestamp != nil,
+			pv.Spec.StorageClassName != *pvc.Spec.StorageClassName, pvMode != mode, size.Cmp(want) < 0,
+			!slices.ContainsFunc(pvc.Spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool { return slices.Contains(pv.Spec.AccessModes, m) }):
+			continue
+		}
+		if aff := pv.Spec.NodeAffinity; aff != nil && aff.Required != nil {
+			if ok, err := corev1helpers.MatchNodeSelectorTerms(node, aff.Required); err != nil || !ok {
+				continue
+			}
+		}
+		if best == nil || size.Cmp(best.Spec.Capacity[corev1.ResourceStorage]) < 0 {
+			best = pv
+		}
+	}
+	if best == nil {
+		return false, nil
+	}
+	ref := corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID, ResourceVersion: pvc.ResourceVersion}
+	patch, err := jsonpatch.Marshal(jsonpatch.Test("/metadata/resourceVersion", best.ResourceVersion), jsonpatch.Add("/spec/claimRef", ref))
+	if err != nil {
+		return false, err
+	}
+	if _, err := a.cfg.Kube.CoreV1().PersistentVolumes().Patch(ctx, best.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("binding PersistentVolume %s to claim %s: %w", best.Name, pvc.Name, err)
+	}
+	return true, nil
 }
 
 // applyHotplugVolumes writes how each hotplugged volume stands into the

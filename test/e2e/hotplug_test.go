@@ -56,7 +56,7 @@ func waitVolumeGone(t *testing.T, c *cluster.Cluster, vm, name string) {
 // same claim added back by editing the VM's template (declarative hotplug)
 // appears as a virtio disk holding what the guest wrote. No restart, no
 // attachment pod: the node agent mounts the claim straight into the
-// launcher.
+// launcher. A Block claim goes in and out the same way.
 func TestVolumeHotplug(t *testing.T) {
 	c := suite.Need(t)
 	claim := &corev1.PersistentVolumeClaim{
@@ -141,7 +141,9 @@ func TestVolumeHotplug(t *testing.T) {
 	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Patch(t.Context(), vm.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	began = time.Now()
 	target = waitVolumeReady(t, c, vm.Name, "again")
+	t.Logf("declarative hotplug of the bound claim: template patched → volume Ready (%s) %v", target, time.Since(began).Round(time.Millisecond))
 	if !strings.HasPrefix(target, "vd") {
 		t.Errorf("the virtio disk's target is %s", target)
 	}
@@ -154,6 +156,29 @@ func TestVolumeHotplug(t *testing.T) {
 	}
 	waitVolumeGone(t, c, vm.Name, "again")
 	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, 2*time.Minute)
+
+	// A Block claim (the node's block volumes): a device node of the
+	// launcher's user, allowed in its device cgroup.
+	mode := corev1.PersistentVolumeBlock
+	blockClass := cluster.BlockStorageClass
+	blockClaim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "hotplug-block", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &mode, StorageClassName: &blockClass,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
+		},
+	}
+	createClaim(t, c, blockClaim)
+	began = time.Now()
+	virtctl.run(t, "Successfully submitted add volume request to VM "+vm.Name, "addvolume", vm.Name, "--volume-name="+blockClaim.Name)
+	target = waitVolumeReady(t, c, vm.Name, blockClaim.Name)
+	blockMarker := fmt.Sprintf("block-%d", time.Now().UnixNano())
+	suite.HTTPGetUntil(t, disk(target+"="+blockMarker), "wrote "+blockMarker+" to /dev/"+target, time.Minute)
+	suite.HTTPGetUntil(t, disk(target), blockMarker+"\n", 30*time.Second)
+	t.Logf("Block claim: addvolume → the guest wrote /dev/%s %v", target, time.Since(began).Round(time.Millisecond))
+	virtctl.run(t, "Successfully submitted remove volume request to VM "+vm.Name, "removevolume", vm.Name, "--volume-name="+blockClaim.Name)
+	waitVolumeGone(t, c, vm.Name, blockClaim.Name)
+	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, time.Minute)
 }
 
 func hasHotplugVolume(spec *v1.VirtualMachineInstanceSpec, name string) bool {

@@ -81,18 +81,13 @@ func parentOf(pid int) (int, error) {
 // dst's parent must exist. Mounting over an existing mount is refused.
 func Bind(fromNS, src, toNS, dst string) error {
 	return onThread(func() error {
-		from, err := os.Open(fromNS)
-		if err != nil {
-			return err
-		}
-		defer from.Close()
-		to, err := os.Open(toNS)
+		to, err := os.Open(toNS) // opened before leaving this namespace's /proc
 		if err != nil {
 			return err
 		}
 		defer to.Close()
-		if err := unix.Setns(int(from.Fd()), unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("entering the mount namespace %s: %w", fromNS, err)
+		if err := enter(fromNS); err != nil {
+			return err
 		}
 		fi, err := os.Stat(src)
 		if err != nil {
@@ -129,19 +124,111 @@ func Bind(fromNS, src, toNS, dst string) error {
 	})
 }
 
+// Device makes dst, inside the mount namespace at toNS, a block device
+// node of the device src is in the mount namespace at fromNS, owned by
+// uid:gid, mode 0660, and returns the device's number. An existing dst of
+// the same device is kept (its owner set); anything else there is an
+// error. A node, not a bind mount: the launcher's user gets its own node
+// without the node's /dev entry changing owner.
+func Device(fromNS, src, toNS, dst string, uid, gid int) (uint64, error) {
+	var rdev uint64
+	err := onThread(func() error {
+		to, err := os.Open(toNS) // opened before leaving this namespace's /proc
+		if err != nil {
+			return err
+		}
+		defer to.Close()
+		if err := enter(fromNS); err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(src, &st); err != nil {
+			return fmt.Errorf("stat %s: %w", src, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+			return fmt.Errorf("%s is not a block device", src)
+		}
+		rdev = st.Rdev
+		if err := unix.Setns(int(to.Fd()), unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("entering the mount namespace %s: %w", toNS, err)
+		}
+		err = unix.Mknod(dst, unix.S_IFBLK|0o660, int(rdev))
+		if errors.Is(err, unix.EEXIST) {
+			var have unix.Stat_t
+			if err := unix.Lstat(dst, &have); err != nil {
+				return err
+			}
+			if have.Mode&unix.S_IFMT != unix.S_IFBLK || have.Rdev != rdev {
+				return fmt.Errorf("%s exists and is not the device %d:%d", dst, unix.Major(rdev), unix.Minor(rdev))
+			}
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("making the device node %s: %w", dst, err)
+		}
+		return unix.Lchown(dst, uid, gid)
+	})
+	return rdev, err
+}
+
+// WriteFile writes data to the existing file path as the mount namespace
+// at ns sees it (a cgroup control file of the node's, for one).
+func WriteFile(ns, path string, data []byte) error {
+	return inNamespace(ns, func() error {
+		return os.WriteFile(path, data, 0)
+	})
+}
+
+// Remove removes path, a device node made by Device, in the mount
+// namespace at ns, and returns the number of the block device it was (0
+// for anything else); a path that is gone is no error.
+func Remove(ns, path string) (uint64, error) {
+	var rdev uint64
+	err := inNamespace(ns, func() error {
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); errors.Is(err, unix.ENOENT) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+			rdev = st.Rdev
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
+	return rdev, err
+}
+
+// Devices lists the block device nodes directly in dir in the mount
+// namespace at ns, by base name.
+func Devices(ns, dir string) ([]string, error) {
+	var out []string
+	err := inNamespace(ns, func() error {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Type()&fs.ModeDevice != 0 && e.Type()&fs.ModeCharDevice == 0 {
+				out = append(out, e.Name())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Unmount detaches the mount at dst in the mount namespace at ns (lazily:
 // a process still holding a file below it keeps it until it closes it)
 // and removes the mount point. A dst that is not mounted is only removed.
 func Unmount(ns, dst string) error {
-	return onThread(func() error {
-		f, err := os.Open(ns)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("entering the mount namespace %s: %w", ns, err)
-		}
+	return inNamespace(ns, func() error {
 		if err := unix.Unmount(dst, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("unmounting %s: %w", dst, err)
 		}
@@ -213,6 +300,30 @@ func isMountPoint(path string) (bool, error) {
 		return false, fmt.Errorf("statx %s: the kernel does not report mount roots (Linux 5.8 or later needed)", path)
 	}
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// inNamespace runs fn on a thread of its own in the mount namespace at ns.
+func inNamespace(ns string, fn func() error) error {
+	return onThread(func() error {
+		if err := enter(ns); err != nil {
+			return err
+		}
+		return fn()
+	})
+}
+
+// enter moves the calling thread (one of onThread's) into the mount
+// namespace at ns.
+func enter(ns string) error {
+	f, err := os.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("entering the mount namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // onThread runs fn on an OS thread of its own that leaves the process's

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestBindIntoAnotherNamespace: a directory and a file of the test's mount
@@ -100,6 +102,50 @@ func TestBindIntoAnotherNamespace(t *testing.T) {
 	if err := Unmount(Path(pid), dst); err != nil {
 		t.Errorf("Unmount of what is gone: %v", err)
 	}
+
+	// A block device of the test's namespace becomes a node of the
+	// child's, owned by the given user.
+	blk := firstBlockDevice(t)
+	ddst := filepath.Join(target, "disk")
+	rdev, err := Device(self, blk, Path(pid), ddst, 107, 107)
+	if err != nil {
+		t.Fatalf("Device %s: %v", blk, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(root+ddst, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != rdev || st.Uid != 107 {
+		t.Errorf("the child's %s: %+v, %v; want block device %d owned by 107", ddst, st, err, rdev)
+	}
+	if _, err := Device(self, blk, Path(pid), ddst, 107, 107); err != nil {
+		t.Errorf("Device again over the same node: %v", err)
+	}
+	if _, err := Device(self, filepath.Join(src, "disk.img"), Path(pid), filepath.Join(target, "nope"), 0, 0); err == nil {
+		t.Error("Device of a regular file succeeded")
+	}
+	if devs, err := Devices(Path(pid), target); err != nil || !slices.Equal(devs, []string{"disk"}) {
+		t.Errorf("Devices: %v, %v; want [disk]", devs, err)
+	}
+	if got, err := Remove(Path(pid), ddst); err != nil || got != rdev {
+		t.Errorf("Remove: %d, %v; want the device %d", got, err, rdev)
+	}
+	if devs, err := Devices(Path(pid), target); err != nil || len(devs) != 0 {
+		t.Errorf("Devices after Remove: %v, %v", devs, err)
+	}
+}
+
+// firstBlockDevice is a block device node of /dev.
+func firstBlockDevice(t *testing.T) string {
+	t.Helper()
+	entries, err := os.ReadDir("/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Type()&os.ModeDevice != 0 && e.Type()&os.ModeCharDevice == 0 {
+			return filepath.Join("/dev", e.Name())
+		}
+	}
+	t.Fatal("no block device in /dev")
+	return ""
 }
 
 // TestOutside: a process started in a mount namespace of its own (the test
