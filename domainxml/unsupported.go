@@ -39,8 +39,6 @@ func Unsupported(vmi *v1.VirtualMachineInstance) field.ErrorList {
 	for i, vol := range s.Volumes {
 		p := spec.Child("volumes").Index(i)
 		switch {
-		case vol.MemoryDump != nil:
-			add(p.Child("memoryDump"), "dump guest memory")
 		case vol.DownwardMetrics != nil:
 			add(p.Child("downwardMetrics"), "serve downward metrics")
 		case vol.ContainerPath != nil:

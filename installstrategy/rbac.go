@@ -88,6 +88,8 @@ func Rules() []ComponentRules {
 				// its VMI's status.evacuationNodeName (the VMI patch above).
 				rule("", []string{"pods"}, "get", "list", "delete"),
 				rule("", []string{"nodes"}, "get"),
+				// memorydump checks the claim it is asked to dump onto.
+				rule("", []string{"persistentvolumeclaims"}, "get"),
 				rule("instancetype.kubevirt.io", []string{"virtualmachineinstancetypes", "virtualmachineclusterinstancetypes", "virtualmachinepreferences", "virtualmachineclusterpreferences"}, "get"),
 				rule("apps", []string{"controllerrevisions"}, "get"),
 				rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),

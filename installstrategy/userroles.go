@@ -107,6 +107,7 @@ func userRules(admin bool) []rbacv1.PolicyRule {
 			"virtualmachines/addvolume",
 			"virtualmachines/removevolume",
 			"virtualmachines/memorydump",
+			"virtualmachines/removememorydump",
 			"virtualmachines/evacuate/cancel",
 		}, "update"),
 		rule(sub, []string{"expand-vm-spec"}, "update"),

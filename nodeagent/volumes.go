@@ -45,6 +45,8 @@ const (
 	ReasonVolumeDetaching = "VolumeDetaching"
 	// ReasonVolumeMountFailed: the claim cannot be mounted (yet).
 	ReasonVolumeMountFailed = "VolumeMountFailed"
+	// ReasonMemoryDumpFailed: the memory dump onto the volume failed.
+	ReasonMemoryDumpFailed = "MemoryDumpFailed"
 )
 
 // hotplugState is what syncHotplug found: the volumes mounted into the
@@ -54,39 +56,50 @@ type hotplugState struct {
 	problems map[string]string
 }
 
-// hotpluggable lists the hotpluggable volumes of vmi that have a disk, by
-// name, with their claims.
+// hotpluggable lists the volumes of vmi the agent mounts into its running
+// launcher, by name, with their claims: hotpluggable volumes that have a
+// disk, and memoryDump volumes.
 func hotpluggable(vmi *v1.VirtualMachineInstance) map[string]string {
 	var out map[string]string
 	for i := range vmi.Spec.Volumes {
 		vol := &vmi.Spec.Volumes[i]
-		if !v1.IsHotpluggable(vol) {
+		claim := v1.HotplugClaim(vol)
+		if claim == "" || vol.MemoryDump == nil && !slices.ContainsFunc(vmi.Spec.Domain.Devices.Disks, func(d v1.Disk) bool { return d.Name == vol.Name }) {
 			continue
 		}
-		for _, d := range vmi.Spec.Domain.Devices.Disks {
-			if d.Name == vol.Name {
-				if out == nil {
-					out = map[string]string{}
-				}
-				claim := ""
-				if vol.PersistentVolumeClaim != nil {
-					claim = vol.PersistentVolumeClaim.ClaimName
-				} else {
-					claim = vol.DataVolume.Name
-				}
-				out[vol.Name] = claim
-				break
-			}
+		if out == nil {
+			out = map[string]string{}
 		}
+		out[vol.Name] = claim
 	}
 	return out
 }
 
+// memoryDumpStatus is the volumeStatus of memoryDump volume vs, as the
+// launcher's dump d stands (KubeVirt's phases and memoryDumpVolume).
+func memoryDumpStatus(vs *v1.VolumeStatus, claim string, d *launcher.MemoryDump) {
+	start := metav1.NewTime(d.Start)
+	vs.MemoryDumpVolume = &v1.DomainMemoryDumpInfo{StartTimestamp: &start, ClaimName: claim, TargetFileName: d.TargetFileName}
+	switch {
+	case d.End.IsZero():
+		vs.Phase, vs.Reason, vs.Message = v1.MemoryDumpVolumeInProgress, "", "Memory dump in progress"
+	case d.Error != "":
+		end := metav1.NewTime(d.End)
+		vs.MemoryDumpVolume.EndTimestamp = &end
+		vs.Phase, vs.Reason, vs.Message = v1.MemoryDumpVolumeFailed, ReasonMemoryDumpFailed, "Memory dump failed: "+d.Error
+	default:
+		end := metav1.NewTime(d.End)
+		vs.MemoryDumpVolume.EndTimestamp = &end
+		vs.Phase, vs.Reason, vs.Message = v1.MemoryDumpVolumeCompleted, "", "Memory dump completed successfully"
+	}
+}
+
 // hotplugNeeded reports whether a sync of vmi must look at hotplugged
-// volumes: its spec has some, its launcher reports some, or the agent
-// mounted some.
+// volumes: its spec or status has some, its launcher reports some (or
+// memory dumps), or the agent mounted some.
 func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *launcher.Status) bool {
-	if len(hotpluggable(vmi)) > 0 || len(st.HotplugVolumes) > 0 {
+	if len(hotpluggable(vmi)) > 0 || len(st.HotplugVolumes) > 0 || len(st.MemoryDumps) > 0 ||
+		slices.ContainsFunc(vmi.Status.VolumeStatus, func(vs v1.VolumeStatus) bool { return vs.HotplugVolume != nil }) {
 		return true
 	}
 	a.mu.Lock()
@@ -134,7 +147,7 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 		hs.mounted[name] = true
 		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulMountVolume", "Mounted claim %s of hotplugged volume %s into the launcher", claim, name)
 	}
-	if launcher.HotplugPending(vmi, st.HotplugVolumes) {
+	if launcher.HotplugPending(vmi, &st) {
 		synced, err := c.Sync(ctx, vmi)
 		if err != nil {
 			return st, hs, fmt.Errorf("hot-plugging volumes: %w", err)
@@ -414,6 +427,10 @@ func applyHotplugVolumes(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMach
 		}
 		vs := &s.VolumeStatus[i]
 		lv := inLauncher[name]
+		if j := slices.IndexFunc(st.MemoryDumps, func(d launcher.MemoryDump) bool { return d.Volume == name }); j >= 0 {
+			memoryDumpStatus(vs, want[name], &st.MemoryDumps[j])
+			continue
+		}
 		switch {
 		case lv.Attached:
 			vs.Phase, vs.Reason, vs.Target = v1.VolumeReady, ReasonVolumeReady, lv.Target

@@ -19,6 +19,8 @@ var subresources = []metav1.APIResource{
 	{Name: "virtualmachines/portforward", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"get"}},
 	{Name: "virtualmachines/addvolume", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachines/removevolume", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
+	{Name: "virtualmachines/memorydump", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
+	{Name: "virtualmachines/removememorydump", Namespaced: true, Kind: "VirtualMachine", Verbs: metav1.Verbs{"update"}},
 	{Name: "virtualmachineinstances/console", Namespaced: true, Kind: "VirtualMachineInstance", Verbs: metav1.Verbs{"get"}},
 	{Name: "virtualmachineinstances/vnc", Namespaced: true, Kind: "VirtualMachineInstance", Verbs: metav1.Verbs{"get"}},
 	{Name: "virtualmachineinstances/portforward", Namespaced: true, Kind: "VirtualMachineInstance", Verbs: metav1.Verbs{"get"}},

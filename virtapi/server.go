@@ -86,6 +86,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+vm+"restart", vmRequest(s.restart))
 	mux.HandleFunc("PUT "+vm+"migrate", s.migrateVM)
 	mux.HandleFunc("GET "+vm+"expand-spec", s.expandSpec)
+	mux.HandleFunc("PUT "+vm+"memorydump", s.memoryDump)
+	mux.HandleFunc("PUT "+vm+"removememorydump", s.removeMemoryDump)
 	mux.HandleFunc("PUT "+vm+"addvolume", s.addVolume(false))
 	mux.HandleFunc("PUT "+vm+"removevolume", s.removeVolume(false))
 	mux.HandleFunc("PUT "+vmi+"addvolume", s.addVolume(true))

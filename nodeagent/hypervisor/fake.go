@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"sync"
 
@@ -461,6 +462,25 @@ func (f *Fake) DetachDisk(ctx context.Context, name, alias string) error {
 		}
 	}
 	return fmt.Errorf("detach a disk from %s: no device with alias %s: %w", name, alias, ErrNotFound)
+}
+
+// MemoryDump implements Hypervisor: the file gets the domain's name and
+// memory size, a stand-in for the guest's memory.
+func (f *Fake) MemoryDump(ctx context.Context, name, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "MemoryDump", name); err != nil {
+		return err
+	}
+	_, dom, err := f.liveDomain("dump the memory of", name)
+	if err != nil {
+		return err
+	}
+	memory := "no <memory>"
+	if dom.Memory != nil {
+		memory = fmt.Sprintf("%d %s", dom.Memory.Value, dom.Memory.Unit)
+	}
+	return os.WriteFile(path, []byte(fmt.Sprintf("fake memory dump of %s: %s\n", name, memory)), 0o644)
 }
 
 // Disks implements Hypervisor.

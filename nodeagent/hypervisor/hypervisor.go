@@ -95,6 +95,10 @@ type Hypervisor interface {
 	// Disks returns the disks of the running domain, as its live XML has
 	// them.
 	Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error)
+	// MemoryDump writes the guest memory of the running domain to the file
+	// path (libvirt's memory-only core dump, raw format: what crash and
+	// volatility read), and returns when it is written.
+	MemoryDump(ctx context.Context, name, path string) error
 	// Stats returns the statistics of an active (running or paused)
 	// domain: CPU, memory, vCPUs, network interfaces and disks. A domain
 	// that is shut off fails with ErrInvalidState.

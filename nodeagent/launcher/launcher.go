@@ -213,6 +213,7 @@ type Launcher struct {
 	memory      *v1.MemoryStatus     // the guest's memory when it can grow (virtio-mem; hotplug.go)
 	volumes     []HotplugVolume      // the hotplugged volumes, as the last sync left them (volumehotplug.go)
 	detachAsked map[string]time.Time // hot-plugged volumes the guest was asked to release, and when
+	dumps       []MemoryDump         // memory dumps onto memoryDump volumes (volumehotplug.go)
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
@@ -271,6 +272,8 @@ type Status struct {
 	// HotplugVolumes are the VMI's hotpluggable volumes as the last sync
 	// left them: attached to the guest, waiting for their mount, or failed.
 	HotplugVolumes []HotplugVolume `json:"hotplugVolumes,omitempty"`
+	// MemoryDumps are the memory dumps onto the VMI's memoryDump volumes.
+	MemoryDumps []MemoryDump `json:"memoryDumps,omitempty"`
 	// HotplugDiskDir is the launcher's Config.HotplugDiskDir, its symbolic
 	// links resolved (/var/run is /run in most images): where the node
 	// agent mounts hotplugged claims in the launcher's mount namespace, as
@@ -683,7 +686,7 @@ func (l *Launcher) statusLocked() Status {
 		State: l.last.State, Reason: reason, StopRequested: l.stopping, Terminated: l.terminated, Time: time.Now().UTC(),
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 		CPUTopology: l.cpuTopology, Memory: l.memory.DeepCopy(),
-		Timeline: l.timelineLocked(), HotplugVolumes: slices.Clone(l.volumes), HotplugDiskDir: l.cfg.HotplugDiskDir,
+		Timeline: l.timelineLocked(), HotplugVolumes: slices.Clone(l.volumes), MemoryDumps: slices.Clone(l.dumps), HotplugDiskDir: l.cfg.HotplugDiskDir,
 	}
 }
 

@@ -54,6 +54,70 @@ type HotplugVolume struct {
 	Message string `json:"message,omitempty"`
 }
 
+// MemoryDump is how the memory dump onto a memoryDump volume stands
+// (KubeVirt's memory dump): started once its claim is mounted, written to
+// <HotplugDiskDir>/<volume>/<TargetFileName>.
+type MemoryDump struct {
+	// Volume is the memoryDump volume's name.
+	Volume string `json:"volume"`
+	// TargetFileName is the dump's file name on the claim.
+	TargetFileName string `json:"targetFileName"`
+	// Start and End are when the dump began and ended (End zero while it
+	// runs).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end,omitzero"`
+	// Error is why the dump failed; empty when it succeeded or runs.
+	Error string `json:"error,omitempty"`
+}
+
+// dumpFileName is the name KubeVirt gives a memory dump on its claim:
+// <vmi>-<claim>-<yyyymmdd-hhmmss>.memory.dump.
+func dumpFileName(vmi *v1.VirtualMachineInstance, claim string, at time.Time) string {
+	return fmt.Sprintf("%s-%s-%s.memory.dump", vmi.Name, claim, at.UTC().Format("20060102-150405"))
+}
+
+// syncMemoryDumpsLocked starts the dump of each memoryDump volume of vmi's
+// spec whose claim the node agent mounted and that has none yet; the dump
+// runs without the launcher's lock and records its end. Dumps of volumes
+// that left the spec are forgotten.
+func (l *Launcher) syncMemoryDumpsLocked(ctx context.Context, vmi *v1.VirtualMachineInstance) {
+	want := map[string]bool{}
+	for i := range vmi.Spec.Volumes {
+		vol := &vmi.Spec.Volumes[i]
+		if vol.MemoryDump == nil {
+			continue
+		}
+		want[vol.Name] = true
+		if slices.ContainsFunc(l.dumps, func(d MemoryDump) bool { return d.Volume == vol.Name }) || !isFileName(vol.Name) {
+			continue
+		}
+		dir := filepath.Join(l.cfg.HotplugDiskDir, vol.Name)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue // not mounted yet
+		}
+		now := time.Now().UTC()
+		d := MemoryDump{Volume: vol.Name, TargetFileName: dumpFileName(vmi, vol.MemoryDump.ClaimName, now), Start: now}
+		l.dumps = append(l.dumps, d)
+		path, domain, log := filepath.Join(dir, d.TargetFileName), l.domain, klog.FromContext(ctx)
+		log.Info("dumping the guest's memory", "vmi", l.key(), "volume", vol.Name, "file", path)
+		go func() {
+			err := l.h.MemoryDump(context.Background(), domain, path)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			for i := range l.dumps {
+				if l.dumps[i].Volume == d.Volume && l.dumps[i].Start.Equal(d.Start) {
+					l.dumps[i].End = time.Now().UTC()
+					if err != nil {
+						l.dumps[i].Error = err.Error()
+					}
+				}
+			}
+			log.Info("memory dump ended", "vmi", l.key(), "volume", d.Volume, "err", err)
+		}()
+	}
+	l.dumps = slices.DeleteFunc(l.dumps, func(d MemoryDump) bool { return !want[d.Volume] })
+}
+
 // hotplugged is the volume name of a disk the launcher hot-plugged: its
 // alias is ua-<volume> and its image lies under <HotplugDiskDir>/<volume>.
 func (l *Launcher) hotplugged(d *libvirtxml.DomainDisk) (string, bool) {
@@ -155,6 +219,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 		}
 	}
 	l.volumes = out
+	l.syncMemoryDumpsLocked(ctx, vmi)
 	return nil
 }
 
@@ -181,17 +246,25 @@ func (l *Launcher) attachVolumeLocked(ctx context.Context, vmi *v1.VirtualMachin
 	return disk.Target.Dev, nil
 }
 
-// HotplugPending reports whether the launcher's hotplugged volumes (st's)
-// differ from the hotpluggable volumes of vmi's spec: one to attach, or one
-// to detach; the node agent then syncs the launcher.
-func HotplugPending(vmi *v1.VirtualMachineInstance, st []HotplugVolume) bool {
+// HotplugPending reports whether the launcher's hotplugged volumes and
+// memory dumps (st's) differ from the hotpluggable and memoryDump volumes
+// of vmi's spec: one to attach, one to detach, a dump to start; the node
+// agent then syncs the launcher.
+func HotplugPending(vmi *v1.VirtualMachineInstance, st *Status) bool {
 	have := map[string]HotplugVolume{}
-	for _, v := range st {
+	for _, v := range st.HotplugVolumes {
 		have[v.Name] = v
 	}
-	n := 0
+	n, dumps := 0, 0
 	for i := range vmi.Spec.Volumes {
 		vol := &vmi.Spec.Volumes[i]
+		if vol.MemoryDump != nil {
+			dumps++
+			if !slices.ContainsFunc(st.MemoryDumps, func(d MemoryDump) bool { return d.Volume == vol.Name }) {
+				return true
+			}
+			continue
+		}
 		if !v1.IsHotpluggable(vol) || !hasDisk(vmi, vol.Name) {
 			continue
 		}
@@ -200,5 +273,5 @@ func HotplugPending(vmi *v1.VirtualMachineInstance, st []HotplugVolume) bool {
 			return true
 		}
 	}
-	return n != len(st)
+	return n != len(st.HotplugVolumes) || dumps != len(st.MemoryDumps)
 }

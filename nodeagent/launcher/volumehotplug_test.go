@@ -26,13 +26,13 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if err != nil || !st.Started {
 		t.Fatalf("Sync: %+v, %v", st, err)
 	}
-	if HotplugPending(vmi, st.HotplugVolumes) {
+	if HotplugPending(vmi, &st) {
 		t.Errorf("HotplugPending of a VMI without hotpluggable volumes")
 	}
 	vmi.Spec.Domain.Devices.Disks = append(vmi.Spec.Domain.Devices.Disks, v1.Disk{Name: "data", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusSCSI}}})
 	vmi.Spec.Volumes = append(vmi.Spec.Volumes, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
 		Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}})
-	if !HotplugPending(vmi, st.HotplugVolumes) {
+	if !HotplugPending(vmi, &st) {
 		t.Fatal("HotplugPending: false with a new hotpluggable volume")
 	}
 	st, err = f.c.Sync(ctx, vmi)
@@ -69,13 +69,13 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if !found {
 		t.Errorf("the domain's disks have no SCSI disk ua-data on %s: %+v", filepath.Join(hp, "data", "disk.img"), disks)
 	}
-	if HotplugPending(vmi, st.HotplugVolumes) {
+	if HotplugPending(vmi, &st) {
 		t.Error("HotplugPending after the attach")
 	}
 
 	vmi.Spec.Domain.Devices.Disks = vmi.Spec.Domain.Devices.Disks[:3]
 	vmi.Spec.Volumes = vmi.Spec.Volumes[:3]
-	if !HotplugPending(vmi, st.HotplugVolumes) {
+	if !HotplugPending(vmi, &st) {
 		t.Fatal("HotplugPending: false with a volume to unplug")
 	}
 	if st, err = f.c.Sync(ctx, vmi); err != nil {
@@ -84,7 +84,7 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if len(st.HotplugVolumes) != 1 || !st.HotplugVolumes[0].Detaching {
 		t.Errorf("after the removal: %+v, want data detaching", st.HotplugVolumes)
 	}
-	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.HotplugVolumes) != 0 || HotplugPending(vmi, st.HotplugVolumes) {
+	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.HotplugVolumes) != 0 || HotplugPending(vmi, &st) {
 		t.Errorf("once the guest released it: %+v, %v", st.HotplugVolumes, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -188,4 +189,78 @@ func hasHotplugVolume(spec *v1.VirtualMachineInstanceSpec, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestMemoryDump (#37 item 3): KubeVirt's `virtctl memory-dump get` of a
+// running VM onto a claim goes Associating → InProgress → Unmounting →
+// Completed with the dump's file name; the file is on the claim, the size
+// of the guest's memory; `virtctl memory-dump remove` clears the request.
+func TestMemoryDump(t *testing.T) {
+	c := suite.Need(t)
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "memory-dump", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("300Mi")}},
+		},
+	}
+	createClaim(t, c, claim)
+	vm := tinyVM(t, "vm-dump", v1.RunStrategyAlways)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "Running", running)
+	virtctl := virtctlFor(t, c)
+	began := time.Now()
+	virtctl.run(t, "", "memory-dump", "get", vm.Name, "--claim-name="+claim.Name)
+	var seen []v1.MemoryDumpPhase
+	var req *v1.VirtualMachineMemoryDumpRequest
+	suite.WaitFor(t, "memory dump Completed", 3*time.Minute, func() (bool, string) {
+		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		req = got.Status.MemoryDumpRequest
+		if req == nil {
+			return false, "no memoryDumpRequest"
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != req.Phase {
+			seen = append(seen, req.Phase)
+		}
+		if req.Phase == v1.MemoryDumpFailed {
+			t.Fatalf("memory dump failed: %s", req.Message)
+		}
+		return req.Phase == v1.MemoryDumpCompleted, fmt.Sprintf("%s %s", req.Phase, req.Message)
+	})
+	t.Logf("memory-dump get → Completed %v, phases seen %v, file %s", time.Since(began).Round(time.Millisecond), seen, *req.FileName)
+	if req.FileName == nil || !strings.HasPrefix(*req.FileName, vm.Name+"-"+claim.Name+"-") || !strings.HasSuffix(*req.FileName, ".memory.dump") ||
+		req.StartTimestamp == nil || req.EndTimestamp == nil {
+		t.Errorf("completed request: %+v", req)
+	}
+	now, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UID != vmi.UID || hotplugStatus(now, claim.Name) != nil || len(now.Spec.Volumes) != len(vmi.Spec.Volumes) {
+		t.Errorf("after the dump the instance (%s, was %s) still has the dump volume: status %+v, %d volumes (was %d)",
+			now.UID, vmi.UID, hotplugStatus(now, claim.Name), len(now.Spec.Volumes), len(vmi.Spec.Volumes))
+	}
+	// The dump is on the claim: a raw dump of the 128Mi guest.
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "memory-dump-check", Namespace: "default"},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(0)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "check", Image: cluster.BusyboxImage + ":" + c.Tag, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:      []string{"sh", "-c", fmt.Sprintf("ls -l /dump && test $(stat -c %%s /dump/%s) -ge %d", *req.FileName, 128<<20)},
+				VolumeMounts: []corev1.VolumeMount{{Name: "dump", MountPath: "/dump"}}}},
+			Volumes: []corev1.Volume{{Name: "dump", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim.Name}}}},
+		}}},
+	}
+	runJob(t, c, job)
+	virtctl.run(t, "", "memory-dump", "remove", vm.Name)
+	suite.WaitFor(t, "memoryDumpRequest cleared", time.Minute, func() (bool, string) {
+		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.MemoryDumpRequest == nil, fmt.Sprintf("%+v", got.Status.MemoryDumpRequest)
+	})
 }

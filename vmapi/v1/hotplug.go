@@ -183,3 +183,49 @@ func ApplyVolumeRequest(spec *VirtualMachineInstanceSpec, req *VirtualMachineVol
 		spec.Domain.Devices.Disks = disks
 	}
 }
+
+// KubeVirt's memory dump (virtctl memory-dump get): the VM's
+// status.memoryDumpRequest goes through these phases while a memoryDump
+// volume of the claim is hot-plugged into its instance, the guest's memory
+// is written to a file on it, and the volume is unplugged again.
+const (
+	// MemoryDumpAssociating: the request is recorded; the claim is being
+	// added to the instance.
+	MemoryDumpAssociating MemoryDumpPhase = "Associating"
+	// MemoryDumpInProgress: the claim is the instance's; the dump runs.
+	MemoryDumpInProgress MemoryDumpPhase = "InProgress"
+	// MemoryDumpUnmounting: the dump is written; the claim is leaving the
+	// instance.
+	MemoryDumpUnmounting MemoryDumpPhase = "Unmounting"
+	// MemoryDumpCompleted: the dump is on the claim (fileName).
+	MemoryDumpCompleted MemoryDumpPhase = "Completed"
+	// MemoryDumpDissociating: removememorydump asked to forget the claim.
+	MemoryDumpDissociating MemoryDumpPhase = "Dissociating"
+	// MemoryDumpFailed: the dump failed (message).
+	MemoryDumpFailed MemoryDumpPhase = "Failed"
+)
+
+// Phases of a memory dump volume in status.volumeStatus.
+const (
+	// MemoryDumpVolumeInProgress: the guest's memory is being written.
+	MemoryDumpVolumeInProgress = "MemoryDumpInProgress"
+	// MemoryDumpVolumeCompleted: the dump is written.
+	MemoryDumpVolumeCompleted = "MemoryDumpCompleted"
+	// MemoryDumpVolumeFailed: the dump failed.
+	MemoryDumpVolumeFailed = "MemoryDumpFailed"
+)
+
+// HotplugClaim is the claim a volume attached to a running instance takes:
+// a hotpluggable persistentVolumeClaim or dataVolume, or a memoryDump
+// volume; "" for any other volume.
+func HotplugClaim(vol *Volume) string {
+	switch {
+	case vol.MemoryDump != nil:
+		return vol.MemoryDump.ClaimName
+	case vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.Hotpluggable:
+		return vol.PersistentVolumeClaim.ClaimName
+	case vol.DataVolume != nil && vol.DataVolume.Hotpluggable:
+		return vol.DataVolume.Name
+	}
+	return ""
+}

@@ -7,7 +7,7 @@ import (
 
 // Volume is a named source of data for the disk of the same name.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.containerDisk), has(self.persistentVolumeClaim), has(self.dataVolume), has(self.emptyDisk), has(self.hostDisk), has(self.cloudInitNoCloud), has(self.cloudInitConfigDrive), has(self.configMap), has(self.secret), has(self.serviceAccount), has(self.ephemeral), has(self.downwardAPI), has(self.sysprep)].filter(x, x).size() == 1",messageExpression="'volume ' + self.name + ' must set exactly one source (containerDisk, persistentVolumeClaim, dataVolume, emptyDisk, hostDisk, cloudInitNoCloud, cloudInitConfigDrive, configMap, secret, serviceAccount, ...)'"
+// +kubebuilder:validation:XValidation:rule="[has(self.containerDisk), has(self.persistentVolumeClaim), has(self.dataVolume), has(self.emptyDisk), has(self.hostDisk), has(self.cloudInitNoCloud), has(self.cloudInitConfigDrive), has(self.configMap), has(self.secret), has(self.serviceAccount), has(self.ephemeral), has(self.downwardAPI), has(self.sysprep), has(self.memoryDump), has(self.downwardMetrics), has(self.containerPath)].filter(x, x).size() == 1",messageExpression="'volume ' + self.name + ' must set exactly one source (containerDisk, persistentVolumeClaim, dataVolume, emptyDisk, hostDisk, cloudInitNoCloud, cloudInitConfigDrive, configMap, secret, serviceAccount, ...)'"
 type Volume struct {
 	// Name of the volume; the disk of the same name uses it.
 	// +kubebuilder:validation:MaxLength=63

@@ -38,6 +38,12 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 		ObservedGeneration:  vm.Generation,
 		InstancetypeRef:     st.expansion.InstancetypeRef,
 		PreferenceRef:       st.expansion.PreferenceRef,
+		// Written by virt-api, moved on here (memorydump.go).
+		MemoryDumpRequest: memoryDumpRequest(vm, vmi),
+		// Written by virt-api without the DeclarativeHotplugVolumes
+		// behaviour (KubeVirt's older HotplugVolumes gate); vmkit's
+		// virt-api changes the template instead: kept as written.
+		VolumeRequests: old.VolumeRequests,
 	}
 	if st.strategyErr != nil {
 		s.RunStrategy = ""

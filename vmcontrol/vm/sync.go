@@ -162,7 +162,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		st.restartRequired = c.starts.restartRequired(vm, vmi, c.liveUpdate())
 	}
 	if vm.DeletionTimestamp == nil && !foreign && c.exp.Satisfied(key) {
-		hotplugErr = errors.Join(c.hotplugCPU(ctx, vm, vmi), c.hotplugMemory(ctx, vm, vmi), c.hotplugVolumes(ctx, vm, vmi))
+		hotplugErr = errors.Join(c.hotplugCPU(ctx, vm, vmi), c.hotplugMemory(ctx, vm, vmi), c.hotplugVolumes(ctx, vm, vmi), c.handleMemoryDump(ctx, vm, vmi))
 	}
 	status := calculateStatus(vm, vmi, st)
 	if !equality.Semantic.DeepEqual(status, vm.Status) {

@@ -70,8 +70,8 @@ func indexByClaim(obj any) ([]string, error) {
 	}
 	// Hotplugged claims too: their binding moves the volume's phase on.
 	for i := range vmi.Spec.Volumes {
-		if vol := &vmi.Spec.Volumes[i]; v1.IsHotpluggable(vol) {
-			keys = append(keys, vmi.Namespace+"/"+volumeClaim(vol))
+		if claim := v1.HotplugClaim(&vmi.Spec.Volumes[i]); claim != "" {
+			keys = append(keys, vmi.Namespace+"/"+claim)
 		}
 	}
 	return keys, nil

@@ -23,6 +23,8 @@ func volumeClaim(vol *v1.Volume) string {
 		return vol.PersistentVolumeClaim.ClaimName
 	case vol.DataVolume != nil:
 		return vol.DataVolume.Name
+	case vol.MemoryDump != nil:
+		return vol.MemoryDump.ClaimName
 	}
 	return ""
 }
@@ -80,7 +82,7 @@ func volumeStatus(volumes []v1.Volume, old []v1.VolumeStatus, claims map[string]
 		if ok {
 			st.PersistentVolumeClaimInfo = claimInfo(pvc)
 		}
-		if v1.IsHotpluggable(vol) {
+		if v1.HotplugClaim(vol) != "" {
 			if st.HotplugVolume == nil {
 				st.HotplugVolume = &v1.HotplugVolumeStatus{}
 			}
@@ -99,7 +101,8 @@ func volumeStatus(volumes []v1.Volume, old []v1.VolumeStatus, claims map[string]
 			continue
 		}
 		switch st.Phase {
-		case v1.HotplugVolumeMounted, v1.VolumeReady, v1.HotplugVolumeDetaching:
+		case v1.HotplugVolumeMounted, v1.VolumeReady, v1.HotplugVolumeDetaching,
+			v1.MemoryDumpVolumeInProgress, v1.MemoryDumpVolumeCompleted, v1.MemoryDumpVolumeFailed:
 			out = append(out, *st.DeepCopy())
 		}
 	}

@@ -368,6 +368,16 @@ func (h *Hypervisor) DetachDisk(ctx context.Context, name, alias string) error {
 	})
 }
 
+// MemoryDump implements hypervisor.Hypervisor.
+func (h *Hypervisor) MemoryDump(ctx context.Context, name, path string) error {
+	return h.onDomain(ctx, "dump the memory of", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "dump the memory of", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.CoreDumpWithFormat(path, golibvirt.DOMAIN_CORE_DUMP_FORMAT_RAW, golibvirt.DUMP_MEMORY_ONLY)
+	})
+}
+
 // Disks implements hypervisor.Hypervisor.
 func (h *Hypervisor) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
 	var out []libvirtxml.DomainDisk
