@@ -47,9 +47,10 @@ func newTestServer(t *testing.T, handlers HandlerDialer, objs ...runtime.Object)
 	var kubeObjs []runtime.Object
 	var kvObjs []runtime.Object
 	for _, o := range objs {
-		if _, ok := o.(*corev1.Pod); ok {
+		switch o.(type) {
+		case *corev1.Pod, *corev1.PersistentVolumeClaim:
 			kubeObjs = append(kubeObjs, o)
-		} else {
+		default:
 			kvObjs = append(kvObjs, o)
 		}
 	}

@@ -88,3 +88,47 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 		t.Errorf("once the guest released it: %+v, %v", st.HotplugVolumes, err)
 	}
 }
+
+// TestLauncherDumpsMemory: a memoryDump volume whose claim the node agent
+// mounted gets the guest's memory in a file named as KubeVirt names it;
+// the status reports the dump from start to end, and forgets it once the
+// volume left the spec.
+func TestLauncherDumpsMemory(t *testing.T) {
+	f := start(t)
+	hp := f.cfg.HotplugDiskDir
+	ctx := context.Background()
+	vmi := testVMI()
+	if _, err := f.c.Sync(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	vmi.Spec.Volumes = append(vmi.Spec.Volumes, v1.Volume{Name: "dump", VolumeSource: v1.VolumeSource{MemoryDump: &v1.MemoryDumpVolumeSource{ClaimName: "dump-claim", Hotpluggable: true}}})
+	st, err := f.c.Sync(ctx, vmi)
+	if err != nil || len(st.MemoryDumps) != 0 || !HotplugPending(vmi, &st) {
+		t.Fatalf("before the mount: dumps %+v, %v; want none, pending", st.MemoryDumps, err)
+	}
+	if err := os.MkdirAll(filepath.Join(hp, "dump"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Sync(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	var d MemoryDump
+	waitFor(t, func() bool {
+		st, err := f.c.State(ctx)
+		if err != nil || len(st.MemoryDumps) != 1 {
+			return false
+		}
+		d = st.MemoryDumps[0]
+		return !d.End.IsZero()
+	})
+	if d.Error != "" || !strings.HasPrefix(d.TargetFileName, "vm1-dump-claim-") || !strings.HasSuffix(d.TargetFileName, ".memory.dump") {
+		t.Fatalf("dump %+v", d)
+	}
+	if b, err := os.ReadFile(filepath.Join(hp, "dump", d.TargetFileName)); err != nil || !strings.Contains(string(b), "fake memory dump of ns_vm1") {
+		t.Errorf("the dump file: %q, %v", b, err)
+	}
+	vmi.Spec.Volumes = vmi.Spec.Volumes[:len(vmi.Spec.Volumes)-1]
+	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.MemoryDumps) != 0 || HotplugPending(vmi, &st) {
+		t.Errorf("after the volume left: dumps %+v, %v", st.MemoryDumps, err)
+	}
+}

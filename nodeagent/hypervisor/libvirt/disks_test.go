@@ -15,11 +15,12 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
-// TestAttachDetachDisk hot-plugs a SCSI disk into the running agent guest
+// TestAttachDiskAndDumpMemory hot-plugs a SCSI disk into the running agent guest
 // (which loads virtio_scsi and sd_mod): it is among the domain's live
 // disks under its alias and the guest sees /dev/sda; detached by alias, it
-// leaves both. A shut-off domain refuses.
-func TestAttachDetachDisk(t *testing.T) {
+// leaves both. A shut-off domain refuses. Then the guest's memory is
+// dumped to a file.
+func TestAttachDiskAndDumpMemory(t *testing.T) {
 	uri := requireQEMU(t)
 	guest, initrd := requireAgentGuest(t)
 	h := newTestHypervisor(t, uri)
@@ -89,6 +90,18 @@ func TestAttachDetachDisk(t *testing.T) {
 	if err := h.DetachDisk(ctx, name, "ua-data"); err == nil {
 		t.Error("DetachDisk of a disk that is gone succeeded")
 	}
+
+	// The guest's memory, dumped (KubeVirt's memory dump).
+	dump := filepath.Join(dir, "guest.memory.dump")
+	began := time.Now()
+	if err := h.MemoryDump(ctx, name, dump); err != nil {
+		t.Fatalf("MemoryDump: %v", err)
+	}
+	fi, err := os.Stat(dump)
+	if err != nil || fi.Size() < 128<<20 {
+		t.Fatalf("the dump: %v, %v; want at least the guest's 128Mi", fi, err)
+	}
+	t.Logf("memory dump of the 128Mi guest: %d bytes in %v", fi.Size(), time.Since(began).Round(time.Millisecond))
 }
 
 // waitAgent waits until the guest agent of the running domain answers.
