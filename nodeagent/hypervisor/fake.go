@@ -570,18 +570,11 @@ func (f *Fake) PluggedMemory(ctx context.Context, name string) (PluggedMemory, e
 
 // virtioMem returns an active domain and its virtio-mem device.
 func (f *Fake) virtioMem(op, name string) (*fakeDomain, *libvirtxml.DomainMemorydev, error) {
-	d, err := f.lookup(op, name)
+	d, dom, err := f.liveDomain(op, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if d.state.State != StateRunning && d.state.State != StatePaused {
-		return nil, nil, fmt.Errorf("%s %s: domain is %s: %w", op, name, d.state.State, ErrInvalidState)
-	}
-	var dom libvirtxml.Domain
-	if err := dom.Unmarshal(d.xml); err != nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
-	}
-	dev := VirtioMem(&dom)
+	dev := VirtioMem(dom)
 	if dev == nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", op, name, ErrNoPluggableMemory)
 	}

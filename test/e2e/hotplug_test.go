@@ -60,13 +60,7 @@ func waitVolumeGone(t *testing.T, c *cluster.Cluster, vm, name string) {
 // launcher. A Block claim goes in and out the same way.
 func TestVolumeHotplug(t *testing.T) {
 	c := suite.Need(t)
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "hotplug-data", Namespace: "default"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
-		},
-	}
+	claim := rwoClaim("hotplug-data", "64Mi")
 	createClaim(t, c, claim)
 	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-hotplug", v1.RunStrategyAlways)
 	framework.CreateVM(t, c, vm)
@@ -160,15 +154,9 @@ func TestVolumeHotplug(t *testing.T) {
 
 	// A Block claim (the node's block volumes): a device node of the
 	// launcher's user, allowed in its device cgroup.
-	mode := corev1.PersistentVolumeBlock
-	blockClass := cluster.BlockStorageClass
-	blockClaim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "hotplug-block", Namespace: "default"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &mode, StorageClassName: &blockClass,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}},
-		},
-	}
+	blockClaim := rwoClaim("hotplug-block", "64Mi")
+	mode, class := corev1.PersistentVolumeBlock, cluster.BlockStorageClass
+	blockClaim.Spec.VolumeMode, blockClaim.Spec.StorageClassName = &mode, &class
 	createClaim(t, c, blockClaim)
 	began = time.Now()
 	virtctl.run(t, "Successfully submitted add volume request to VM "+vm.Name, "addvolume", vm.Name, "--volume-name="+blockClaim.Name)
@@ -180,6 +168,18 @@ func TestVolumeHotplug(t *testing.T) {
 	virtctl.run(t, "Successfully submitted remove volume request to VM "+vm.Name, "removevolume", vm.Name, "--volume-name="+blockClaim.Name)
 	waitVolumeGone(t, c, vm.Name, blockClaim.Name)
 	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, time.Minute)
+}
+
+// rwoClaim is a ReadWriteOnce Filesystem claim in default of the default
+// StorageClass (local-path-provisioner's).
+func rwoClaim(name, size string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
 }
 
 func hasHotplugVolume(spec *v1.VirtualMachineInstanceSpec, name string) bool {
@@ -197,13 +197,7 @@ func hasHotplugVolume(spec *v1.VirtualMachineInstanceSpec, name string) bool {
 // of the guest's memory; `virtctl memory-dump remove` clears the request.
 func TestMemoryDump(t *testing.T) {
 	c := suite.Need(t)
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "memory-dump", Namespace: "default"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("300Mi")}},
-		},
-	}
+	claim := rwoClaim("memory-dump", "300Mi")
 	createClaim(t, c, claim)
 	vm := tinyVM(t, "vm-dump", v1.RunStrategyAlways)
 	framework.CreateVM(t, c, vm)

@@ -76,31 +76,30 @@ func parentOf(pid int) (int, error) {
 
 // Bind mounts src, a directory or file as the mount namespace at fromNS
 // sees it, at dst inside the mount namespace at toNS (namespace paths such
-// as Path(1), the node's for a node agent with hostPID, and Path(launcher
+// as Outside(), the node's for a node agent in a pod, and Path(launcher
 // PID)). dst is created first, a directory or an empty file like src;
 // dst's parent must exist. Mounting over an existing mount is refused.
 func Bind(fromNS, src, toNS, dst string) error {
-	return onThread(func() error {
-		to, err := os.Open(toNS) // opened before leaving this namespace's /proc
-		if err != nil {
+	var (
+		fi   os.FileInfo
+		tree = -1
+	)
+	defer func() {
+		if tree >= 0 {
+			unix.Close(tree)
+		}
+	}()
+	return across(fromNS, toNS, func() error {
+		var err error
+		if fi, err = os.Stat(src); err != nil {
 			return err
 		}
-		defer to.Close()
-		if err := enter(fromNS); err != nil {
-			return err
-		}
-		fi, err := os.Stat(src)
-		if err != nil {
-			return err
-		}
-		tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err != nil {
+		if tree, err = unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
 			return fmt.Errorf("cloning the mount of %s: %w", src, err)
 		}
-		defer unix.Close(tree)
-		if err := unix.Setns(int(to.Fd()), unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("entering the mount namespace %s: %w", toNS, err)
-		}
+		return nil
+	}, func() error {
+		var err error
 		if mounted, err := isMountPoint(dst); err != nil {
 			return err
 		} else if mounted {
@@ -132,15 +131,7 @@ func Bind(fromNS, src, toNS, dst string) error {
 // without the node's /dev entry changing owner.
 func Device(fromNS, src, toNS, dst string, uid, gid int) (uint64, error) {
 	var rdev uint64
-	err := onThread(func() error {
-		to, err := os.Open(toNS) // opened before leaving this namespace's /proc
-		if err != nil {
-			return err
-		}
-		defer to.Close()
-		if err := enter(fromNS); err != nil {
-			return err
-		}
+	err := across(fromNS, toNS, func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(src, &st); err != nil {
 			return fmt.Errorf("stat %s: %w", src, err)
@@ -149,10 +140,9 @@ func Device(fromNS, src, toNS, dst string, uid, gid int) (uint64, error) {
 			return fmt.Errorf("%s is not a block device", src)
 		}
 		rdev = st.Rdev
-		if err := unix.Setns(int(to.Fd()), unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("entering the mount namespace %s: %w", toNS, err)
-		}
-		err = unix.Mknod(dst, unix.S_IFBLK|0o660, int(rdev))
+		return nil
+	}, func() error {
+		err := unix.Mknod(dst, unix.S_IFBLK|0o660, int(rdev))
 		if errors.Is(err, unix.EEXIST) {
 			var have unix.Stat_t
 			if err := unix.Lstat(dst, &have); err != nil {
@@ -300,6 +290,29 @@ func isMountPoint(path string) (bool, error) {
 		return false, fmt.Errorf("statx %s: the kernel does not report mount roots (Linux 5.8 or later needed)", path)
 	}
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// across runs first in the mount namespace at fromNS, then second in the
+// one at toNS, on one thread of its own (so what first opened is at hand
+// in second).
+func across(fromNS, toNS string, first, second func() error) error {
+	return onThread(func() error {
+		to, err := os.Open(toNS) // opened before leaving this namespace's /proc
+		if err != nil {
+			return err
+		}
+		defer to.Close()
+		if err := enter(fromNS); err != nil {
+			return err
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		if err := unix.Setns(int(to.Fd()), unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("entering the mount namespace %s: %w", toNS, err)
+		}
+		return second()
+	})
 }
 
 // inNamespace runs fn on a thread of its own in the mount namespace at ns.
