@@ -44,7 +44,8 @@ type ClaimLookup func(namespace, name string) *corev1.PersistentVolumeClaim
 //     reservation;
 //   - DisksNotLiveMigratable: a PVC or DataVolume whose claim is not
 //     ReadWriteMany (or not found), the backend-storage claim of a VMI
-//     with persistent state likewise, or a hostDisk not marked shared.
+//     with persistent state likewise, a hostDisk not marked shared, or
+//     (vmkit's) a hotplugged volume.
 func LiveMigratable(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
 	method, diskErr := checkVolumes(vmi, claims)
 	no := func(reason, msg string) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
@@ -125,6 +126,12 @@ func checkVolumes(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.Virtua
 		}
 	}
 	for _, vol := range vmi.Spec.Volumes {
+		if v1.HotplugClaim(&vol) != "" {
+			// KubeVirt migrates these with attachment pods on the target;
+			// vmkit's node agent mounts them into the running launcher
+			// only, and the target's launcher would start without them.
+			return method, fmt.Sprintf("cannot migrate VMI: volume %s is hotplugged, which vmkit does not migrate yet", vol.Name)
+		}
 		switch src := &vol.VolumeSource; {
 		case src.PersistentVolumeClaim != nil || src.DataVolume != nil:
 			name := ""
