@@ -8,6 +8,7 @@
 #   $OUT/virt-controller.tar  vmkit/virt-controller:$TAG
 #   $OUT/virt-api.tar         vmkit/virt-api:$TAG
 #   $OUT/virt-handler.tar     vmkit/virt-handler:$TAG
+#   $OUT/virt-exportserver.tar  vmkit/virt-exportserver:$TAG
 #   $OUT/virt-launcher.tar    vmkit/virt-launcher:$TAG (libvirt + QEMU from Debian)
 #   $OUT/tiny-guest.tar       vmkit/tiny-guest:$TAG and :latest
 #   $OUT/local-path-provisioner.tar  vmkit/local-path-provisioner:$TAG (hack/build-storage.sh)
@@ -72,7 +73,7 @@ build=(go build -trimpath -buildvcs=false)
 # itself unless /etc/nsswitch.conf asks otherwise, so the warnings are
 # silenced (--no-warnings) and hack/images checks that the result is static.
 static=(-ldflags '-linkmode external -extldflags "-static -Wl,--no-warnings"')
-CGO_ENABLED=1 "${build[@]}" "${static[@]}" -o "$BIN/" ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler
+CGO_ENABLED=1 "${build[@]}" "${static[@]}" -o "$BIN/" ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/virt-exportserver
 if [ -d cmd/container-disk ]; then
   CGO_ENABLED=0 "${build[@]}" -o "$BIN/" ./cmd/container-disk
 else

@@ -33,11 +33,11 @@ for arch in $ARCHES; do
     log "linux/$arch: every image (hack/build-images.sh)"
     TAG=$VERSION OUT=$dir hack/build-images.sh
   else
-    log "linux/$arch: virt-operator, virt-controller, virt-api, virt-handler (cross-compiled, static)"
+    log "linux/$arch: virt-operator, virt-controller, virt-api, virt-handler, virt-exportserver (cross-compiled, static)"
     bin=$ROOT/_output/image-bin-$arch
     mkdir -p "$bin"
     GOOS=linux GOARCH=$arch CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$bin/" \
-      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler
+      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/virt-exportserver
     (cd hack/images && go run . -root "$ROOT" -arch "$arch" -bin "$bin" -out "$dir" -tag "$VERSION")
   fi
   archives+=("$arch=$dir")

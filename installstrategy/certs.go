@@ -30,6 +30,12 @@ import (
 const (
 	// CASecretName holds the installation's CA (tls.crt, tls.key).
 	CASecretName = "kubevirt-ca"
+	// ExportCASecretName holds the CA (tls.crt, tls.key) with which
+	// virt-controller signs the VirtualMachineExport servers' certificates
+	// (KubeVirt's kubevirt-export-ca). It is a CA of its own: virt-controller
+	// reads its key, and must not be able to mint certificates that
+	// virt-api's and virt-handler's clients trust.
+	ExportCASecretName = "kubevirt-export-ca"
 	// CABundleConfigMapName holds the CA certificate (ca-bundle) for
 	// whoever verifies the components' certificates.
 	CABundleConfigMapName = "kubevirt-ca"
@@ -90,8 +96,8 @@ type Certificates struct {
 }
 
 // EnsureCertificates makes sure the installation's CA, its bundle,
-// virt-api's serving certificate and virt-handler's server and client
-// certificates exist in namespace and are valid for at least 30 more days;
+// virt-api's serving certificate, virt-handler's server and client
+// certificates and the export CA exist in namespace and are valid for at least 30 more days;
 // it creates or re-issues only what is missing, unreadable, expiring, not
 // signed by the CA or issued for other names (a re-issued CA re-issues
 // everything), and returns the CA bundle and the number of objects it wrote.
@@ -190,6 +196,26 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 			DNSNames: []string{APIServiceName, APIServiceName + "." + namespace, APIServiceName + "." + namespace + ".svc"},
 		}, x509.ExtKeyUsageServerAuth},
 	}
+	exportCA, err := read(ExportCASecretName)
+	if err != nil {
+		return out, err
+	}
+	if _, _, ok := parsePair(exportCA, now); !ok {
+		cert, key, err := pki.Issue(&x509.Certificate{
+			Subject:               pkix.Name{CommonName: "export.kubevirt.io@" + namespace},
+			NotBefore:             now.Add(-time.Hour),
+			NotAfter:              now.Add(caValidity),
+			IsCA:                  true,
+			BasicConstraintsValid: true,
+			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		}, nil, nil)
+		if err != nil {
+			return out, fmt.Errorf("export CA: %w", err)
+		}
+		if err := write(exportCA, ExportCASecretName, pki.CertPEM(cert), pki.KeyPEM(key)); err != nil {
+			return out, err
+		}
+	}
 	for _, l := range leaves {
 		existing, err := read(l.name)
 		if err != nil {
@@ -217,7 +243,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 // DeleteCertificates removes what EnsureCertificates created.
 func DeleteCertificates(ctx context.Context, c dynamic.Interface, namespace string) error {
 	var errs []error
-	for _, name := range []string{APIServerCertSecretName, MigrationClientCertSecretName, HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName} {
+	for _, name := range []string{APIServerCertSecretName, MigrationClientCertSecretName, HandlerClientCertSecretName, HandlerServerCertSecretName, CASecretName, ExportCASecretName} {
 		if err := c.Resource(secretsGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting Secret %s/%s: %w", namespace, name, err))
 		}

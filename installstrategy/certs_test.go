@@ -31,8 +31,8 @@ func TestEnsureCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if certs.Writes != 6 { // CA Secret, bundle ConfigMap, handler server and client, migration client, virt-api Secrets
-		t.Errorf("first call wrote %d objects, want 6", certs.Writes)
+	if certs.Writes != 7 { // CA Secret, bundle ConfigMap, handler server and client, migration client, virt-api, export CA Secrets
+		t.Errorf("first call wrote %d objects, want 7", certs.Writes)
 	}
 	again, err := EnsureCertificates(ctx, c, "kubevirt")
 	if err != nil || again.Writes != 0 {

@@ -42,6 +42,8 @@ const (
 	EnvControllerDigest = "VIRT_CONTROLLER_SHASUM"
 	EnvHandlerDigest    = "VIRT_HANDLER_SHASUM"
 	EnvLauncherDigest   = "VIRT_LAUNCHER_SHASUM"
+	// EnvExportServerDigest pins the export server's image likewise.
+	EnvExportServerDigest = "VIRT_EXPORTSERVER_SHASUM"
 	// EnvHostNetwork, vmkit's own, puts every component's pod on the host
 	// network with its servers listening on the address it holds (e.g.
 	// 127.0.0.1): for single-node clusters without a pod network.
@@ -113,6 +115,8 @@ type DeploymentConfig struct {
 	ControllerDigest string `json:"controllerDigest,omitempty"`
 	HandlerDigest    string `json:"handlerDigest,omitempty"`
 	LauncherDigest   string `json:"launcherDigest,omitempty"`
+	// ExportServerDigest pins ExportServerComponent's image.
+	ExportServerDigest string `json:"exportServerDigest,omitempty"`
 	// ImagePullPolicy of the components (IfNotPresent when empty).
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 	// AdditionalProperties are settings of the KubeVirt CR that shape the
@@ -181,7 +185,8 @@ func (c *DeploymentConfig) Validate() error {
 		}
 	}
 	for field, d := range map[string]string{"operatorDigest": c.OperatorDigest, "apiDigest": c.APIDigest,
-		"controllerDigest": c.ControllerDigest, "handlerDigest": c.HandlerDigest, "launcherDigest": c.LauncherDigest} {
+		"controllerDigest": c.ControllerDigest, "handlerDigest": c.HandlerDigest, "launcherDigest": c.LauncherDigest,
+		"exportServerDigest": c.ExportServerDigest} {
 		if err := checkDigest(d); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 		}
@@ -223,7 +228,12 @@ var DigestEnv = map[string]string{
 	v1.VirtControllerValue: EnvControllerDigest,
 	v1.VirtHandlerValue:    EnvHandlerDigest,
 	v1.VirtLauncherValue:   EnvLauncherDigest,
+	ExportServerComponent:  EnvExportServerDigest,
 }
+
+// ExportServerComponent is the export server's image name (KubeVirt's
+// virt-exportserver): virt-controller's VirtualMachineExport servers.
+const ExportServerComponent = "virt-exportserver"
 
 // checkDigest fails unless d is empty or sha256: and 64 lowercase hex digits.
 func checkDigest(d string) error {
@@ -239,8 +249,8 @@ func checkDigest(d string) error {
 
 // Image returns the reference of a component's image, e.g.
 // quay.io/kubevirt/virt-api:v1.4.0 or quay.io/kubevirt/virt-api@sha256:....
-// component is virt-operator, virt-api, virt-controller, virt-handler or
-// virt-launcher.
+// component is virt-operator, virt-api, virt-controller, virt-handler,
+// virt-launcher or virt-exportserver.
 func (c *DeploymentConfig) Image(component string) string {
 	var digest string
 	switch component {
@@ -254,6 +264,8 @@ func (c *DeploymentConfig) Image(component string) string {
 		digest = c.HandlerDigest
 	case v1.VirtLauncherValue:
 		digest = c.LauncherDigest
+	case ExportServerComponent:
+		digest = c.ExportServerDigest
 	}
 	name := c.Registry + "/" + c.ImagePrefix + component
 	if digest != "" {
@@ -307,17 +319,18 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (*DeploymentCon
 		return nil, fmt.Errorf("%s: %w", EnvOperatorImage, err)
 	}
 	c := &DeploymentConfig{
-		Namespace:        getenv(EnvTargetInstallNamespace),
-		Registry:         ref.registry,
-		ImagePrefix:      ref.prefix,
-		Version:          ref.tag,
-		OperatorDigest:   ref.digest,
-		ImagePullPolicy:  corev1.PullPolicy(getenv(EnvTargetImagePullPolicy)),
-		HostNetwork:      getenv(EnvHostNetwork),
-		APIDigest:        getenv(EnvAPIDigest),
-		ControllerDigest: getenv(EnvControllerDigest),
-		HandlerDigest:    getenv(EnvHandlerDigest),
-		LauncherDigest:   getenv(EnvLauncherDigest),
+		Namespace:          getenv(EnvTargetInstallNamespace),
+		Registry:           ref.registry,
+		ImagePrefix:        ref.prefix,
+		Version:            ref.tag,
+		OperatorDigest:     ref.digest,
+		ImagePullPolicy:    corev1.PullPolicy(getenv(EnvTargetImagePullPolicy)),
+		HostNetwork:        getenv(EnvHostNetwork),
+		APIDigest:          getenv(EnvAPIDigest),
+		ControllerDigest:   getenv(EnvControllerDigest),
+		HandlerDigest:      getenv(EnvHandlerDigest),
+		LauncherDigest:     getenv(EnvLauncherDigest),
+		ExportServerDigest: getenv(EnvExportServerDigest),
 	}
 	if v := getenv(EnvWithoutVirtAPI); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -401,7 +414,7 @@ func ConfigForKubeVirt(operator *DeploymentConfig, kv *v1.KubeVirt) (*Deployment
 	c.PassthroughEnv = maps.Clone(operator.PassthroughEnv)
 	spec := &kv.Spec
 	if (spec.ImageTag != "" && spec.ImageTag != c.Version) || (spec.ImageRegistry != "" && spec.ImageRegistry != c.Registry) {
-		c.OperatorDigest, c.APIDigest, c.ControllerDigest, c.HandlerDigest, c.LauncherDigest = "", "", "", "", ""
+		c.OperatorDigest, c.APIDigest, c.ControllerDigest, c.HandlerDigest, c.LauncherDigest, c.ExportServerDigest = "", "", "", "", "", ""
 	}
 	if spec.ImageTag != "" {
 		c.Version = spec.ImageTag

@@ -79,7 +79,7 @@ func OperatorObjects(cfg OperatorConfig) ([]Object, error) {
 	}
 	for _, component := range slices.Sorted(maps.Keys(cfg.Digests)) {
 		if _, ok := DigestEnv[component]; !ok {
-			return nil, fmt.Errorf("installstrategy: digests: %q is not virt-api, virt-controller, virt-handler or virt-launcher", component)
+			return nil, fmt.Errorf("installstrategy: digests: %q is not virt-api, virt-controller, virt-handler, virt-launcher or virt-exportserver", component)
 		}
 		if err := checkDigest(cfg.Digests[component]); err != nil {
 			return nil, fmt.Errorf("installstrategy: digests[%s]: %w", component, err)

@@ -103,7 +103,7 @@ func Rules() []ComponentRules {
 		},
 		{
 			// virt-controller turns VMs into VMIs and VMIs into launcher
-			// pods, keeps replica sets, VM pools and migrations, fails VMIs
+			// pods, keeps replica sets, VM pools, migrations and exports, fails VMIs
 			// on dead nodes, holds its leader Lease in the install
 			// namespace, and delegates the authentication and
 			// authorization of /metrics.
@@ -145,9 +145,21 @@ func Rules() []ComponentRules {
 				// The disruption-budget controller keeps a
 				// PodDisruptionBudget per VMI that migrates on eviction.
 				rule("policy", []string{"poddisruptionbudgets"}, "get", "list", "watch", "create", "patch", "delete"),
+				// The export controller runs a server pod per
+				// VirtualMachineExport behind a Service, with a token, a
+				// serving certificate and the VM's manifests (all owned by
+				// the export), writes its status and deletes it when its
+				// time to live ends.
+				rule(groupExport, []string{"virtualmachineexports"}, "get", "list", "watch", "delete"),
+				rule(groupExport, []string{"virtualmachineexports/status"}, status...),
+				// Create only: virt-controller reads no Secret but the
+				// export CA below.
+				rule("", []string{"services", "secrets", "configmaps"}, "create"),
 			},
 			Namespace: []rbacv1.PolicyRule{
 				rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),
+				// The export CA's key, and no other Secret of the namespace.
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{ExportCASecretName}, Verbs: []string{"get"}},
 			},
 			BoundClusterRoles: []string{authDelegator},
 			KubeSystemRoles:   []string{authenticationReader},

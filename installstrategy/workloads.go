@@ -86,6 +86,7 @@ func (s *Strategy) addWorkloads(c *DeploymentConfig) error {
 
 	ctlArgs := []string{
 		"--launcher-image=" + c.Image(v1.VirtLauncherValue),
+		"--exportserver-image=" + c.Image(ExportServerComponent),
 		"--image-pull-policy=" + string(c.PullPolicy()),
 		"--leader-elect=true",
 		"--leader-elect-namespace=" + c.Namespace,

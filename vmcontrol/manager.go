@@ -1,6 +1,7 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
 // VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
-// VirtualMachinePool, migration, evacuation and disruption-budget controllers
+// VirtualMachinePool, migration, evacuation, disruption-budget and
+// VirtualMachineExport controllers
 // of virt-controller)
 // together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
@@ -49,7 +50,9 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/podtemplate"
+	exportv1beta1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
+	exportclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1"
 	instancetypeclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	poolclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
@@ -58,6 +61,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
+	"github.com/vmkit/vmkit/vmcontrol/export"
 	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
@@ -90,8 +94,12 @@ type Options struct {
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
 	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3),
 	// MigrationWorkers (default 3), EvacuationWorkers (default 3) and
-	// DisruptionBudgetWorkers (default 3), as KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers, DisruptionBudgetWorkers int
+	// DisruptionBudgetWorkers (default 3) and ExportWorkers (default 3), as
+	// KubeVirt.
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers, DisruptionBudgetWorkers, ExportWorkers int
+	// Export configures the VirtualMachineExport controller, which runs
+	// when Export.Image is set and export.kubevirt.io is served.
+	Export ExportOptions
 	// NodeHeartbeatTimeout is how old a node agent's heartbeat may get
 	// before the node controller marks its node unschedulable and fails the
 	// VMIs stranded there (default 5m, as KubeVirt).
@@ -117,10 +125,22 @@ type Options struct {
 	Profiling bool
 	// DiscoveryInterval is how often the Manager checks whether the API
 	// server started or stopped serving CDI's DataVolumes,
-	// instancetype.kubevirt.io or pool.kubevirt.io; when it did, the controllers restart (in
+	// instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io; when it did, the controllers restart (in
 	// this process) to watch them or stop (default 1m; negative: checked
 	// only when the controllers start).
 	DiscoveryInterval time.Duration
+}
+
+// ExportOptions configure the VirtualMachineExport controller.
+type ExportOptions struct {
+	// Image of the export server (vmkit/virt-exportserver); "" leaves
+	// exports alone.
+	Image string
+	// ImagePullPolicy of the export server pods (default IfNotPresent).
+	ImagePullPolicy corev1.PullPolicy
+	// CANamespace and CASecret name the export CA's kubernetes.io/tls
+	// Secret (default: the leader election namespace, kubevirt-export-ca).
+	CANamespace, CASecret string
 }
 
 // LeaderElection configures the Lease the controllers hold.
@@ -140,6 +160,7 @@ type Manager struct {
 	client        kvclient.KubevirtV1Interface
 	instancetypes instancetypeclient.InstancetypeV1beta1Interface
 	pools         poolclient.PoolV1beta1Interface
+	exports       exportclient.ExportV1beta1Interface
 	kube          *kubeclient.Client
 	dynamic       dynamic.Interface
 	elector       *leaderelect.Elector // nil without leader election
@@ -209,7 +230,13 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.DiscoveryInterval == 0 {
 		opts.DiscoveryInterval = time.Minute
 	}
-	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, pools: pools, kube: kube, dynamic: dyn}
+	opts.Export.CANamespace = orDefault(opts.Export.CANamespace, le.Namespace)
+	opts.Export.CASecret = orDefault(opts.Export.CASecret, "kubevirt-export-ca")
+	exports, err := exportclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
+	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, pools: pools, exports: exports, kube: kube, dynamic: dyn}
 	m.metrics = newMetrics(m.ready.Load)
 	if le.Enabled {
 		m.elector, err = leaderelect.New(leaderelect.Config{
@@ -295,14 +322,14 @@ var errAPIsChanged = errors.New("vmcontrol: the served APIs changed")
 
 // runControllers runs the controllers until ctx ends, starting them again
 // when the API server starts or stops serving CDI's DataVolumes,
-// instancetype.kubevirt.io or pool.kubevirt.io.
+// instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io.
 func (m *Manager) runControllers(ctx context.Context) error {
 	for {
 		err := m.runControllersOnce(ctx)
 		if !errors.Is(err, errAPIsChanged) {
 			return err
 		}
-		klog.FromContext(ctx).Info("CDI DataVolumes, instancetype.kubevirt.io or pool.kubevirt.io appeared or went away: restarting the controllers")
+		klog.FromContext(ctx).Info("CDI DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io appeared or went away: restarting the controllers")
 	}
 }
 
@@ -547,6 +574,26 @@ func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served 
 				Recorder: recorder, Workers: m.opts.PoolWorkers, Observe: m.metrics.observer("virtualmachinepool"),
 			})
 		}},
+		// VirtualMachineExports, when served and an export server image
+		// is configured.
+		{"virtualmachineexport", func() (starter, error) {
+			if !served.exports || m.opts.Export.Image == "" {
+				log.Info("export.kubevirt.io is not served or no export server image is set: VirtualMachineExports are not reconciled", "served", served.exports)
+				return nil, nil
+			}
+			exports := newInformer(m.exports.VirtualMachineExports(""), &exportv1beta1.VirtualMachineExport{}, resync, stripManagedFields, nil)
+			pods := newInformer(m.kube.Pods(""), &corev1.Pod{}, resync, stripManagedFields, func(o *metav1.ListOptions) {
+				o.LabelSelector = export.PodSelector
+			})
+			inf.started = append(inf.started, exports, pods)
+			return export.New(export.Config{
+				Exports: m.exports, Kube: m.kube,
+				Issuer: export.SecretIssuer{Secrets: m.kube.Secrets(m.opts.Export.CANamespace), Name: m.opts.Export.CASecret},
+				Image:  m.opts.Export.Image, ImagePullPolicy: m.opts.Export.ImagePullPolicy,
+				ExportInformer: exports, Pods: pods, Claims: inf.claims, VMs: inf.vms, VMIs: inf.vmis,
+				Recorder: recorder, Workers: m.opts.ExportWorkers, Observe: m.metrics.observer("virtualmachineexport"),
+			})
+		}},
 	}
 	var controllers []starter
 	for _, c := range table {
@@ -592,6 +639,7 @@ type servedAPIs struct {
 	dataVolumes   bool // CDI's DataVolumes
 	instancetypes bool // instancetype.kubevirt.io/v1beta1
 	pools         bool // pool.kubevirt.io/v1beta1
+	exports       bool // export.kubevirt.io/v1beta1
 }
 
 // servedAPIs asks the API server which optional APIs it serves.
@@ -605,6 +653,9 @@ func (m *Manager) servedAPIs(ctx context.Context) (servedAPIs, error) {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	if s.pools, err = m.kube.Serves(ctx, poolv1beta1.SchemeGroupVersion.WithResource("virtualmachinepools")); err != nil {
+		return s, fmt.Errorf("vmcontrol: %w", err)
+	}
+	if s.exports, err = m.kube.Serves(ctx, exportv1beta1.SchemeGroupVersion.WithResource("virtualmachineexports")); err != nil {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	return s, nil

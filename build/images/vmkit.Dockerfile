@@ -7,6 +7,7 @@
 #   docker build -f build/images/vmkit.Dockerfile --target virt-controller -t vmkit/virt-controller:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-api        -t vmkit/virt-api:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-handler    -t vmkit/virt-handler:devel .
+#   docker build -f build/images/vmkit.Dockerfile --target virt-exportserver -t vmkit/virt-exportserver:devel .
 #   docker build -f build/images/vmkit.Dockerfile --target virt-launcher   -t vmkit/virt-launcher:devel .
 #   hack/make-guest.sh _output/guest
 #   docker build -f build/images/vmkit.Dockerfile --target tiny-guest -t vmkit/tiny-guest:devel -t vmkit/tiny-guest:latest .
@@ -29,7 +30,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -o /out/ \
-      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/container-disk
+      ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/virt-exportserver ./cmd/container-disk
 
 FROM build AS build-launcher
 # virt-launcher links libvirt through cgo.
@@ -85,6 +86,14 @@ COPY --from=build /out/virt-handler /usr/bin/virt-handler
 ENV PATH=/usr/bin:/bin
 USER 0
 ENTRYPOINT ["/usr/bin/virt-handler"]
+
+# The VirtualMachineExport server; its pods run as the qemu user 107.
+FROM scratch AS virt-exportserver
+COPY --from=base /rootfs/ /
+COPY --from=build /out/virt-exportserver /usr/bin/virt-exportserver
+ENV PATH=/usr/bin:/bin
+USER 1001
+ENTRYPOINT ["/usr/bin/virt-exportserver"]
 
 # --- the launcher: libvirt + QEMU from Debian, without systemd, as the qemu user 107 ---
 FROM ${DEBIAN_IMAGE} AS virt-launcher

@@ -85,7 +85,7 @@ func TestDockerfiles(t *testing.T) {
 
 	for file, images := range map[string][]string{
 		"pause.Dockerfile": {"pause"},
-		"vmkit.Dockerfile": {"virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest", "cloud-guest"},
+		"vmkit.Dockerfile": {"virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-exportserver", "virt-launcher", "tiny-guest", "cloud-guest"},
 	} {
 		stages := parseDockerfile(t, filepath.Join(dir, file))
 		bs, ok := stages["base"]

@@ -7,6 +7,7 @@
 //	vmkit/virt-controller:TAG
 //	vmkit/virt-api:TAG
 //	vmkit/virt-handler:TAG
+//	vmkit/virt-exportserver:TAG  VirtualMachineExport's download server
 //	vmkit/virt-launcher:TAG      virt-launcher, container-disk, and libvirt
 //	                             + QEMU from Debian packages
 //	vmkit/tiny-guest:TAG, :latest  the test guest's kernel and initramfs (idle, and with qemu-ga) and its disk
@@ -62,7 +63,7 @@ var launcherPackages = []string{
 
 // crossImages are the images -arch can build for another architecture:
 // a static binary on the base layer each.
-var crossImages = []string{"virt-operator", "virt-controller", "virt-api", "virt-handler"}
+var crossImages = []string{"virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-exportserver"}
 
 // The PATH of the images: the launcher needs /usr/sbin, where virt-launcher
 // finds virtlogd and libvirtd.
@@ -290,6 +291,7 @@ func (b *builder) images() []imageSpec {
 		component("virt-controller", strconv.Itoa(nonRootUID)),
 		component("virt-api", strconv.Itoa(nonRootUID)),
 		component("virt-handler", "0"),
+		component("virt-exportserver", strconv.Itoa(nonRootUID)),
 		{
 			name:   "virt-launcher",
 			refs:   []string{"vmkit/virt-launcher:" + tag},

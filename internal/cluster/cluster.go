@@ -74,7 +74,7 @@ const (
 
 // Images are the image tarballs (under the images directory) a cluster
 // imports, as hack/build-images.sh names them.
-var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-launcher", "tiny-guest", "local-path-provisioner", "busybox", "cloud-guest"}
+var Images = []string{"pause", "virt-operator", "virt-controller", "virt-api", "virt-handler", "virt-exportserver", "virt-launcher", "tiny-guest", "local-path-provisioner", "busybox", "cloud-guest"}
 
 // HugePages2Mi is the number of 2 MiB huge pages a one-node cluster's
 // node offers (256 MiB: a guest of the test images fits twice).

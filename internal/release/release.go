@@ -32,7 +32,7 @@ import (
 
 // Components are the images virt-operator installs from (the operator's
 // own first).
-var Components = []string{vmapiv1.VirtOperatorValue, vmapiv1.VirtAPIValue, vmapiv1.VirtControllerValue, vmapiv1.VirtHandlerValue, vmapiv1.VirtLauncherValue}
+var Components = []string{vmapiv1.VirtOperatorValue, vmapiv1.VirtAPIValue, vmapiv1.VirtControllerValue, vmapiv1.VirtHandlerValue, vmapiv1.VirtLauncherValue, installstrategy.ExportServerComponent}
 
 // Disks are the container-disk images a release carries besides the
 // components: the test guests, for users to try a VM with.

@@ -105,22 +105,26 @@ var resources = map[string]string{
 	"VirtualMachineClusterPreference":   "virtualmachineclusterpreferences",
 
 	"VirtualMachinePool": "virtualmachinepools",
+
+	"VirtualMachineExport": "virtualmachineexports",
 }
 
 // clusterScoped are the kinds without a namespace.
 var clusterScoped = map[string]bool{"VirtualMachineClusterInstancetype": true, "VirtualMachineClusterPreference": true}
 
 // readSample reads a manifest from vmapi/v1/testdata (or, for a name
-// starting with instancetype/ or pool/, vmapi/instancetype/v1beta1/testdata
-// or vmapi/pool/v1beta1/testdata) as an unstructured object.
+// starting with instancetype/, pool/ or export/, that API's
+// vmapi/<group>/v1beta1/testdata) as an unstructured object.
 func readSample(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
 	path := filepath.Join("..", "v1", "testdata", name)
 	if rest, ok := strings.CutPrefix(name, "instancetype/"); ok {
 		path = filepath.Join("..", "instancetype", "v1beta1", "testdata", rest)
 	}
-	if rest, ok := strings.CutPrefix(name, "pool/"); ok {
-		path = filepath.Join("..", "pool", "v1beta1", "testdata", rest)
+	for _, group := range []string{"pool", "export"} {
+		if rest, ok := strings.CutPrefix(name, group+"/"); ok {
+			path = filepath.Join("..", group, "v1beta1", "testdata", rest)
+		}
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -170,6 +174,8 @@ func (c *cluster) typedGet(ctx context.Context, kind, name string) (map[string]a
 		obj, err = c.typed.InstancetypeV1beta1().VirtualMachineClusterPreferences().Get(ctx, name, metav1.GetOptions{})
 	case "VirtualMachinePool":
 		obj, err = c.typed.PoolV1beta1().VirtualMachinePools(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineExport":
+		obj, err = c.typed.ExportV1beta1().VirtualMachineExports(c.ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return nil, err
@@ -201,7 +207,8 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 		"instancetype/instancetype-full.yaml", "instancetype/instancetype-overcommit.yaml",
 		"instancetype/clusterinstancetype-u1.yaml", "instancetype/clusterinstancetype-cx.yaml",
 		"instancetype/preference-full.yaml", "instancetype/clusterpreference-windows.yaml", "instancetype/clusterpreference-fedora.yaml",
-		"pool/pool-full.yaml", "pool/pool-minimal.yaml"} {
+		"pool/pool-full.yaml", "pool/pool-minimal.yaml",
+		"export/export-vm.yaml", "export/export-status.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := c.ctx(t)
 			obj := readSample(t, name)
@@ -261,6 +268,7 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 		"virtualmachinepreferences":          {"Name", "Age"},
 		"virtualmachineclusterpreferences":   {"Name", "Age"},
 		"virtualmachinepools":                {"Name", "Desired", "Current", "Ready", "Age"},
+		"virtualmachineexports":              {"Name", "SourceKind", "SourceName", "Phase"},
 	}
 	for resource, cols := range want {
 		ctx := c.ctx(t)
@@ -272,6 +280,8 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 			path = []string{"/apis/instancetype.kubevirt.io/v1beta1", resource}
 		case "virtualmachinepools":
 			path = []string{"/apis/pool.kubevirt.io/v1beta1/namespaces", c.ns, resource}
+		case "virtualmachineexports":
+			path = []string{"/apis/export.kubevirt.io/v1beta1/namespaces", c.ns, resource}
 		}
 		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath(path...).
 			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)

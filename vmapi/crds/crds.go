@@ -1,6 +1,7 @@
 // Package crds holds the CustomResourceDefinitions of the kubevirt.io,
-// instancetype.kubevirt.io and pool.kubevirt.io APIs, generated from
-// vmapi/v1, vmapi/instancetype/v1beta1 and vmapi/pool/v1beta1 by
+// instancetype.kubevirt.io, pool.kubevirt.io and export.kubevirt.io APIs,
+// generated from vmapi/v1, vmapi/instancetype/v1beta1, vmapi/pool/v1beta1
+// and vmapi/export/v1beta1 by
 // hack/update-codegen.sh and embedded in the binary. Each CRD has a structural schema with CEL validation rules, short
 // names and the printer columns kubectl shows, as KubeVirt's.
 //
@@ -16,7 +17,10 @@
 // versions with KubeVirt's warning and has no status.
 // The instancetype.kubevirt.io CRDs serve and store v1beta1 and have no
 // status. The pool.kubevirt.io CRD (VirtualMachinePool) serves and stores
-// v1beta1 and has status and scale subresources.
+// v1beta1 and has status and scale subresources. The export.kubevirt.io
+// CRD (VirtualMachineExport) serves and stores v1beta1, the version
+// KubeVirt's virtctl uses, and has a status subresource; KubeVirt's
+// deprecated v1alpha1 is not served.
 package crds
 
 import (
@@ -49,6 +53,8 @@ const (
 	VirtualMachineClusterPreference   = "virtualmachineclusterpreferences.instancetype.kubevirt.io"
 
 	VirtualMachinePool = "virtualmachinepools.pool.kubevirt.io"
+
+	VirtualMachineExport = "virtualmachineexports.export.kubevirt.io"
 )
 
 // All returns fresh copies of every CRD, sorted by name. The caller may

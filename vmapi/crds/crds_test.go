@@ -39,6 +39,7 @@ var kubevirtNames = map[string]struct {
 	crds.VirtualMachinePreference:          {"virtualmachinepreferences", "virtualmachinepreference", "VirtualMachinePreference", []string{"vmpref", "vmprefs", "vmp", "vmps"}, []string{"all"}, false},
 	crds.VirtualMachineClusterPreference:   {"virtualmachineclusterpreferences", "virtualmachineclusterpreference", "VirtualMachineClusterPreference", []string{"vmcp", "vmcps"}, nil, true},
 	crds.VirtualMachinePool:                {"virtualmachinepools", "virtualmachinepool", "VirtualMachinePool", []string{"vmpool", "vmpools"}, []string{"all"}, false},
+	crds.VirtualMachineExport:              {"virtualmachineexports", "virtualmachineexport", "VirtualMachineExport", []string{"vmexport", "vmexports"}, []string{"all"}, false},
 }
 
 // TestCRDNamesAreKubeVirts: every CRD has KubeVirt's name, plural, singular,
@@ -100,6 +101,7 @@ func TestCRDShapes(t *testing.T) {
 		crds.VirtualMachinePreference:          {nil, false, false},
 		crds.VirtualMachineClusterPreference:   {nil, false, false},
 		crds.VirtualMachinePool:                {[]string{"Desired", "Current", "Ready", "Age"}, true, true},
+		crds.VirtualMachineExport:              {[]string{"SourceKind", "SourceName", "Phase"}, true, false},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))

@@ -19,6 +19,7 @@ func Example() {
 	// kubevirts.kubevirt.io [kv kvs]
 	// virtualmachineclusterinstancetypes.instancetype.kubevirt.io [vmclusterinstancetype vmclusterinstancetypes vmcf vmcfs]
 	// virtualmachineclusterpreferences.instancetype.kubevirt.io [vmcp vmcps]
+	// virtualmachineexports.export.kubevirt.io [vmexport vmexports]
 	// virtualmachineinstancemigrations.kubevirt.io [vmim vmims]
 	// virtualmachineinstancepresets.kubevirt.io [vmipreset vmipresets]
 	// virtualmachineinstancereplicasets.kubevirt.io [vmirs vmirss]

@@ -1,6 +1,6 @@
 // Package kubeclient is a small typed client for the Kubernetes resources
-// vmkit's controllers read and write: pods, persistent volume claims, nodes
-// and events (core/v1), leases (coordination.k8s.io/v1), controller
+// vmkit's controllers read and write: pods, persistent volume claims, nodes,
+// events, services, secrets and config maps (core/v1), leases (coordination.k8s.io/v1), controller
 // revisions (apps/v1) and pod disruption budgets (policy/v1), plus the one discovery question the Manager asks (is
 // a resource served?).
 //
@@ -152,6 +152,30 @@ func (f PodDisruptionBudgetsGetterFunc) PodDisruptionBudgets(namespace string) P
 	return f(namespace)
 }
 
+// ServiceInterface creates, reads and deletes the services of a namespace
+// (the export controller's export server Services).
+type ServiceInterface interface {
+	Create(ctx context.Context, svc *corev1.Service, opts metav1.CreateOptions) (*corev1.Service, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Service, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// SecretInterface creates, reads and deletes the secrets of a namespace
+// (the export controller's tokens and serving certificates).
+type SecretInterface interface {
+	Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// ConfigMapInterface creates, reads and deletes the config maps of a
+// namespace (the export controller's manifest data).
+type ConfigMapInterface interface {
+	Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
 // LeaseInterface reads and writes the leases of a namespace.
 type LeaseInterface interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
@@ -159,8 +183,9 @@ type LeaseInterface interface {
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
 
-// Client reaches the API server for pods, claims, nodes, events, leases,
-// controller revisions and pod disruption budgets.
+// Client reaches the API server for pods, claims, nodes, events, services,
+// secrets, config maps, leases, controller revisions and pod disruption
+// budgets.
 type Client struct {
 	core, coordination, apps, policy rest.Interface
 	params                           runtime.ParameterCodec
@@ -261,6 +286,24 @@ func (c *Client) Nodes() NodeInterface {
 func (c *Client) Events(namespace string) EventInterface {
 	return gentype.NewClient("events", c.core, c.params, namespace,
 		func() *corev1.Event { return &corev1.Event{} }, gentype.PrefersProtobuf[*corev1.Event]())
+}
+
+// Services returns the services of a namespace.
+func (c *Client) Services(namespace string) ServiceInterface {
+	return gentype.NewClient("services", c.core, c.params, namespace,
+		func() *corev1.Service { return &corev1.Service{} }, gentype.PrefersProtobuf[*corev1.Service]())
+}
+
+// Secrets returns the secrets of a namespace.
+func (c *Client) Secrets(namespace string) SecretInterface {
+	return gentype.NewClient("secrets", c.core, c.params, namespace,
+		func() *corev1.Secret { return &corev1.Secret{} }, gentype.PrefersProtobuf[*corev1.Secret]())
+}
+
+// ConfigMaps returns the config maps of a namespace.
+func (c *Client) ConfigMaps(namespace string) ConfigMapInterface {
+	return gentype.NewClient("configmaps", c.core, c.params, namespace,
+		func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, gentype.PrefersProtobuf[*corev1.ConfigMap]())
 }
 
 // Leases returns the leases of a namespace.

@@ -22,6 +22,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	exportv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
@@ -32,6 +33,7 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterface
+	ExportV1beta1() exportv1beta1.ExportV1beta1Interface
 	InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta1Interface
 	PoolV1beta1() poolv1beta1.PoolV1beta1Interface
 	KubevirtV1() kubevirtv1.KubevirtV1Interface
@@ -40,9 +42,15 @@ type Interface interface {
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
+	exportV1beta1       *exportv1beta1.ExportV1beta1Client
 	instancetypeV1beta1 *instancetypev1beta1.InstancetypeV1beta1Client
 	poolV1beta1         *poolv1beta1.PoolV1beta1Client
 	kubevirtV1          *kubevirtv1.KubevirtV1Client
+}
+
+// ExportV1beta1 retrieves the ExportV1beta1Client
+func (c *Clientset) ExportV1beta1() exportv1beta1.ExportV1beta1Interface {
+	return c.exportV1beta1
 }
 
 // InstancetypeV1beta1 retrieves the InstancetypeV1beta1Client
@@ -104,6 +112,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.exportV1beta1, err = exportv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.instancetypeV1beta1, err = instancetypev1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -137,6 +149,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.exportV1beta1 = exportv1beta1.New(c)
 	cs.instancetypeV1beta1 = instancetypev1beta1.New(c)
 	cs.poolV1beta1 = poolv1beta1.New(c)
 	cs.kubevirtV1 = kubevirtv1.New(c)

@@ -24,6 +24,7 @@ import (
 	time "time"
 
 	versioned "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	export "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/export"
 	instancetype "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/instancetype"
 	internalinterfaces "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/internalinterfaces"
 	pool "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/pool"
@@ -256,9 +257,14 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Export() export.Interface
 	Instancetype() instancetype.Interface
 	Pool() pool.Interface
 	Kubevirt() vmapi.Interface
+}
+
+func (f *sharedInformerFactory) Export() export.Interface {
+	return export.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Instancetype() instancetype.Interface {

@@ -20,6 +20,8 @@ package fake
 
 import (
 	clientset "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	exportv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1"
+	fakeexportv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1/fake"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	fakeinstancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1/fake"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
@@ -91,6 +93,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// ExportV1beta1 retrieves the ExportV1beta1Client
+func (c *Clientset) ExportV1beta1() exportv1beta1.ExportV1beta1Interface {
+	return &fakeexportv1beta1.FakeExportV1beta1{Fake: &c.Fake}
+}
 
 // InstancetypeV1beta1 retrieves the InstancetypeV1beta1Client
 func (c *Clientset) InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta1Interface {

@@ -19,6 +19,7 @@ limitations under the License.
 package fake
 
 import (
+	exportv1beta1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -33,6 +34,7 @@ var scheme = runtime.NewScheme()
 var codecs = serializer.NewCodecFactory(scheme)
 
 var localSchemeBuilder = runtime.SchemeBuilder{
+	exportv1beta1.AddToScheme,
 	instancetypev1beta1.AddToScheme,
 	poolv1beta1.AddToScheme,
 	kubevirtv1.AddToScheme,
