@@ -3,9 +3,10 @@
 // images and files, and the VirtualMachine's manifests, over HTTPS to
 // whoever holds the export's token — virtctl vmexport download, CDI
 // DataVolumes importing the VM in another cluster, curl — either through
-// the export's Service (the internal links of the export's status) or
-// through virt-exportproxy behind an Ingress or Route (the external
-// links). cmd/virt-exportserver runs it.
+// the export's Service (the internal links of the export's status) or,
+// on KubeVirt, through virt-exportproxy behind an Ingress or Route (the
+// external links; vmkit runs no export proxy and reports none).
+// cmd/virt-exportserver runs it.
 //
 // # Environment
 //

@@ -153,14 +153,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 	ca, caKey, ok := parsePair(caSecret, now)
 	renewed := false
 	if !ok {
-		caCert, key, err := pki.Issue(&x509.Certificate{
-			Subject:               pkix.Name{CommonName: "kubevirt.io@" + namespace},
-			NotBefore:             now.Add(-time.Hour),
-			NotAfter:              now.Add(caValidity),
-			IsCA:                  true,
-			BasicConstraintsValid: true,
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		}, nil, nil)
+		caCert, key, err := issueCA("kubevirt.io@"+namespace, now)
 		if err != nil {
 			return out, fmt.Errorf("CA: %w", err)
 		}
@@ -201,14 +194,7 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		return out, err
 	}
 	if _, _, ok := parsePair(exportCA, now); !ok {
-		cert, key, err := pki.Issue(&x509.Certificate{
-			Subject:               pkix.Name{CommonName: "export.kubevirt.io@" + namespace},
-			NotBefore:             now.Add(-time.Hour),
-			NotAfter:              now.Add(caValidity),
-			IsCA:                  true,
-			BasicConstraintsValid: true,
-			KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		}, nil, nil)
+		cert, key, err := issueCA("export.kubevirt.io@"+namespace, now)
 		if err != nil {
 			return out, fmt.Errorf("export CA: %w", err)
 		}
@@ -238,6 +224,18 @@ func EnsureCertificates(ctx context.Context, c dynamic.Interface, namespace stri
 		}
 	}
 	return out, nil
+}
+
+// issueCA makes a self-signed CA valid for caValidity.
+func issueCA(commonName string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	return pki.Issue(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caValidity),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}, nil, nil)
 }
 
 // DeleteCertificates removes what EnsureCertificates created.

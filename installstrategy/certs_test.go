@@ -107,6 +107,20 @@ func TestEnsureCertificates(t *testing.T) {
 		t.Errorf("%s: not a client certificate of the installation's CA: %v", MigrationClientCertSecretName, err)
 	}
 
+	// The export CA is a CA of its own: what it signs, the installation's
+	// clients do not trust.
+	exportPair, err := tls.X509KeyPair(secret(ExportCASecretName)[corev1.TLSCertKey], secret(ExportCASecretName)[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportCA, err := x509.ParseCertificate(exportPair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exportCA.Verify(x509.VerifyOptions{Roots: clientTLS.RootCAs}); err == nil || !exportCA.IsCA {
+		t.Errorf("the export CA (CA %v) chains to the installation's CA", exportCA.IsCA)
+	}
+
 	if err := DeleteCertificates(ctx, c, "kubevirt"); err != nil {
 		t.Fatal(err)
 	}

@@ -39,13 +39,13 @@ func TestVMExport(t *testing.T) {
 	claim := rwoClaim("export-data", "32Mi")
 	createClaim(t, c, claim)
 	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-export", v1.RunStrategyAlways)
-	addDataDisk(vm, claim.Name)
+	addDataDisk(vm, claim.Name) // /dev/vda: the guest boots its kernel without a disk
 	framework.CreateVM(t, c, vm)
 	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	marker := fmt.Sprintf("exported-%d", time.Now().UnixNano())
-	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/disk?vdb="+marker), "wrote "+marker+" to /dev/vdb", time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
 
 	virtctl := virtctlFor(t, c)
 	exports := c.Client.ExportV1beta1().VirtualMachineExports("default")
@@ -79,10 +79,12 @@ func TestVMExport(t *testing.T) {
 	case len(links.Internal.Manifests) != 2 || links.Internal.Manifests[0].Url != host+"/internal/manifests/all":
 		t.Errorf("manifests: %+v", links.Internal.Manifests)
 	}
-	if e.Status.ServiceName != "virt-export-export-running" || e.Status.TokenSecretRef == nil || *e.Status.TokenSecretRef != "export-token-export-running" ||
+	// virtctl names its own token Secret (secret-<name>) in the spec.
+	if e.Status.ServiceName != "virt-export-export-running" || e.Status.TokenSecretRef == nil || *e.Status.TokenSecretRef != "secret-export-running" ||
 		e.Status.VirtualMachineName == nil || *e.Status.VirtualMachineName != vm.Name || e.Status.TTLExpirationTime == nil ||
 		!e.Status.TTLExpirationTime.Equal(&metav1.Time{Time: e.CreationTimestamp.Add(exportv1.DefaultDurationTTL)}) {
-		t.Errorf("status: %+v", e.Status)
+		t.Errorf("status: service %q, token %v, VM %v, expiry %v (created %v)", e.Status.ServiceName, ptrString(e.Status.TokenSecretRef),
+			ptrString(e.Status.VirtualMachineName), e.Status.TTLExpirationTime, e.CreationTimestamp)
 	}
 	virtctl.run(t, "", "vmexport", "delete", "export-running")
 
@@ -163,6 +165,13 @@ func waitExportGone(t *testing.T, c *cluster.Cluster, name string) {
 		_, err := c.Client.ExportV1beta1().VirtualMachineExports("default").Get(t.Context(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
 
 func gunzipFile(path string) ([]byte, error) {

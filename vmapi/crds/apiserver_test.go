@@ -190,6 +190,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("Rejects", c.testRejects)
 	t.Run("ScaleSubresource", c.testScale)
 	t.Run("MatcherUpdate", c.testMatcherUpdate)
+	t.Run("ExportSpecImmutable", c.testExportSpecImmutable)
 	t.Run("Examples", c.testExamples)
 	t.Run("KubeVirtExamples", c.testKubeVirtExamples)
 	t.Run("KubectlNames", c.testKubectlNames)
@@ -382,6 +383,18 @@ func (c *cluster) testRejects(t *testing.T) {
 		{"pool whose VM sets running and runStrategy", "pool/pool-minimal.yaml", func(s map[string]any) {
 			s["virtualMachineTemplate"].(map[string]any)["spec"].(map[string]any)["running"] = true
 		}, "spec.running and spec.runStrategy are mutually exclusive"},
+		{"export of a Pod", "export/export-vm.yaml", func(s map[string]any) {
+			s["source"] = map[string]any{"kind": "Pod", "name": "p"}
+		}, "spec.source.kind: invalid kind"},
+		{"export of a VM without its group", "export/export-vm.yaml", func(s map[string]any) {
+			delete(s["source"].(map[string]any), "apiGroup")
+		}, "spec.source.apiGroup: VM API group must be kubevirt.io"},
+		{"export of a claim with a group", "export/export-vm.yaml", func(s map[string]any) {
+			s["source"] = map[string]any{"kind": "PersistentVolumeClaim", "apiGroup": "kubevirt.io", "name": "disk"}
+		}, "spec.source.apiGroup: PVC API group must be missing or blank"},
+		{"export without a name", "export/export-vm.yaml", func(s map[string]any) {
+			s["source"].(map[string]any)["name"] = ""
+		}, "spec.source.name must not be empty"},
 		{"no vCPUs", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
 			s["cpu"].(map[string]any)["guest"] = 0
 		}, "spec.cpu.guest: Invalid value: 0: spec.cpu.guest in body should be greater than or equal to 1"},
@@ -451,6 +464,28 @@ func (c *cluster) testScale(t *testing.T) {
 	}
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != 5 {
 		t.Fatalf("spec.replicas = %v after scaling to 5", got.Spec.Replicas)
+	}
+}
+
+// testExportSpecImmutable: an export's spec cannot change once created, as
+// KubeVirt's admission says; its metadata can.
+func (c *cluster) testExportSpecImmutable(t *testing.T) {
+	ctx := c.ctx(t)
+	obj := readSample(t, "export/export-vm.yaml")
+	obj.SetNamespace(c.ns)
+	obj.SetName("immutable")
+	created, err := c.resource(obj).Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.resource(obj).Delete(ctx, "immutable", metav1.DeleteOptions{}) }()
+	created.SetLabels(map[string]string{"a": "b"})
+	if created, err = c.resource(obj).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("a label change was refused: %v", err)
+	}
+	created.Object["spec"].(map[string]any)["ttlDuration"] = "5m0s"
+	if _, err := c.resource(obj).Update(ctx, created, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "spec is immutable after creation") {
+		t.Errorf("a spec change: %v, want spec is immutable after creation", err)
 	}
 }
 

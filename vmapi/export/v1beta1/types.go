@@ -35,7 +35,9 @@ const (
 type VirtualMachineExport struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	// Spec names the source, the token and the lifetime.
+	// Spec names the source, the token and the lifetime; it cannot change
+	// (KubeVirt's admission refuses it too).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable after creation"
 	Spec VirtualMachineExportSpec `json:"spec"`
 	// Status is the export's phase and download links.
 	// +optional
@@ -56,7 +58,11 @@ type VirtualMachineExportList struct {
 type VirtualMachineExportSpec struct {
 	// Source is the VirtualMachine (kubevirt.io), PersistentVolumeClaim
 	// (core) or VirtualMachineSnapshot (snapshot.kubevirt.io) to export.
-	// +kubebuilder:validation:XValidation:rule="self.name != ''",message="spec.source.name is required"
+	// +kubebuilder:validation:XValidation:rule="self.name != ''",message="spec.source.name must not be empty"
+	// +kubebuilder:validation:XValidation:rule="self.kind in ['VirtualMachine', 'PersistentVolumeClaim', 'VirtualMachineSnapshot']",message="spec.source.kind: invalid kind: want VirtualMachine, PersistentVolumeClaim or VirtualMachineSnapshot"
+	// +kubebuilder:validation:XValidation:rule="self.kind != 'PersistentVolumeClaim' || !has(self.apiGroup) || self.apiGroup == ''",message="spec.source.apiGroup: PVC API group must be missing or blank"
+	// +kubebuilder:validation:XValidation:rule="self.kind != 'VirtualMachine' || (has(self.apiGroup) && self.apiGroup == 'kubevirt.io')",message="spec.source.apiGroup: VM API group must be kubevirt.io"
+	// +kubebuilder:validation:XValidation:rule="self.kind != 'VirtualMachineSnapshot' || (has(self.apiGroup) && self.apiGroup == 'snapshot.kubevirt.io')",message="spec.source.apiGroup: VMSnapshot API group must be snapshot.kubevirt.io"
 	Source corev1.TypedLocalObjectReference `json:"source"`
 	// TokenSecretRef names a Secret in the export's namespace whose "token"
 	// key is the download token; without it the controller creates one.
