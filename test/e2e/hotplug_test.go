@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +175,30 @@ func TestVolumeHotplug(t *testing.T) {
 	suite.HTTPGetUntil(t, disk(target), "no disk /dev/"+target, time.Minute)
 }
 
+// tarFileSize is the size of the file name in the tar.gz at path.
+func tarFileSize(path, name string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return 0, err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return 0, fmt.Errorf("no %s in the archive: %w", name, err)
+		}
+		if filepath.Base(h.Name) == name {
+			n, err := io.Copy(io.Discard, tr)
+			return n, err
+		}
+	}
+}
+
 // rwoClaim is a ReadWriteOnce Filesystem claim in default of the default
 // StorageClass (local-path-provisioner's).
 func rwoClaim(name, size string) *corev1.PersistentVolumeClaim {
@@ -249,6 +278,16 @@ func TestMemoryDump(t *testing.T) {
 		}}},
 	}
 	runJob(t, c, job)
+	// virtctl downloads it through a VirtualMachineExport of the claim
+	// (a claim of files: a tar.gz of its root, as on KubeVirt).
+	out := filepath.Join(t.TempDir(), "dump.tar.gz")
+	began = time.Now()
+	virtctl.run(t, "Download finished succesfully", "memory-dump", "download", vm.Name, "--output="+out, "--port-forward")
+	t.Logf("virtctl memory-dump download: %v", time.Since(began).Round(time.Millisecond))
+	if size, err := tarFileSize(out, *req.FileName); err != nil || size < 128<<20 {
+		t.Errorf("the downloaded archive holds %s of %d bytes (%v), want the 128Mi guest's memory", *req.FileName, size, err)
+	}
+	waitExportGone(t, c, "export-"+vm.Name+"-"+claim.Name) // virtctl deletes the export it made
 	virtctl.run(t, "", "memory-dump", "remove", vm.Name)
 	suite.WaitFor(t, "memoryDumpRequest cleared", time.Minute, func() (bool, string) {
 		got, err := c.Client.KubevirtV1().VirtualMachines("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
