@@ -23,6 +23,8 @@
 #                           /cgi-bin/disk?vdb reads it back (persistent
 #                           storage and hotplug tests; virtio_blk, virtio_scsi
 #                           and sd_mod are loaded);
+#                           /cgi-bin/disksize?vdb the size of /dev/vdb in
+#                           bytes (disk expansion tests);
 #                           /cgi-bin/meminfo the guest's MemTotal line
 #                           (memory hotplug: virtio_mem is loaded and
 #                           plugged memory comes online)
@@ -43,7 +45,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=13
+GUEST_VERSION=14
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -299,6 +301,15 @@ EOF
 printf 'Content-Type: text/plain\r\n\r\n'
 grep MemTotal /proc/meminfo
 EOF
+  cat >"$root/www/cgi-bin/disksize" <<'EOF'
+#!/bin/busybox sh
+# ?DEV prints the size of the disk /dev/DEV in bytes, as the guest sees it.
+printf 'Content-Type: text/plain\r\n\r\n'
+dev=$QUERY_STRING
+case $dev in ''|*[!a-z0-9]*) echo "bad device name '$dev'"; exit 0 ;; esac
+[ -r "/sys/block/$dev/size" ] || { echo "no disk /dev/$dev"; exit 0; }
+echo $(( $(cat "/sys/block/$dev/size") * 512 ))
+EOF
   cat >"$root/www/cgi-bin/disk" <<'EOF'
 #!/bin/busybox sh
 # ?DEV=TEXT writes the line TEXT (letters, digits, . _ -) into the first
@@ -319,7 +330,7 @@ case $QUERY_STRING in
 *) dd if="/dev/$dev" bs=512 count=1 2>/dev/null | tr -d '\000' | head -n 1 ;;
 esac
 EOF
-  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk" "$root/www/cgi-bin/meminfo"
+  chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk" "$root/www/cgi-bin/disksize" "$root/www/cgi-bin/meminfo"
 }
 make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
 

@@ -135,6 +135,17 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", before.Memory.GuestRequested, vmi.Status.Memory.GuestRequested)
 			}
 		}
+		if st.Started && !st.Final && !st.StopRequested && launcher.ExpandPending(vmi, &st) {
+			// KubeVirt's ExpandDisks: a claim grew; the launcher grows
+			// the guest's disk.
+			synced, err := c.Sync(ctx, vmi)
+			if err != nil {
+				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not grow the disks of claims that grew: %v", err)
+				return 0, fmt.Errorf("expanding the disks of VMI %s: %w", key, err)
+			}
+			st = synced
+		}
 		if st.Started && !st.Final && !st.StopRequested && running(st.State) && a.hotplugNeeded(vmi, &st) {
 			synced, hs, err := a.syncHotplug(ctx, vmi, c, st)
 			if err != nil {

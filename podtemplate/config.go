@@ -35,6 +35,10 @@ const (
 // pod mounts a directory of the node read-write.
 const HostDiskGate = "HostDisk"
 
+// ExpandDisksGate is the KubeVirt feature gate that grows a guest's disk
+// when its claim grows: launchers then run with --expand-disks.
+const ExpandDisksGate = "ExpandDisks"
+
 // VMPersistentStateGate is the KubeVirt feature gate that allows persistent
 // guest state (devices.tpm.persistent, firmware.bootloader.efi.persistent):
 // a VMI with it renders only when Config.FeatureGates lists it, and its
@@ -114,8 +118,8 @@ type Config struct {
 
 	// FeatureGates are the KubeVirt feature gates turned on, as listed in
 	// the KubeVirt CR's spec.configuration.developerConfiguration.featureGates.
-	// The renderer consults HostDiskGate and RootGate; it ignores the
-	// others. None by default.
+	// The renderer consults HostDiskGate, RootGate, VMPersistentStateGate
+	// and ExpandDisksGate; it ignores the others. None by default.
 	FeatureGates []string
 
 	// HostNetwork puts launcher pods on the node's network namespace: for

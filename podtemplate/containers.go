@@ -58,6 +58,9 @@ func (r *Renderer) launcherArgs(vmi *v1.VirtualMachineInstance, f *guestFacts) [
 	if r.cfg.EmulationAllowed {
 		args = append(args, "--use-emulation")
 	}
+	if r.cfg.gateEnabled(ExpandDisksGate) {
+		args = append(args, "--expand-disks")
+	}
 	return args
 }
 

@@ -24,15 +24,16 @@ func TestLauncherArgs(t *testing.T) {
 			"--qemu-timeout 240s --name vm --uid uid-1 --namespace ns --kubevirt-share-dir /var/run/kubevirt " +
 				"--ephemeral-disk-dir /var/run/kubevirt-ephemeral-disks --container-disk-dir /var/run/kubevirt/container-disks " +
 				"--grace-period-seconds 45 --hook-sidecars 0 --less-pvc-space-toleration 10 --ovmf-path /usr/share/OVMF"},
-		{"configured, with emulation", func(c *Config) {
+		{"configured, with emulation and ExpandDisks", func(c *Config) {
 			c.QEMUTimeout = 5 * time.Minute
 			c.ShareDir, c.EphemeralDiskDir, c.ContainerDiskDir, c.OVMFPath = "/run/vmkit", "/run/vmkit-eph", "/run/vmkit/cd", "/usr/share/edk2"
 			c.LessPVCSpaceToleration = 3
 			c.EmulationAllowed = true
+			c.FeatureGates = []string{ExpandDisksGate}
 		}, 0,
 			"--qemu-timeout 300s --name vm --uid uid-1 --namespace ns --kubevirt-share-dir /run/vmkit " +
 				"--ephemeral-disk-dir /run/vmkit-eph --container-disk-dir /run/vmkit/cd " +
-				"--grace-period-seconds 15 --hook-sidecars 0 --less-pvc-space-toleration 3 --ovmf-path /usr/share/edk2 --use-emulation"},
+				"--grace-period-seconds 15 --hook-sidecars 0 --less-pvc-space-toleration 3 --ovmf-path /usr/share/edk2 --use-emulation --expand-disks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

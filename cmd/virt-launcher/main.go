@@ -77,6 +77,7 @@ func run() error {
 	fs.DurationVar(&libvirtWait, "libvirt-wait", 60*time.Second, "how long to wait for libvirt to answer")
 	fs.DurationVar(&cfg.HypervisorTimeout, "libvirt-unavailable-timeout", launcher.DefaultHypervisorTimeout, "how long libvirt may stay unavailable before the launcher kills the guest and fails (LibvirtUnavailable)")
 	fs.IntVar(&cfg.LessPVCSpaceToleration, "less-pvc-space-toleration", launcher.DefaultLessPVCSpaceToleration, "percent by which an empty Filesystem claim's free space may fall short of the disk.img created in it (0: none)")
+	fs.BoolVar(&cfg.ExpandDisks, "expand-disks", false, "grow the disks of claims whose capacity grew, at start and while the guest runs (KubeVirt's ExpandDisks feature gate)")
 	fs.Int64Var(&cfg.MinimumPVCReserveBytes, "minimum-pvc-reserve-bytes", launcher.DefaultMinimumPVCReserveBytes, "bytes left free on an empty Filesystem claim when its disk.img is created (0: none)")
 	// Accepted for compatibility with the pod podtemplate renders; unused.
 	fs.Int("hook-sidecars", 0, "number of hook sidecars (unused)")

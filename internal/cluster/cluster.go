@@ -324,11 +324,12 @@ func (c *Cluster) InstallOperator(ctx context.Context) error {
 	// Guests run on KVM where this machine has a working /dev/kvm, as on a
 	// KubeVirt node, and under TCG where it has not (useEmulation), and VMs
 	// may keep a persistent TPM or EFI store on backend storage (the local
-	// cluster has a default StorageClass).
+	// cluster has a default StorageClass) and grow their disks with their
+	// claims (ExpandDisks).
 	replicas := uint8(1)
 	kvm, _ := KVM()
 	kv.Spec.Configuration.DeveloperConfiguration = &v1.DeveloperConfiguration{
-		UseEmulation: !kvm, FeatureGates: []string{podtemplate.VMPersistentStateGate}}
+		UseEmulation: !kvm, FeatureGates: []string{podtemplate.VMPersistentStateGate, podtemplate.ExpandDisksGate}}
 	kv.Spec.Infra = &v1.ComponentConfig{Replicas: &replicas}
 	// The CRD was just created: retry until its resource is served.
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {

@@ -54,6 +54,8 @@ type fakeDomain struct {
 	vcpus     uint // set by SetVCPUs; 0: the definition's
 	// plugged: set by SetPluggedMemory (a Fake's guest plugs at once).
 	plugged *uint64
+	// capacities: the disk sizes ResizeDisk set, by target.
+	capacities map[string]uint64
 }
 
 var _ Hypervisor = (*Fake)(nil)
@@ -481,6 +483,65 @@ func (f *Fake) MemoryDump(ctx context.Context, name, path string) error {
 		memory = fmt.Sprintf("%d %s", dom.Memory.Value, dom.Memory.Unit)
 	}
 	return os.WriteFile(path, []byte(fmt.Sprintf("fake memory dump of %s: %s\n", name, memory)), 0o644)
+}
+
+// DiskCapacity implements Hypervisor: the size ResizeDisk last set, else
+// the size of the disk's source file or device, else 0.
+func (f *Fake) DiskCapacity(ctx context.Context, name, target string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DiskCapacity", name); err != nil {
+		return 0, err
+	}
+	d, dom, err := f.liveDomain("read the disk capacity of", name)
+	if err != nil {
+		return 0, err
+	}
+	if size, ok := d.capacities[target]; ok {
+		return size, nil
+	}
+	for _, disk := range dom.Devices.Disks {
+		if disk.Target == nil || disk.Target.Dev != target {
+			continue
+		}
+		if disk.Source != nil && disk.Source.File != nil {
+			if fi, err := os.Stat(disk.Source.File.File); err == nil {
+				return uint64(fi.Size()), nil
+			}
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("read the disk capacity of %s: no disk %s: %w", name, target, ErrNotFound)
+}
+
+// ResizeDisk implements Hypervisor: DiskCapacity reports size from now on,
+// and a source file is extended to it, as QEMU does.
+func (f *Fake) ResizeDisk(ctx context.Context, name, target string, size uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "ResizeDisk", name); err != nil {
+		return err
+	}
+	d, dom, err := f.liveDomain("resize a disk of", name)
+	if err != nil {
+		return err
+	}
+	for _, disk := range dom.Devices.Disks {
+		if disk.Target == nil || disk.Target.Dev != target {
+			continue
+		}
+		if disk.Source != nil && disk.Source.File != nil {
+			if err := os.Truncate(disk.Source.File.File, int64(size)); err != nil {
+				return fmt.Errorf("resize a disk of %s: %w", name, err)
+			}
+		}
+		if d.capacities == nil {
+			d.capacities = map[string]uint64{}
+		}
+		d.capacities[target] = size
+		return nil
+	}
+	return fmt.Errorf("resize a disk of %s: no disk %s: %w", name, target, ErrNotFound)
 }
 
 // Disks implements Hypervisor.

@@ -99,6 +99,14 @@ type Hypervisor interface {
 	// path (libvirt's memory-only core dump, raw format: what crash and
 	// volatility read), and returns when it is written.
 	MemoryDump(ctx context.Context, name, path string) error
+	// DiskCapacity returns the size in bytes the running domain's guest
+	// sees of the disk with the given target (vda, sda).
+	DiskCapacity(ctx context.Context, name, target string) (uint64, error)
+	// ResizeDisk grows the disk with the given target of the running
+	// domain to size bytes (a raw image file is extended; a block device
+	// must already be that large) and tells the guest, which sees the new
+	// capacity at once: KubeVirt's ExpandDisks.
+	ResizeDisk(ctx context.Context, name, target string, size uint64) error
 	// Stats returns the statistics of an active (running or paused)
 	// domain: CPU, memory, vCPUs, network interfaces and disks. A domain
 	// that is shut off fails with ErrInvalidState.

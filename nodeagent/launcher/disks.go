@@ -235,6 +235,11 @@ func (l *Launcher) claimDiskAt(ctx context.Context, vmi *v1.VirtualMachineInstan
 	case !fi.Mode().IsRegular():
 		return domainxml.DiskSource{}, fmt.Errorf("%s is not a regular file", img)
 	}
+	if l.cfg.ExpandDisks {
+		if err := expandImageOffline(ctx, img, claimInfo(vmi, name)); err != nil {
+			return domainxml.DiskSource{}, err
+		}
+	}
 	return domainxml.DiskSource{Path: img, Format: "raw"}, nil
 }
 

@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -141,6 +142,10 @@ type Config struct {
 	// CR's minimumReservePVCBytes); DefaultMinimumPVCReserveBytes when
 	// zero, none when negative.
 	MinimumPVCReserveBytes int64
+	// ExpandDisks grows the disks of claims whose capacity grew, at start
+	// and while the guest runs (--expand-disks, KubeVirt's ExpandDisks
+	// feature gate; expanddisks.go).
+	ExpandDisks bool
 	// PollInterval is how often the domain's state is checked; 250ms when zero.
 	PollInterval time.Duration
 	// ConsoleHistory is how many bytes of console output are kept for
@@ -214,6 +219,7 @@ type Launcher struct {
 	volumes     []HotplugVolume      // the hotplugged volumes, as the last sync left them (volumehotplug.go)
 	detachAsked map[string]time.Time // hot-plugged volumes the guest was asked to release, and when
 	dumps       []MemoryDump         // memory dumps onto memoryDump volumes (volumehotplug.go)
+	claimSizes  map[string]int64     // with ExpandDisks: the claim capacities the last expansion saw (expanddisks.go)
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
@@ -279,6 +285,10 @@ type Status struct {
 	// agent mounts hotplugged claims in the launcher's mount namespace, as
 	// its mount table names them.
 	HotplugDiskDir string `json:"hotplugDiskDir,omitempty"`
+	// ClaimCapacities are, with Config.ExpandDisks, the capacities (bytes)
+	// of the VMI's claims the last sync grew the disks to fit, by volume;
+	// nil without ExpandDisks. ExpandPending compares them with the VMI's.
+	ClaimCapacities map[string]int64 `json:"claimCapacities,omitempty"`
 	// Time is when the status was taken.
 	Time time.Time `json:"time"`
 }
@@ -687,6 +697,7 @@ func (l *Launcher) statusLocked() Status {
 		Migration: mig, Message: l.unavailableMessageLocked(), AccessCredentials: creds,
 		CPUTopology: l.cpuTopology, Memory: l.memory.DeepCopy(),
 		Timeline: l.timelineLocked(), HotplugVolumes: slices.Clone(l.volumes), MemoryDumps: slices.Clone(l.dumps), HotplugDiskDir: l.cfg.HotplugDiskDir,
+		ClaimCapacities: maps.Clone(l.claimSizes),
 	}
 }
 
@@ -780,6 +791,9 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (St
 	}
 	if l.started {
 		if err := l.syncVolumesLocked(ctx, vmi); err != nil {
+			return l.statusLocked(), err
+		}
+		if err := l.expandDisksLocked(ctx, vmi); err != nil {
 			return l.statusLocked(), err
 		}
 	}

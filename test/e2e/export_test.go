@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/internal/cluster"
@@ -185,4 +187,67 @@ func gunzipFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(zr)
+}
+
+// TestClaimResize (#37 item 4): KubeVirt's ExpandDisks (a feature gate the
+// local cluster turns on). local-path-provisioner has no resizer (its
+// StorageClass does not allow expansion), so the test does a resizer's
+// writes itself: the PersistentVolume's capacity, then the claim's
+// status.capacity. The VMI reports the new capacity and the running
+// guest's disk grows to (1 - filesystem overhead) × capacity, keeping what
+// the guest wrote.
+func TestClaimResize(t *testing.T) {
+	c := suite.Need(t)
+	ctx := t.Context()
+	claim := rwoClaim("resize-data", "32Mi")
+	createClaim(t, c, claim)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-resize", v1.RunStrategyAlways)
+	addDataDisk(vm, claim.Name) // /dev/vda: the guest boots its kernel without a disk
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	ip := vmi.Status.Interfaces[0].IP
+	marker := fmt.Sprintf("resized-%d", time.Now().UnixNano())
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disksize?vda"), fmt.Sprintf("%d\n", 32<<20), time.Minute)
+
+	// The resizer's writes: the volume, then the claim's status.
+	pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := resource.MustParse("128Mi")
+	pv.Spec.Capacity[corev1.ResourceStorage] = bigger
+	if _, err := c.Kube.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	pvc.Status.Capacity[corev1.ResourceStorage] = bigger
+	if _, err := c.Kube.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitVMI(t, c, vm.Name, "the claim's new capacity in status.volumeStatus", func(vmi *v1.VirtualMachineInstance) bool {
+		for _, st := range vmi.Status.VolumeStatus {
+			if st.PersistentVolumeClaimInfo != nil && st.PersistentVolumeClaimInfo.ClaimName == claim.Name {
+				got := st.PersistentVolumeClaimInfo.Capacity[corev1.ResourceStorage]
+				return got.Cmp(bigger) == 0
+			}
+		}
+		return false
+	})
+	// 0.945 × 128 MiB = 120.96 MiB, rounded down to 1 MiB.
+	want := int64(120 << 20)
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disksize?vda"), fmt.Sprintf("%d\n", want), time.Minute)
+	t.Logf("claim capacity 32Mi → 128Mi: the guest sees %d bytes %v after the claim's status changed", want, time.Since(began).Round(time.Millisecond))
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vda"), marker+"\n", 30*time.Second)
+	if fi, err := os.Stat(claimImage(t, c, claim.Name)); err != nil {
+		t.Error(err)
+	} else if fi.Size() != want {
+		t.Errorf("the claim's disk.img after the expansion: %d bytes, want %d", fi.Size(), want)
+	}
 }

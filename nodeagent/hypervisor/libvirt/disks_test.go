@@ -78,6 +78,26 @@ func TestAttachDiskAndDumpMemory(t *testing.T) {
 		}
 	}
 	inGuest(true)
+	// ExpandDisks: the disk grows, file and guest.
+	if c, err := h.DiskCapacity(ctx, name, "sda"); err != nil || c != 1<<20 {
+		t.Errorf("DiskCapacity: %d, %v; want 1 MiB", c, err)
+	}
+	if err := h.ResizeDisk(ctx, name, "sda", 3<<20); err != nil {
+		t.Fatalf("ResizeDisk: %v", err)
+	}
+	if fi, err := os.Stat(img); err != nil || fi.Size() != 3<<20 {
+		t.Errorf("the image after ResizeDisk: %v, %v; want 3 MiB", fi.Size(), err)
+	}
+	for deadline := time.Now().Add(bootTimeout); ; {
+		out := strings.TrimSpace(agentExec(t, h, name, "cat /sys/block/sda/size"))
+		if out == "6144" { // 512-byte sectors
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the guest sees /dev/sda at %s sectors after ResizeDisk to 3 MiB, want 6144", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err := h.DetachDisk(ctx, name, "ua-data"); err != nil {
 		t.Fatalf("DetachDisk: %v", err)
 	}

@@ -378,6 +378,34 @@ func (h *Hypervisor) MemoryDump(ctx context.Context, name, path string) error {
 	})
 }
 
+// DiskCapacity implements hypervisor.Hypervisor (virDomainGetBlockInfo).
+func (h *Hypervisor) DiskCapacity(ctx context.Context, name, target string) (uint64, error) {
+	var out uint64
+	err := h.onDomain(ctx, "read the disk capacity of", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "read the disk capacity of", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		info, err := d.GetBlockInfo(target, 0)
+		if err != nil {
+			return err
+		}
+		out = info.Capacity
+		return nil
+	})
+	return out, err
+}
+
+// ResizeDisk implements hypervisor.Hypervisor (virDomainBlockResize, in
+// bytes).
+func (h *Hypervisor) ResizeDisk(ctx context.Context, name, target string, size uint64) error {
+	return h.onDomain(ctx, "resize a disk of", name, func(d *golibvirt.Domain) error {
+		if err := requireState(d, "resize a disk of", golibvirt.DOMAIN_RUNNING, golibvirt.DOMAIN_BLOCKED, golibvirt.DOMAIN_PAUSED); err != nil {
+			return err
+		}
+		return d.BlockResize(target, size, golibvirt.DOMAIN_BLOCK_RESIZE_BYTES)
+	})
+}
+
 // Disks implements hypervisor.Hypervisor.
 func (h *Hypervisor) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
 	var out []libvirtxml.DomainDisk
