@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 generated() {
-  { find vmapi/generated vmapi/crds/manifests -type f 2>/dev/null; ls vmapi/v1/zz_generated.*.go vmapi/instancetype/v1beta1/zz_generated.*.go vmapi/pool/v1beta1/zz_generated.*.go vmapi/export/v1beta1/zz_generated.*.go 2>/dev/null; } | sort
+  { find vmapi/generated vmapi/crds/manifests -type f 2>/dev/null; ls vmapi/v1/zz_generated.*.go vmapi/instancetype/v1beta1/zz_generated.*.go vmapi/pool/v1beta1/zz_generated.*.go vmapi/export/v1beta1/zz_generated.*.go vmapi/snapshot/v1beta1/zz_generated.*.go 2>/dev/null; } | sort
 }
 snapshot() { generated | xargs -r sha256sum; }
 before=$(snapshot)

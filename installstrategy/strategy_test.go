@@ -128,6 +128,9 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"CustomResourceDefinition " + crds.VirtualMachinePool,
 		"CustomResourceDefinition " + crds.VirtualMachineInstancePreset,
 		"CustomResourceDefinition " + crds.VirtualMachineExport,
+		"CustomResourceDefinition " + crds.VirtualMachineSnapshot,
+		"CustomResourceDefinition " + crds.VirtualMachineSnapshotContent,
+		"CustomResourceDefinition " + crds.VirtualMachineRestore,
 		"PriorityClass kubevirt-cluster-critical",
 		"ServiceAccount kubevirt/kubevirt-apiserver",
 		"ServiceAccount kubevirt/kubevirt-controller",
@@ -182,8 +185,8 @@ func TestGenerateHoldsEveryComponent(t *testing.T) {
 		"PrometheusRule kubevirt/prometheus-kubevirt-rules",
 	}
 	// The CRDs come first, in no particular order.
-	slices.Sort(got[:12])
-	slices.Sort(want[:12])
+	slices.Sort(got[:15])
+	slices.Sort(want[:15])
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}

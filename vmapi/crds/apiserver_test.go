@@ -107,6 +107,10 @@ var resources = map[string]string{
 	"VirtualMachinePool": "virtualmachinepools",
 
 	"VirtualMachineExport": "virtualmachineexports",
+
+	"VirtualMachineSnapshot":        "virtualmachinesnapshots",
+	"VirtualMachineSnapshotContent": "virtualmachinesnapshotcontents",
+	"VirtualMachineRestore":         "virtualmachinerestores",
 }
 
 // clusterScoped are the kinds without a namespace.
@@ -121,7 +125,7 @@ func readSample(t *testing.T, name string) *unstructured.Unstructured {
 	if rest, ok := strings.CutPrefix(name, "instancetype/"); ok {
 		path = filepath.Join("..", "instancetype", "v1beta1", "testdata", rest)
 	}
-	for _, group := range []string{"pool", "export"} {
+	for _, group := range []string{"pool", "export", "snapshot"} {
 		if rest, ok := strings.CutPrefix(name, group+"/"); ok {
 			path = filepath.Join("..", group, "v1beta1", "testdata", rest)
 		}
@@ -176,6 +180,12 @@ func (c *cluster) typedGet(ctx context.Context, kind, name string) (map[string]a
 		obj, err = c.typed.PoolV1beta1().VirtualMachinePools(c.ns).Get(ctx, name, metav1.GetOptions{})
 	case "VirtualMachineExport":
 		obj, err = c.typed.ExportV1beta1().VirtualMachineExports(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineSnapshot":
+		obj, err = c.typed.SnapshotV1beta1().VirtualMachineSnapshots(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineSnapshotContent":
+		obj, err = c.typed.SnapshotV1beta1().VirtualMachineSnapshotContents(c.ns).Get(ctx, name, metav1.GetOptions{})
+	case "VirtualMachineRestore":
+		obj, err = c.typed.SnapshotV1beta1().VirtualMachineRestores(c.ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	if err != nil {
 		return nil, err
@@ -209,7 +219,8 @@ func (c *cluster) testSamplesRoundTrip(t *testing.T) {
 		"instancetype/clusterinstancetype-u1.yaml", "instancetype/clusterinstancetype-cx.yaml",
 		"instancetype/preference-full.yaml", "instancetype/clusterpreference-windows.yaml", "instancetype/clusterpreference-fedora.yaml",
 		"pool/pool-full.yaml", "pool/pool-minimal.yaml",
-		"export/export-vm.yaml", "export/export-status.yaml"} {
+		"export/export-vm.yaml", "export/export-status.yaml",
+		"snapshot/snapshot.yaml", "snapshot/snapshot-status.yaml", "snapshot/content.yaml", "snapshot/restore.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := c.ctx(t)
 			obj := readSample(t, name)
@@ -270,6 +281,9 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 		"virtualmachineclusterpreferences":   {"Name", "Age"},
 		"virtualmachinepools":                {"Name", "Desired", "Current", "Ready", "Age"},
 		"virtualmachineexports":              {"Name", "SourceKind", "SourceName", "Phase"},
+		"virtualmachinesnapshots":            {"Name", "SourceKind", "SourceName", "Phase", "ReadyToUse", "CreationTime", "Error"},
+		"virtualmachinesnapshotcontents":     {"Name", "ReadyToUse", "CreationTime", "Error"},
+		"virtualmachinerestores":             {"Name", "TargetKind", "TargetName", "Complete", "RestoreTime"},
 	}
 	for resource, cols := range want {
 		ctx := c.ctx(t)
@@ -283,6 +297,8 @@ func (c *cluster) testPrinterColumns(t *testing.T) {
 			path = []string{"/apis/pool.kubevirt.io/v1beta1/namespaces", c.ns, resource}
 		case "virtualmachineexports":
 			path = []string{"/apis/export.kubevirt.io/v1beta1/namespaces", c.ns, resource}
+		case "virtualmachinesnapshots", "virtualmachinesnapshotcontents", "virtualmachinerestores":
+			path = []string{"/apis/snapshot.kubevirt.io/v1beta1/namespaces", c.ns, resource}
 		}
 		raw, err := c.env.Kube.CoreV1().RESTClient().Get().AbsPath(path...).
 			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
@@ -395,6 +411,18 @@ func (c *cluster) testRejects(t *testing.T) {
 		{"export without a name", "export/export-vm.yaml", func(s map[string]any) {
 			s["source"].(map[string]any)["name"] = ""
 		}, "spec.source.name must not be empty"},
+		{"snapshot of a Pod", "snapshot/snapshot.yaml", func(s map[string]any) {
+			s["source"] = map[string]any{"kind": "Pod", "name": "p"}
+		}, "spec.source.kind: invalid kind"},
+		{"snapshot without a group", "snapshot/snapshot.yaml", func(s map[string]any) {
+			delete(s["source"].(map[string]any), "apiGroup")
+		}, "spec.source.apiGroup: missing apiGroup"},
+		{"restore without a snapshot", "snapshot/restore.yaml", func(s map[string]any) {
+			s["virtualMachineSnapshotName"] = ""
+		}, "spec.virtualMachineSnapshotName"},
+		{"restore of an unknown readiness policy", "snapshot/restore.yaml", func(s map[string]any) {
+			s["targetReadinessPolicy"] = "Hope"
+		}, `Unsupported value: "Hope"`},
 		{"no vCPUs", "instancetype/instancetype-overcommit.yaml", func(s map[string]any) {
 			s["cpu"].(map[string]any)["guest"] = 0
 		}, "spec.cpu.guest: Invalid value: 0: spec.cpu.guest in body should be greater than or equal to 1"},

@@ -1,7 +1,8 @@
 // Package crds holds the CustomResourceDefinitions of the kubevirt.io,
-// instancetype.kubevirt.io, pool.kubevirt.io and export.kubevirt.io APIs,
-// generated from vmapi/v1, vmapi/instancetype/v1beta1, vmapi/pool/v1beta1
-// and vmapi/export/v1beta1 by
+// instancetype.kubevirt.io, pool.kubevirt.io, export.kubevirt.io and
+// snapshot.kubevirt.io APIs, generated from vmapi/v1,
+// vmapi/instancetype/v1beta1, vmapi/pool/v1beta1, vmapi/export/v1beta1 and
+// vmapi/snapshot/v1beta1 by
 // hack/update-codegen.sh and embedded in the binary. Each CRD has a structural schema with CEL validation rules, short
 // names and the printer columns kubectl shows, as KubeVirt's.
 //
@@ -20,7 +21,10 @@
 // v1beta1 and has status and scale subresources. The export.kubevirt.io
 // CRD (VirtualMachineExport) serves and stores v1beta1, the version
 // KubeVirt's virtctl uses, and has a status subresource; KubeVirt's
-// deprecated v1alpha1 is not served.
+// deprecated v1alpha1 is not served. The snapshot.kubevirt.io CRDs
+// (VirtualMachineSnapshot, VirtualMachineSnapshotContent,
+// VirtualMachineRestore) serve and store v1beta1 and have status
+// subresources.
 package crds
 
 import (
@@ -55,6 +59,10 @@ const (
 	VirtualMachinePool = "virtualmachinepools.pool.kubevirt.io"
 
 	VirtualMachineExport = "virtualmachineexports.export.kubevirt.io"
+
+	VirtualMachineSnapshot        = "virtualmachinesnapshots.snapshot.kubevirt.io"
+	VirtualMachineSnapshotContent = "virtualmachinesnapshotcontents.snapshot.kubevirt.io"
+	VirtualMachineRestore         = "virtualmachinerestores.snapshot.kubevirt.io"
 )
 
 // All returns fresh copies of every CRD, sorted by name. The caller may

@@ -40,6 +40,9 @@ var kubevirtNames = map[string]struct {
 	crds.VirtualMachineClusterPreference:   {"virtualmachineclusterpreferences", "virtualmachineclusterpreference", "VirtualMachineClusterPreference", []string{"vmcp", "vmcps"}, nil, true},
 	crds.VirtualMachinePool:                {"virtualmachinepools", "virtualmachinepool", "VirtualMachinePool", []string{"vmpool", "vmpools"}, []string{"all"}, false},
 	crds.VirtualMachineExport:              {"virtualmachineexports", "virtualmachineexport", "VirtualMachineExport", []string{"vmexport", "vmexports"}, []string{"all"}, false},
+	crds.VirtualMachineSnapshot:            {"virtualmachinesnapshots", "virtualmachinesnapshot", "VirtualMachineSnapshot", []string{"vmsnapshot", "vmsnapshots"}, []string{"all"}, false},
+	crds.VirtualMachineSnapshotContent:     {"virtualmachinesnapshotcontents", "virtualmachinesnapshotcontent", "VirtualMachineSnapshotContent", []string{"vmsnapshotcontent", "vmsnapshotcontents"}, []string{"all"}, false},
+	crds.VirtualMachineRestore:             {"virtualmachinerestores", "virtualmachinerestore", "VirtualMachineRestore", []string{"vmrestore", "vmrestores"}, []string{"all"}, false},
 }
 
 // TestCRDNamesAreKubeVirts: every CRD has KubeVirt's name, plural, singular,
@@ -102,6 +105,9 @@ func TestCRDShapes(t *testing.T) {
 		crds.VirtualMachineClusterPreference:   {nil, false, false},
 		crds.VirtualMachinePool:                {[]string{"Desired", "Current", "Ready", "Age"}, true, true},
 		crds.VirtualMachineExport:              {[]string{"SourceKind", "SourceName", "Phase"}, true, false},
+		crds.VirtualMachineSnapshot:            {[]string{"SourceKind", "SourceName", "Phase", "ReadyToUse", "CreationTime", "Error"}, true, false},
+		crds.VirtualMachineSnapshotContent:     {[]string{"ReadyToUse", "CreationTime", "Error"}, true, false},
+		crds.VirtualMachineRestore:             {[]string{"TargetKind", "TargetName", "Complete", "RestoreTime"}, true, false},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))

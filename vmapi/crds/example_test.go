@@ -27,5 +27,8 @@ func Example() {
 	// virtualmachineinstancetypes.instancetype.kubevirt.io [vminstancetype vminstancetypes vmf vmfs]
 	// virtualmachinepools.pool.kubevirt.io [vmpool vmpools]
 	// virtualmachinepreferences.instancetype.kubevirt.io [vmpref vmprefs vmp vmps]
+	// virtualmachinerestores.snapshot.kubevirt.io [vmrestore vmrestores]
 	// virtualmachines.kubevirt.io [vm vms]
+	// virtualmachinesnapshotcontents.snapshot.kubevirt.io [vmsnapshotcontent vmsnapshotcontents]
+	// virtualmachinesnapshots.snapshot.kubevirt.io [vmsnapshot vmsnapshots]
 }

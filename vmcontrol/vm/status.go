@@ -44,6 +44,10 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 		// behaviour (KubeVirt's older HotplugVolumes gate); vmkit's
 		// virt-api changes the template instead: kept as written.
 		VolumeRequests: old.VolumeRequests,
+		// Written by the snapshot controller (vmcontrol/snapshot).
+		SnapshotInProgress:     old.SnapshotInProgress,
+		RestoreInProgress:      old.RestoreInProgress,
+		VolumeSnapshotStatuses: old.VolumeSnapshotStatuses,
 	}
 	if st.strategyErr != nil {
 		s.RunStrategy = ""

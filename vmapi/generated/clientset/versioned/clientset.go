@@ -25,6 +25,7 @@ import (
 	exportv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
+	snapshotv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/snapshot/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -36,6 +37,7 @@ type Interface interface {
 	ExportV1beta1() exportv1beta1.ExportV1beta1Interface
 	InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta1Interface
 	PoolV1beta1() poolv1beta1.PoolV1beta1Interface
+	SnapshotV1beta1() snapshotv1beta1.SnapshotV1beta1Interface
 	KubevirtV1() kubevirtv1.KubevirtV1Interface
 }
 
@@ -45,6 +47,7 @@ type Clientset struct {
 	exportV1beta1       *exportv1beta1.ExportV1beta1Client
 	instancetypeV1beta1 *instancetypev1beta1.InstancetypeV1beta1Client
 	poolV1beta1         *poolv1beta1.PoolV1beta1Client
+	snapshotV1beta1     *snapshotv1beta1.SnapshotV1beta1Client
 	kubevirtV1          *kubevirtv1.KubevirtV1Client
 }
 
@@ -61,6 +64,11 @@ func (c *Clientset) InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta
 // PoolV1beta1 retrieves the PoolV1beta1Client
 func (c *Clientset) PoolV1beta1() poolv1beta1.PoolV1beta1Interface {
 	return c.poolV1beta1
+}
+
+// SnapshotV1beta1 retrieves the SnapshotV1beta1Client
+func (c *Clientset) SnapshotV1beta1() snapshotv1beta1.SnapshotV1beta1Interface {
+	return c.snapshotV1beta1
 }
 
 // KubevirtV1 retrieves the KubevirtV1Client
@@ -124,6 +132,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.snapshotV1beta1, err = snapshotv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.kubevirtV1, err = kubevirtv1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -152,6 +164,7 @@ func New(c rest.Interface) *Clientset {
 	cs.exportV1beta1 = exportv1beta1.New(c)
 	cs.instancetypeV1beta1 = instancetypev1beta1.New(c)
 	cs.poolV1beta1 = poolv1beta1.New(c)
+	cs.snapshotV1beta1 = snapshotv1beta1.New(c)
 	cs.kubevirtV1 = kubevirtv1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

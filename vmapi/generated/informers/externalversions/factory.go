@@ -28,6 +28,7 @@ import (
 	instancetype "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/instancetype"
 	internalinterfaces "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/internalinterfaces"
 	pool "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/pool"
+	snapshot "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/snapshot"
 	vmapi "github.com/vmkit/vmkit/vmapi/generated/informers/externalversions/vmapi"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -260,6 +261,7 @@ type SharedInformerFactory interface {
 	Export() export.Interface
 	Instancetype() instancetype.Interface
 	Pool() pool.Interface
+	Snapshot() snapshot.Interface
 	Kubevirt() vmapi.Interface
 }
 
@@ -273,6 +275,10 @@ func (f *sharedInformerFactory) Instancetype() instancetype.Interface {
 
 func (f *sharedInformerFactory) Pool() pool.Interface {
 	return pool.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Snapshot() snapshot.Interface {
+	return snapshot.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Kubevirt() vmapi.Interface {

@@ -24,6 +24,7 @@ import (
 	v1beta1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
+	snapshotv1beta1 "github.com/vmkit/vmkit/vmapi/snapshot/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
@@ -86,6 +87,14 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=pool.kubevirt.io, Version=v1beta1
 	case poolv1beta1.SchemeGroupVersion.WithResource("virtualmachinepools"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Pool().V1beta1().VirtualMachinePools().Informer()}, nil
+
+		// Group=snapshot.kubevirt.io, Version=v1beta1
+	case snapshotv1beta1.SchemeGroupVersion.WithResource("virtualmachinerestores"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Snapshot().V1beta1().VirtualMachineRestores().Informer()}, nil
+	case snapshotv1beta1.SchemeGroupVersion.WithResource("virtualmachinesnapshots"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Snapshot().V1beta1().VirtualMachineSnapshots().Informer()}, nil
+	case snapshotv1beta1.SchemeGroupVersion.WithResource("virtualmachinesnapshotcontents"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Snapshot().V1beta1().VirtualMachineSnapshotContents().Informer()}, nil
 
 	}
 

@@ -26,6 +26,8 @@ import (
 	fakeinstancetypev1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1/fake"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
 	fakepoolv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1/fake"
+	snapshotv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/snapshot/v1beta1"
+	fakesnapshotv1beta1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/snapshot/v1beta1/fake"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	fakekubevirtv1 "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +109,11 @@ func (c *Clientset) InstancetypeV1beta1() instancetypev1beta1.InstancetypeV1beta
 // PoolV1beta1 retrieves the PoolV1beta1Client
 func (c *Clientset) PoolV1beta1() poolv1beta1.PoolV1beta1Interface {
 	return &fakepoolv1beta1.FakePoolV1beta1{Fake: &c.Fake}
+}
+
+// SnapshotV1beta1 retrieves the SnapshotV1beta1Client
+func (c *Clientset) SnapshotV1beta1() snapshotv1beta1.SnapshotV1beta1Interface {
+	return &fakesnapshotv1beta1.FakeSnapshotV1beta1{Fake: &c.Fake}
 }
 
 // KubevirtV1 retrieves the KubevirtV1Client

@@ -22,6 +22,7 @@ import (
 	exportv1beta1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
+	snapshotv1beta1 "github.com/vmkit/vmkit/vmapi/snapshot/v1beta1"
 	kubevirtv1 "github.com/vmkit/vmkit/vmapi/v1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -37,6 +38,7 @@ var localSchemeBuilder = runtime.SchemeBuilder{
 	exportv1beta1.AddToScheme,
 	instancetypev1beta1.AddToScheme,
 	poolv1beta1.AddToScheme,
+	snapshotv1beta1.AddToScheme,
 	kubevirtv1.AddToScheme,
 }
 
