@@ -155,6 +155,10 @@ func Rules() []ComponentRules {
 				// Create only: virt-controller reads no Secret but the
 				// export CA below.
 				rule("", []string{"services", "secrets", "configmaps"}, "create"),
+				// The snapshot controller records VMs in snapshot contents
+				// and restores them (or creates them from a snapshot).
+				rule(groupSnapshot, []string{"virtualmachinesnapshots", "virtualmachinesnapshotcontents", "virtualmachinerestores"}, "get", "list", "watch", "create", "update", "patch", "delete"),
+				rule(groupSnapshot, []string{"virtualmachinesnapshots/status", "virtualmachinesnapshotcontents/status", "virtualmachinerestores/status"}, status...),
 			},
 			Namespace: []rbacv1.PolicyRule{
 				rule("coordination.k8s.io", []string{"leases"}, "get", "create", "update"),

@@ -1,7 +1,7 @@
 // Package vmcontrol runs vmkit's controllers (the VirtualMachine,
 // VirtualMachineInstance, VirtualMachineInstanceReplicaSet, node,
-// VirtualMachinePool, migration, evacuation, disruption-budget and
-// VirtualMachineExport controllers
+// VirtualMachinePool, migration, evacuation, disruption-budget,
+// VirtualMachineExport and snapshot/restore controllers
 // of virt-controller)
 // together: one set of
 // shared informers, worker counts per controller, client rate limits, leader
@@ -55,9 +55,11 @@ import (
 	exportclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/export/v1beta1"
 	instancetypeclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/instancetype/v1beta1"
 	poolclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/pool/v1beta1"
+	snapshotclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/snapshot/v1beta1"
 	kvclient "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/typed/vmapi/v1"
 	instancetypev1beta1 "github.com/vmkit/vmkit/vmapi/instancetype/v1beta1"
 	poolv1beta1 "github.com/vmkit/vmkit/vmapi/pool/v1beta1"
+	snapshotv1beta1 "github.com/vmkit/vmkit/vmapi/snapshot/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
@@ -69,6 +71,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/node"
 	"github.com/vmkit/vmkit/vmcontrol/pool"
 	"github.com/vmkit/vmkit/vmcontrol/replicaset"
+	"github.com/vmkit/vmkit/vmcontrol/snapshot"
 	"github.com/vmkit/vmkit/vmcontrol/vm"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
@@ -94,9 +97,9 @@ type Options struct {
 	// VMWorkers (default 3), VMIWorkers (default 10), ReplicaSetWorkers
 	// (default 3), NodeWorkers (default 3), PoolWorkers (default 3),
 	// MigrationWorkers (default 3), EvacuationWorkers (default 3) and
-	// DisruptionBudgetWorkers (default 3) and ExportWorkers (default 3), as
-	// KubeVirt.
-	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers, DisruptionBudgetWorkers, ExportWorkers int
+	// DisruptionBudgetWorkers (default 3), ExportWorkers (default 3) and
+	// SnapshotWorkers (default 2 for each of snapshots, restores and VMs).
+	VMWorkers, VMIWorkers, ReplicaSetWorkers, NodeWorkers, PoolWorkers, MigrationWorkers, EvacuationWorkers, DisruptionBudgetWorkers, ExportWorkers, SnapshotWorkers int
 	// Export configures the VirtualMachineExport controller, which runs
 	// when Export.Image is set and export.kubevirt.io is served.
 	Export ExportOptions
@@ -125,7 +128,7 @@ type Options struct {
 	Profiling bool
 	// DiscoveryInterval is how often the Manager checks whether the API
 	// server started or stopped serving CDI's DataVolumes,
-	// instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io; when it did, the controllers restart (in
+	// instancetype.kubevirt.io, pool.kubevirt.io, export.kubevirt.io or snapshot.kubevirt.io; when it did, the controllers restart (in
 	// this process) to watch them or stop (default 1m; negative: checked
 	// only when the controllers start).
 	DiscoveryInterval time.Duration
@@ -161,6 +164,7 @@ type Manager struct {
 	instancetypes instancetypeclient.InstancetypeV1beta1Interface
 	pools         poolclient.PoolV1beta1Interface
 	exports       exportclient.ExportV1beta1Interface
+	snapshots     snapshotclient.SnapshotV1beta1Interface
 	kube          *kubeclient.Client
 	dynamic       dynamic.Interface
 	elector       *leaderelect.Elector // nil without leader election
@@ -236,7 +240,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vmcontrol: %w", err)
 	}
-	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, pools: pools, exports: exports, kube: kube, dynamic: dyn}
+	snapshots, err := snapshotclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vmcontrol: %w", err)
+	}
+	m := &Manager{opts: opts, client: client, instancetypes: instancetypes, pools: pools, exports: exports, snapshots: snapshots, kube: kube, dynamic: dyn}
 	m.metrics = newMetrics(m.ready.Load)
 	if le.Enabled {
 		m.elector, err = leaderelect.New(leaderelect.Config{
@@ -322,14 +330,14 @@ var errAPIsChanged = errors.New("vmcontrol: the served APIs changed")
 
 // runControllers runs the controllers until ctx ends, starting them again
 // when the API server starts or stops serving CDI's DataVolumes,
-// instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io.
+// instancetype.kubevirt.io, pool.kubevirt.io, export.kubevirt.io or snapshot.kubevirt.io.
 func (m *Manager) runControllers(ctx context.Context) error {
 	for {
 		err := m.runControllersOnce(ctx)
 		if !errors.Is(err, errAPIsChanged) {
 			return err
 		}
-		klog.FromContext(ctx).Info("CDI DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io appeared or went away: restarting the controllers")
+		klog.FromContext(ctx).Info("CDI DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io, export.kubevirt.io or snapshot.kubevirt.io appeared or went away: restarting the controllers")
 	}
 }
 
@@ -421,6 +429,20 @@ func (m *Manager) runControllersOnce(ctx context.Context) error {
 type runInformers struct {
 	vms, vmis, replicaSets, pods, claims, nodes, migrations, kubevirts, budgets cache.SharedIndexInformer
 	started                                                                     []cache.SharedIndexInformer
+	// snapshots (VirtualMachineSnapshots) is shared by the export and
+	// snapshot controllers when snapshot.kubevirt.io is served: see
+	// snapshotInformer.
+	snapshots cache.SharedIndexInformer
+}
+
+// snapshotInformer is the run's VirtualMachineSnapshot informer, made (and
+// started) on first use.
+func (m *Manager) snapshotInformer(inf *runInformers) cache.SharedIndexInformer {
+	if inf.snapshots == nil {
+		inf.snapshots = newInformer(m.snapshots.VirtualMachineSnapshots(""), &snapshotv1beta1.VirtualMachineSnapshot{}, m.opts.ResyncPeriod, stripManagedFields, nil)
+		inf.started = append(inf.started, inf.snapshots)
+	}
+	return inf.snapshots
 }
 
 // newInformers builds the informers every run has. Cached objects drop
@@ -586,12 +608,33 @@ func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served 
 				o.LabelSelector = export.PodSelector
 			})
 			inf.started = append(inf.started, exports, pods)
+			var snaps cache.SharedIndexInformer
+			if served.snapshots {
+				snaps = m.snapshotInformer(inf)
+			}
 			return export.New(export.Config{
 				Exports: m.exports, Kube: m.kube,
 				Issuer: export.SecretIssuer{Secrets: m.kube.Secrets(m.opts.Export.CANamespace), Name: m.opts.Export.CASecret},
 				Image:  m.opts.Export.Image, ImagePullPolicy: m.opts.Export.ImagePullPolicy,
-				ExportInformer: exports, Pods: pods, Claims: inf.claims, VMs: inf.vms, VMIs: inf.vmis,
+				ExportInformer: exports, Pods: pods, Claims: inf.claims, VMs: inf.vms, VMIs: inf.vmis, Snapshots: snaps,
 				Recorder: recorder, Workers: m.opts.ExportWorkers, Observe: m.metrics.observer("virtualmachineexport"),
+			})
+		}},
+		// VM snapshots and restores, when served.
+		{"snapshot", func() (starter, error) {
+			if !served.snapshots {
+				log.Info("snapshot.kubevirt.io is not served: VirtualMachineSnapshots and VirtualMachineRestores are not reconciled")
+				return nil, nil
+			}
+			s := m.snapshots
+			snaps := m.snapshotInformer(inf)
+			contents := newInformer(s.VirtualMachineSnapshotContents(""), &snapshotv1beta1.VirtualMachineSnapshotContent{}, resync, stripManagedFields, nil)
+			restores := newInformer(s.VirtualMachineRestores(""), &snapshotv1beta1.VirtualMachineRestore{}, resync, stripManagedFields, nil)
+			inf.started = append(inf.started, contents, restores)
+			return snapshot.New(snapshot.Config{
+				Client: m.client, Snapshots: s,
+				SnapshotInformer: snaps, Contents: contents, Restores: restores, VMs: inf.vms, VMIs: inf.vmis, Claims: inf.claims,
+				Recorder: recorder, Workers: m.opts.SnapshotWorkers, Observe: m.metrics.observer("snapshot"),
 			})
 		}},
 	}
@@ -640,6 +683,7 @@ type servedAPIs struct {
 	instancetypes bool // instancetype.kubevirt.io/v1beta1
 	pools         bool // pool.kubevirt.io/v1beta1
 	exports       bool // export.kubevirt.io/v1beta1
+	snapshots     bool // snapshot.kubevirt.io/v1beta1
 }
 
 // servedAPIs asks the API server which optional APIs it serves.
@@ -656,6 +700,9 @@ func (m *Manager) servedAPIs(ctx context.Context) (servedAPIs, error) {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	if s.exports, err = m.kube.Serves(ctx, exportv1beta1.SchemeGroupVersion.WithResource("virtualmachineexports")); err != nil {
+		return s, fmt.Errorf("vmcontrol: %w", err)
+	}
+	if s.snapshots, err = m.kube.Serves(ctx, snapshotv1beta1.SchemeGroupVersion.WithResource("virtualmachinesnapshots")); err != nil {
 		return s, fmt.Errorf("vmcontrol: %w", err)
 	}
 	return s, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmkit/vmkit/vmapi/instancetype"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/export"
 	"github.com/vmkit/vmkit/vmcontrol/vmi"
 )
 
@@ -101,8 +102,9 @@ func slimPod(obj any) (any, error) {
 // phase, and for status.volumeStatus its requests, the bound volume's
 // capacity and CDI's preallocation annotations, the migration controller its
 // access modes (ReadWriteMany can migrate), the VM controller the labels
-// naming a default instance type and preference; the rest (other labels and
-// annotations, conditions) is dropped.
+// naming a default instance type and preference, the export controller
+// CDI's content-type annotation, the snapshot controller the StorageClass;
+// the rest (other labels and annotations, conditions) is dropped.
 func slimClaim(obj any) (any, error) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
@@ -119,7 +121,7 @@ func slimClaim(obj any) (any, error) {
 	}
 	var annotations map[string]string
 	for k, v := range pvc.Annotations {
-		if strings.HasSuffix(k, "/storage.preallocation") || strings.HasSuffix(k, "/storage.thick-provisioned") {
+		if strings.HasSuffix(k, "/storage.preallocation") || strings.HasSuffix(k, "/storage.thick-provisioned") || k == export.ContentTypeAnnotation {
 			if annotations == nil {
 				annotations = map[string]string{}
 			}
@@ -129,7 +131,7 @@ func slimClaim(obj any) (any, error) {
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: pvc.Name, Namespace: pvc.Namespace, UID: pvc.UID, Labels: labels, Annotations: annotations,
 			ResourceVersion: pvc.ResourceVersion, DeletionTimestamp: pvc.DeletionTimestamp},
-		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode, AccessModes: pvc.Spec.AccessModes,
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: pvc.Spec.VolumeMode, AccessModes: pvc.Spec.AccessModes, StorageClassName: pvc.Spec.StorageClassName,
 			Resources: corev1.VolumeResourceRequirements{Requests: pvc.Spec.Resources.Requests}},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase, AccessModes: pvc.Status.AccessModes, Capacity: pvc.Status.Capacity},
 	}, nil

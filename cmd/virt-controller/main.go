@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&o.manager.EvacuationWorkers, "evacuation-workers", 3, "concurrent node syncs of the evacuation controller")
 	flag.IntVar(&o.manager.DisruptionBudgetWorkers, "disruption-budget-workers", 3, "concurrent VMI syncs of the disruption-budget controller (PodDisruptionBudgets of VMIs that migrate on eviction)")
 	flag.IntVar(&o.manager.ExportWorkers, "export-workers", 3, "concurrent VirtualMachineExport syncs")
+	flag.IntVar(&o.manager.SnapshotWorkers, "snapshot-workers", 2, "concurrent syncs of VirtualMachineSnapshots, of VirtualMachineRestores and of VMs' volumeSnapshotStatuses (each)")
 	flag.StringVar(&o.manager.Export.Image, "exportserver-image", "", "image of the VirtualMachineExport server pods (vmkit/virt-exportserver); empty: exports are not reconciled")
 	flag.StringVar(&o.manager.Export.CASecret, "export-ca-secret", "kubevirt-export-ca", "kubernetes.io/tls Secret, in the leader election namespace, of the CA that signs the export servers' certificates")
 	flag.DurationVar(&o.manager.NodeHeartbeatTimeout, "node-heartbeat-timeout", 5*time.Minute, "age of a node agent's heartbeat after which its node is marked unschedulable and the VMIs stranded there fail")
@@ -65,7 +66,7 @@ func main() {
 	flag.StringVar(&o.manager.LeaderElection.Name, "leader-elect-name", "virt-controller", "name of the leader Lease")
 	flag.StringVar(&o.manager.HTTPAddr, "metrics-address", ":8080", "address serving /metrics, /healthz and /readyz over HTTPS (a self-signed certificate); /metrics and /debug/pprof/ only to whom the API server authenticates and allows get on the path")
 	flag.BoolVar(&o.manager.Profiling, "profiling", false, "serve Go profiles under /debug/pprof/ on the metrics address")
-	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io or export.kubevirt.io started or stopped being served (the controllers then restart in-process; negative: only at start)")
+	flag.DurationVar(&o.manager.DiscoveryInterval, "api-discovery-interval", time.Minute, "how often to check whether CDI's DataVolumes, instancetype.kubevirt.io, pool.kubevirt.io, export.kubevirt.io or snapshot.kubevirt.io started or stopped being served (the controllers then restart in-process; negative: only at start)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if !o.manager.Profiling {

@@ -34,8 +34,8 @@
 //
 // Differences from KubeVirt: no external links (KubeVirt's come from an
 // Ingress or an OpenShift Route named for the export proxy, which vmkit does
-// not run); VirtualMachineSnapshot sources wait with VMSnapshotNotFound, as
-// vmkit has no snapshots; claims are disk images when a VM uses them as
+// not run); a VirtualMachineSnapshot source is Skipped (VMSnapshotNoVolumes),
+// as vmkit's snapshots hold no volume; claims are disk images when a VM uses them as
 // disks, when they are Block, or when CDI's content-type annotation says
 // kubevirt, and archives (tar.gz, dir) otherwise.
 package export
@@ -94,8 +94,9 @@ type Config struct {
 	ImagePullPolicy corev1.PullPolicy
 	// ExportInformer, Pods (export server pods: the label
 	// kubevirt.io=virt-exporter), Claims, VMs and VMIs are shared
-	// informers the caller starts.
-	ExportInformer, Pods, Claims, VMs, VMIs cache.SharedIndexInformer
+	// informers the caller starts; Snapshots (VirtualMachineSnapshots) is
+	// optional: without it snapshot sources are not found.
+	ExportInformer, Pods, Claims, VMs, VMIs, Snapshots cache.SharedIndexInformer
 	// Recorder records events on exports; dropped when nil.
 	Recorder record.EventRecorder
 	// Workers is the number of concurrent syncs (default DefaultWorkers).
@@ -114,8 +115,10 @@ type Controller struct {
 	claims  cache.Store
 	vms     cache.Store
 	vmis    cache.Indexer
-	synced  []cache.InformerSynced
-	loop    *reconcile.Loop
+	// snapshots is nil without Config.Snapshots.
+	snapshots cache.Store
+	synced    []cache.InformerSynced
+	loop      *reconcile.Loop
 }
 
 // New wires the controller to its informers. Call Start to run it.
@@ -142,6 +145,10 @@ func New(cfg Config) (*Controller, error) {
 		vmis:    cfg.VMIs.GetIndexer(),
 		synced: []cache.InformerSynced{cfg.ExportInformer.HasSynced, cfg.Pods.HasSynced, cfg.Claims.HasSynced,
 			cfg.VMs.HasSynced, cfg.VMIs.HasSynced},
+	}
+	if cfg.Snapshots != nil {
+		c.snapshots = cfg.Snapshots.GetStore()
+		c.synced = append(c.synced, cfg.Snapshots.HasSynced)
 	}
 	workers := cfg.Workers
 	if workers <= 0 {
@@ -181,7 +188,11 @@ func New(cfg Config) (*Controller, error) {
 			}
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{cfg.Claims, cfg.VMs, cfg.VMIs} {
+	wake := []cache.SharedIndexInformer{cfg.Claims, cfg.VMs, cfg.VMIs}
+	if cfg.Snapshots != nil {
+		wake = append(wake, cfg.Snapshots)
+	}
+	for _, inf := range wake {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: namespace, UpdateFunc: func(_, obj any) { namespace(obj) }, DeleteFunc: namespace,
 		}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	exportv1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
+	snapshotv1 "github.com/vmkit/vmkit/vmapi/snapshot/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 )
@@ -31,6 +32,7 @@ const (
 	ReasonPVCPending           = "PVCPending"
 	ReasonVMNoVolumes          = "VMNoVolumes"
 	ReasonSnapshotNotFound     = "VMSnapshotNotFound"
+	ReasonSnapshotNoVolumes    = "VMSnapshotNoVolumes"
 	ReasonUnknownSourceKind    = "UnknownSourceKind"
 	snapshotGroup              = "snapshot.kubevirt.io"
 	kindVirtualMachine         = "VirtualMachine"
@@ -206,7 +208,20 @@ func (c *Controller) resolve(export *exportv1.VirtualMachineExport) source {
 		}
 		return src
 	case ref.Kind == kindVirtualMachineSnapshot && group == snapshotGroup:
-		return source{blocked: ReasonSnapshotNotFound, message: fmt.Sprintf("VirtualMachineSnapshot %s/%s not found: vmkit takes no VM snapshots (no CSI snapshot support on this cluster)", ns, ref.Name)}
+		if c.snapshots != nil {
+			if obj, ok, _ := c.snapshots.GetByKey(ns + "/" + ref.Name); ok {
+				// vmkit's snapshots hold no volume (no CSI snapshotter):
+				// nothing to serve, as KubeVirt says of such a snapshot.
+				snap := obj.(*snapshotv1.VirtualMachineSnapshot)
+				src := source{blocked: ReasonSnapshotNoVolumes, skipped: true,
+					message: fmt.Sprintf("VirtualMachineSnapshot %s/%s holds no volumes (no volume could be snapshotted)", ns, ref.Name)}
+				if snap.Status != nil && snap.Status.VirtualMachineSnapshotContentName != nil {
+					src.vm = &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: snap.Spec.Source.Name, Namespace: ns}}
+				}
+				return src
+			}
+		}
+		return source{blocked: ReasonSnapshotNotFound, message: fmt.Sprintf("VirtualMachineSnapshot %s/%s not found", ns, ref.Name)}
 	}
 	return source{blocked: ReasonUnknownSourceKind, skipped: true,
 		message: fmt.Sprintf("spec.source: kind %q of apiGroup %q cannot be exported: want VirtualMachine (kubevirt.io), PersistentVolumeClaim (core) or VirtualMachineSnapshot (snapshot.kubevirt.io)", ref.Kind, group)}

@@ -20,6 +20,7 @@ import (
 	"github.com/vmkit/vmkit/internal/pki"
 	exportv1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
+	snapshotv1 "github.com/vmkit/vmkit/vmapi/snapshot/v1beta1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
@@ -71,7 +72,7 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 		Image:  "vmkit/virt-exportserver:devel", Now: func() time.Time { return f.now },
 		ExportInformer: informer("exports", &exportv1.VirtualMachineExport{}), Pods: informer("pods", &corev1.Pod{}),
 		Claims: informer("claims", &corev1.PersistentVolumeClaim{}), VMs: informer("vms", &v1.VirtualMachine{}),
-		VMIs: informer("vmis", &v1.VirtualMachineInstance{}),
+		VMIs: informer("vmis", &v1.VirtualMachineInstance{}), Snapshots: informer("snapshots", &snapshotv1.VirtualMachineSnapshot{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +102,8 @@ func (f *fixture) add(o runtime.Object) {
 		name = "vms"
 	case *v1.VirtualMachineInstance:
 		name = "vmis"
+	case *snapshotv1.VirtualMachineSnapshot:
+		name = "snapshots"
 	}
 	if err := f.indexer[name].Update(o); err != nil {
 		f.t.Fatal(err)
@@ -304,7 +307,9 @@ func TestExportWaitsOrSkips(t *testing.T) {
 		{"claim of the VM missing", []runtime.Object{stoppedVM("disk")}, vmExport("x", "VirtualMachine", "kubevirt.io", "vm"), exportv1.Pending, ReasonPVCNotFound},
 		{"unbound claim", []runtime.Object{pending}, vmExport("x", "PersistentVolumeClaim", "", "disk"), exportv1.Pending, ReasonPVCPending},
 		{"VM without claims", []runtime.Object{stoppedVM()}, vmExport("x", "VirtualMachine", "kubevirt.io", "vm"), exportv1.Skipped, ReasonVMNoVolumes},
-		{"snapshot", nil, vmExport("x", "VirtualMachineSnapshot", "snapshot.kubevirt.io", "snap"), exportv1.Pending, ReasonSnapshotNotFound},
+		{"no snapshot", nil, vmExport("x", "VirtualMachineSnapshot", "snapshot.kubevirt.io", "snap"), exportv1.Pending, ReasonSnapshotNotFound},
+		{"snapshot without volumes", []runtime.Object{&snapshotv1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "snap", Namespace: "ns"}}},
+			vmExport("x", "VirtualMachineSnapshot", "snapshot.kubevirt.io", "snap"), exportv1.Skipped, ReasonSnapshotNoVolumes},
 		{"other kind", nil, vmExport("x", "Pod", "", "p"), exportv1.Skipped, ReasonUnknownSourceKind},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
