@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -61,7 +62,7 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 		return findings{errs: append(gated(vmi, cfg.FeatureGates), errs...), warnings: warns}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
+	mux.HandleFunc("POST "+ValidateVMIPath, admit(func(ctx context.Context, raw, oldRaw []byte) (findings, error) {
 		vmi := &v1.VirtualMachineInstance{}
 		if err := json.Unmarshal(raw, vmi); err != nil {
 			return findings{}, err
@@ -73,7 +74,7 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 		v1.SetDefaults_VirtualMachineInstance(vmi)
 		return check(vmi), nil
 	}))
-	mux.HandleFunc("POST "+ValidateVMPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
+	mux.HandleFunc("POST "+ValidateVMPath, admit(func(ctx context.Context, raw, oldRaw []byte) (findings, error) {
 		vm := &v1.VirtualMachine{}
 		if err := json.Unmarshal(raw, vm); err != nil {
 			return findings{}, err
@@ -98,9 +99,18 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 		if errs := v1.ValidateVirtualMachine(vm); len(errs) > 0 {
 			return findings{errs: errs}, nil
 		}
+		if len(oldRaw) > 0 {
+			old := &v1.VirtualMachine{}
+			if err := json.Unmarshal(oldRaw, old); err != nil {
+				return findings{}, err
+			}
+			if errs := snapshotLocks(old, vm); len(errs) > 0 {
+				return findings{errs: errs}, nil
+			}
+		}
 		return validateTemplate(vm.ObjectMeta, vm.Spec.Template, check), nil
 	}))
-	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(ctx context.Context, raw []byte) (findings, error) {
+	mux.HandleFunc("POST "+ValidateReplicaSetPath, admit(func(ctx context.Context, raw, oldRaw []byte) (findings, error) {
 		rs := &v1.VirtualMachineInstanceReplicaSet{}
 		if err := json.Unmarshal(raw, rs); err != nil {
 			return findings{}, err
@@ -111,6 +121,37 @@ func AdmissionHandler(cfg AdmissionConfig) http.Handler {
 		return validateTemplate(rs.ObjectMeta, rs.Spec.Template, check), nil
 	}))
 	return mux
+}
+
+// snapshotLocks are KubeVirt's refusals of VM changes while a snapshot or
+// a restore of the VM runs (its status.snapshotInProgress,
+// status.restoreInProgress): the volumes and the run state stay as the
+// snapshot or restore found them.
+func snapshotLocks(old, vm *v1.VirtualMachine) field.ErrorList {
+	var errs field.ErrorList
+	runState := func(m *v1.VirtualMachine) (any, any) { return m.Spec.Running, m.Spec.RunStrategy }
+	oldRunning, oldStrategy := runState(old)
+	newRunning, newStrategy := runState(vm)
+	runChanged := !equality.Semantic.DeepEqual(oldRunning, newRunning) || !equality.Semantic.DeepEqual(oldStrategy, newStrategy)
+	if name := vm.Status.SnapshotInProgress; name != nil {
+		var oldVolumes, newVolumes []v1.Volume
+		if old.Spec.Template != nil {
+			oldVolumes = old.Spec.Template.Spec.Volumes
+		}
+		if vm.Spec.Template != nil {
+			newVolumes = vm.Spec.Template.Spec.Volumes
+		}
+		if !equality.Semantic.DeepEqual(oldVolumes, newVolumes) {
+			errs = append(errs, field.Invalid(field.NewPath("spec"), field.OmitValueType{}, fmt.Sprintf("Cannot update vm disks or volumes until snapshot %q completes", *name)))
+		}
+		if runChanged {
+			errs = append(errs, field.Invalid(field.NewPath("spec"), field.OmitValueType{}, fmt.Sprintf("Cannot update vm running state until snapshot %q completes", *name)))
+		}
+	}
+	if name := vm.Status.RestoreInProgress; name != nil && runChanged {
+		errs = append(errs, field.Invalid(field.NewPath("spec"), field.OmitValueType{}, fmt.Sprintf("Cannot update VM runStrategy until restore %q completes", *name)))
+	}
+	return errs
 }
 
 // findings are what admission found in an object: errs refuse it, unless
@@ -154,7 +195,7 @@ func validateTemplate(owner metav1.ObjectMeta, tmpl *v1.VirtualMachineInstanceTe
 }
 
 // admit decodes an AdmissionReview, validates its object and answers.
-func admit(validate func(ctx context.Context, raw []byte) (findings, error)) http.HandlerFunc {
+func admit(validate func(ctx context.Context, raw, oldRaw []byte) (findings, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
@@ -169,7 +210,7 @@ func admit(validate func(ctx context.Context, raw []byte) (findings, error)) htt
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		req := review.Request
 		if op := req.Operation; op == admissionv1.Create || op == admissionv1.Update && specChanged(req.OldObject.Raw, req.Object.Raw) {
-			found, err := validate(r.Context(), req.Object.Raw)
+			found, err := validate(r.Context(), req.Object.Raw, req.OldObject.Raw)
 			object := objectRef(req)
 			switch {
 			case err != nil:

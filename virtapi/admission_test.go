@@ -333,3 +333,60 @@ func TestAdmissionExpandsInstancetypes(t *testing.T) {
 		t.Fatalf("a VM conflicting with its instance type: %+v, want a refusal naming the field", resp.Result)
 	}
 }
+
+// While a snapshot of the VM runs, its volumes and run state cannot change;
+// while a restore runs, its run state cannot: KubeVirt's refusals.
+func TestAdmissionRefusesChangesDuringSnapshotOrRestore(t *testing.T) {
+	base := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
+		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyHalted), Template: &v1.VirtualMachineInstanceTemplateSpec{Spec: runnableSpec()}}}
+	update := func(edit func(old, vm *v1.VirtualMachine)) *admissionv1.AdmissionResponse {
+		old, vm := base.DeepCopy(), base.DeepCopy()
+		edit(old, vm)
+		oldRaw, _ := json.Marshal(old)
+		newRaw, _ := json.Marshal(vm)
+		in := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{UID: "u", Operation: admissionv1.Update, Name: "vm", Namespace: "ns",
+			Kind: metav1.GroupVersionKind{Group: v1.GroupName, Version: "v1", Kind: "VirtualMachine"}, Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw}}}
+		body, _ := json.Marshal(in)
+		rec := httptest.NewRecorder()
+		AdmissionHandler(AdmissionConfig{Emulation: true}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, ValidateVMPath, bytes.NewReader(body)))
+		var out admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+			t.Fatalf("answer %s: %v", rec.Body, err)
+		}
+		return out.Response
+	}
+	start := func(_, vm *v1.VirtualMachine) { vm.Spec.RunStrategy = v1.RunStrategyPtr(v1.RunStrategyAlways) }
+	addVolume := func(_, vm *v1.VirtualMachine) {
+		vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, v1.Volume{Name: "extra", VolumeSource: v1.VolumeSource{
+			EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("1Mi")}}})
+	}
+	snapshotting := func(old, vm *v1.VirtualMachine) {
+		old.Status.SnapshotInProgress, vm.Status.SnapshotInProgress = ptr("snap"), ptr("snap")
+	}
+	restoring := func(old, vm *v1.VirtualMachine) {
+		old.Status.RestoreInProgress, vm.Status.RestoreInProgress = ptr("restore"), ptr("restore")
+	}
+	for _, tc := range []struct {
+		name  string
+		edits []func(old, vm *v1.VirtualMachine)
+		want  string // "" admits
+	}{
+		{"start", []func(old, vm *v1.VirtualMachine){start}, ""},
+		{"start while snapshotting", []func(old, vm *v1.VirtualMachine){snapshotting, start}, `Cannot update vm running state until snapshot "snap" completes`},
+		{"volume while snapshotting", []func(old, vm *v1.VirtualMachine){snapshotting, addVolume}, `Cannot update vm disks or volumes until snapshot "snap" completes`},
+		{"start while restoring", []func(old, vm *v1.VirtualMachine){restoring, start}, `Cannot update VM runStrategy until restore "restore" completes`},
+		{"volume while restoring", []func(old, vm *v1.VirtualMachine){restoring, addVolume}, ""},
+	} {
+		resp := update(func(old, vm *v1.VirtualMachine) {
+			for _, e := range tc.edits {
+				e(old, vm)
+			}
+		})
+		switch {
+		case tc.want == "" && !resp.Allowed:
+			t.Errorf("%s: refused: %v", tc.name, resp.Result)
+		case tc.want != "" && (resp.Allowed || !strings.Contains(resp.Result.Message, tc.want)):
+			t.Errorf("%s: allowed %v, %v; want %q", tc.name, resp.Allowed, resp.Result, tc.want)
+		}
+	}
+}
