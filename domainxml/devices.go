@@ -179,6 +179,69 @@ func (c *converter) convertControllers() error {
 	if c.needSCSI || !c.spec.Devices.DisableHotplug {
 		ctl = append(ctl, libvirtxml.DomainController{Type: "scsi", Index: uintPtr(0), Model: c.virtioModel})
 	}
+	pci := 0 // the USB and SCSI controllers are PCI devices, unless "none"
+	for _, x := range ctl {
+		if x.Model != "none" {
+			pci++
+		}
+	}
+	ctl = append(ctl, c.hotplugRootPorts(pci)...)
 	c.dom.Devices.Controllers = ctl
 	return nil
+}
+
+// Spare PCIe root ports for hotplug on q35, as KubeVirt's launcher keeps
+// free: enough for 8 ports in all, at least 3; for a guest of more than 2
+// GiB enough for 16, at least 6; at most maxRootPorts root ports in all
+// (bus 0 has 32 slots).
+const (
+	hotplugTotalPorts      = 8
+	hotplugTotalPortsLarge = 16
+	hotplugFreePorts       = 3
+	hotplugFreePortsLarge  = 6
+	hotplugLargeMemoryKiB  = 2 << 20
+	maxRootPorts           = 24
+	rootPortsMargin        = 2 // devices counted loosely: a spare port or two more is harmless
+	pcieRootPortModel      = "pcie-root-port"
+)
+
+// hotplugRootPorts are empty pcie-root-port controllers on a q35 guest
+// that may get devices hot-plugged (a virtio disk, KubeVirt's declarative
+// hotplug, needs a free root port): one per PCIe device the domain has
+// (libvirt puts each on a root port, filling explicit ones first), plus
+// the spare ones. pc guests have hotplug slots on their PCI bus already.
+func (c *converter) hotplugRootPorts(controllers int) []libvirtxml.DomainController {
+	if c.spec.Devices.DisableHotplug || c.dom.OS == nil || c.dom.OS.Type == nil || !isQ35(c.dom.OS.Type.Machine) {
+		return nil
+	}
+	d := c.dom.Devices
+	used := len(d.Interfaces) + controllers + len(d.Filesystems) + rootPortsMargin
+	for _, disk := range d.Disks {
+		if disk.Target != nil && disk.Target.Bus == "virtio" {
+			used++
+		}
+	}
+	for _, in := range d.Inputs {
+		if in.Bus == "virtio" {
+			used++
+		}
+	}
+	if len(d.Channels) > 0 || len(d.Consoles) > 0 {
+		used++ // virtio-serial
+	}
+	if d.MemBalloon != nil && d.MemBalloon.Model != "none" {
+		used++
+	}
+	used += len(d.RNGs)
+	total, free := hotplugTotalPorts, hotplugFreePorts
+	if c.dom.Memory != nil && c.dom.Memory.Unit == "KiB" && c.dom.Memory.Value > hotplugLargeMemoryKiB {
+		total, free = hotplugTotalPortsLarge, hotplugFreePortsLarge
+	}
+	// KubeVirt's: max(total - used, free) spare.
+	n := min(used+max(total-used, free), maxRootPorts)
+	ports := make([]libvirtxml.DomainController, n)
+	for i := range ports {
+		ports[i] = libvirtxml.DomainController{Type: "pci", Index: uintPtr(uint(i + 1)), Model: pcieRootPortModel}
+	}
+	return ports
 }

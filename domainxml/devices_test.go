@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"libvirt.org/go/libvirtxml"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -230,5 +232,49 @@ func TestConvertSmallDevices(t *testing.T) {
 				t.Errorf("<devices> (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A q35 guest gets empty PCIe root ports for hotplug: one per PCIe device
+// it has and spare ones up to 8 in all, at least three (16 and six above
+// 2 GiB); none on pc or with hotplug disabled.
+func TestHotplugRootPorts(t *testing.T) {
+	ports := func(vmi *v1.VirtualMachineInstance) int {
+		t.Helper()
+		dom, err := Convert(vmi, Options{Emulation: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range dom.Devices.Controllers {
+			if c.Type == "pci" && c.Model == pcieRootPortModel {
+				n++
+			}
+		}
+		return n
+	}
+	q35 := ports(newVMI())
+	if q35 < hotplugFreePorts+1 {
+		t.Errorf("q35: %d root ports, want at least %d (the SCSI controller's and three spare)", q35, hotplugFreePorts+1)
+	}
+	withDisk := ports(newVMI(func(v *v1.VirtualMachineInstance) {
+		v.Spec.Domain.Devices.Disks = []v1.Disk{{Name: "d", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusVirtio}}}}
+		v.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{EmptyDisk: &v1.EmptyDiskSource{Capacity: resource.MustParse("1Mi")}}}}
+	}))
+	if withDisk != q35+1 {
+		t.Errorf("a virtio disk more: %d root ports, want %d", withDisk, q35+1)
+	}
+	if big := ports(newVMI(func(v *v1.VirtualMachineInstance) {
+		v.Spec.Domain.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("4Gi")
+	})); big < q35+hotplugFreePortsLarge-hotplugFreePorts || big > hotplugTotalPortsLarge+hotplugFreePortsLarge {
+		t.Errorf("4Gi guest: %d root ports, want at least %d more than a 128Mi one (%d), up to 16 in all plus 6 spare", big, hotplugFreePortsLarge-hotplugFreePorts, q35)
+	}
+	for name, m := range map[string]func(*v1.VirtualMachineInstance){
+		"pc":               func(v *v1.VirtualMachineInstance) { v.Spec.Domain.Machine = &v1.Machine{Type: "pc"} },
+		"hotplug disabled": func(v *v1.VirtualMachineInstance) { v.Spec.Domain.Devices.DisableHotplug = true },
+	} {
+		if n := ports(newVMI(m)); n != 0 {
+			t.Errorf("%s: %d root ports, want none", name, n)
+		}
 	}
 }

@@ -84,6 +84,16 @@ func Example() {
 	//     </disk>
 	//     <controller type="usb" index="0" model="none"></controller>
 	//     <controller type="scsi" index="0" model="virtio-non-transitional"></controller>
+	//     <controller type="pci" index="1" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="2" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="3" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="4" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="5" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="6" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="7" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="8" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="9" model="pcie-root-port"></controller>
+	//     <controller type="pci" index="10" model="pcie-root-port"></controller>
 	//     <interface type="ethernet">
 	//       <target dev="tap0" managed="no"></target>
 	//       <model type="virtio-non-transitional"></model>

@@ -139,3 +139,52 @@ func waitAgent(t *testing.T, h *Hypervisor, name string) {
 		}
 	}
 }
+
+// TestHotplugVirtioDiskOnQ35: a q35 guest (KubeVirt's and vmkit's default
+// machine) gets spare PCIe root ports from domainxml, so a virtio disk
+// plugs in while it runs and the guest sees it.
+func TestHotplugVirtioDiskOnQ35(t *testing.T) {
+	uri := requireQEMU(t)
+	guest, initrd := requireAgentGuest(t)
+	h := newTestHypervisor(t, uri)
+	dir := t.TempDir()
+	vmi := tinyGuestVMI("q35-hotplug-"+randomSuffix(t), types.UID(randomUUID(t)))
+	vmi.Spec.Domain.Machine.Type = "q35"
+	xml, name := tinyGuestXML(t, vmi, guest.Kernel, initrd, dir)
+	ctx := context.Background()
+	defineTinyGuest(t, h, xml, name)
+	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitAgent(t, h, name)
+	if out := strings.TrimSpace(agentExec(t, h, name, "ls /sys/block")); strings.Contains(out, "vd") {
+		t.Fatalf("the guest has a virtio disk before the hotplug: %q", out)
+	}
+	// Three disks: KubeVirt keeps at least three ports free.
+	for i, dev := range []string{"vdb", "vdc", "vdd"} {
+		img := filepath.Join(dir, dev+".img")
+		if err := os.WriteFile(img, make([]byte, 1<<20), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		disk := libvirtxml.DomainDisk{Device: "disk", Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: img}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: dev, Bus: "virtio"}, Alias: &libvirtxml.DomainAlias{Name: "ua-" + dev}}
+		dx, err := disk.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.AttachDisk(ctx, name, dx); err != nil {
+			t.Fatalf("AttachDisk of virtio disk %d (%s) to a running q35 guest: %v", i+1, dev, err)
+		}
+	}
+	for deadline := time.Now().Add(bootTimeout); ; {
+		out := strings.TrimSpace(agentExec(t, h, name, "ls /sys/block"))
+		if strings.Count(out, "vd") == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the q35 guest does not see the three virtio disks after the hotplug: /sys/block holds %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
