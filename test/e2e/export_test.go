@@ -38,16 +38,7 @@ import (
 func TestVMExport(t *testing.T) {
 	c := suite.Need(t)
 	ctx := t.Context()
-	claim := rwoClaim("export-data", "32Mi")
-	createClaim(t, c, claim)
-	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-export", v1.RunStrategyAlways)
-	addDataDisk(vm, claim.Name) // /dev/vda: the guest boots its kernel without a disk
-	framework.CreateVM(t, c, vm)
-	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
-		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
-	})
-	marker := fmt.Sprintf("exported-%d", time.Now().UnixNano())
-	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
+	vm, claim, _, marker := claimVM(t, c, "vm-export", "export-data")
 
 	virtctl := virtctlFor(t, c)
 	exports := c.Client.ExportV1beta1().VirtualMachineExports("default")
@@ -131,6 +122,26 @@ func TestVMExport(t *testing.T) {
 	}
 }
 
+// claimVM starts examples/vm-net.yaml as vmName with a 32Mi claim of the
+// default StorageClass as its disk /dev/vda (the guest boots its kernel
+// without one), and has the guest write a marker line at its start. It
+// returns the VM, the claim, the guest's IP and the marker.
+func claimVM(t *testing.T, c *cluster.Cluster, vmName, claimName string) (*v1.VirtualMachine, *corev1.PersistentVolumeClaim, string, string) {
+	t.Helper()
+	claim := rwoClaim(claimName, "32Mi")
+	createClaim(t, c, claim)
+	vm := framework.ExampleVM(t, "vm-net.yaml", vmName, v1.RunStrategyAlways)
+	addDataDisk(vm, claim.Name)
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
+	})
+	ip := vmi.Status.Interfaces[0].IP
+	marker := fmt.Sprintf("%s-%d", claimName, time.Now().UnixNano())
+	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
+	return vm, claim, ip, marker
+}
+
 func exportCondition(e *exportv1.VirtualMachineExport, t exportv1.ConditionType) *exportv1.Condition {
 	if e.Status == nil {
 		return nil
@@ -199,17 +210,7 @@ func gunzipFile(path string) ([]byte, error) {
 func TestClaimResize(t *testing.T) {
 	c := suite.Need(t)
 	ctx := t.Context()
-	claim := rwoClaim("resize-data", "32Mi")
-	createClaim(t, c, claim)
-	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-resize", v1.RunStrategyAlways)
-	addDataDisk(vm, claim.Name) // /dev/vda: the guest boots its kernel without a disk
-	framework.CreateVM(t, c, vm)
-	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
-		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
-	})
-	ip := vmi.Status.Interfaces[0].IP
-	marker := fmt.Sprintf("resized-%d", time.Now().UnixNano())
-	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
+	vm, claim, ip, marker := claimVM(t, c, "vm-resize", "resize-data")
 	suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/cgi-bin/disksize?vda"), fmt.Sprintf("%d\n", 32<<20), time.Minute)
 
 	// The resizer's writes: the volume, then the claim's status.

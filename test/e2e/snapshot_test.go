@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,16 +34,7 @@ import (
 func TestSnapshotRestore(t *testing.T) {
 	c := suite.Need(t)
 	ctx := t.Context()
-	claim := rwoClaim("snapshot-data", "32Mi")
-	createClaim(t, c, claim)
-	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-snap", v1.RunStrategyAlways)
-	addDataDisk(vm, claim.Name) // /dev/vda: the guest boots its kernel without a disk
-	framework.CreateVM(t, c, vm)
-	vmi := framework.WaitVMI(t, c, vm.Name, "status.interfaces[0].ipAddress", func(vmi *v1.VirtualMachineInstance) bool {
-		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
-	})
-	marker := fmt.Sprintf("snapshot-%d", time.Now().UnixNano())
-	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/disk?vda="+marker), "wrote "+marker+" to /dev/vda", time.Minute)
+	vm, claim, _, marker := claimVM(t, c, "vm-snap", "snapshot-data")
 
 	pvc, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim.Name, metav1.GetOptions{})
 	if err != nil {
@@ -71,11 +63,15 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	snaps := c.Client.SnapshotV1beta1()
 	t.Cleanup(func() {
+		// t.Context() has ended when cleanups run.
+		bg := context.Background()
 		for _, r := range []string{"restore-snap", "restore-copy"} {
-			_ = snaps.VirtualMachineRestores("default").Delete(ctx, r, metav1.DeleteOptions{})
+			_ = snaps.VirtualMachineRestores("default").Delete(bg, r, metav1.DeleteOptions{})
 		}
-		_ = snaps.VirtualMachineSnapshots("default").Delete(ctx, "snap-vm", metav1.DeleteOptions{})
-		_ = c.Client.KubevirtV1().VirtualMachines("default").Delete(ctx, "vm-snap-copy", metav1.DeleteOptions{})
+		_ = snaps.VirtualMachineSnapshots("default").Delete(bg, "snap-vm", metav1.DeleteOptions{})
+		if err := c.Client.KubevirtV1().VirtualMachines("default").Delete(bg, "vm-snap-copy", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting the VM the restore created: %v", err)
+		}
 	})
 	began := time.Now()
 	apply("snapshot", `apiVersion: snapshot.kubevirt.io/v1beta1
@@ -178,7 +174,7 @@ spec:
 
 	// The claim was not part of the snapshot: the guest finds its data.
 	setRunStrategy(t, c, vm.Name, v1.RunStrategyAlways)
-	vmi = framework.WaitVMI(t, c, vm.Name, "running again with an IP", func(vmi *v1.VirtualMachineInstance) bool {
+	vmi := framework.WaitVMI(t, c, vm.Name, "running again with an IP", func(vmi *v1.VirtualMachineInstance) bool {
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != ""
 	})
 	suite.HTTPGetUntil(t, framework.GuestURL(vmi.Status.Interfaces[0].IP, 80, "/cgi-bin/disk?vda"), marker+"\n", time.Minute)

@@ -172,7 +172,13 @@ func TestUninstall(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return false, "phase " + string(kv.Status.Phase)
+		msg := "phase " + string(kv.Status.Phase)
+		for _, cond := range kv.Status.Conditions {
+			if cond.Status == "False" && cond.Message != "" {
+				msg += fmt.Sprintf("; %s: %s", cond.Type, cond.Message)
+			}
+		}
+		return false, msg
 	})
 	suite.WaitFor(t, "components gone", 2*time.Minute, func() (bool, string) {
 		var left []string

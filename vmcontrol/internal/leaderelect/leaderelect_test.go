@@ -19,11 +19,14 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
+// The timings leave a loaded machine (the e2e suite runs beside these
+// tests in make test) time for a fake client's write: with a 400 ms renew
+// deadline a slow scheduler made a leader lose its lease mid-test.
 const (
 	leaseName     = "vmkit-controller"
-	leaseDuration = 600 * time.Millisecond
-	renewDeadline = 400 * time.Millisecond
-	retryPeriod   = 100 * time.Millisecond
+	leaseDuration = 1500 * time.Millisecond
+	renewDeadline = 1000 * time.Millisecond
+	retryPeriod   = 250 * time.Millisecond
 	// patience bounds every wait for something that should happen.
 	patience = 5 * time.Second
 )
@@ -75,7 +78,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"zero RetryPeriod", func(c *Config) { c.RetryPeriod = 0 }, "RetryPeriod"},
 		{"LeaseDuration equal to RenewDeadline", func(c *Config) { c.LeaseDuration = c.RenewDeadline }, "LeaseDuration"},
 		{"LeaseDuration below RenewDeadline", func(c *Config) { c.LeaseDuration = c.RenewDeadline / 2 }, "LeaseDuration"},
-		{"RenewDeadline equal to RetryPeriod*1.2", func(c *Config) { c.RenewDeadline = 120 * time.Millisecond }, "RenewDeadline"},
+		{"RenewDeadline equal to RetryPeriod*1.2", func(c *Config) { c.RenewDeadline = c.RetryPeriod * 12 / 10 }, "RenewDeadline"},
 		{"RenewDeadline below RetryPeriod", func(c *Config) { c.RenewDeadline = 50 * time.Millisecond }, "RenewDeadline"},
 	}
 	for _, tt := range tests {
@@ -104,8 +107,8 @@ func TestSingleCandidateAcquiresRenewsAndReleases(t *testing.T) {
 	if got := holder(lease); got != "a" {
 		t.Errorf("holderIdentity = %q, want a", got)
 	}
-	if got := *lease.Spec.LeaseDurationSeconds; got != 1 {
-		t.Errorf("leaseDurationSeconds = %d, want 1 (600ms rounded up)", got)
+	if got := *lease.Spec.LeaseDurationSeconds; got != 2 {
+		t.Errorf("leaseDurationSeconds = %d, want 2 (1.5s rounded up)", got)
 	}
 	if got := *lease.Spec.LeaseTransitions; got != 0 {
 		t.Errorf("leaseTransitions = %d, want 0", got)
@@ -148,7 +151,7 @@ func TestSingleCandidateAcquiresRenewsAndReleases(t *testing.T) {
 		t.Errorf("after release holderIdentity = %q, want empty", got)
 	}
 	if got := *lease.Spec.LeaseDurationSeconds; got != 1 {
-		t.Errorf("after release leaseDurationSeconds = %d, want 1", got)
+		t.Errorf("after release leaseDurationSeconds = %d, want 1 (a released lease's)", got)
 	}
 	if got := *lease.Spec.LeaseTransitions; got != 0 {
 		t.Errorf("after release leaseTransitions = %d, want 0", got)
