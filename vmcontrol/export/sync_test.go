@@ -36,7 +36,9 @@ func (k kube) ConfigMaps(ns string) kubeclient.ConfigMapInterface {
 	return k.cs.CoreV1().ConfigMaps(ns)
 }
 
-var created = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+// created is the real clock's time: the serving certificate is verified
+// against the real clock, and is valid for the export's TTL from creation.
+var created = time.Now().UTC().Truncate(time.Second)
 
 type fixture struct {
 	t       *testing.T
@@ -228,7 +230,7 @@ func TestExportOfStoppedVM(t *testing.T) {
 	}
 	want := map[string]string{
 		"CERT_FILE": "/cert/tls.crt", "KEY_FILE": "/cert/tls.key", "TOKEN_FILE": "/token/token",
-		"DEADLINE": "2026-11-29T02:00:00Z", "EXPORT_VM_DEF_URI": "/manifests/all", "EXPORT_SECRET_DEF_URI": "/manifests/secret",
+		"DEADLINE": created.Add(2 * time.Hour).Format(time.RFC3339), "EXPORT_VM_DEF_URI": "/manifests/all", "EXPORT_SECRET_DEF_URI": "/manifests/secret",
 		"VOLUME0_EXPORT_PATH": "/export-volumes/disk", "VOLUME0_EXPORT_RAW_URI": "/volumes/disk/disk.img",
 		"VOLUME0_EXPORT_RAW_GZIP_URI": "/volumes/disk/disk.img.gz",
 	}
