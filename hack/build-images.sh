@@ -15,7 +15,8 @@
 #   $OUT/busybox.tar          vmkit/busybox:$TAG and :latest (Debian's busybox-static)
 #   $OUT/cloud-guest.tar      vmkit/cloud-guest:$TAG and :latest (hack/make-cloud-guest.sh:
 #                             Debian 12 with cloud-init, a qcow2 container disk)
-# It builds the binaries into _output/image-bin, makes the test guests
+# It fetches the web console's libraries (hack/build-webconsole.sh, npm),
+# builds the binaries into _output/image-bin, makes the test guests
 # (hack/make-guest.sh, hack/make-cloud-guest.sh) when they are missing,
 # runs hack/images (go run), and, as root, checks the launcher's file
 # system with chroot (hack/images/check-launcher.sh: shared libraries,
@@ -73,6 +74,8 @@ build=(go build -trimpath -buildvcs=false)
 # itself unless /etc/nsswitch.conf asks otherwise, so the warnings are
 # silenced (--no-warnings) and hack/images checks that the result is static.
 static=(-ldflags '-linkmode external -extldflags "-static -Wl,--no-warnings"')
+# virt-api embeds the web console's browser libraries (npm, pinned).
+hack/build-webconsole.sh
 CGO_ENABLED=1 "${build[@]}" "${static[@]}" -o "$BIN/" ./cmd/virt-operator ./cmd/virt-controller ./cmd/virt-api ./cmd/virt-handler ./cmd/virt-exportserver
 if [ -d cmd/container-disk ]; then
   CGO_ENABLED=0 "${build[@]}" -o "$BIN/" ./cmd/container-disk

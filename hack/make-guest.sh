@@ -27,7 +27,9 @@
 #                           bytes (disk expansion tests);
 #                           /cgi-bin/meminfo the guest's MemTotal line
 #                           (memory hotplug: virtio_mem is loaded and
-#                           plugged memory comes online)
+#                           plugged memory comes online); then a shell
+#                           on the serial console (prompt "vmkit-guest# ",
+#                           restarted when it exits) for console tests
 #   disk.img                a raw disk (one FAT file system, no partition
 #                           table) with vmlinuz and the agent initramfs that
 #                           boots with BIOS (SYSLINUX in its boot sector) and
@@ -45,7 +47,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=14
+GUEST_VERSION=15
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -332,7 +334,11 @@ esac
 EOF
   chmod 755 "$root/bin/start-agent" "$root/bin/dhcp-event" "$root/www/cgi-bin/client" "$root/www/cgi-bin/fetch" "$root/www/cgi-bin/disk" "$root/www/cgi-bin/disksize" "$root/www/cgi-bin/meminfo"
 }
-make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent; while :; do /bin/busybox sleep 3600; done' add_agent
+# The shell on the console: cttyhack makes the serial port its controlling
+# terminal (so ^C reaches it), setsid a session of its own.
+make_initramfs initramfs-agent '/bin/busybox sh /bin/start-agent
+export PATH=/bin:/usr/sbin PS1="vmkit-guest# "
+while :; do /bin/busybox setsid /bin/busybox cttyhack /bin/busybox sh; /bin/busybox sleep 1; done' add_agent
 
 # --- disk -----------------------------------------------------------------------
 # One FAT file system on the whole disk (no partition table): SYSLINUX in its

@@ -2,7 +2,9 @@
 # Install what the tests need (`make test-deps`), each step idempotent and
 # cached under _output/:
 #   - containerd, runc and the CNI plugins (hack/setup-node.sh), libvirt and
-#     QEMU (hack/setup-libvirt.sh), the tiny test guest (hack/make-guest.sh);
+#     QEMU (hack/setup-libvirt.sh), headless Chromium for the web console's
+#     browser test (hack/setup-browser.sh), the tiny test guest
+#     (hack/make-guest.sh);
 #   - Kubernetes and etcd from source (hack/setup-k8s.sh), with the Debian
 #     cloud guest (hack/make-cloud-guest.sh) built beside it: mmdebstrap
 #     mostly waits on downloads and dpkg (about half a core for 2 minutes),
@@ -24,6 +26,7 @@ log=_output/cloud-guest.log
 
 hack/setup-node.sh
 hack/setup-libvirt.sh
+hack/setup-browser.sh
 hack/make-guest.sh "$GUEST_DIR"
 
 echo "hack/make-cloud-guest.sh $CLOUD_GUEST_DIR, beside Kubernetes' build (log: $log)"

@@ -15,6 +15,8 @@
 //	GET virtualmachineinstances/{name}/guestosinfo, userlist, filesystemlist
 //	GET virtualmachineinstances/{name}/console, vnc, portforward/{port}[/{protocol}]
 //	    WebSockets (subprotocol plain.kubevirt.io) proxied to the node agent
+//	GET virtualmachineinstances/{name}/console/web/  the web console's page
+//	    (package webconsole; authorized as the console; docs/console.md)
 //
 // and GET /apis/subresources.kubevirt.io/v1/version and .../healthz.
 //

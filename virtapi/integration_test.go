@@ -295,6 +295,16 @@ func TestAggregatedAPI(t *testing.T) {
 		t.Errorf("stop by an editor: %d, run strategy %s; want 202 and Halted", code, strategyNow())
 	}
 
+	// The web console's page is authorized as the serial console is: an
+	// editor gets it, a viewer and a stranger do not.
+	for user, want := range map[string]int{"editor": http.StatusOK, "viewer": http.StatusForbidden, "stranger": http.StatusForbidden} {
+		var code int
+		body, _ := as(user).Get().AbsPath(Prefix + "/namespaces/default/virtualmachineinstances/_/console/web/").Do(ctx).StatusCode(&code).Raw()
+		if code != want || (want == http.StatusOK && !strings.Contains(string(body), `src="app.js"`)) {
+			t.Errorf("the web console's page as %s: %d %.120q, want %d", user, code, body, want)
+		}
+	}
+
 	// The validating webhook: kube-apiserver refuses a VMI no node could
 	// run, naming the field, and admits a runnable one.
 	registerVMIValidator(ctx, t, env, port, certPEM)

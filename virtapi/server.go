@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/virtapi/webconsole"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -103,6 +104,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET "+vmi+"console", s.stream("console"))
 	mux.HandleFunc("GET "+vmi+"vnc", s.stream("vnc"))
+	// The web console's page: authorized as the serial console is (get on
+	// virtualmachineinstances/console), by kube-apiserver and here.
+	mux.Handle("GET "+vmi+"console/web/{file...}", webconsole.Handler(webconsole.Libraries()))
 	// KubeVirt's virtctl port-forward, ssh and scp to vm/NAME use the VM's
 	// path: the VM's instance (of the same name) is the one reached.
 	for _, p := range []string{vmi, vm} {

@@ -45,8 +45,8 @@ type Options struct {
 	// ("<Executable> port-forward --stdio=true ..."); default: this
 	// program's path (os.Executable).
 	Executable string
-	// RunCommand runs ssh, scp and the VNC viewer, with the streams already
-	// set; default: (*exec.Cmd).Run.
+	// RunCommand runs ssh, scp, the VNC viewer and the browser of --web,
+	// with the streams already set; default: (*exec.Cmd).Run.
 	RunCommand func(*exec.Cmd) error
 	// ClientVersion is what "version" reports for the client; default: from
 	// the binary's build information.

@@ -23,22 +23,44 @@ const escapeByte = 0x1d
 
 func (c *cli) consoleCommand() *cobra.Command {
 	var timeout int
+	var web bool
+	var address string
+	var port int
 	cmd := &cobra.Command{
 		Use:   "console (VMI)",
 		Short: "Connect to a console of a virtual machine instance.",
 		Long: `Connects the terminal to the serial console of a virtual machine instance. The terminal is put
 in raw mode, so keys like Ctrl+C reach the guest; Ctrl+] (or Ctrl+5) ends the session.
-While the instance is not running yet, the connection is retried for --timeout minutes.`,
-		Example:           c.example("  # Connect to the console on VirtualMachineInstance 'myvmi':\n  %[1]s console myvmi\n\n  # Wait at most one minute for it to be ready (default 5 minutes):\n  %[1]s console --timeout=1 myvmi"),
+While the instance is not running yet, the connection is retried for --timeout minutes.
+
+With --web the serial console opens in virt-api's web console, in a browser, instead: a local
+proxy to the API server with your kubeconfig credentials (what "kubectl proxy" serves) listens on
+--address and --port, the page's URL is printed and opened with $BROWSER (else xdg-open), and the
+proxy serves until interrupted. The name _ opens the page with the namespace's VM list only.`,
+		Example: c.example("  # Connect to the console on VirtualMachineInstance 'myvmi':\n  %[1]s console myvmi\n\n" +
+			"  # Wait at most one minute for it to be ready (default 5 minutes):\n  %[1]s console --timeout=1 myvmi\n\n" +
+			"  # Open the console of 'myvmi' in the web console, in a browser:\n  %[1]s console myvmi --web\n\n" +
+			"  # Serve the web console of namespace 'dev' on port 8001, with its VM list only:\n  %[1]s console _ --web --port=8001 -n dev"),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeNames(kindVMI, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !web && (cmd.Flags().Changed("address") || cmd.Flags().Changed("port")) {
+				return errors.New("--address and --port are those of --web's proxy: use them with --web")
+			}
+			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if web {
+				ns, err := c.namespace()
+				if err != nil {
+					return err
+				}
+				return c.serveWebConsole(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(),
+					webConsole{namespace: ns, name: args[0], view: "console", address: address, port: port})
+			}
 			s, ns, err := c.subresources()
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			conn, err := dialConsole(ctx, s, ns, args[0], time.Duration(timeout)*time.Minute)
 			if err != nil {
 				if ctx.Err() != nil && contextOf(cmd).Err() == nil {
@@ -51,6 +73,9 @@ While the instance is not running yet, the connection is retried for --timeout m
 		},
 	}
 	cmd.Flags().IntVar(&timeout, "timeout", 5, "The number of minutes to wait for the virtual machine instance to be ready.")
+	cmd.Flags().BoolVar(&web, "web", false, "Open the console in virt-api's web console, in a browser, through a local API proxy.")
+	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "With --web, the local address the API proxy listens on.")
+	cmd.Flags().IntVar(&port, "port", 0, "With --web, the local port the API proxy listens on; a free port when 0.")
 	return cmd
 }
 

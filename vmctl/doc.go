@@ -21,12 +21,19 @@
 //	guestosinfo|userlist|fslist VMI           GET virtualmachineinstances/{name}/guestosinfo|userlist|filesystemlist
 //	console VMI [--timeout MIN]               the serial console (WebSocket), raw terminal, Ctrl+] ends
 //	vnc VMI [--proxy-only] [--port N]         the VNC display on a local port ({"port":N} with --proxy-only)
+//	console|vnc VMI --web [--port N]          virt-api's web console in a browser, through a local API proxy
 //	port-forward TYPE/NAME[/NS] [udp/]L:R...  local ports to the guest's; --stdio=true for ssh's ProxyCommand
 //	ssh [USER@]TYPE/NAME[/NS], scp SRC DST    the local ssh/scp through "port-forward --stdio=true"
 //	expose vm|vmi NAME --name SVC [--port N]  a Service selecting the launcher pod
 //	containerdisk push FILE IMAGE | build FILE -o X.tar  a disk image as a container disk
 //	version [--client]                        client and server (GET /apis/subresources.kubevirt.io/v1/version)
 //	completion bash|zsh|fish|powershell       shell completion, with VM and VMI names
+//
+// With --web, console and vnc serve what "kubectl proxy" serves (the API
+// server, with the kubeconfig's credentials, on a local port) and open
+// virt-api's web console page through it: its URL is
+// http://127.0.0.1:PORT/apis/subresources.kubevirt.io/v1/namespaces/NS/virtualmachineinstances/NAME/console/web/,
+// with the fragment #console or #vnc.
 //
 // A binary named kubectl-vmctl is a kubectl plugin ("kubectl vmctl start
 // myvm"); its help and examples then say "kubectl vmctl" (ProgramName).

@@ -27,7 +27,7 @@ var vncViewers = []struct {
 }
 
 func (c *cli) vncCommand() *cobra.Command {
-	var proxyOnly bool
+	var proxyOnly, web bool
 	var port int
 	var address string
 	cmd := &cobra.Command{
@@ -35,18 +35,36 @@ func (c *cli) vncCommand() *cobra.Command {
 		Short: "Open a vnc connection to a virtual machine instance.",
 		Long: `Serves the VNC display of a virtual machine instance on a local port and starts a VNC viewer
 (remote-viewer or vncviewer) on it. With --proxy-only no viewer is started: the port is printed as
-JSON ({"port":N}) and every connection to it gets its own VNC stream, until interrupted.`,
-		Example:           c.example("  # Connect to 'myvmi' with remote-viewer or vncviewer:\n  %[1]s vnc myvmi\n\n  # Only serve it on a local port, for a viewer of your choice:\n  %[1]s vnc myvmi --proxy-only --port=5900"),
+JSON ({"port":N}) and every connection to it gets its own VNC stream, until interrupted.
+
+With --web the display opens in virt-api's web console, in a browser, instead: a local proxy to
+the API server with your kubeconfig credentials (what "kubectl proxy" serves) listens on --address
+and --port, the page's URL is printed and opened with $BROWSER (else xdg-open), and the proxy
+serves until interrupted. The name _ opens the page with the namespace's VM list only.`,
+		Example: c.example("  # Connect to 'myvmi' with remote-viewer or vncviewer:\n  %[1]s vnc myvmi\n\n" +
+			"  # Only serve it on a local port, for a viewer of your choice:\n  %[1]s vnc myvmi --proxy-only --port=5900\n\n" +
+			"  # Open the display of 'myvmi' in the web console, in a browser:\n  %[1]s vnc myvmi --web"),
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeNames(kindVMI, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ns, err := c.subresources()
-			if err != nil {
-				return err
+			if web && proxyOnly {
+				return errors.New("--web and --proxy-only exclude each other: --web serves the web console through a local API proxy, --proxy-only the VNC display to local viewers")
 			}
 			name := args[0]
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if web {
+				ns, err := c.namespace()
+				if err != nil {
+					return err
+				}
+				return c.serveWebConsole(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(),
+					webConsole{namespace: ns, name: name, view: "vnc", address: address, port: port})
+			}
+			s, ns, err := c.subresources()
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(port)))
 			if err != nil {
 				return fmt.Errorf("can't listen on %s:%d: %w", address, port, err)
@@ -99,8 +117,9 @@ JSON ({"port":N}) and every connection to it gets its own VNC stream, until inte
 		},
 	}
 	cmd.Flags().BoolVar(&proxyOnly, "proxy-only", false, "Only run the proxy and print the local port VNC viewers can connect to, as JSON.")
-	cmd.Flags().IntVar(&port, "port", 0, "The local port to listen on; a free port when 0.")
-	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The local address to listen on.")
+	cmd.Flags().BoolVar(&web, "web", false, "Open the display in virt-api's web console, in a browser, through a local API proxy.")
+	cmd.Flags().IntVar(&port, "port", 0, "The local port to listen on (with --web, the API proxy's); a free port when 0.")
+	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The local address to listen on (with --web, the API proxy's).")
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/virtapi"
+	"github.com/vmkit/vmkit/virtapi/webconsole"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 )
 
@@ -92,6 +93,9 @@ func run(o options) error {
 	srv, err := virtapi.New(virtapi.Config{Kube: kube, Kubevirt: kv, Handlers: &o.handlers, WebhookKube: hookKube, WebhookKubevirt: hookKV})
 	if err != nil {
 		return err
+	}
+	if err := webconsole.Check(webconsole.Libraries()); err != nil {
+		klog.ErrorS(err, "the web console will not work")
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
