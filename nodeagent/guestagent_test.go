@@ -23,7 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -202,7 +202,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "net1"}}}}},
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	runLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 
@@ -277,7 +277,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	}
 
 	// The guest agent starts.
-	h.SetGuestAgent("ns_vm1", hypervisor.GuestAgentReplies(qemuGA))
+	h.SetGuestAgent("ns_vm1", hvfake.GuestAgentReplies(qemuGA))
 	syncUntil("AgentConnected", agentConnected)
 	got = syncUntil("guestOSInfo", func(v *v1.VirtualMachineInstance) bool { return v.Status.GuestOSInfo.Name != "" })
 	if diff := cmp.Diff(wantOSInfo, got.Status.GuestOSInfo); diff != "" {

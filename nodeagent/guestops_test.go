@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -28,7 +29,7 @@ import (
 // ns/elsewhere, Running on node02.
 type restFixture struct {
 	t      *testing.T
-	h      *hypervisor.Fake
+	h      *hvfake.Hypervisor
 	client *vmfake.Clientset
 	rec    *record.FakeRecorder
 	a      *Agent
@@ -45,7 +46,7 @@ func newRESTFixture(t *testing.T) *restFixture {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	share := filepath.Join(dir, "share")
 	vmi := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455556666")
-	f := &restFixture{t: t, h: hypervisor.NewFake(), rec: record.NewFakeRecorder(100)}
+	f := &restFixture{t: t, h: hvfake.New(), rec: record.NewFakeRecorder(100)}
 	runLauncher(t, dir, share, f.h, vmi)
 	startGuest(t, share, vmi)
 	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}
@@ -105,11 +106,11 @@ func setAgentConnected(connected bool) func(*v1.VirtualMachineInstance) {
 }
 
 // recordingAgent is a guest agent that records the commands it gets and
-// answers them with replies (see hypervisor.GuestAgentReplies).
+// answers them with replies (see hvfake.GuestAgentReplies).
 type recordingAgent struct {
 	mu       sync.Mutex
 	commands []string
-	answer   hypervisor.GuestAgentFunc
+	answer   hvfake.GuestAgentFunc
 }
 
 func (r *recordingAgent) run(cmd string) (string, error) {
@@ -149,7 +150,7 @@ func TestSoftReboot(t *testing.T) {
 	}
 
 	// The guest agent is connected: through it.
-	agent := &recordingAgent{answer: hypervisor.GuestAgentReplies(map[string]string{"guest-shutdown": "{}"})}
+	agent := &recordingAgent{answer: hvfake.GuestAgentReplies(map[string]string{"guest-shutdown": "{}"})}
 	f.h.SetGuestAgent("ns_vm1", agent.run)
 	f.update(setAgentConnected(true))
 	if code, body := f.do("PUT", "vm1", "softreboot", ""); code != http.StatusOK {
@@ -283,7 +284,7 @@ func TestReset(t *testing.T) {
 }
 
 // fsFreezeAgent plays qemu-ga's freeze commands.
-func fsFreezeAgent(frozen *bool, mu *sync.Mutex) hypervisor.GuestAgentFunc {
+func fsFreezeAgent(frozen *bool, mu *sync.Mutex) hvfake.GuestAgentFunc {
 	return func(cmd string) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/installstrategy"
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -96,7 +96,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	// to migrate stays migrating).
 	tenant := func(uid string) *v1.VirtualMachineInstance {
 		vmi := orphanVMI("tenant", uid)
-		runLauncher(t, dir, share, hypervisor.NewFake(), vmi)
+		runLauncher(t, dir, share, hvfake.New(), vmi)
 		startGuest(t, share, vmi)
 		vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
 		return vmi

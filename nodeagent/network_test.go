@@ -20,6 +20,7 @@ import (
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
@@ -115,7 +116,7 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 		}, Networks: []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{Pod: &v1.PodNetwork{}}}}},
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	runLauncher(t, dir, share, h, vmi)
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	events := record.NewFakeRecorder(10)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -127,7 +128,7 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	share, pods := filepath.Join(dir, "share"), filepath.Join(dir, "pods")
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 
 	// live: Scheduled here, in the informer.
 	live := orphanVMI("live", "11111111-0000-4000-8000-000000000001")

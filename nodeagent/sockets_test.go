@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/podtemplate"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
@@ -303,7 +304,7 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 	// The victim's launcher, in its own pod volume.
 	victimShare := filepath.Join(dir, "v")
 	victim := orphanVMI("victim", "0d4a0f4e-bbbb-4222-8333-944455556666")
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	runLauncher(t, dir, victimShare, h, victim)
 	startGuest(t, victimShare, victim)
 	victimDir := launcher.SocketDir(victimShare, string(victim.UID))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -339,7 +340,7 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	vmi := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455557777")
 	vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
 	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"}
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	runLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 	client := vmfake.NewSimpleClientset(vmi.DeepCopy())

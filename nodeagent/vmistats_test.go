@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -95,7 +96,7 @@ func shortTempDir(t *testing.T) string {
 func TestVMIStatsMetrics(t *testing.T) {
 	dir := shortTempDir(t)
 	share := filepath.Join(dir, "share")
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	running := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
 	scheduled := orphanVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
 	for _, vmi := range []*v1.VirtualMachineInstance{running, scheduled} {
@@ -198,7 +199,7 @@ func TestVMIStatsMetrics(t *testing.T) {
 func TestVMIStatsHungLauncher(t *testing.T) {
 	dir := shortTempDir(t)
 	share := filepath.Join(dir, "share")
-	h := hypervisor.NewFake()
+	h := hvfake.New()
 	healthy := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
 	hung := orphanVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
 	runLauncher(t, dir, share, h, healthy)

@@ -11,15 +11,16 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// The life of a domain, run against the Fake as a unit test of a node agent
+// The life of a domain, run against the fake hypervisor as a unit test of a node agent
 // would: convert a VMI, define and start its domain, read the console, stop
 // it gracefully and undefine it.
 func Example() {
 	ctx := context.Background()
-	var h hypervisor.Hypervisor = hypervisor.NewFake()
+	var h hypervisor.Hypervisor = hvfake.New()
 
 	vmi := &v1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "9b1f0c2e-7d41-4f3a-8e55-0c6d2b9a7e33"},
@@ -51,7 +52,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	guest, _ := h.(*hypervisor.Fake).GuestConsole(d.Name)
+	guest, _ := h.(*hvfake.Hypervisor).GuestConsole(d.Name)
 	go io.WriteString(guest, "GUEST-BOOTED\n")
 	line := make([]byte, 13)
 	if _, err := io.ReadFull(console, line); err != nil {

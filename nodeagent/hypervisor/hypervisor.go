@@ -13,8 +13,8 @@
 // Every method takes a context; implementations bound each call by a timeout
 // even when the context has no deadline. The libvirt implementation lives in
 // the subpackage libvirt, the only package of the module that uses cgo;
-// [Fake] is an in-memory implementation for unit tests of the packages that
-// use this one.
+// the subpackage fake is an in-memory implementation for unit tests of the
+// packages that use this one (as client-go's fake clientsets are).
 package hypervisor
 
 import (

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vmkit/vmkit/domainxml"
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 )
 
 // TestChooseAcceleration: KVM wherever the hypervisor offers it, TCG only
@@ -31,7 +31,7 @@ func TestChooseAcceleration(t *testing.T) {
 		{name: "forced emulation does not ask", kvm: true, force: true, wantEmulation: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := hypervisor.NewFake()
+			h := hvfake.New()
 			h.SetKVM(tc.kvm)
 			l := &Launcher{cfg: Config{Name: "vm1", Namespace: "ns", Emulation: tc.allowed, ForceEmulation: tc.force}, h: h}
 			vmi := testVMI()

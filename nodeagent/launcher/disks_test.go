@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/domainxml"
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -33,7 +33,7 @@ func diskLauncher(t *testing.T, files ...string) *Launcher {
 			t.Fatal(err)
 		}
 	}
-	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: diskUID, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hypervisor.NewFake()})
+	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: diskUID, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hvfake.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

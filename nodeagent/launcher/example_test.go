@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -30,7 +30,7 @@ func Example() {
 	l, err := launcher.New(launcher.Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
 		ShareDir: dir, EphemeralDiskDir: dir + "/eph", PrivateDir: dir + "/priv",
-		Hypervisor: hypervisor.NewFake(), PollInterval: 10 * time.Millisecond,
+		Hypervisor: hvfake.New(), PollInterval: 10 * time.Millisecond,
 		Emulation: true, // the fake hypervisor has no KVM
 	})
 	if err != nil {

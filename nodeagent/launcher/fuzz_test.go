@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 )
 
 // FuzzDiskPaths: whatever a VMI names as a container disk's path or a
@@ -31,7 +31,7 @@ func FuzzDiskPaths(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: uid, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hypervisor.NewFake()})
+	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: uid, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hvfake.New()})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 )
 
 func TestLauncherGuestAgent(t *testing.T) {
@@ -27,7 +28,7 @@ func TestLauncherGuestAgent(t *testing.T) {
 		t.Errorf("guest-ping without an agent: %v, want 409 AgentUnavailable", err)
 	}
 
-	f.h.SetGuestAgent("ns_vm1", hypervisor.GuestAgentReplies(map[string]string{
+	f.h.SetGuestAgent("ns_vm1", hvfake.GuestAgentReplies(map[string]string{
 		"guest-ping":       `{}`,
 		"guest-get-osinfo": `{"name":"Fedora Linux","kernel-release":"6.5.6-300.fc39.x86_64"}`,
 		"guest-get-users":  `[{"user":"fedora","login-time":1700000000.5}]`,

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -44,7 +45,7 @@ func testVMI() *v1.VirtualMachineInstance {
 
 type fixture struct {
 	cfg  Config
-	h    *hypervisor.Fake
+	h    *hvfake.Hypervisor
 	l    *Launcher
 	c    *Client
 	run  chan Status
@@ -80,7 +81,7 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 	if err := os.MkdirAll(filepath.Join(dir, "cd", "kernel-boot", "boot"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{h: hypervisor.NewFake(), run: make(chan Status, 1), done: make(chan struct{})}
+	f := &fixture{h: hvfake.New(), run: make(chan Status, 1), done: make(chan struct{})}
 	f.cfg = Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
 		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
@@ -276,14 +277,14 @@ var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool { s := p.Last().String(); 
 // slowUndefine is the Fake hypervisor whose Undefine waits for release,
 // telling entered when it starts waiting.
 type slowUndefine struct {
-	*hypervisor.Fake
+	*hvfake.Hypervisor
 	entered, release chan struct{}
 }
 
 func (s slowUndefine) Undefine(ctx context.Context, name string) error {
 	close(s.entered)
 	<-s.release
-	return s.Fake.Undefine(ctx, name)
+	return s.Hypervisor.Undefine(ctx, name)
 }
 
 // TestRunWaitsForAnotherEnd: when a Kill ends the domain while Run's own
@@ -292,7 +293,7 @@ func (s slowUndefine) Undefine(ctx context.Context, name string) error {
 // and wrote the final status. Before, Run returned at once and the process
 // exit cut that cleanup short, leaving the VMI's socket directory behind.
 func TestRunWaitsForAnotherEnd(t *testing.T) {
-	slow := slowUndefine{Fake: hypervisor.NewFake(), entered: make(chan struct{}), release: make(chan struct{})}
+	slow := slowUndefine{Hypervisor: hvfake.New(), entered: make(chan struct{}), release: make(chan struct{})}
 	f := startWith(t, func(c *Config) { c.Hypervisor = slow; c.GracePeriod = 10 * time.Second })
 	slow.IgnoreShutdown(true)
 	ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/localnode"
 )
 
@@ -27,7 +27,7 @@ func Example() {
 		NodeName:       "node01",
 		LauncherBinary: "/bin/true",
 		GuestDir:       guest,
-		Domains:        hypervisor.NewFake(),
+		Domains:        hvfake.New(),
 	})
 	if err != nil {
 		fmt.Println(err)

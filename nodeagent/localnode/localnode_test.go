@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -71,7 +71,7 @@ func launcherPod(ns, name, vmiUID string) *corev1.Pod {
 func TestPodLifecycle(t *testing.T) {
 	work := t.TempDir()
 	kube := fake.NewClientset(launcherPod("ns1", "virt-launcher-tiny-abcde", "vmi-uid-1"))
-	hv := hypervisor.NewFake()
+	hv := hvfake.New()
 	n, err := Start(context.Background(), Options{
 		Kube: kube, NodeName: "node01", LauncherBinary: fakeLauncher(t, work), LibvirtURI: "qemu:///system",
 		GuestDir: guestDir(t, Kernel, IdleInitramfs, AgentInitramfs), BaseDir: filepath.Join(work, "base"), Domains: hv, Interval: 10 * time.Millisecond,
@@ -148,7 +148,7 @@ func TestDeletedPodIsTerminated(t *testing.T) {
 	kube := fake.NewClientset(pod)
 	n, err := Start(context.Background(), Options{
 		Kube: kube, NodeName: "node01", LauncherBinary: fakeLauncher(t, work),
-		GuestDir: guestDir(t), BaseDir: filepath.Join(work, "base"), Domains: hypervisor.NewFake(), Interval: 10 * time.Millisecond,
+		GuestDir: guestDir(t), BaseDir: filepath.Join(work, "base"), Domains: hvfake.New(), Interval: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestAgentInitramfsIsOptional(t *testing.T) {
 		{[]string{Kernel, IdleInitramfs, AgentInitramfs}, []string{Kernel, IdleInitramfs, AgentInitramfs}},
 	} {
 		n, err := Start(context.Background(), Options{Kube: fake.NewClientset(), NodeName: "n", LauncherBinary: "/bin/sh",
-			GuestDir: guestDir(t, tc.files...), BaseDir: t.TempDir(), Domains: hypervisor.NewFake()})
+			GuestDir: guestDir(t, tc.files...), BaseDir: t.TempDir(), Domains: hvfake.New()})
 		if err != nil {
 			t.Fatalf("Start with %v: %v", tc.files, err)
 		}

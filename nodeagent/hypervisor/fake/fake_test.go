@@ -1,4 +1,4 @@
-package hypervisor
+package fake
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
 const testXML = `<domain type="kvm">
@@ -18,9 +20,9 @@ const testXML = `<domain type="kvm">
   <memory unit="KiB">131072</memory>
 </domain>`
 
-func defined(t *testing.T) *Fake {
+func defined(t *testing.T) *Hypervisor {
 	t.Helper()
-	f := NewFake()
+	f := New()
 	if _, err := f.Define(context.Background(), testXML); err != nil {
 		t.Fatal(err)
 	}
@@ -33,25 +35,25 @@ func TestFakeStateMachine(t *testing.T) {
 	steps := []struct {
 		name    string
 		call    func() error
-		want    DomainState
+		want    hypervisor.DomainState
 		wantErr error
 	}{
-		{"pause a shut-off domain", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonUnknown}, ErrInvalidState},
-		{"start paused", func() error { return f.Start(ctx, "ns_vm", StartOptions{Paused: true}) }, DomainState{StatePaused, ReasonStartingUp}, nil},
-		{"start again", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StatePaused, ReasonStartingUp}, ErrInvalidState},
-		{"resume", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
-		{"resume a running domain", func() error { return f.Resume(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, ErrInvalidState},
-		{"reboot", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StateRunning, ReasonUnpaused}, nil},
-		{"reset", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StateRunning, ReasonUnpaused}, nil},
-		{"pause", func() error { return f.Pause(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
-		{"reboot a paused domain", func() error { return f.Reboot(ctx, "ns_vm", RebootACPI) }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
-		{"reset a paused domain", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, nil},
-		{"undefine a paused domain", func() error { return f.Undefine(ctx, "ns_vm") }, DomainState{StatePaused, ReasonUser}, ErrInvalidState},
-		{"destroy", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
-		{"destroy a shut-off domain", func() error { return f.Destroy(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, nil},
-		{"reset a shut-off domain", func() error { return f.Reset(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonDestroyed}, ErrInvalidState},
-		{"start", func() error { return f.Start(ctx, "ns_vm", StartOptions{}) }, DomainState{StateRunning, ReasonBooted}, nil},
-		{"shutdown", func() error { return f.Shutdown(ctx, "ns_vm") }, DomainState{StateShutoff, ReasonShutdown}, nil},
+		{"pause a shut-off domain", func() error { return f.Pause(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonUnknown}, hypervisor.ErrInvalidState},
+		{"start paused", func() error { return f.Start(ctx, "ns_vm", hypervisor.StartOptions{Paused: true}) }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonStartingUp}, nil},
+		{"start again", func() error { return f.Start(ctx, "ns_vm", hypervisor.StartOptions{}) }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonStartingUp}, hypervisor.ErrInvalidState},
+		{"resume", func() error { return f.Resume(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}, nil},
+		{"resume a running domain", func() error { return f.Resume(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}, hypervisor.ErrInvalidState},
+		{"reboot", func() error { return f.Reboot(ctx, "ns_vm", hypervisor.RebootACPI) }, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}, nil},
+		{"reset", func() error { return f.Reset(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}, nil},
+		{"pause", func() error { return f.Pause(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonUser}, nil},
+		{"reboot a paused domain", func() error { return f.Reboot(ctx, "ns_vm", hypervisor.RebootACPI) }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonUser}, hypervisor.ErrInvalidState},
+		{"reset a paused domain", func() error { return f.Reset(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonUser}, nil},
+		{"undefine a paused domain", func() error { return f.Undefine(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonUser}, hypervisor.ErrInvalidState},
+		{"destroy", func() error { return f.Destroy(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, nil},
+		{"destroy a shut-off domain", func() error { return f.Destroy(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, nil},
+		{"reset a shut-off domain", func() error { return f.Reset(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}, hypervisor.ErrInvalidState},
+		{"start", func() error { return f.Start(ctx, "ns_vm", hypervisor.StartOptions{}) }, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonBooted}, nil},
+		{"shutdown", func() error { return f.Shutdown(ctx, "ns_vm") }, hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown}, nil},
 	}
 	for _, s := range steps {
 		err := s.call()
@@ -66,7 +68,7 @@ func TestFakeStateMachine(t *testing.T) {
 	if err := f.Undefine(ctx, "ns_vm"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.State(ctx, "ns_vm"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.State(ctx, "ns_vm"); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("State of an undefined domain: %v, want ErrNotFound", err)
 	}
 }
@@ -112,10 +114,10 @@ func TestFakeDefineAndList(t *testing.T) {
 func TestFakeConsole(t *testing.T) {
 	ctx := context.Background()
 	f := defined(t)
-	if _, err := f.Console(ctx, "ns_vm"); !errors.Is(err, ErrInvalidState) {
+	if _, err := f.Console(ctx, "ns_vm"); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Fatalf("Console of a shut-off domain: %v, want ErrInvalidState", err)
 	}
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	console, err := f.Console(ctx, "ns_vm")
@@ -149,10 +151,10 @@ func TestFakeFailures(t *testing.T) {
 	f := defined(t)
 	boom := errors.New("boom")
 	f.FailNext("Start", boom)
-	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != boom {
+	if err := f.Start(context.Background(), "ns_vm", hypervisor.StartOptions{}); err != boom {
 		t.Errorf("Start = %v, want the injected error", err)
 	}
-	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(context.Background(), "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Errorf("second Start = %v, want success", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -160,13 +162,13 @@ func TestFakeFailures(t *testing.T) {
 	if _, err := f.State(ctx, "ns_vm"); !errors.Is(err, context.Canceled) {
 		t.Errorf("State with a cancelled context = %v", err)
 	}
-	if err := f.Pause(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
+	if err := f.Pause(context.Background(), "nope"); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("Pause of a missing domain = %v", err)
 	}
-	if err := f.SetState("ns_vm", DomainState{StateCrashed, ReasonCrashed}); err != nil {
+	if err := f.SetState("ns_vm", hypervisor.DomainState{State: hypervisor.StateCrashed, Reason: hypervisor.ReasonCrashed}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Start(context.Background(), "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(context.Background(), "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Errorf("Start of a crashed domain = %v, want success", err)
 	}
 	want := []string{"Define ns_vm", "Start ns_vm", "Start ns_vm", "State ns_vm", "Pause nope", "Start ns_vm"}
@@ -181,41 +183,41 @@ func TestStopGracefully(t *testing.T) {
 		name          string
 		ignore        bool
 		wantDestroyed bool
-		wantReason    Reason
+		wantReason    hypervisor.Reason
 	}{
-		{"the guest shuts down", false, false, ReasonShutdown},
-		{"the guest ignores ACPI", true, true, ReasonDestroyed},
+		{"the guest shuts down", false, false, hypervisor.ReasonShutdown},
+		{"the guest ignores ACPI", true, true, hypervisor.ReasonDestroyed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := defined(t)
 			f.IgnoreShutdown(tc.ignore)
-			if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+			if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			destroyed, err := StopGracefully(ctx, f, "ns_vm", 50*time.Millisecond, 5*time.Millisecond)
+			destroyed, err := hypervisor.StopGracefully(ctx, f, "ns_vm", 50*time.Millisecond, 5*time.Millisecond)
 			if err != nil || destroyed != tc.wantDestroyed {
 				t.Fatalf("StopGracefully = %v, %v; want destroyed %v", destroyed, err, tc.wantDestroyed)
 			}
-			if st, _ := f.State(ctx, "ns_vm"); st != (DomainState{StateShutoff, tc.wantReason}) {
+			if st, _ := f.State(ctx, "ns_vm"); st != (hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: tc.wantReason}) {
 				t.Errorf("state %v, want Shutoff (%s)", st, tc.wantReason)
 			}
 			// Stopping a stopped domain does nothing.
-			if destroyed, err := StopGracefully(ctx, f, "ns_vm", time.Second, time.Millisecond); err != nil || destroyed {
+			if destroyed, err := hypervisor.StopGracefully(ctx, f, "ns_vm", time.Second, time.Millisecond); err != nil || destroyed {
 				t.Errorf("second StopGracefully = %v, %v", destroyed, err)
 			}
 		})
 	}
 	f := defined(t)
 	f.IgnoreShutdown(true)
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := StopGracefully(cctx, f, "ns_vm", time.Hour, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := hypervisor.StopGracefully(cctx, f, "ns_vm", time.Hour, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("StopGracefully past its deadline = %v", err)
 	}
-	if _, err := StopGracefully(ctx, f, "missing", time.Second, time.Millisecond); !errors.Is(err, ErrNotFound) {
+	if _, err := hypervisor.StopGracefully(ctx, f, "missing", time.Second, time.Millisecond); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("StopGracefully of a missing domain = %v", err)
 	}
 }
@@ -224,13 +226,13 @@ func TestFakeGuestAgent(t *testing.T) {
 	ctx := context.Background()
 	f := defined(t)
 	ping := `{"execute":"guest-ping"}`
-	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrInvalidState) {
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("agent command on a shut-off domain: %v, want ErrInvalidState", err)
 	}
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrAgentUnavailable) {
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, hypervisor.ErrAgentUnavailable) {
 		t.Errorf("agent command without an agent: %v, want ErrAgentUnavailable", err)
 	}
 	f.SetGuestAgent("ns_vm", GuestAgentReplies(map[string]string{
@@ -248,7 +250,7 @@ func TestFakeGuestAgent(t *testing.T) {
 			t.Errorf("GuestAgentCommand(%s) = %q, %v; want %q, error containing %q", tc.cmd, got, err, tc.want, tc.wantErr)
 		}
 	}
-	if _, err := f.GuestAgentCommand(ctx, "ns_other", ping); !errors.Is(err, ErrNotFound) {
+	if _, err := f.GuestAgentCommand(ctx, "ns_other", ping); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("agent command on an unknown domain: %v, want ErrNotFound", err)
 	}
 	f.FailNext("GuestAgentCommand", errors.New("injected"))
@@ -256,7 +258,7 @@ func TestFakeGuestAgent(t *testing.T) {
 		t.Errorf("FailNext: %v, want the injected error", err)
 	}
 	f.SetGuestAgent("ns_vm", nil)
-	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, ErrAgentUnavailable) {
+	if _, err := f.GuestAgentCommand(ctx, "ns_vm", ping); !errors.Is(err, hypervisor.ErrAgentUnavailable) {
 		t.Errorf("agent command after the agent was removed: %v, want ErrAgentUnavailable", err)
 	}
 }
@@ -266,18 +268,18 @@ func TestFakeGuestAgent(t *testing.T) {
 func TestFakeReboot(t *testing.T) {
 	ctx := context.Background()
 	f := defined(t)
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reboot(ctx, "ns_vm", RebootGuestAgent); !errors.Is(err, ErrAgentUnavailable) {
+	if err := f.Reboot(ctx, "ns_vm", hypervisor.RebootGuestAgent); !errors.Is(err, hypervisor.ErrAgentUnavailable) {
 		t.Errorf("Reboot through a missing agent: %v, want ErrAgentUnavailable", err)
 	}
 	var got []string
 	f.SetGuestAgent("ns_vm", func(cmd string) (string, error) { got = append(got, cmd); return `{"return":{}}`, nil })
-	if err := f.Reboot(ctx, "ns_vm", RebootGuestAgent); err != nil {
+	if err := f.Reboot(ctx, "ns_vm", hypervisor.RebootGuestAgent); err != nil {
 		t.Errorf("Reboot through the agent: %v", err)
 	}
-	if err := f.Reboot(ctx, "ns_vm", RebootACPI); err != nil {
+	if err := f.Reboot(ctx, "ns_vm", hypervisor.RebootACPI); err != nil {
 		t.Errorf("Reboot with ACPI: %v", err)
 	}
 	if want := []string{`{"execute":"guest-shutdown","arguments":{"mode":"reboot"}}`}; !cmp.Equal(got, want) {
@@ -286,7 +288,7 @@ func TestFakeReboot(t *testing.T) {
 	if err := f.Reboot(ctx, "ns_vm", "Magic"); err == nil {
 		t.Error("Reboot with an unknown method: no error")
 	}
-	if st, _ := f.State(ctx, "ns_vm"); st.State != StateRunning {
+	if st, _ := f.State(ctx, "ns_vm"); st.State != hypervisor.StateRunning {
 		t.Errorf("after the reboots: %v, want Running", st)
 	}
 	if calls := strings.Count(strings.Join(f.Calls(), ","), "Reboot ns_vm"); calls != 4 {
@@ -299,10 +301,10 @@ func TestFakeReboot(t *testing.T) {
 func TestFakeReset(t *testing.T) {
 	ctx := context.Background()
 	f := defined(t)
-	if err := f.Reset(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if err := f.Reset(ctx, "nope"); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("Reset of a missing domain: %v, want ErrNotFound", err)
 	}
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
@@ -313,7 +315,7 @@ func TestFakeReset(t *testing.T) {
 	if err := f.Reset(ctx, "ns_vm"); err != nil {
 		t.Errorf("Reset of a running domain: %v", err)
 	}
-	if st, _ := f.State(ctx, "ns_vm"); st != (DomainState{StateRunning, ReasonBooted}) {
+	if st, _ := f.State(ctx, "ns_vm"); st != (hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonBooted}) {
 		t.Errorf("after the reset: %v, want still Running (Booted)", st)
 	}
 	want := []string{"Define ns_vm", "Reset nope", "Start ns_vm", "Reset ns_vm", "Reset ns_vm", "State ns_vm"}
@@ -322,19 +324,19 @@ func TestFakeReset(t *testing.T) {
 	}
 }
 
-// The Fake has statistics for active domains only: by default the
+// The Hypervisor has statistics for active domains only: by default the
 // domain's memory and one vCPU per vCPU of its definition, else what
 // SetStats set.
 func TestFakeStats(t *testing.T) {
 	ctx := context.Background()
 	f := defined(t)
-	if _, err := f.Stats(ctx, "ns_vm"); !errors.Is(err, ErrInvalidState) {
+	if _, err := f.Stats(ctx, "ns_vm"); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("Stats of a shut-off domain: %v, want ErrInvalidState", err)
 	}
-	if _, err := f.Stats(ctx, "ns_other"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.Stats(ctx, "ns_other"); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Errorf("Stats of an undefined domain: %v, want ErrNotFound", err)
 	}
-	if err := f.Start(ctx, "ns_vm", StartOptions{Paused: true}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{Paused: true}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.Stats(ctx, "ns_vm")
@@ -342,11 +344,11 @@ func TestFakeStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := uint64(128 << 20)
-	if diff := cmp.Diff(DomainStats{Memory: MemoryStats{DomainBytes: &mem}}, got); diff != "" {
+	if diff := cmp.Diff(hypervisor.DomainStats{Memory: hypervisor.MemoryStats{DomainBytes: &mem}}, got); diff != "" {
 		t.Errorf("default Stats (-want +got):\n%s", diff)
 	}
 	cpu := uint64(5e9)
-	set := DomainStats{CPU: CPUStats{TimeNs: &cpu}, VCPUs: []VCPUStats{{ID: 0, State: VCPURunning, TimeNs: &cpu}}}
+	set := hypervisor.DomainStats{CPU: hypervisor.CPUStats{TimeNs: &cpu}, VCPUs: []hypervisor.VCPUStats{{ID: 0, State: hypervisor.VCPURunning, TimeNs: &cpu}}}
 	f.SetStats("ns_vm", set)
 	if got, err := f.Stats(ctx, "ns_vm"); err != nil || !cmp.Equal(got, set) {
 		t.Errorf("Stats after SetStats = %+v, %v; want %+v", got, err, set)
@@ -357,22 +359,22 @@ func TestFakeStats(t *testing.T) {
 	}
 }
 
-// SetVCPUs on the Fake checks the count against the definition's <vcpu>
+// SetVCPUs on the Hypervisor checks the count against the definition's <vcpu>
 // and an active domain, and VCPUs reads it back.
 func TestFakeSetVCPUs(t *testing.T) {
 	ctx := context.Background()
-	f := NewFake()
+	f := New()
 	xml := strings.Replace(testXML, "</domain>", `<vcpu placement="static" current="1">4</vcpu></domain>`, 1)
 	if _, err := f.Define(ctx, xml); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.SetVCPUs(ctx, "ns_vm", 2); !errors.Is(err, ErrInvalidState) {
+	if err := f.SetVCPUs(ctx, "ns_vm", 2); !errors.Is(err, hypervisor.ErrInvalidState) {
 		t.Errorf("SetVCPUs of a shut-off domain: %v, want ErrInvalidState", err)
 	}
 	if n, err := f.VCPUs("ns_vm"); n != 1 || err != nil {
 		t.Errorf("VCPUs = %d, %v; want the definition's current 1", n, err)
 	}
-	if err := f.Start(ctx, "ns_vm", StartOptions{}); err != nil {
+	if err := f.Start(ctx, "ns_vm", hypervisor.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []uint{0, 5} {

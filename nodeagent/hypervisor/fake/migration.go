@@ -1,16 +1,18 @@
-package hypervisor
+package fake
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
-var _ Migrator = (*Fake)(nil)
+var _ hypervisor.Migrator = (*Hypervisor)(nil)
 
-// fakeMigration is a migration in progress on a Fake.
+// fakeMigration is a migration in progress on a Hypervisor.
 type fakeMigration struct {
-	opts      MigrateOptions
+	opts      hypervisor.MigrateOptions
 	started   time.Time
 	abort     chan struct{}
 	aborted   bool
@@ -18,10 +20,10 @@ type fakeMigration struct {
 	remaining uint64
 }
 
-// HoldMigrations makes the Fake's migrations wait, in progress, until
+// HoldMigrations makes the Hypervisor's migrations wait, in progress, until
 // ReleaseMigrations, their context ends or they are aborted; by default a
 // migration completes at once.
-func (f *Fake) HoldMigrations() {
+func (f *Hypervisor) HoldMigrations() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.migrationGate == nil {
@@ -30,7 +32,7 @@ func (f *Fake) HoldMigrations() {
 }
 
 // ReleaseMigrations lets the held migrations complete.
-func (f *Fake) ReleaseMigrations() {
+func (f *Hypervisor) ReleaseMigrations() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.migrationGate != nil {
@@ -41,7 +43,7 @@ func (f *Fake) ReleaseMigrations() {
 
 // LastMigration returns the options of the last migration started on the
 // named domain.
-func (f *Fake) LastMigration(name string) (MigrateOptions, bool) {
+func (f *Hypervisor) LastMigration(name string) (hypervisor.MigrateOptions, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	o, ok := f.lastMigration[name]
@@ -51,31 +53,31 @@ func (f *Fake) LastMigration(name string) (MigrateOptions, bool) {
 // Migrate implements Migrator: the domain must be running or paused; when
 // the migration completes the domain is shut off with reason Migrated, as
 // libvirt leaves a source domain (and undefined with it, as with libvirt's
-// migration of a transient copy: the Fake keeps the definition, so that a
+// migration of a transient copy: the Hypervisor keeps the definition, so that a
 // test can read its state).
-func (f *Fake) Migrate(ctx context.Context, name string, opts MigrateOptions) (MigrationProgress, error) {
+func (f *Hypervisor) Migrate(ctx context.Context, name string, opts hypervisor.MigrateOptions) (hypervisor.MigrationProgress, error) {
 	f.mu.Lock()
 	if err := f.begin(ctx, "Migrate", name); err != nil {
 		f.mu.Unlock()
-		return MigrationProgress{}, err
+		return hypervisor.MigrationProgress{}, err
 	}
 	d, err := f.lookup("migrate", name)
 	if err != nil {
 		f.mu.Unlock()
-		return MigrationProgress{}, err
+		return hypervisor.MigrationProgress{}, err
 	}
-	if d.state.State != StateRunning && d.state.State != StatePaused {
+	if d.state.State != hypervisor.StateRunning && d.state.State != hypervisor.StatePaused {
 		f.mu.Unlock()
-		return MigrationProgress{}, fmt.Errorf("migrate %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+		return hypervisor.MigrationProgress{}, fmt.Errorf("migrate %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	if d.migration != nil {
 		f.mu.Unlock()
-		return MigrationProgress{}, fmt.Errorf("migrate %s: a migration is in progress: %w", name, ErrInvalidState)
+		return hypervisor.MigrationProgress{}, fmt.Errorf("migrate %s: a migration is in progress: %w", name, hypervisor.ErrInvalidState)
 	}
 	m := &fakeMigration{opts: opts, started: time.Now(), abort: make(chan struct{})}
 	d.migration = m
 	if f.lastMigration == nil {
-		f.lastMigration = map[string]MigrateOptions{}
+		f.lastMigration = map[string]hypervisor.MigrateOptions{}
 	}
 	f.lastMigration[name] = opts
 	gate := f.migrationGate
@@ -95,15 +97,15 @@ func (f *Fake) Migrate(ctx context.Context, name string, opts MigrateOptions) (M
 	defer f.mu.Unlock()
 	d.migration = nil
 	if result != nil {
-		return MigrationProgress{}, result
+		return hypervisor.MigrationProgress{}, result
 	}
-	d.state = DomainState{StateShutoff, ReasonMigrated}
+	d.state = hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonMigrated}
 	d.closeConsole()
-	return MigrationProgress{Elapsed: time.Since(m.started)}, nil
+	return hypervisor.MigrationProgress{Elapsed: time.Since(m.started)}, nil
 }
 
 // AbortMigration implements Migrator.
-func (f *Fake) AbortMigration(ctx context.Context, name string) error {
+func (f *Hypervisor) AbortMigration(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AbortMigration", name); err != nil {
@@ -114,7 +116,7 @@ func (f *Fake) AbortMigration(ctx context.Context, name string) error {
 		return err
 	}
 	if d.migration == nil || d.migration.aborted {
-		return fmt.Errorf("abort migration of %s: %w", name, ErrNoMigration)
+		return fmt.Errorf("abort migration of %s: %w", name, hypervisor.ErrNoMigration)
 	}
 	d.migration.aborted = true
 	close(d.migration.abort)
@@ -123,24 +125,24 @@ func (f *Fake) AbortMigration(ctx context.Context, name string) error {
 
 // MigrationProgress implements Migrator: the elapsed time of the
 // migration in progress.
-func (f *Fake) MigrationProgress(ctx context.Context, name string) (MigrationProgress, error) {
+func (f *Hypervisor) MigrationProgress(ctx context.Context, name string) (hypervisor.MigrationProgress, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "MigrationProgress", name); err != nil {
-		return MigrationProgress{}, err
+		return hypervisor.MigrationProgress{}, err
 	}
 	d, err := f.lookup("migration progress", name)
 	if err != nil {
-		return MigrationProgress{}, err
+		return hypervisor.MigrationProgress{}, err
 	}
 	if d.migration == nil {
-		return MigrationProgress{}, fmt.Errorf("migration progress of %s: %w", name, ErrNoMigration)
+		return hypervisor.MigrationProgress{}, fmt.Errorf("migration progress of %s: %w", name, hypervisor.ErrNoMigration)
 	}
-	return MigrationProgress{Elapsed: time.Since(d.migration.started), DataRemaining: d.migration.remaining}, nil
+	return hypervisor.MigrationProgress{Elapsed: time.Since(d.migration.started), DataRemaining: d.migration.remaining}, nil
 }
 
 // StartPostCopy implements Migrator: it records the switch (PostCopies).
-func (f *Fake) StartPostCopy(ctx context.Context, name string) error {
+func (f *Hypervisor) StartPostCopy(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "StartPostCopy", name); err != nil {
@@ -151,10 +153,10 @@ func (f *Fake) StartPostCopy(ctx context.Context, name string) error {
 		return err
 	}
 	if d.migration == nil {
-		return fmt.Errorf("start post-copy of %s: %w", name, ErrNoMigration)
+		return fmt.Errorf("start post-copy of %s: %w", name, hypervisor.ErrNoMigration)
 	}
 	if !d.migration.opts.PostCopy {
-		return fmt.Errorf("start post-copy of %s: the migration was not started with post-copy: %w", name, ErrInvalidState)
+		return fmt.Errorf("start post-copy of %s: the migration was not started with post-copy: %w", name, hypervisor.ErrInvalidState)
 	}
 	d.migration.postCopy = true
 	return nil
@@ -162,7 +164,7 @@ func (f *Fake) StartPostCopy(ctx context.Context, name string) error {
 
 // MigrationRemaining sets the data left that MigrationProgress reports
 // for the named domain's migration.
-func (f *Fake) MigrationRemaining(name string, remaining uint64) {
+func (f *Hypervisor) MigrationRemaining(name string, remaining uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.domains[name]; ok && d.migration != nil {
@@ -172,7 +174,7 @@ func (f *Fake) MigrationRemaining(name string, remaining uint64) {
 
 // PostCopy reports whether the named domain's migration in progress was
 // switched to post-copy.
-func (f *Fake) PostCopy(name string) bool {
+func (f *Hypervisor) PostCopy(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.domains[name]
@@ -182,7 +184,7 @@ func (f *Fake) PostCopy(name string) bool {
 // Incoming defines the named domain from domainXML in state Paused with
 // reason Migrated, as libvirt shows a domain whose incoming migration is in
 // progress on the destination; Resume (or SetState) finishes it.
-func (f *Fake) Incoming(ctx context.Context, domainXML string) (Domain, error) {
+func (f *Hypervisor) Incoming(ctx context.Context, domainXML string) (hypervisor.Domain, error) {
 	dom, err := f.Define(ctx, domainXML)
 	if err != nil {
 		return dom, err
@@ -190,7 +192,7 @@ func (f *Fake) Incoming(ctx context.Context, domainXML string) (Domain, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d := f.domains[dom.Name]
-	d.state = DomainState{StatePaused, ReasonMigrated}
+	d.state = hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonMigrated}
 	dom.State = d.state
 	return dom, nil
 }

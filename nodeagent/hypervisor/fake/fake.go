@@ -1,4 +1,8 @@
-package hypervisor
+// Package fake is an in-memory hypervisor.Hypervisor for the unit tests of
+// the packages that drive one (the launcher, the node agent, localnode), as
+// client-go's fake clientsets are for API clients: no libvirt, no QEMU, no
+// cgo, and every call recorded.
+package fake
 
 import (
 	"context"
@@ -14,17 +18,18 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
-// Fake is an in-memory Hypervisor for unit tests. It follows libvirt's state
-// machine (start only from shut off, pause only when running, ...) without
+// Hypervisor is an in-memory hypervisor.Hypervisor for unit tests. It follows
+// libvirt's state machine (start only from shut off, pause only when running, ...) without
 // running anything, records every call, and lets a test inject errors, make
 // the guest ignore shutdown requests, change a domain's state as a guest
 // would (power off, crash) and play the guest's side of the console.
 //
-// The zero value is not usable; create one with NewFake. A Fake is safe for
+// The zero value is not usable; create one with New. A Hypervisor is safe for
 // concurrent use.
-type Fake struct {
+type Hypervisor struct {
 	mu             sync.Mutex
 	domains        map[string]*fakeDomain
 	calls          []string
@@ -32,13 +37,13 @@ type Fake struct {
 	unavailable    bool // see SetUnavailable
 	ignoreShutdown bool
 	agents         map[string]GuestAgentFunc
-	stats          map[string]DomainStats
+	stats          map[string]hypervisor.DomainStats
 	kvm            bool
-	migrationGate  chan struct{}             // see HoldMigrations
-	lastMigration  map[string]MigrateOptions // see LastMigration
+	migrationGate  chan struct{}                        // see HoldMigrations
+	lastMigration  map[string]hypervisor.MigrateOptions // see LastMigration
 }
 
-// GuestAgentFunc plays a QEMU guest agent for the Fake: it gets a command's
+// GuestAgentFunc plays a QEMU guest agent for the Hypervisor: it gets a command's
 // JSON and returns the agent's JSON reply, or an error as
 // Hypervisor.GuestAgentCommand would (ErrAgentUnavailable when the agent
 // does not answer).
@@ -48,28 +53,28 @@ type fakeDomain struct {
 	xml       string
 	uuid      string
 	meta      domainxml.Metadata
-	state     DomainState
+	state     hypervisor.DomainState
 	console   net.Conn // the guest's end of the current console session
 	migration *fakeMigration
 	vcpus     uint // set by SetVCPUs; 0: the definition's
-	// plugged: set by SetPluggedMemory (a Fake's guest plugs at once).
+	// plugged: set by SetPluggedMemory (a Hypervisor's guest plugs at once).
 	plugged *uint64
 	// capacities: the disk sizes ResizeDisk set, by target.
 	capacities map[string]uint64
 }
 
-var _ Hypervisor = (*Fake)(nil)
+var _ hypervisor.Hypervisor = (*Hypervisor)(nil)
 
-// SetKVM sets what KVMSupported answers for every architecture; a new Fake
+// SetKVM sets what KVMSupported answers for every architecture; a new Hypervisor
 // has no KVM.
-func (f *Fake) SetKVM(supported bool) {
+func (f *Hypervisor) SetKVM(supported bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.kvm = supported
 }
 
 // KVMSupported implements Hypervisor: what SetKVM set.
-func (f *Fake) KVMSupported(ctx context.Context, arch string) (bool, error) {
+func (f *Hypervisor) KVMSupported(ctx context.Context, arch string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "KVMSupported", arch); err != nil {
@@ -78,16 +83,16 @@ func (f *Fake) KVMSupported(ctx context.Context, arch string) (bool, error) {
 	return f.kvm, nil
 }
 
-// NewFake returns a Fake with no domains.
-func NewFake() *Fake {
-	return &Fake{domains: map[string]*fakeDomain{}, failNext: map[string]error{}, agents: map[string]GuestAgentFunc{}, stats: map[string]DomainStats{}}
+// New returns a Hypervisor with no domains.
+func New() *Hypervisor {
+	return &Hypervisor{domains: map[string]*fakeDomain{}, failNext: map[string]error{}, agents: map[string]GuestAgentFunc{}, stats: map[string]hypervisor.DomainStats{}}
 }
 
 // SetStats sets what Stats returns for the named domain while it is
 // active, as the guest's activity would make libvirt count it. Without
 // it, Stats reports the domain's memory and one running vCPU per vCPU of
 // its definition, with nothing counted yet.
-func (f *Fake) SetStats(name string, st DomainStats) {
+func (f *Hypervisor) SetStats(name string, st hypervisor.DomainStats) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats[name] = st
@@ -97,7 +102,7 @@ func (f *Fake) SetStats(name string, st DomainStats) {
 // "Shutdown", "Destroy", "Pause", "Resume", "Reboot", "Reset", "State",
 // "Stats", "Console", "GuestAgentCommand", "Undefine" or "List") return err
 // without doing anything.
-func (f *Fake) FailNext(method string, err error) {
+func (f *Hypervisor) FailNext(method string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failNext[method] = err
@@ -106,7 +111,7 @@ func (f *Fake) FailNext(method string, err error) {
 // SetUnavailable makes every call fail with an error matching
 // ErrUnavailable, as calls fail while libvirtd is down, until it is set
 // back to false; the domains keep their state, as QEMU keeps running.
-func (f *Fake) SetUnavailable(down bool) {
+func (f *Hypervisor) SetUnavailable(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.unavailable = down
@@ -116,7 +121,7 @@ func (f *Fake) SetUnavailable(down bool) {
 // domain while it runs, as qemu-ga in the guest would; nil removes the
 // agent, so commands fail with ErrAgentUnavailable. The agent outlives
 // redefinitions of the domain. See GuestAgentReplies.
-func (f *Fake) SetGuestAgent(name string, agent GuestAgentFunc) {
+func (f *Hypervisor) SetGuestAgent(name string, agent GuestAgentFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if agent == nil {
@@ -148,7 +153,7 @@ func GuestAgentReplies(replies map[string]string) GuestAgentFunc {
 
 // IgnoreShutdown makes guests ignore Shutdown, as a guest without ACPI
 // support does; Destroy still stops them.
-func (f *Fake) IgnoreShutdown(ignore bool) {
+func (f *Hypervisor) IgnoreShutdown(ignore bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ignoreShutdown = ignore
@@ -156,15 +161,15 @@ func (f *Fake) IgnoreShutdown(ignore bool) {
 
 // SetState puts a domain in a state, as the guest or QEMU would: a guest
 // powering itself off, a crash.
-func (f *Fake) SetState(name string, st DomainState) error {
+func (f *Hypervisor) SetState(name string, st hypervisor.DomainState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.domains[name]
 	if !ok {
-		return fmt.Errorf("set state of %s: %w", name, ErrNotFound)
+		return fmt.Errorf("set state of %s: %w", name, hypervisor.ErrNotFound)
 	}
 	d.state = st
-	if st.State == StateShutoff {
+	if st.State == hypervisor.StateShutoff {
 		d.closeConsole()
 	}
 	return nil
@@ -172,14 +177,14 @@ func (f *Fake) SetState(name string, st DomainState) error {
 
 // Calls returns the calls made so far, as "Method name" ("List uid" for
 // List), oldest first.
-func (f *Fake) Calls() []string {
+func (f *Hypervisor) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.calls...)
 }
 
 // XML returns the definition of a domain.
-func (f *Fake) XML(name string) (string, bool) {
+func (f *Hypervisor) XML(name string) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.domains[name]
@@ -191,7 +196,7 @@ func (f *Fake) XML(name string) (string, bool) {
 
 // GuestConsole returns the guest's side of the domain's current console
 // session: what a test writes to it, the session's reader reads.
-func (f *Fake) GuestConsole(name string) (io.ReadWriter, bool) {
+func (f *Hypervisor) GuestConsole(name string) (io.ReadWriter, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.domains[name]
@@ -202,13 +207,13 @@ func (f *Fake) GuestConsole(name string) (io.ReadWriter, bool) {
 }
 
 // begin records a call and returns the error to fail it with, if any.
-func (f *Fake) begin(ctx context.Context, method, arg string) error {
+func (f *Hypervisor) begin(ctx context.Context, method, arg string) error {
 	f.calls = append(f.calls, method+" "+arg)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s %s: %w", method, arg, err)
 	}
 	if f.unavailable {
-		return fmt.Errorf("%s %s: fake libvirt is down: %w", method, arg, ErrUnavailable)
+		return fmt.Errorf("%s %s: fake libvirt is down: %w", method, arg, hypervisor.ErrUnavailable)
 	}
 	if err, ok := f.failNext[method]; ok {
 		delete(f.failNext, method)
@@ -218,31 +223,31 @@ func (f *Fake) begin(ctx context.Context, method, arg string) error {
 }
 
 // lookup returns the named domain or ErrNotFound.
-func (f *Fake) lookup(method, name string) (*fakeDomain, error) {
+func (f *Hypervisor) lookup(method, name string) (*fakeDomain, error) {
 	d, ok := f.domains[name]
 	if !ok {
-		return nil, fmt.Errorf("%s %s: %w", method, name, ErrNotFound)
+		return nil, fmt.Errorf("%s %s: %w", method, name, hypervisor.ErrNotFound)
 	}
 	return d, nil
 }
 
 // Define implements Hypervisor.
-func (f *Fake) Define(ctx context.Context, domainXML string) (Domain, error) {
+func (f *Hypervisor) Define(ctx context.Context, domainXML string) (hypervisor.Domain, error) {
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(domainXML); err != nil {
-		return Domain{}, fmt.Errorf("define: parse domain XML: %w", err)
+		return hypervisor.Domain{}, fmt.Errorf("define: parse domain XML: %w", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Define", dom.Name); err != nil {
-		return Domain{}, err
+		return hypervisor.Domain{}, err
 	}
 	if dom.Name == "" {
-		return Domain{}, errors.New("define: domain XML has no name")
+		return hypervisor.Domain{}, errors.New("define: domain XML has no name")
 	}
 	meta, err := domainxml.ParseMetadata(&dom)
 	if err != nil && !errors.Is(err, domainxml.ErrNoMetadata) {
-		return Domain{}, fmt.Errorf("define %s: %w", dom.Name, err)
+		return hypervisor.Domain{}, fmt.Errorf("define %s: %w", dom.Name, err)
 	}
 	d, ok := f.domains[dom.Name]
 	switch {
@@ -251,17 +256,17 @@ func (f *Fake) Define(ctx context.Context, domainXML string) (Domain, error) {
 		if uuid == "" {
 			uuid = fmt.Sprintf("00000000-0000-4000-8000-%012x", len(f.domains)+1)
 		}
-		d = &fakeDomain{uuid: uuid, state: DomainState{StateShutoff, ReasonUnknown}}
+		d = &fakeDomain{uuid: uuid, state: hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonUnknown}}
 		f.domains[dom.Name] = d
 	case dom.UUID != "" && dom.UUID != d.uuid:
-		return Domain{}, fmt.Errorf("define %s: domain already exists with UUID %s", dom.Name, d.uuid)
+		return hypervisor.Domain{}, fmt.Errorf("define %s: domain already exists with UUID %s", dom.Name, d.uuid)
 	}
 	d.xml, d.meta = domainXML, meta
-	return Domain{Name: dom.Name, UUID: d.uuid, VMI: meta, State: d.state}, nil
+	return hypervisor.Domain{Name: dom.Name, UUID: d.uuid, VMI: meta, State: d.state}, nil
 }
 
 // Start implements Hypervisor.
-func (f *Fake) Start(ctx context.Context, name string, opts StartOptions) error {
+func (f *Hypervisor) Start(ctx context.Context, name string, opts hypervisor.StartOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Start", name); err != nil {
@@ -271,18 +276,18 @@ func (f *Fake) Start(ctx context.Context, name string, opts StartOptions) error 
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateShutoff && d.state.State != StateCrashed {
-		return fmt.Errorf("start %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateShutoff && d.state.State != hypervisor.StateCrashed {
+		return fmt.Errorf("start %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
-	d.state = DomainState{StateRunning, ReasonBooted}
+	d.state = hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonBooted}
 	if opts.Paused {
-		d.state = DomainState{StatePaused, ReasonStartingUp}
+		d.state = hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonStartingUp}
 	}
 	return nil
 }
 
 // Shutdown implements Hypervisor.
-func (f *Fake) Shutdown(ctx context.Context, name string) error {
+func (f *Hypervisor) Shutdown(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Shutdown", name); err != nil {
@@ -292,18 +297,18 @@ func (f *Fake) Shutdown(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateRunning {
-		return fmt.Errorf("shutdown %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateRunning {
+		return fmt.Errorf("shutdown %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	if !f.ignoreShutdown {
-		d.state = DomainState{StateShutoff, ReasonShutdown}
+		d.state = hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown}
 		d.closeConsole()
 	}
 	return nil
 }
 
 // Destroy implements Hypervisor.
-func (f *Fake) Destroy(ctx context.Context, name string) error {
+func (f *Hypervisor) Destroy(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Destroy", name); err != nil {
@@ -313,21 +318,21 @@ func (f *Fake) Destroy(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateShutoff {
-		d.state = DomainState{StateShutoff, ReasonDestroyed}
+	if d.state.State != hypervisor.StateShutoff {
+		d.state = hypervisor.DomainState{State: hypervisor.StateShutoff, Reason: hypervisor.ReasonDestroyed}
 		d.closeConsole()
 	}
 	return nil
 }
 
 // Pause implements Hypervisor.
-func (f *Fake) Pause(ctx context.Context, name string) error {
-	return f.transition(ctx, "Pause", name, StateRunning, DomainState{StatePaused, ReasonUser})
+func (f *Hypervisor) Pause(ctx context.Context, name string) error {
+	return f.transition(ctx, "Pause", name, hypervisor.StateRunning, hypervisor.DomainState{State: hypervisor.StatePaused, Reason: hypervisor.ReasonUser})
 }
 
 // Resume implements Hypervisor.
-func (f *Fake) Resume(ctx context.Context, name string) error {
-	return f.transition(ctx, "Resume", name, StatePaused, DomainState{StateRunning, ReasonUnpaused})
+func (f *Hypervisor) Resume(ctx context.Context, name string) error {
+	return f.transition(ctx, "Resume", name, hypervisor.StatePaused, hypervisor.DomainState{State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused})
 }
 
 // rebootCommand is what Reboot with RebootGuestAgent sends the guest agent,
@@ -339,7 +344,7 @@ const rebootCommand = `{"execute":"guest-shutdown","arguments":{"mode":"reboot"}
 // agent (SetGuestAgent) gets guest-shutdown with mode reboot, and its error,
 // if any, is Reboot's; without an agent Reboot fails with
 // ErrAgentUnavailable.
-func (f *Fake) Reboot(ctx context.Context, name string, method RebootMethod) error {
+func (f *Hypervisor) Reboot(ctx context.Context, name string, method hypervisor.RebootMethod) error {
 	f.mu.Lock()
 	if err := f.begin(ctx, "Reboot", name); err != nil {
 		f.mu.Unlock()
@@ -350,18 +355,18 @@ func (f *Fake) Reboot(ctx context.Context, name string, method RebootMethod) err
 		f.mu.Unlock()
 		return err
 	}
-	if d.state.State != StateRunning {
+	if d.state.State != hypervisor.StateRunning {
 		f.mu.Unlock()
-		return fmt.Errorf("reboot %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+		return fmt.Errorf("reboot %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	agent := f.agents[name]
 	f.mu.Unlock()
 	switch method {
-	case RebootACPI:
+	case hypervisor.RebootACPI:
 		return nil
-	case RebootGuestAgent:
+	case hypervisor.RebootGuestAgent:
 		if agent == nil {
-			return fmt.Errorf("reboot %s: %w", name, ErrAgentUnavailable)
+			return fmt.Errorf("reboot %s: %w", name, hypervisor.ErrAgentUnavailable)
 		}
 		if _, err := agent(rebootCommand); err != nil {
 			return fmt.Errorf("reboot %s: %w", name, err)
@@ -374,7 +379,7 @@ func (f *Fake) Reboot(ctx context.Context, name string, method RebootMethod) err
 // Reset implements Hypervisor. A running or paused domain keeps its state,
 // as QEMU keeps running and the guest boots again; Calls records
 // "Reset name".
-func (f *Fake) Reset(ctx context.Context, name string) error {
+func (f *Hypervisor) Reset(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Reset", name); err != nil {
@@ -384,8 +389,8 @@ func (f *Fake) Reset(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateRunning && d.state.State != StatePaused {
-		return fmt.Errorf("reset %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateRunning && d.state.State != hypervisor.StatePaused {
+		return fmt.Errorf("reset %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	return nil
 }
@@ -393,7 +398,7 @@ func (f *Fake) Reset(ctx context.Context, name string) error {
 // SetVCPUs implements Hypervisor: it checks count against the maximum of
 // the domain's <vcpu> and records it (VCPUs reads it back); Calls records
 // "SetVCPUs name".
-func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
+func (f *Hypervisor) SetVCPUs(ctx context.Context, name string, count uint) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "SetVCPUs", name); err != nil {
@@ -403,8 +408,8 @@ func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateRunning && d.state.State != StatePaused {
-		return fmt.Errorf("set vCPUs of %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateRunning && d.state.State != hypervisor.StatePaused {
+		return fmt.Errorf("set vCPUs of %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(d.xml); err != nil || dom.VCPU == nil {
@@ -419,7 +424,7 @@ func (f *Fake) SetVCPUs(ctx context.Context, name string, count uint) error {
 
 // AttachDisk implements Hypervisor: the disk joins the domain's XML at
 // once; its alias must be new.
-func (f *Fake) AttachDisk(ctx context.Context, name, diskXML string) error {
+func (f *Hypervisor) AttachDisk(ctx context.Context, name, diskXML string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AttachDisk", name); err != nil {
@@ -446,8 +451,8 @@ func (f *Fake) AttachDisk(ctx context.Context, name, diskXML string) error {
 }
 
 // DetachDisk implements Hypervisor: the disk leaves the domain's XML at
-// once (a Fake's guest releases it without delay).
-func (f *Fake) DetachDisk(ctx context.Context, name, alias string) error {
+// once (a Hypervisor's guest releases it without delay).
+func (f *Hypervisor) DetachDisk(ctx context.Context, name, alias string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DetachDisk", name); err != nil {
@@ -463,12 +468,12 @@ func (f *Fake) DetachDisk(ctx context.Context, name, alias string) error {
 			return f.storeXML(d, dom)
 		}
 	}
-	return fmt.Errorf("detach a disk from %s: no device with alias %s: %w", name, alias, ErrNotFound)
+	return fmt.Errorf("detach a disk from %s: no device with alias %s: %w", name, alias, hypervisor.ErrNotFound)
 }
 
 // MemoryDump implements Hypervisor: the file gets the domain's name and
 // memory size, a stand-in for the guest's memory.
-func (f *Fake) MemoryDump(ctx context.Context, name, path string) error {
+func (f *Hypervisor) MemoryDump(ctx context.Context, name, path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "MemoryDump", name); err != nil {
@@ -487,7 +492,7 @@ func (f *Fake) MemoryDump(ctx context.Context, name, path string) error {
 
 // DiskCapacity implements Hypervisor: the size ResizeDisk last set, else
 // the size of the disk's source file or device, else 0.
-func (f *Fake) DiskCapacity(ctx context.Context, name, target string) (uint64, error) {
+func (f *Hypervisor) DiskCapacity(ctx context.Context, name, target string) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DiskCapacity", name); err != nil {
@@ -511,12 +516,12 @@ func (f *Fake) DiskCapacity(ctx context.Context, name, target string) (uint64, e
 		}
 		return 0, nil
 	}
-	return 0, fmt.Errorf("read the disk capacity of %s: no disk %s: %w", name, target, ErrNotFound)
+	return 0, fmt.Errorf("read the disk capacity of %s: no disk %s: %w", name, target, hypervisor.ErrNotFound)
 }
 
 // ResizeDisk implements Hypervisor: DiskCapacity reports size from now on,
 // and a source file is extended to it, as QEMU does.
-func (f *Fake) ResizeDisk(ctx context.Context, name, target string, size uint64) error {
+func (f *Hypervisor) ResizeDisk(ctx context.Context, name, target string, size uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "ResizeDisk", name); err != nil {
@@ -541,11 +546,11 @@ func (f *Fake) ResizeDisk(ctx context.Context, name, target string, size uint64)
 		d.capacities[target] = size
 		return nil
 	}
-	return fmt.Errorf("resize a disk of %s: no disk %s: %w", name, target, ErrNotFound)
+	return fmt.Errorf("resize a disk of %s: no disk %s: %w", name, target, hypervisor.ErrNotFound)
 }
 
 // Disks implements Hypervisor.
-func (f *Fake) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
+func (f *Hypervisor) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Disks", name); err != nil {
@@ -559,13 +564,13 @@ func (f *Fake) Disks(ctx context.Context, name string) ([]libvirtxml.DomainDisk,
 }
 
 // liveDomain is the named running or paused domain and its parsed XML.
-func (f *Fake) liveDomain(op, name string) (*fakeDomain, *libvirtxml.Domain, error) {
+func (f *Hypervisor) liveDomain(op, name string) (*fakeDomain, *libvirtxml.Domain, error) {
 	d, err := f.lookup(op, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if d.state.State != StateRunning && d.state.State != StatePaused {
-		return nil, nil, fmt.Errorf("%s %s: domain is %s: %w", op, name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateRunning && d.state.State != hypervisor.StatePaused {
+		return nil, nil, fmt.Errorf("%s %s: domain is %s: %w", op, name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(d.xml); err != nil {
@@ -578,7 +583,7 @@ func (f *Fake) liveDomain(op, name string) (*fakeDomain, *libvirtxml.Domain, err
 }
 
 // storeXML keeps dom as d's XML.
-func (f *Fake) storeXML(d *fakeDomain, dom *libvirtxml.Domain) error {
+func (f *Hypervisor) storeXML(d *fakeDomain, dom *libvirtxml.Domain) error {
 	out, err := dom.Marshal()
 	if err != nil {
 		return err
@@ -590,7 +595,7 @@ func (f *Fake) storeXML(d *fakeDomain, dom *libvirtxml.Domain) error {
 // SetPluggedMemory implements Hypervisor: it checks bytes against the
 // domain's virtio-mem device and plugs them at once; Calls records
 // "SetPluggedMemory name".
-func (f *Fake) SetPluggedMemory(ctx context.Context, name string, bytes uint64) error {
+func (f *Hypervisor) SetPluggedMemory(ctx context.Context, name string, bytes uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "SetPluggedMemory", name); err != nil {
@@ -600,7 +605,7 @@ func (f *Fake) SetPluggedMemory(ctx context.Context, name string, bytes uint64) 
 	if err != nil {
 		return err
 	}
-	if err := CheckPluggable(dev, bytes); err != nil {
+	if err := hypervisor.CheckPluggable(dev, bytes); err != nil {
 		return fmt.Errorf("plug memory of %s: %w", name, err)
 	}
 	d.plugged = &bytes
@@ -608,19 +613,19 @@ func (f *Fake) SetPluggedMemory(ctx context.Context, name string, bytes uint64) 
 }
 
 // PluggedMemory implements Hypervisor; Calls records "PluggedMemory name".
-func (f *Fake) PluggedMemory(ctx context.Context, name string) (PluggedMemory, error) {
+func (f *Hypervisor) PluggedMemory(ctx context.Context, name string) (hypervisor.PluggedMemory, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "PluggedMemory", name); err != nil {
-		return PluggedMemory{}, err
+		return hypervisor.PluggedMemory{}, err
 	}
 	d, dev, err := f.virtioMem("read plugged memory of", name)
 	if err != nil {
-		return PluggedMemory{}, err
+		return hypervisor.PluggedMemory{}, err
 	}
-	m := PluggedMemory{Size: SizeBytes(dev.Target.Size.Value, dev.Target.Size.Unit)}
+	m := hypervisor.PluggedMemory{Size: hypervisor.SizeBytes(dev.Target.Size.Value, dev.Target.Size.Unit)}
 	if r := dev.Target.Requested; r != nil {
-		m.Requested = SizeBytes(r.Value, r.Unit)
+		m.Requested = hypervisor.SizeBytes(r.Value, r.Unit)
 	}
 	if d.plugged != nil {
 		m.Requested = *d.plugged
@@ -630,21 +635,21 @@ func (f *Fake) PluggedMemory(ctx context.Context, name string) (PluggedMemory, e
 }
 
 // virtioMem returns an active domain and its virtio-mem device.
-func (f *Fake) virtioMem(op, name string) (*fakeDomain, *libvirtxml.DomainMemorydev, error) {
+func (f *Hypervisor) virtioMem(op, name string) (*fakeDomain, *libvirtxml.DomainMemorydev, error) {
 	d, dom, err := f.liveDomain(op, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	dev := VirtioMem(dom)
+	dev := hypervisor.VirtioMem(dom)
 	if dev == nil {
-		return nil, nil, fmt.Errorf("%s %s: %w", op, name, ErrNoPluggableMemory)
+		return nil, nil, fmt.Errorf("%s %s: %w", op, name, hypervisor.ErrNoPluggableMemory)
 	}
 	return d, dev, nil
 }
 
 // VCPUs returns the vCPU count SetVCPUs last set on the domain, else the
 // current count of its definition.
-func (f *Fake) VCPUs(name string) (uint, error) {
+func (f *Hypervisor) VCPUs(name string) (uint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, err := f.lookup("vCPUs of", name)
@@ -664,7 +669,7 @@ func (f *Fake) VCPUs(name string) (uint, error) {
 	return dom.VCPU.Value, nil
 }
 
-func (f *Fake) transition(ctx context.Context, method, name string, from State, to DomainState) error {
+func (f *Hypervisor) transition(ctx context.Context, method, name string, from hypervisor.State, to hypervisor.DomainState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, method, name); err != nil {
@@ -675,62 +680,62 @@ func (f *Fake) transition(ctx context.Context, method, name string, from State, 
 		return err
 	}
 	if d.state.State != from {
-		return fmt.Errorf("%s %s: domain is %s: %w", method, name, d.state.State, ErrInvalidState)
+		return fmt.Errorf("%s %s: domain is %s: %w", method, name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	d.state = to
 	return nil
 }
 
 // State implements Hypervisor.
-func (f *Fake) State(ctx context.Context, name string) (DomainState, error) {
+func (f *Hypervisor) State(ctx context.Context, name string) (hypervisor.DomainState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "State", name); err != nil {
-		return DomainState{}, err
+		return hypervisor.DomainState{}, err
 	}
 	d, err := f.lookup("state", name)
 	if err != nil {
-		return DomainState{}, err
+		return hypervisor.DomainState{}, err
 	}
 	return d.state, nil
 }
 
 // Stats implements Hypervisor with what SetStats set.
-func (f *Fake) Stats(ctx context.Context, name string) (DomainStats, error) {
+func (f *Hypervisor) Stats(ctx context.Context, name string) (hypervisor.DomainStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Stats", name); err != nil {
-		return DomainStats{}, err
+		return hypervisor.DomainStats{}, err
 	}
 	d, err := f.lookup("stats", name)
 	if err != nil {
-		return DomainStats{}, err
+		return hypervisor.DomainStats{}, err
 	}
-	if d.state.State == StateShutoff {
-		return DomainStats{}, fmt.Errorf("stats %s: domain is shut off: %w", name, ErrInvalidState)
+	if d.state.State == hypervisor.StateShutoff {
+		return hypervisor.DomainStats{}, fmt.Errorf("stats %s: domain is shut off: %w", name, hypervisor.ErrInvalidState)
 	}
 	if st, ok := f.stats[name]; ok {
 		return st, nil
 	}
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(d.xml); err != nil {
-		return DomainStats{}, fmt.Errorf("stats %s: %w", name, err)
+		return hypervisor.DomainStats{}, fmt.Errorf("stats %s: %w", name, err)
 	}
-	var st DomainStats
+	var st hypervisor.DomainStats
 	if dom.Memory != nil {
-		b := SizeBytes(dom.Memory.Value, dom.Memory.Unit)
+		b := hypervisor.SizeBytes(dom.Memory.Value, dom.Memory.Unit)
 		st.Memory.DomainBytes = &b
 	}
 	if dom.VCPU != nil {
 		for i := range int(dom.VCPU.Value) {
-			st.VCPUs = append(st.VCPUs, VCPUStats{ID: i, State: VCPURunning})
+			st.VCPUs = append(st.VCPUs, hypervisor.VCPUStats{ID: i, State: hypervisor.VCPURunning})
 		}
 	}
 	return st, nil
 }
 
 // Console implements Hypervisor.
-func (f *Fake) Console(ctx context.Context, name string) (io.ReadWriteCloser, error) {
+func (f *Hypervisor) Console(ctx context.Context, name string) (io.ReadWriteCloser, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Console", name); err != nil {
@@ -740,8 +745,8 @@ func (f *Fake) Console(ctx context.Context, name string) (io.ReadWriteCloser, er
 	if err != nil {
 		return nil, err
 	}
-	if d.state.State == StateShutoff {
-		return nil, fmt.Errorf("console %s: domain is shut off: %w", name, ErrInvalidState)
+	if d.state.State == hypervisor.StateShutoff {
+		return nil, fmt.Errorf("console %s: domain is shut off: %w", name, hypervisor.ErrInvalidState)
 	}
 	d.closeConsole()
 	client, guest := net.Pipe()
@@ -751,7 +756,7 @@ func (f *Fake) Console(ctx context.Context, name string) (io.ReadWriteCloser, er
 
 // GuestAgentCommand implements Hypervisor with the agent SetGuestAgent
 // gave the domain.
-func (f *Fake) GuestAgentCommand(ctx context.Context, name, command string) (string, error) {
+func (f *Hypervisor) GuestAgentCommand(ctx context.Context, name, command string) (string, error) {
 	f.mu.Lock()
 	if err := f.begin(ctx, "GuestAgentCommand", name); err != nil {
 		f.mu.Unlock()
@@ -762,14 +767,14 @@ func (f *Fake) GuestAgentCommand(ctx context.Context, name, command string) (str
 		f.mu.Unlock()
 		return "", err
 	}
-	if d.state.State != StateRunning {
+	if d.state.State != hypervisor.StateRunning {
 		f.mu.Unlock()
-		return "", fmt.Errorf("guest agent command on %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+		return "", fmt.Errorf("guest agent command on %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	agent := f.agents[name]
 	f.mu.Unlock()
 	if agent == nil {
-		return "", fmt.Errorf("guest agent command on %s: %w", name, ErrAgentUnavailable)
+		return "", fmt.Errorf("guest agent command on %s: %w", name, hypervisor.ErrAgentUnavailable)
 	}
 	// Outside the lock: an agent may block as a slow guest would; the
 	// context bounds the wait, as it bounds libvirt's.
@@ -791,7 +796,7 @@ func (f *Fake) GuestAgentCommand(ctx context.Context, name, command string) (str
 }
 
 // Undefine implements Hypervisor.
-func (f *Fake) Undefine(ctx context.Context, name string) error {
+func (f *Hypervisor) Undefine(ctx context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Undefine", name); err != nil {
@@ -801,26 +806,26 @@ func (f *Fake) Undefine(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if d.state.State != StateShutoff {
-		return fmt.Errorf("undefine %s: domain is %s: %w", name, d.state.State, ErrInvalidState)
+	if d.state.State != hypervisor.StateShutoff {
+		return fmt.Errorf("undefine %s: domain is %s: %w", name, d.state.State, hypervisor.ErrInvalidState)
 	}
 	delete(f.domains, name)
 	return nil
 }
 
 // List implements Hypervisor.
-func (f *Fake) List(ctx context.Context, vmiUID string) ([]Domain, error) {
+func (f *Hypervisor) List(ctx context.Context, vmiUID string) ([]hypervisor.Domain, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "List", vmiUID); err != nil {
 		return nil, err
 	}
-	var out []Domain
+	var out []hypervisor.Domain
 	for name, d := range f.domains {
 		if d.meta.UID == "" || (vmiUID != "" && d.meta.UID != vmiUID) {
 			continue
 		}
-		out = append(out, Domain{Name: name, UUID: d.uuid, VMI: d.meta, State: d.state})
+		out = append(out, hypervisor.Domain{Name: name, UUID: d.uuid, VMI: d.meta, State: d.state})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
