@@ -352,14 +352,10 @@ func parsePair(s *corev1.Secret, now time.Time) (*x509.Certificate, *ecdsa.Priva
 	if s == nil {
 		return nil, nil, false
 	}
-	pair, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
-	if err != nil {
-		return nil, nil, false
-	}
-	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	cert, signer, err := pki.ParsePair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
 	if err != nil || now.Add(renewBefore).After(cert.NotAfter) {
 		return nil, nil, false
 	}
-	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	key, ok := signer.(*ecdsa.PrivateKey)
 	return cert, key, ok
 }

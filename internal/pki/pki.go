@@ -8,8 +8,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"math/big"
 )
 
@@ -44,4 +46,19 @@ func CertPEM(c *x509.Certificate) []byte {
 func KeyPEM(k *ecdsa.PrivateKey) []byte {
 	der, _ := x509.MarshalECPrivateKey(k) // a P-256 key always marshals
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// ParsePair reads a PEM certificate and its PEM private key (SEC 1 or
+// PKCS #8), checking that they belong together: what a kubernetes.io/tls
+// Secret's tls.crt and tls.key hold.
+func ParsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, nil, errors.New("the private key cannot sign")
+	}
+	return pair.Leaf, signer, nil
 }

@@ -31,4 +31,10 @@ func TestIssueChainsAndRoundTrips(t *testing.T) {
 	if _, err := tls.X509KeyPair(CertPEM(leaf), KeyPEM(key)); err != nil {
 		t.Errorf("PEM pair does not load: %v", err)
 	}
+	if cert, signer, err := ParsePair(CertPEM(leaf), KeyPEM(key)); err != nil || !cert.Equal(leaf) || !key.PublicKey.Equal(signer.Public()) {
+		t.Errorf("ParsePair: %v, %v", cert, err)
+	}
+	if _, _, err := ParsePair(CertPEM(ca), KeyPEM(key)); err == nil {
+		t.Error("ParsePair took a key that is not the certificate's")
+	}
 }

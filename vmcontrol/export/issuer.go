@@ -5,8 +5,6 @@ import (
 	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -44,36 +42,12 @@ func (s SecretIssuer) read(ctx context.Context) (*x509.Certificate, crypto.Signe
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reading the export CA Secret %s: %w", s.Name, err)
 	}
-	certPEM, keyPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return nil, nil, nil, fmt.Errorf("the export CA Secret %s has no PEM %s and %s", s.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
+	certPEM := secret.Data[corev1.TLSCertKey]
+	cert, key, err := pki.ParsePair(certPEM, secret.Data[corev1.TLSPrivateKeyKey])
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the export CA Secret %s: %w", s.Name, err)
-	}
-	key, err := parseKey(kb.Bytes)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the export CA Secret %s: %w", s.Name, err)
+		return nil, nil, nil, fmt.Errorf("the export CA Secret %s (%s, %s): %w", s.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
 	}
 	return cert, key, certPEM, nil
-}
-
-func parseKey(der []byte) (crypto.Signer, error) {
-	if k, err := x509.ParseECPrivateKey(der); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
-		return nil, errors.New("the key is neither SEC 1 EC nor PKCS #8")
-	}
-	signer, ok := k.(crypto.Signer)
-	if !ok {
-		return nil, errors.New("the key cannot sign")
-	}
-	return signer, nil
 }
 
 // Issue signs a serving certificate with the CA.

@@ -83,8 +83,13 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	tokenSecret := DefaultTokenSecretName(export)
 	if export.Spec.TokenSecretRef != nil {
 		tokenSecret = *export.Spec.TokenSecretRef
-	} else if err := c.ensureTokenSecret(ctx, export, tokenSecret); err != nil {
-		return err
+	} else if status.TokenSecretRef == nil || *status.TokenSecretRef != tokenSecret {
+		// Once the status names it, an earlier sync created it: no request
+		// per sync (syncs follow every pod, claim and VM event of the
+		// namespace).
+		if err := c.ensureTokenSecret(ctx, export, tokenSecret); err != nil {
+			return err
+		}
 	}
 	status.TokenSecretRef = &tokenSecret
 

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vmkit/vmkit/internal/pki"
@@ -392,5 +393,26 @@ func TestShortName(t *testing.T) {
 	}
 	if got := shortName(namePrefix, "x"); got != "virt-export-x" {
 		t.Errorf("shortName = %q", got)
+	}
+}
+
+// TestTokenSecretCreatedOnce: the token Secret is created by the first
+// sync; later syncs (every pod, claim and VM event of the namespace) send
+// no request for it.
+func TestTokenSecretCreatedOnce(t *testing.T) {
+	f := newFixture(t, boundClaim("disk"), stoppedVM("disk"), vmExport("x", "VirtualMachine", "kubevirt.io", "vm"))
+	f.sync("x")
+	f.sync("x")
+	f.sync("x")
+	creates := 0
+	for _, a := range f.kube.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok && a.GetResource().Resource == "secrets" {
+			if s, ok := c.GetObject().(*corev1.Secret); ok && s.Name == "export-token-x" {
+				creates++
+			}
+		}
+	}
+	if creates != 1 {
+		t.Errorf("the token Secret was created %d times in three syncs, want once", creates)
 	}
 }
