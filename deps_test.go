@@ -12,7 +12,7 @@ import (
 // vmkit would need a C toolchain and libvirt's headers. Only
 // nodeagent/hypervisor/libvirt and the cmd/ binaries link libvirt.
 var cgoFreeRoots = []string{
-	"./vmapi/...", "./podtemplate/...", "./domainxml/...", "./installstrategy/...", "./vmcontrol/...", "./containerdisk",
+	"./vmapi/...", "./podtemplate/...", "./domainxml/...", "./installstrategy/...", "./vmcontrol/...", "./containerdisk/...",
 	"./nodeagent", "./nodeagent/launcher", "./nodeagent/localnode", "./nodeagent/hypervisor", "./nodeagent/deviceplugin",
 }
 

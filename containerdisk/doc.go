@@ -42,5 +42,14 @@
 // the same manifest digest; vmctl's "containerdisk push" and
 // "containerdisk build" do.
 //
+// # In the pod
+//
+// The other end of a container disk is package containerdisk/sidecar:
+// what the container-disk sidecar of a launcher pod (cmd/container-disk,
+// running in the image) does to hand the disk, or a kernel-boot image's
+// /boot, to the launcher, by copying it to a volume they share. It is a
+// package of its own because that binary is static and small: it uses the
+// standard library only, not go-containerregistry.
+//
 // The package is pure Go (no cgo).
 package containerdisk

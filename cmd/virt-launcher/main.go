@@ -18,9 +18,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,17 +31,35 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/internal/supervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/podtemplate"
 )
 
+// reapFlag runs virt-launcher as a reaper of the command that follows
+// (supervisor.Reap): libvirtd leaves QEMU processes that nothing else in a
+// launcher container would reap.
+const reapFlag = "--reap"
+
+// superviseFlag runs virt-launcher as the supervisor of the daemon that
+// follows (libvirtd, virtlogd): supervisor.Run, which restarts the daemon
+// when it exits without being told to and reaps what ends below it.
+//
+// libvirtd dying does not take the guest with it: QEMU is daemonized, so
+// it is the supervisor's child, not libvirtd's, and keeps running; the
+// restarted libvirtd re-attaches to it from its state files (the domain's
+// <name>.xml and <name>.pid under libvirt's run directory), and the
+// launcher's connection reconnects on its next call.
+const superviseFlag = "--supervise"
+
 func main() {
+	sup := supervisor.Options{Log: log.New(os.Stderr, "virt-launcher: ", 0)}
 	if len(os.Args) > 2 && os.Args[1] == reapFlag {
-		os.Exit(reap(os.Args[2:]))
+		os.Exit(supervisor.Reap(os.Args[2:], sup))
 	}
 	if len(os.Args) > 2 && os.Args[1] == superviseFlag {
-		os.Exit(supervise(os.Args[2:]))
+		os.Exit(supervisor.Run(os.Args[2:], sup))
 	}
 	if len(os.Args) > 2 && os.Args[1] == probeFlag {
 		os.Exit(probe(os.Args[2:], os.Stdout, os.Stderr))
@@ -122,7 +140,7 @@ func run() error {
 		}
 		defer daemons()
 		// libvirt gone for good: stopping the daemons' supervisors kills
-		// the QEMU left below them (supervise.go).
+		// the QEMU left below them (supervisor.Run).
 		cfg.KillDomain = func(context.Context) error { daemons(); return nil }
 	}
 	cfg.LibvirtSocket, cfg.LibvirtSession = libvirtEndpoint(uri) // for live migration (migration.go)
@@ -180,7 +198,7 @@ func startLibvirt(ctx context.Context) (func(), error) {
 			return nil, fmt.Errorf("starting %s (or pass --libvirt-uri): %w", name, err)
 		}
 		// Each daemon runs under this binary's supervisor, which restarts
-		// it when it dies (see supervise).
+		// it when it dies (see superviseFlag).
 		self, err := os.Executable()
 		if err != nil {
 			stopAll()
@@ -196,54 +214,4 @@ func startLibvirt(ctx context.Context) (func(), error) {
 		procs = append(procs, cmd)
 	}
 	return stopAll, nil
-}
-
-// reapFlag runs virt-launcher as a reaper of the command that follows.
-const reapFlag = "--reap"
-
-// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
-const prSetChildSubreaper = 36
-
-// reap runs argv as a child and reaps every process that ends below it: as
-// a child subreaper it inherits the processes its descendants leave behind.
-// libvirtd starts QEMU processes (capability probes, guests) that outlive
-// their parent; in a launcher container nothing else reaps them, and
-// libvirt waits up to half a minute for a zombie to disappear before each
-// guest can start. It forwards SIGTERM and SIGINT to the child and returns
-// the child's exit status.
-func reap(argv []string) int {
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		fmt.Fprintln(os.Stderr, "virt-launcher: becoming a child subreaper:", errno)
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "virt-launcher:", err)
-		return 1
-	}
-	go func() {
-		for s := range sigs {
-			_ = cmd.Process.Signal(s)
-		}
-	}()
-	// Not cmd.Wait: every child is collected here, the command included.
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 1
-		}
-		if pid == cmd.Process.Pid {
-			if ws.Signaled() {
-				return 128 + int(ws.Signal())
-			}
-			return ws.ExitStatus()
-		}
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmkit/vmkit/internal/supervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 )
@@ -150,7 +151,7 @@ func (nl *nonRootLauncher) libvirtd(t *testing.T) int {
 		if _, err := fmt.Sscan(e.Name(), &sup); err != nil {
 			continue
 		}
-		for _, pid := range childrenOf(sup) {
+		for _, pid := range supervisor.Children(sup) {
 			if comm, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "comm")); strings.TrimSpace(string(comm)) == "libvirtd" {
 				return pid
 			}
