@@ -1,9 +1,12 @@
 package launcher
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
+
+	"k8s.io/klog/v2"
 )
 
 // consoleHub owns the domain's one console session: it reads everything the
@@ -211,4 +214,19 @@ func (h *consoleHub) close() {
 		delete(h.subs, s)
 		s.end()
 	}
+}
+
+// attachSerial connects the console hub to domain name's serial console,
+// unless the VMI has none (autoattachSerialConsole: false); a failure is
+// logged.
+func (l *Launcher) attachSerial(ctx context.Context, name string) {
+	if a := l.vmi.Spec.Domain.Devices.AutoattachSerialConsole; a != nil && !*a {
+		return
+	}
+	c, err := l.h.Console(ctx, name)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "attaching the serial console", "vmi", l.key(), "domain", name)
+		return
+	}
+	l.console.attach(c)
 }

@@ -270,6 +270,16 @@ func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// vncSocket is the VNC socket of the defined domain, "" before.
+func (l *Launcher) vncSocket() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.domain == "" || l.final != nil {
+		return ""
+	}
+	return l.opts.VNCSocket
+}
+
 // serveVNC splices the client to the domain's VNC socket.
 func (l *Launcher) serveVNC(w http.ResponseWriter, r *http.Request) {
 	path := l.vncSocket()
