@@ -25,6 +25,8 @@
 //   - vmcontrol/...: the controllers of virt-controller and virt-operator.
 //   - nodeagent/...: the node agent, the launcher and the hypervisor
 //     interface; nodeagent/hypervisor/libvirt is the only package using cgo.
+//     nodeagent/restapi is the node agent's REST API (console, VNC,
+//     port-forward, pause, guest agent queries), which virt-api proxies to.
 //     nodeagent/network wires a VMI's pod network interfaces (masquerade,
 //     bridge) in its launcher pod's network namespace; nodeagent/network/dhcp
 //     is the DHCP server the launcher runs for the guest.

@@ -26,8 +26,9 @@
 // launchers by their sockets, and never stops a running guest or marks it
 // Failed because it restarted. It keeps a heartbeat on its Node (annotation
 // kubevirt.io/heartbeat and label kubevirt.io/schedulable) and serves the
-// REST API (Handler: console, VNC, pause, unpause, soft reboot, freeze,
-// unfreeze, port-forward and the guest agent's reports) with Prometheus
+// REST API of nodeagent/restapi (Handler: console, VNC, pause, unpause,
+// soft reboot, reset, freeze, unfreeze, port-forward and the guest agent's
+// reports), for which it is the restapi.Backend, with Prometheus
 // metrics (Registry): its own, and KubeVirt's per-VMI metrics
 // (kubevirt_vmi_memory_*, kubevirt_vmi_vcpu_*, kubevirt_vmi_network_*,
 // kubevirt_vmi_storage_*, ...) from each running domain's statistics,
@@ -160,9 +161,6 @@ type Agent struct {
 	metrics   *metrics
 	now       func() time.Time
 	broadcast record.EventBroadcaster
-	// netNS finds a launcher's PID and network namespace (launcherNetNS
-	// when nil; tests put a namespace of their own there).
-	netNS func(context.Context, *launcher.Client) (int, string, error)
 
 	mu sync.Mutex
 	// deleted remembers the UID of VMIs that left the informer, so their

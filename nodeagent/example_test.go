@@ -14,7 +14,8 @@ import (
 
 // An Agent runs on every node (cmd/virt-handler wires it to flags): Run
 // watches the VMIs placed on the node and drives their launchers; Handler
-// is the console, VNC and pause REST API; Registry holds the metrics.
+// is its REST API (console, VNC, pause, ...: nodeagent/restapi, with the
+// agent as its Backend); Registry holds the metrics.
 func Example() {
 	dir, _ := os.MkdirTemp("", "nodeagent-example")
 	defer os.RemoveAll(dir)

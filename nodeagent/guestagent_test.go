@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/guestagent"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -47,42 +48,6 @@ var qemuGA = map[string]string{
 var wantOSInfo = v1.VirtualMachineInstanceGuestOSInfo{
 	Name: "vmkit test guest", KernelRelease: "6.1.0-56-amd64", Version: "1", PrettyName: "vmkit test guest (busybox, Debian kernel)",
 	VersionID: "1", KernelVersion: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)", Machine: "x86_64", ID: "vmkit-test-guest",
-}
-
-func TestGuestAgentConversions(t *testing.T) {
-	os, err := guestOSInfo(json.RawMessage(qemuGA["guest-get-osinfo"]))
-	if err != nil || os != wantOSInfo {
-		t.Errorf("guestOSInfo = %+v, %v; want %+v", os, err, wantOSInfo)
-	}
-	spec := []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56"}, {Name: "other", MacAddress: "02:00:00:00:00:01"}}
-	ifaces, err := guestInterfaces(json.RawMessage(qemuGA["guest-network-get-interfaces"]), spec)
-	wantIfaces := []v1.VirtualMachineInstanceNetworkInterface{
-		{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15", "fd10:0:2::15"}, InfoSource: "guest-agent"},
-		{InterfaceName: "eth1", MAC: "52:54:00:ab:cd:ef", InfoSource: "guest-agent"},
-	}
-	if diff := cmp.Diff(wantIfaces, ifaces); err != nil || diff != "" {
-		t.Errorf("guestInterfaces: %v (-want +got):\n%s", err, diff)
-	}
-	users, err := guestUsers(json.RawMessage(qemuGA["guest-get-users"]))
-	if diff := cmp.Diff([]v1.VirtualMachineInstanceGuestOSUser{{UserName: "fedora", LoginTime: 1700000000.25}}, users); err != nil || diff != "" {
-		t.Errorf("guestUsers: %v (-want +got):\n%s", err, diff)
-	}
-	fs, err := guestFileSystems(json.RawMessage(qemuGA["guest-get-fsinfo"]))
-	wantFS := []v1.VirtualMachineInstanceFileSystem{{DiskName: "vda1", MountPoint: "/", FileSystemType: "ext4", UsedBytes: 1048576, TotalBytes: 4194304,
-		Disk: []v1.VirtualMachineInstanceFileSystemDisk{{Serial: "root-disk", BusType: "virtio"}}}}
-	if diff := cmp.Diff(wantFS, fs); err != nil || diff != "" {
-		t.Errorf("guestFileSystems: %v (-want +got):\n%s", err, diff)
-	}
-	for name, fn := range map[string]func(json.RawMessage) error{
-		"osinfo":     func(r json.RawMessage) error { _, err := guestOSInfo(r); return err },
-		"interfaces": func(r json.RawMessage) error { _, err := guestInterfaces(r, nil); return err },
-		"users":      func(r json.RawMessage) error { _, err := guestUsers(r); return err },
-		"fsinfo":     func(r json.RawMessage) error { _, err := guestFileSystems(r); return err },
-	} {
-		if err := fn(json.RawMessage(`"not the shape"`)); err == nil {
-			t.Errorf("%s of a malformed reply: no error", name)
-		}
-	}
 }
 
 // hostileInterfaces is a guest agent's answer as large as the launcher lets
@@ -120,23 +85,23 @@ func hostileInterfaces(t testing.TB, specMAC string) json.RawMessage {
 
 // A guest agent's answers cannot grow the VMI's status towards etcd's
 // limit (review N13): from an answer of MiBs, the status keeps the VMI's
-// own interface, at most maxGuestInterfaces others, maxGuestIPs addresses
+// own interface, at most guestagent.MaxInterfaces others, guestagent.MaxIPs addresses
 // each and bounded strings, and encodes to less than 64 KiB.
 func TestGuestAgentRepliesAreBounded(t *testing.T) {
 	const mac = "52:54:00:12:34:56"
 	raw := hostileInterfaces(t, mac)
-	ifaces, err := guestInterfaces(raw, []v1.Interface{{Name: "default", MacAddress: mac}})
+	ifaces, err := guestagent.Interfaces(raw, []v1.Interface{{Name: "default", MacAddress: mac}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ifaces) != maxGuestInterfaces+1 {
-		t.Errorf("%d interfaces kept, want %d", len(ifaces), maxGuestInterfaces+1)
+	if len(ifaces) != guestagent.MaxInterfaces+1 {
+		t.Errorf("%d interfaces kept, want %d", len(ifaces), guestagent.MaxInterfaces+1)
 	}
 	if last := ifaces[len(ifaces)-1]; last.Name != "default" || last.InterfaceName != "eth0" {
 		t.Errorf("the VMI's own interface, listed last by the guest, was not kept: %+v", last)
 	}
 	for _, i := range ifaces {
-		if len(i.IPs) > maxGuestIPs || len(i.InterfaceName) > maxGuestString || len(i.MAC) > maxGuestMAC || !utf8.ValidString(i.InterfaceName) {
+		if len(i.IPs) > guestagent.MaxIPs || len(i.InterfaceName) > guestagent.MaxString || len(i.MAC) > guestagent.MaxMAC || !utf8.ValidString(i.InterfaceName) {
 			t.Fatalf("interface %q: %d addresses, name of %d bytes, MAC of %d bytes (valid UTF-8: %v)",
 				i.InterfaceName[:16], len(i.IPs), len(i.InterfaceName), len(i.MAC), utf8.ValidString(i.InterfaceName))
 		}
@@ -144,7 +109,7 @@ func TestGuestAgentRepliesAreBounded(t *testing.T) {
 	long := strings.Repeat("x", 256<<10)
 	osRaw, _ := json.Marshal(map[string]string{"name": long, "kernel-release": long, "version": long, "pretty-name": long,
 		"version-id": long, "kernel-version": long, "machine": long, "id": long})
-	os, err := guestOSInfo(osRaw)
+	os, err := guestagent.OSInfo(osRaw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,22 +123,8 @@ func TestGuestAgentRepliesAreBounded(t *testing.T) {
 	if len(encoded) > 64<<10 {
 		t.Errorf("the status encodes to %d KiB, want under 64 KiB", len(encoded)>>10)
 	}
-	if len(os.KernelVersion) != maxGuestString {
-		t.Errorf("kernel version of %d bytes, want %d", len(os.KernelVersion), maxGuestString)
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	for _, tc := range []struct {
-		s    string
-		n    int
-		want string
-	}{
-		{"abc", 3, "abc"}, {"abcd", 3, "abc"}, {"aé", 2, "a"}, {"aé", 3, "aé"}, {"éé", 3, "é"}, {"", 0, ""}, {"é", 1, ""},
-	} {
-		if got := truncate(tc.s, tc.n); got != tc.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
-		}
+	if len(os.KernelVersion) != guestagent.MaxString {
+		t.Errorf("kernel version of %d bytes, want %d", len(os.KernelVersion), guestagent.MaxString)
 	}
 }
 
@@ -367,6 +318,12 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	if code, body := get("guestosinfo"); code != http.StatusConflict {
 		t.Errorf("GET guestosinfo after the agent stopped: %d %s, want 409", code, body)
 	}
+}
+
+// agentConnected reports whether the VMI's AgentConnected condition is True.
+func agentConnected(vmi *v1.VirtualMachineInstance) bool {
+	c := vmi.VMICondition(v1.VirtualMachineInstanceAgentConnected)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -55,7 +55,7 @@ func (n *testNode) fsFreezeStatus(t *testing.T, name string) string {
 // be frozen (FIFREEZE needs a block device's): qemu-ga freezes none and
 // reports the guest thawed again at once, so this proves the round trip
 // through the launcher and qemu-ga, not the frozen state (the fake guest
-// agent's unit tests do: TestFreezeUnfreeze).
+// agent's unit tests do: nodeagent/restapi's TestFreezeUnfreeze).
 func (n *testNode) testFreeze(t *testing.T, name string) {
 	if got := n.fsFreezeStatus(t, name); got != "thawed" {
 		t.Fatalf("fsFreezeStatus before the freeze: %q, want thawed", got)

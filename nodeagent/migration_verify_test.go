@@ -3,8 +3,11 @@ package nodeagent
 import (
 	"bufio"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"net"
@@ -27,8 +30,10 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/installstrategy"
+	"github.com/vmkit/vmkit/internal/pki"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/restapi"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -51,11 +56,33 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	share := filepath.Join(dir, "share")
 
-	ca := testCA(t, "kubevirt.io@kubevirt")
-	server := testLeaf(t, ca, "kubevirt.io:system:node:virt-handler", x509.ExtKeyUsageServerAuth, installstrategy.HandlerServerName)
-	migrationClient := testLeaf(t, ca, installstrategy.MigrationClientCommonName, x509.ExtKeyUsageClientAuth)
-	for name, data := range map[string][]byte{"tls.crt": server.certPEM(), "tls.key": server.keyPEM(t), "ca": ca.certPEM(),
-		"client.crt": migrationClient.certPEM(), "client.key": migrationClient.keyPEM(t)} {
+	// issue issues a certificate from tmpl, valid for an hour, signed by ca
+	// (self-signed when ca is nil).
+	type issued struct {
+		cert *x509.Certificate
+		key  *ecdsa.PrivateKey
+	}
+	issue := func(tmpl *x509.Certificate, ca *issued) issued {
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+		var parent *x509.Certificate
+		var parentKey crypto.Signer
+		if ca != nil {
+			parent, parentKey = ca.cert, ca.key
+		}
+		cert, key, err := pki.Issue(tmpl, parent, parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return issued{cert, key}
+	}
+	leaf := func(ca issued, cn string, usage x509.ExtKeyUsage, dns ...string) issued {
+		return issue(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, DNSNames: dns, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}, &ca)
+	}
+	ca := issue(&x509.Certificate{Subject: pkix.Name{CommonName: "kubevirt.io@kubevirt"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil)
+	server := leaf(ca, "kubevirt.io:system:node:virt-handler", x509.ExtKeyUsageServerAuth, installstrategy.HandlerServerName)
+	migrationClient := leaf(ca, installstrategy.MigrationClientCommonName, x509.ExtKeyUsageClientAuth)
+	for name, data := range map[string][]byte{"tls.crt": pki.CertPEM(server.cert), "tls.key": pki.KeyPEM(server.key), "ca": pki.CertPEM(ca.cert),
+		"client.crt": pki.CertPEM(migrationClient.cert), "client.key": pki.KeyPEM(migrationClient.key)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +90,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	// listen serves, as another node's agent, an HTTPS server that accepts
 	// only clientName and counts its requests.
 	listen := func(clientName string) (port int, hits *atomic.Int64) {
-		cfg, err := ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: clientName}.Config(ctx)
+		cfg, err := restapi.ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: clientName}.Config(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,11 +110,11 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	restPort, restHits := listen(installstrategy.HandlerClientCommonName)
 	migrationPort, _ := listen(installstrategy.MigrationClientCommonName)
 
-	serverTLS, err := ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: installstrategy.MigrationClientCommonName}.Config(ctx)
+	serverTLS, err := restapi.ServingTLS{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), ClientCAFile: filepath.Join(dir, "ca"), ClientName: installstrategy.MigrationClientCommonName}.Config(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientTLS, err := ClientTLS{CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key"), CAFile: filepath.Join(dir, "ca"), ServerName: installstrategy.HandlerServerName}.Config(ctx)
+	clientTLS, err := restapi.ClientTLS{CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key"), CAFile: filepath.Join(dir, "ca"), ServerName: installstrategy.HandlerServerName}.Config(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

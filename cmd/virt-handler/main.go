@@ -1,6 +1,7 @@
 // Command virt-handler is the node agent: it runs nodeagent.Agent for one
-// node, serves its REST API (console, VNC, pause, unpause, guest info) on
-// --console-server-port and its metrics and health on --port.
+// node, serves its REST API (nodeagent/restapi: console, VNC, pause,
+// unpause, guest info, ...) on --console-server-port and its metrics and
+// health on --port.
 //
 // Both servers use TLS with the given certificate; the REST API also
 // requires client certificates signed by --client-ca-file, and /metrics
@@ -38,6 +39,7 @@ import (
 	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/deviceplugin"
+	"github.com/vmkit/vmkit/nodeagent/restapi"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 )
 
@@ -105,17 +107,17 @@ func run() error {
 	// The certificates and the CA bundle are followed as the kubelet
 	// rotates the mounted Secrets and ConfigMap: no restart needed.
 	var tlsConfig, metricsTLS *tls.Config
-	var serving *nodeagent.ServingTLS
+	var serving *restapi.ServingTLS
 	if !insecure {
 		var err error
-		serving = &nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, ClientName: installstrategy.HandlerClientCommonName}
+		serving = &restapi.ServingTLS{CertFile: certFile, KeyFile: keyFile, ClientCAFile: clientCA, ClientName: installstrategy.HandlerClientCommonName}
 		if tlsConfig, err = serving.Config(ctx); err != nil {
 			return err
 		}
 		// /metrics asks for a client certificate without requiring one:
 		// the API server's client CA verifies it, or a token is presented
 		// instead (see the guard below).
-		if metricsTLS, err = (nodeagent.ServingTLS{CertFile: certFile, KeyFile: keyFile}).Config(ctx); err != nil {
+		if metricsTLS, err = (restapi.ServingTLS{CertFile: certFile, KeyFile: keyFile}).Config(ctx); err != nil {
 			return err
 		}
 		metricsTLS = delegatedauth.RequestClientCertificates(metricsTLS)
@@ -171,7 +173,9 @@ func run() error {
 	defer func() { stop(); <-pluginsDone }()
 	if consolePort != 0 {
 		api := tlsConfig
-		go func() { errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(consolePort)), agent.Handler(), api) }()
+		go func() {
+			errc <- serve(ctx, net.JoinHostPort(listen, strconv.Itoa(consolePort)), restapi.Handler(agent), api)
+		}()
 	}
 	if port != 0 {
 		// /metrics lists the node's VMIs (namespace, name, pod): only to

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/nodeagent/restapi"
 )
 
 // migrationFlags are virt-handler's live migration flags.
@@ -47,7 +48,7 @@ func (m *migrationFlags) register(fs *flag.FlagSet) {
 // rotates them. The node agent pods are looked up in --namespace to check
 // target addresses. With --insecure (serving nil) only a loopback
 // migration address is allowed.
-func (m *migrationFlags) config(ctx context.Context, podIP string, serving *nodeagent.ServingTLS) (*nodeagent.MigrationConfig, error) {
+func (m *migrationFlags) config(ctx context.Context, podIP string, serving *restapi.ServingTLS) (*nodeagent.MigrationConfig, error) {
 	addr := m.address
 	if addr == "" {
 		addr = podIP
@@ -84,7 +85,7 @@ func (m *migrationFlags) config(ctx context.Context, podIP string, serving *node
 	if cfg.ServerTLS, err = listeners.Config(ctx); err != nil {
 		return nil, fmt.Errorf("migration listeners: %w", err)
 	}
-	client := nodeagent.ClientTLS{CertFile: m.clientCert, KeyFile: m.clientKey, CAFile: serving.ClientCAFile, ServerName: installstrategy.HandlerServerName}
+	client := restapi.ClientTLS{CertFile: m.clientCert, KeyFile: m.clientKey, CAFile: serving.ClientCAFile, ServerName: installstrategy.HandlerServerName}
 	if cfg.ClientTLS, err = client.Config(ctx); err != nil {
 		return nil, fmt.Errorf("--migration-client-cert-file: %w", err)
 	}

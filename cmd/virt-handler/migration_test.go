@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/nodeagent/restapi"
 )
 
 func TestMigrationConfig(t *testing.T) {
@@ -24,7 +24,7 @@ func TestMigrationConfig(t *testing.T) {
 		t.Errorf("a host name: %v", err)
 	}
 	// With TLS the client certificate and the namespace are required.
-	serving := &nodeagent.ServingTLS{CertFile: "/nonexistent.crt", KeyFile: "/nonexistent.key", ClientCAFile: "/ca"}
+	serving := &restapi.ServingTLS{CertFile: "/nonexistent.crt", KeyFile: "/nonexistent.key", ClientCAFile: "/ca"}
 	if _, err := (&migrationFlags{namespace: "kubevirt"}).config(t.Context(), "10.0.0.5", serving); err == nil || !strings.Contains(err.Error(), "--migration-client-cert-file") {
 		t.Errorf("TLS without a client certificate: %v", err)
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package restapi
 
 import (
 	"crypto/ecdsa"

@@ -1,21 +1,22 @@
-package nodeagent
+package restapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
@@ -24,15 +25,16 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// restFixture is an agent whose REST API serves ns/vm1, Running on node01
-// with a real launcher on the fake hypervisor (domain ns_vm1), and
-// ns/elsewhere, Running on node02.
+// restFixture is a REST API that serves ns/vm1, Running on node01 with a
+// real launcher on the fake hypervisor (domain ns_vm1), and ns/elsewhere,
+// Running on node02.
 type restFixture struct {
 	t      *testing.T
 	h      *hvfake.Hypervisor
 	client *vmfake.Clientset
 	rec    *record.FakeRecorder
-	a      *Agent
+	b      *fakeBackend
+	s      *server
 	url    string // the API server's URL
 }
 
@@ -45,27 +47,23 @@ func newRESTFixture(t *testing.T) *restFixture {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	share := filepath.Join(dir, "share")
-	vmi := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455556666")
+	vmi := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455556666")
 	f := &restFixture{t: t, h: hvfake.New(), rec: record.NewFakeRecorder(100)}
-	runLauncher(t, dir, share, f.h, vmi)
-	startGuest(t, share, vmi)
+	runGuest(t, dir, share, f.h, vmi)
 	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}
-	elsewhere := orphanVMI("elsewhere", "0d4a0f4e-2222-4222-8333-944455556666")
+	elsewhere := testVMI("elsewhere", "0d4a0f4e-2222-4222-8333-944455556666")
 	elsewhere.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node02"}
 	f.client = vmfake.NewSimpleClientset(vmi, elsewhere)
-	f.a, err = New(Config{NodeName: "node01", Client: f.client, Kube: fake.NewClientset(), ShareDir: share,
-		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: f.rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(f.a.Handler())
+	f.b = &fakeBackend{node: "node01", client: f.client, share: share, rec: f.rec}
+	f.s = &server{b: f.b}
+	srv := httptest.NewServer(f.s.routes())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
 }
 
-// update changes ns/vm1 on the API server (the agent's cache does not see
-// it: the REST API reads the API server when its cache says no).
+// update changes ns/vm1 on the API server (the backend's cache does not
+// hold it: the REST API reads the API server when its cache says no).
 func (f *restFixture) update(mutate func(*v1.VirtualMachineInstance)) {
 	f.t.Helper()
 	ctx := context.Background()
@@ -238,6 +236,9 @@ func TestReset(t *testing.T) {
 	if code, body := f.do("PUT", "vm1", "pause", ""); code != http.StatusOK {
 		t.Fatalf("pause: %d %s", code, body)
 	}
+	if enqueued, _ := f.b.reported(); !slices.Equal(enqueued, []string{"ns/vm1"}) {
+		t.Errorf("after the pause, the API asked the agent to sync %q, want ns/vm1", enqueued)
+	}
 	f.update(func(vmi *v1.VirtualMachineInstance) {
 		vmi.Status.Conditions = []v1.VirtualMachineInstanceCondition{{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue}}
 	})
@@ -280,6 +281,9 @@ func TestReset(t *testing.T) {
 	case e := <-f.rec.Events:
 		t.Errorf("event %q after the refused resets, want none", e)
 	default:
+	}
+	if _, errs := f.b.reported(); !maps.Equal(errs, map[string]int{"reset": 1}) {
+		t.Errorf("launcher errors %v, want the one failed reset", errs)
 	}
 }
 

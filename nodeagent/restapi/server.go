@@ -1,26 +1,7 @@
-package nodeagent
-
-import (
-	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
-	"strconv"
-
-	"golang.org/x/net/websocket"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/vmkit/vmkit/nodeagent/launcher"
-	v1 "github.com/vmkit/vmkit/vmapi/v1"
-)
-
-// APIPrefix is the path prefix of the per-VMI REST endpoints:
-// <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/<action>.
-const APIPrefix = "/v1"
-
-// Handler serves the agent's REST API, with KubeVirt virt-handler's paths
+// Package restapi is the node agent's REST API: KubeVirt virt-handler's
+// per-VMI endpoints, to which virt-api proxies the subresources of
+// VirtualMachineInstances (virtctl console, vnc, port-forward, pause, ...).
+// Handler serves them for the VMIs of one node, with KubeVirt's paths
 // under <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/:
 //
 //	GET .../console   the serial console as a WebSocket of binary messages
@@ -49,33 +30,78 @@ const APIPrefix = "/v1"
 //	GET .../portforward/{port}, .../portforward/{port}/{protocol}
 //	                  a WebSocket of binary messages carrying a connection
 //	                  to the guest's port, tcp (the default) or udp; 400 for
-//	                  a port outside 1-65535, 409 "VMI has no IP address",
-//	                  502 when the guest refuses (see portforward.go for
-//	                  where the agent dials)
+//	                  a port outside 1-65535, 409 "VMI has no pod network
+//	                  address", 502 when the guest refuses (see
+//	                  portforward.go for where the agent dials)
 //
 // The PUTs answer 200 with no body. The guest agent routes (freeze,
 // unfreeze and the GETs) answer 409 "VMI does not have a guest agent
 // connected" while the VMI's AgentConnected condition is not True or the
 // agent does not answer; every route answers 409 for a VMI that is not
-// Running. Only VMIs on this node are served (404 otherwise). Errors are
-// {"code": ..., "message": ...}. Authentication is the server's business:
-// cmd/virt-handler serves it over TLS with client certificates.
-func (a *Agent) Handler() http.Handler {
+// Running. Only VMIs on the Backend's node are served (404 otherwise).
+// Errors are {"code": ..., "message": ...}.
+//
+// The API carries out each request through the VMI's launcher; what it
+// needs of the node agent (the VMIs of its node, their launchers, the pod
+// network it wired, its events and metrics) is a Backend, which
+// nodeagent.Agent implements.
+//
+// Authentication is the server's business, not Handler's: cmd/virt-handler
+// serves the API over TLS (ServingTLS) and accepts only client
+// certificates of the installation's CA with KubeVirt's virt-handler
+// client name (installstrategy.HandlerClientCommonName), which only
+// virt-api holds. ClientTLS is the client side of the same certificates,
+// with which a node agent's migration proxy connects to another's.
+package restapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"golang.org/x/net/websocket"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/vmkit/vmkit/nodeagent/launcher"
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// APIPrefix is the path prefix of the per-VMI REST endpoints:
+// <APIPrefix>/namespaces/{namespace}/virtualmachineinstances/{name}/<action>.
+const APIPrefix = "/v1"
+
+// Handler serves the REST API (see the package documentation) for the
+// VMIs of b's node.
+func Handler(b Backend) http.Handler { return (&server{b: b}).routes() }
+
+// server serves the REST API over a Backend.
+type server struct {
+	b Backend
+	// netNS finds a launcher's PID and network namespace (launcherNetNS
+	// when nil; tests put a namespace of their own there).
+	netNS func(context.Context, *launcher.Client) (int, string, error)
+}
+
+// routes is the API's route table.
+func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	p := APIPrefix + "/namespaces/{namespace}/virtualmachineinstances/{name}/"
-	mux.HandleFunc("GET "+p+"console", a.serveConsole)
-	mux.HandleFunc("GET "+p+"vnc", a.serveVNC)
-	mux.HandleFunc("PUT "+p+"pause", a.serveLifecycle("pause"))
-	mux.HandleFunc("PUT "+p+"unpause", a.serveLifecycle("unpause"))
-	mux.HandleFunc("PUT "+p+"softreboot", a.serveSoftReboot)
-	mux.HandleFunc("PUT "+p+"reset", a.serveReset)
-	mux.HandleFunc("PUT "+p+"freeze", a.serveFreeze)
-	mux.HandleFunc("PUT "+p+"unfreeze", a.serveUnfreeze)
+	mux.HandleFunc("GET "+p+"console", s.serveConsole)
+	mux.HandleFunc("GET "+p+"vnc", s.serveVNC)
+	mux.HandleFunc("PUT "+p+"pause", s.serveLifecycle("pause"))
+	mux.HandleFunc("PUT "+p+"unpause", s.serveLifecycle("unpause"))
+	mux.HandleFunc("PUT "+p+"softreboot", s.serveSoftReboot)
+	mux.HandleFunc("PUT "+p+"reset", s.serveReset)
+	mux.HandleFunc("PUT "+p+"freeze", s.serveFreeze)
+	mux.HandleFunc("PUT "+p+"unfreeze", s.serveUnfreeze)
 	for _, q := range []string{"guestosinfo", "userlist", "filesystemlist"} {
-		mux.HandleFunc("GET "+p+q, a.serveGuestAgent(q))
+		mux.HandleFunc("GET "+p+q, s.serveGuestAgent(q))
 	}
-	mux.HandleFunc("GET "+p+"portforward/{port}", a.servePortForward)
-	mux.HandleFunc("GET "+p+"portforward/{port}/{protocol}", a.servePortForward)
+	mux.HandleFunc("GET "+p+"portforward/{port}", s.servePortForward)
+	mux.HandleFunc("GET "+p+"portforward/{port}/{protocol}", s.servePortForward)
 	return mux
 }
 
@@ -96,19 +122,20 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // ready, when not nil, is a further condition the request needs (the guest
 // agent connected); a cached VMI that fails it is read again from the API
 // server, as one that is not Running is.
-func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.VirtualMachineInstance) bool) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
+func (s *server) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.VirtualMachineInstance) bool) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	vmi, err := a.lister.VirtualMachineInstances(ns).Get(name)
-	if err != nil || vmi.Status.NodeName != a.cfg.NodeName || vmi.Status.Phase != v1.Running || (ready != nil && !ready(vmi)) {
+	node := s.b.NodeName()
+	vmi, err := s.b.CachedVMI(ns, name)
+	if err != nil || vmi.Status.NodeName != node || vmi.Status.Phase != v1.Running || (ready != nil && !ready(vmi)) {
 		// The cache lags the API server, the agent's own writes included: a
 		// client that just saw the VMI Running (or its AgentConnected
 		// condition) must not be refused because this agent's informer has
 		// not caught up. Ask the API server before saying no.
-		vmi, err = a.cfg.Client.KubevirtV1().VirtualMachineInstances(ns).Get(r.Context(), name, metav1.GetOptions{})
+		vmi, err = s.b.FreshVMI(r.Context(), ns, name)
 	}
 	switch {
-	case apierrors.IsNotFound(err) || (err == nil && vmi.Status.NodeName != a.cfg.NodeName):
-		writeError(w, http.StatusNotFound, "VirtualMachineInstance "+ns+"/"+name+" does not run on node "+a.cfg.NodeName)
+	case apierrors.IsNotFound(err) || (err == nil && vmi.Status.NodeName != node):
+		writeError(w, http.StatusNotFound, "VirtualMachineInstance "+ns+"/"+name+" does not run on node "+node)
 		return nil, nil, false
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -117,12 +144,12 @@ func (a *Agent) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.Vir
 		writeError(w, http.StatusConflict, "VirtualMachineInstance "+ns+"/"+name+" is not running (phase "+string(vmi.Status.Phase)+")")
 		return nil, nil, false
 	}
-	return vmi, a.client(vmi.UID), true
+	return vmi, s.b.Launcher(vmi.UID), true
 }
 
-func (a *Agent) serveLifecycle(op string) http.HandlerFunc {
+func (s *server) serveLifecycle(op string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		vmi, c, ok := a.vmiOf(w, r, nil)
+		vmi, c, ok := s.vmiOf(w, r, nil)
 		if !ok {
 			return
 		}
@@ -131,12 +158,11 @@ func (a *Agent) serveLifecycle(op string) http.HandlerFunc {
 			call = c.Unpause
 		}
 		if _, err := call(r.Context()); err != nil {
-			a.metrics.launcherErrors.WithLabelValues(op).Inc()
+			s.b.CountLauncherError(op)
 			writeLauncherError(w, err)
 			return
 		}
-		key, _ := cache.MetaNamespaceKeyFunc(vmi)
-		a.queue.Add(key) // report the new state at once
+		s.b.Enqueue(vmi) // report the new state at once
 		w.WriteHeader(http.StatusOK)
 	}
 }
@@ -153,59 +179,8 @@ func writeLauncherError(w http.ResponseWriter, err error) {
 	}
 }
 
-// errNoGuestAgent is the REST API's answer for a VMI without a connected
-// guest agent.
-const errNoGuestAgent = "VMI does not have a guest agent connected"
-
-// serveGuestAgent answers a guest agent query: guestosinfo, userlist or
-// filesystemlist.
-func (a *Agent) serveGuestAgent(query string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		vmi, c, ok := a.vmiOf(w, r, agentConnected)
-		if !ok {
-			return
-		}
-		if !agentConnected(vmi) {
-			writeError(w, http.StatusConflict, errNoGuestAgent)
-			return
-		}
-		var (
-			out any
-			err error
-		)
-		switch query {
-		case "guestosinfo":
-			out, err = guestAgentQuery(r.Context(), c)
-		case "userlist":
-			var raw []byte
-			if raw, err = c.GuestAgentCommand(r.Context(), "guest-get-users"); err == nil {
-				var l v1.VirtualMachineInstanceGuestOSUserList
-				l.Items, err = guestUsers(raw)
-				out = l
-			}
-		case "filesystemlist":
-			var raw []byte
-			if raw, err = c.GuestAgentCommand(r.Context(), "guest-get-fsinfo"); err == nil {
-				var l v1.VirtualMachineInstanceFileSystemList
-				l.Items, err = guestFileSystems(raw)
-				out = l
-			}
-		}
-		switch {
-		case err == nil:
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(out)
-		case agentUnavailable(err):
-			writeError(w, http.StatusConflict, errNoGuestAgent)
-		default:
-			a.metrics.launcherErrors.WithLabelValues("guestagent").Inc()
-			writeLauncherError(w, err)
-		}
-	}
-}
-
-func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {
-	_, c, ok := a.vmiOf(w, r, nil)
+func (s *server) serveConsole(w http.ResponseWriter, r *http.Request) {
+	_, c, ok := s.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}
@@ -218,8 +193,8 @@ func (a *Agent) serveConsole(w http.ResponseWriter, r *http.Request) {
 	serveStream(w, r, stream)
 }
 
-func (a *Agent) serveVNC(w http.ResponseWriter, r *http.Request) {
-	_, c, ok := a.vmiOf(w, r, nil)
+func (s *server) serveVNC(w http.ResponseWriter, r *http.Request) {
+	_, c, ok := s.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}

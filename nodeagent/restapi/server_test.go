@@ -1,4 +1,4 @@
-package nodeagent
+package restapi
 
 import (
 	"io"
@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
@@ -21,24 +20,17 @@ import (
 // from before the agent's own write; a VMI that is not Running, or not on
 // this node, on the API server as well is refused.
 func TestRESTAsksTheAPIServerWhenTheCacheLags(t *testing.T) {
-	dir := t.TempDir()
 	vmi := func(name, node string, phase v1.VirtualMachineInstancePhase) *v1.VirtualMachineInstance {
 		return &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
 			Status: v1.VirtualMachineInstanceStatus{Phase: phase, NodeName: node}}
 	}
 	client := vmfake.NewSimpleClientset(
 		vmi("running", "node01", v1.Running), vmi("scheduled", "node01", v1.Scheduled), vmi("moved", "node02", v1.Running))
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: dir,
-		KubeletPodsDir: dir, Recorder: record.NewFakeRecorder(10)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := &fakeBackend{node: "node01", client: client, share: t.TempDir(), rec: record.NewFakeRecorder(10)}
 	// The cache holds "running" as it was before it ran, and has not seen
 	// the others at all.
-	if err := a.informer.GetIndexer().Add(vmi("running", "node01", v1.Scheduled)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler())
+	b.setCached(vmi("running", "node01", v1.Scheduled))
+	srv := httptest.NewServer(Handler(b))
 	t.Cleanup(srv.Close)
 	for _, tc := range []struct {
 		name     string

@@ -1,4 +1,4 @@
-package nodeagent
+package restapi
 
 import (
 	"bufio"
@@ -64,7 +64,7 @@ func masqueradeVMI(vmi *v1.VirtualMachineInstance) {
 func testNetNS(t *testing.T, inside func() error) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("this test creates a network namespace: run it as root (sudo go test ./nodeagent/)")
+		t.Fatal("this test creates a network namespace: run it as root (sudo go test ./nodeagent/restapi/)")
 	}
 	type made struct {
 		ns  netns.NsHandle
@@ -158,7 +158,7 @@ func TestPortForward(t *testing.T) {
 	go func() {
 		_ = http.Serve(tcp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "guest answers %s", r.URL.Path) }))
 	}()
-	f.a.netNS = func(context.Context, *launcher.Client) (int, string, error) { return os.Getpid(), nsPath, nil }
+	f.s.netNS = func(context.Context, *launcher.Client) (int, string, error) { return os.Getpid(), nsPath, nil }
 	f.update(masqueradeVMI)
 
 	for _, path := range []string{port, port + "/tcp"} {
@@ -266,8 +266,8 @@ func TestPortForwardRefusesStatusAddresses(t *testing.T) {
 	}
 	// A bridge interface the agent wired is dialed at the pod IP it took,
 	// never at loopback even there.
-	f.a.networks[types.UID("0d4a0f4e-1111-4222-8333-944455556666")] = []network.Result{{Interface: "default", Lease: dhcp.Lease{IP: net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)}}}}
-	f.a.netNS = func(context.Context, *launcher.Client) (int, string, error) {
+	f.b.setWired(types.UID("0d4a0f4e-1111-4222-8333-944455556666"), []network.Result{{Interface: "default", Lease: dhcp.Lease{IP: net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)}}}})
+	f.s.netNS = func(context.Context, *launcher.Client) (int, string, error) {
 		return os.Getpid(), "/proc/self/ns/net", nil
 	}
 	code, body := f.do("GET", "vm1", "portforward/"+port, "")

@@ -1,4 +1,4 @@
-package nodeagent
+package restapi
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
-	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
@@ -69,7 +68,7 @@ type forwardTarget struct {
 	NetNS string
 }
 
-func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
+func (s *server) servePortForward(w http.ResponseWriter, r *http.Request) {
 	port, err := strconv.ParseUint(r.PathValue("port"), 10, 16)
 	if err != nil || port == 0 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid port %q: want 1-65535", r.PathValue("port")))
@@ -83,11 +82,11 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported protocol %q: want tcp or udp", proto))
 		return
 	}
-	vmi, c, ok := a.vmiOf(w, r, nil)
+	vmi, c, ok := s.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}
-	target, err := a.forwardTarget(r.Context(), vmi, c)
+	target, err := s.forwardTarget(r.Context(), vmi, c)
 	if err != nil {
 		writeLauncherError(w, err)
 		return
@@ -113,12 +112,12 @@ func (a *Agent) servePortForward(w http.ResponseWriter, r *http.Request) {
 // forwardTarget decides where to dial the VMI's guest (see the comment at
 // the top of the file). Its IP is empty when the agent has no address it
 // wired itself.
-func (a *Agent) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) (forwardTarget, error) {
+func (s *server) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) (forwardTarget, error) {
 	plan, err := network.Plan(vmi)
 	if err != nil || len(plan) == 0 {
 		return forwardTarget{}, nil
 	}
-	netNS := a.netNS
+	netNS := s.netNS
 	if netNS == nil {
 		netNS = launcherNetNS
 	}
@@ -131,7 +130,7 @@ func (a *Agent) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstanc
 	case network.BindingMasquerade:
 		return forwardTarget{IP: masqueradeGuestIP, NetNS: ns}, nil
 	case network.BindingBridge:
-		wired, err := a.wiredNetwork(ctx, vmi, pid, plan)
+		wired, err := s.b.WiredNetwork(ctx, vmi, pid)
 		if err != nil {
 			return forwardTarget{}, err
 		}
@@ -142,30 +141,6 @@ func (a *Agent) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstanc
 		}
 	}
 	return forwardTarget{}, nil
-}
-
-// wiredNetwork is what the agent wired in the launcher's network namespace
-// (that of the launcher process pid) for vmi: from memory, else read back
-// by network.Setup, which changes nothing in a namespace it wired before
-// (an agent restarted since).
-func (a *Agent) wiredNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, pid int, plan []network.Interface) ([]network.Result, error) {
-	if r := a.networkOf(vmi.UID); r != nil {
-		return r, nil
-	}
-	ns := netNSPath(pid)
-	uid, gid, err := launcherUser(pid)
-	if err != nil {
-		return nil, fmt.Errorf("the launcher's user: %w", err)
-	}
-	results, err := network.Setup(ns, plan, network.Options{TapOwner: uid, TapGroup: gid})
-	if err != nil {
-		return nil, fmt.Errorf("reading the wiring of %s/%s's pod network: %w", vmi.Namespace, vmi.Name, err)
-	}
-	a.mu.Lock()
-	a.networks[vmi.UID] = results
-	a.mu.Unlock()
-	klog.FromContext(ctx).V(2).Info("read back the pod network's wiring", "vmi", vmi.Namespace+"/"+vmi.Name)
-	return results, nil
 }
 
 // checkDialable refuses an address the agent must never dial for a guest:

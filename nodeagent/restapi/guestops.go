@@ -1,4 +1,4 @@
-package nodeagent
+package restapi
 
 import (
 	"encoding/json"
@@ -25,8 +25,8 @@ const (
 // QEMU guest agent while the VMI's AgentConnected condition is True, else
 // with the ACPI power button, unless the VMI disables ACPI; never while
 // the VMI is paused.
-func (a *Agent) serveSoftReboot(w http.ResponseWriter, r *http.Request) {
-	vmi, c, ok := a.vmiOf(w, r, agentConnected)
+func (s *server) serveSoftReboot(w http.ResponseWriter, r *http.Request) {
+	vmi, c, ok := s.vmiOf(w, r, agentConnected)
 	if !ok {
 		return
 	}
@@ -49,35 +49,35 @@ func (a *Agent) serveSoftReboot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, errNoGuestAgent)
 		return
 	default:
-		a.metrics.launcherErrors.WithLabelValues("softreboot").Inc()
+		s.b.CountLauncherError("softreboot")
 		writeLauncherError(w, err)
 		return
 	}
-	a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SoftRebooted", "VirtualMachineInstance soft rebooted (%s)", method)
+	s.b.Eventf(vmi, corev1.EventTypeNormal, "SoftRebooted", "VirtualMachineInstance soft rebooted (%s)", method)
 	w.WriteHeader(http.StatusOK)
 }
 
 // serveReset resets the guest at once, as KubeVirt's virt-handler does:
 // without asking it, whatever its guest agent and ACPI, running or paused
 // (a paused guest stays paused). It records KubeVirt's Normal event Reset.
-func (a *Agent) serveReset(w http.ResponseWriter, r *http.Request) {
-	vmi, c, ok := a.vmiOf(w, r, nil)
+func (s *server) serveReset(w http.ResponseWriter, r *http.Request) {
+	vmi, c, ok := s.vmiOf(w, r, nil)
 	if !ok {
 		return
 	}
 	if _, err := c.Reset(r.Context()); err != nil {
-		a.metrics.launcherErrors.WithLabelValues("reset").Inc()
+		s.b.CountLauncherError("reset")
 		writeLauncherError(w, err)
 		return
 	}
-	a.recorder.Eventf(vmi, corev1.EventTypeNormal, "Reset", "VirtualMachineInstance reset")
+	s.b.Eventf(vmi, corev1.EventTypeNormal, "Reset", "VirtualMachineInstance reset")
 	w.WriteHeader(http.StatusOK)
 }
 
 // serveFreeze freezes the guest's file systems through the guest agent;
 // the optional body, KubeVirt's v1.FreezeUnfreezeTimeout, has the launcher
 // thaw them after unfreezeTimeout unless an unfreeze comes first.
-func (a *Agent) serveFreeze(w http.ResponseWriter, r *http.Request) {
+func (s *server) serveFreeze(w http.ResponseWriter, r *http.Request) {
 	var body v1.FreezeUnfreezeTimeout
 	if r.Body != nil { // nil only when the handler is called directly, not served
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
@@ -93,19 +93,19 @@ func (a *Agent) serveFreeze(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "unfreezeTimeout must not be negative")
 		return
 	}
-	a.serveFSFreeze(w, r, "freeze", func(c *launcher.Client) error { _, err := c.Freeze(r.Context(), timeout); return err })
+	s.serveFSFreeze(w, r, "freeze", func(c *launcher.Client) error { _, err := c.Freeze(r.Context(), timeout); return err })
 }
 
 // serveUnfreeze thaws the guest's file systems and cancels the automatic
 // thaw of a freeze.
-func (a *Agent) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
-	a.serveFSFreeze(w, r, "unfreeze", func(c *launcher.Client) error { _, err := c.Unfreeze(r.Context()); return err })
+func (s *server) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
+	s.serveFSFreeze(w, r, "unfreeze", func(c *launcher.Client) error { _, err := c.Unfreeze(r.Context()); return err })
 }
 
 // serveFSFreeze runs call, a freeze or unfreeze, on the launcher of a VMI
 // whose guest agent is connected.
-func (a *Agent) serveFSFreeze(w http.ResponseWriter, r *http.Request, op string, call func(*launcher.Client) error) {
-	vmi, c, ok := a.vmiOf(w, r, agentConnected)
+func (s *server) serveFSFreeze(w http.ResponseWriter, r *http.Request, op string, call func(*launcher.Client) error) {
+	vmi, c, ok := s.vmiOf(w, r, agentConnected)
 	if !ok {
 		return
 	}
@@ -119,7 +119,7 @@ func (a *Agent) serveFSFreeze(w http.ResponseWriter, r *http.Request, op string,
 	case errors.Is(err, hypervisor.ErrAgentUnavailable):
 		writeError(w, http.StatusConflict, errNoGuestAgent)
 	default:
-		a.metrics.launcherErrors.WithLabelValues(op).Inc()
+		s.b.CountLauncherError(op)
 		writeLauncherError(w, err)
 	}
 }
