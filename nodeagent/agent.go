@@ -29,10 +29,13 @@
 // REST API of nodeagent/restapi (Handler: console, VNC, pause, unpause,
 // soft reboot, reset, freeze, unfreeze, port-forward and the guest agent's
 // reports), for which it is the restapi.Backend, with Prometheus
-// metrics (Registry): its own, and KubeVirt's per-VMI metrics
-// (kubevirt_vmi_memory_*, kubevirt_vmi_vcpu_*, kubevirt_vmi_network_*,
-// kubevirt_vmi_storage_*, ...) from each running domain's statistics,
-// which it asks the launchers for when Prometheus scrapes it.
+// metrics (Registry, nodeagent/metrics, whose Source it is): its own, and
+// KubeVirt's per-VMI metrics (kubevirt_vmi_memory_*, kubevirt_vmi_vcpu_*,
+// kubevirt_vmi_network_*, kubevirt_vmi_storage_*, ...) from each running
+// domain's statistics, which it asks the launchers for when Prometheus
+// scrapes it. With Config.Migration it takes part in live migrations as
+// source and target: it is the livemigration.Backend of a
+// livemigration.Migrator.
 //
 // It needs no cgo: the hypervisor lives in the launcher.
 package nodeagent
@@ -61,7 +64,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
-	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
+	"github.com/vmkit/vmkit/nodeagent/livemigration"
+	"github.com/vmkit/vmkit/nodeagent/metrics"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
@@ -131,9 +135,9 @@ type Config struct {
 	// on Registry()).
 	Registerer prometheus.Registerer
 	// Migration lets the agent take part in live migrations as source
-	// and target (migration.go); without it the agent leaves migrations
-	// alone.
-	Migration *MigrationConfig
+	// and target (nodeagent/livemigration); without it the agent leaves
+	// migrations alone.
+	Migration *livemigration.Config
 	// CheckLauncherPod makes the agent check, on each connection to a
 	// launcher in a launcher pod's sockets volume, that the process serving
 	// the socket (SO_PEERCRED) runs in that pod: its /proc/<pid>/cgroup
@@ -145,8 +149,8 @@ type Config struct {
 	CheckLauncherPod bool
 	// StatsTimeout bounds how long a scrape of the agent's metrics waits
 	// for the launchers' domain statistics, KubeVirt's per-VMI metrics
-	// (default DefaultStatsTimeout, 5s). A launcher that has not answered
-	// by then is left out of that scrape.
+	// (default metrics.DefaultStatsTimeout, 5s). A launcher that has not
+	// answered by then is left out of that scrape.
 	StatsTimeout time.Duration
 }
 
@@ -158,7 +162,7 @@ type Agent struct {
 	lister    listers.VirtualMachineInstanceLister
 	queue     workqueue.TypedRateLimitingInterface[string]
 	recorder  record.EventRecorder
-	metrics   *metrics
+	metrics   *metrics.Metrics
 	now       func() time.Time
 	broadcast record.EventBroadcaster
 
@@ -185,13 +189,12 @@ type Agent struct {
 	// the agent looks in for the VMI's launcher (see podsOf).
 	launcherPods map[types.UID]map[types.UID]bool
 
-	// Live migration (migration.go): the VMIs this node is the migration
-	// target of, the proxies, and the target listeners' VMI UIDs by key.
+	// Live migration (migrationbackend.go): the informer of the VMIs this
+	// node is the migration target of, and the agent's part in
+	// migrations.
 	targetFactory  externalversions.SharedInformerFactory
 	targetInformer cache.SharedIndexInformer
-	targetLister   listers.VirtualMachineInstanceLister
-	proxy          *migrationproxy.Manager
-	targets        map[string]types.UID
+	migration      *livemigration.Migrator
 }
 
 // New checks cfg and wires the agent's informer.
@@ -223,9 +226,6 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.OrphanSweepInterval == 0 {
 		cfg.OrphanSweepInterval = DefaultOrphanSweepInterval
 	}
-	if cfg.StatsTimeout <= 0 {
-		cfg.StatsTimeout = DefaultStatsTimeout
-	}
 	a := &Agent{
 		cfg:           cfg,
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent"}),
@@ -239,14 +239,25 @@ func New(cfg Config) (*Agent, error) {
 		hotplugMounts: map[types.UID]bool{},
 		launcherPods:  map[types.UID]map[types.UID]bool{},
 	}
-	proxy, err := newMigrationProxy(cfg.Migration)
+	// The VMIs this node is the migration target of (KubeVirt's
+	// migration target controller's informer).
+	a.targetFactory = externalversions.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
+		externalversions.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = v1.MigrationTargetNodeNameLabel + "=" + cfg.NodeName
+		}))
+	targets := a.targetFactory.Kubevirt().V1().VirtualMachineInstances()
+	a.targetInformer = targets.Informer()
+	migration, err := livemigration.New(a, livemigration.Options{
+		Config: cfg.Migration, Client: cfg.Client, Kube: cfg.Kube, Targets: targets.Lister(),
+		PollInterval: cfg.PollInterval, Now: a.now,
+	})
 	if err != nil {
 		return nil, err
 	}
-	a.proxy, a.targets = proxy, map[string]types.UID{}
-	a.metrics = newMetrics(newVMIStatsCollector(a))
+	a.migration = migration
+	a.metrics = metrics.New(a, cfg.StatsTimeout)
 	if cfg.Registerer != nil {
-		if err := a.metrics.register(cfg.Registerer); err != nil {
+		if err := a.metrics.Register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("nodeagent: registering metrics: %w", err)
 		}
 	}
@@ -268,14 +279,6 @@ func New(cfg Config) (*Agent, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("nodeagent: %w", err)
 	}
-	// The VMIs this node is the migration target of (KubeVirt's
-	// migration target controller's informer).
-	a.targetFactory = externalversions.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.ResyncPeriod,
-		externalversions.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = v1.MigrationTargetNodeNameLabel + "=" + cfg.NodeName
-		}))
-	targets := a.targetFactory.Kubevirt().V1().VirtualMachineInstances()
-	a.targetInformer, a.targetLister = targets.Informer(), targets.Lister()
 	if _, err := a.targetInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    a.enqueueTarget,
 		UpdateFunc: func(_, obj any) { a.enqueueTarget(obj) },
@@ -529,9 +532,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.factory.Shutdown()
 	a.targetFactory.Start(ctx.Done())
 	defer a.targetFactory.Shutdown()
-	if a.proxy != nil {
-		defer a.proxy.Close()
-	}
+	defer a.migration.Close()
 	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced, a.targetInformer.HasSynced) {
 		return fmt.Errorf("nodeagent on %s: the VMI cache did not sync", a.cfg.NodeName)
 	}
@@ -574,7 +575,7 @@ func (a *Agent) processNext(ctx context.Context) bool {
 	defer a.queue.Done(key)
 	start := a.now()
 	requeue, err := a.sync(ctx, key)
-	a.metrics.syncDuration.Observe(time.Since(start).Seconds())
+	a.metrics.ObserveSync(time.Since(start))
 	switch {
 	case err != nil:
 		klog.FromContext(ctx).Error(err, "sync failed", "vmi", key)

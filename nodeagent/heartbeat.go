@@ -23,10 +23,10 @@ import (
 func (a *Agent) heartbeat(ctx context.Context) {
 	if err := a.patchNode(ctx, true, a.now()); err != nil {
 		klog.FromContext(ctx).Error(err, "heartbeat")
-		a.metrics.heartbeatErrors.Inc()
+		a.metrics.HeartbeatFailed()
 		return
 	}
-	a.metrics.heartbeat.SetToCurrentTime()
+	a.metrics.HeartbeatWritten()
 }
 
 // patchNode sets the schedulable and CPU manager labels and the heartbeat

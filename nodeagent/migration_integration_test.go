@@ -21,6 +21,7 @@ import (
 	"github.com/vmkit/vmkit/internal/testenv"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/internal/podsim"
+	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/vmapi/crds"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -250,7 +251,7 @@ func startAgent(ctx context.Context, t *testing.T, client versioned.Interface, k
 	a, err := nodeagent.New(nodeagent.Config{
 		NodeName: node, Client: client, Kube: kube, ShareDir: share, KubeletPodsDir: pods,
 		PollInterval: 200 * time.Millisecond, OrphanSweepInterval: -1,
-		Migration: &nodeagent.MigrationConfig{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "default", BandwidthMiB: bandwidth},
+		Migration: &livemigration.Config{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "default", BandwidthMiB: bandwidth},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/vmkit/vmkit/internal/pki"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -161,11 +162,11 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 		client := vmfake.NewSimpleClientset(objs...)
 		a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(kobjs...), ShareDir: share,
 			KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100),
-			Migration: &MigrationConfig{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "kubevirt"}})
+			Migration: &livemigration.Config{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "kubevirt"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(a.proxy.Close)
+		t.Cleanup(a.migration.Close)
 		sctx, scancel := context.WithCancel(ctx)
 		defer scancel()
 		a.factory.Start(sctx.Done())

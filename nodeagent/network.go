@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -62,11 +63,11 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	}
 	// The taps belong to the launcher's user: QEMU, running as it, opens
 	// them (root for a root launcher, the qemu user 107 by default).
-	uid, gid, err := launcherUser(pid)
+	uid, gid, err := procfs.User(pid)
 	if err != nil {
 		return nil, fmt.Errorf("the launcher's user: %w", err)
 	}
-	files, err := openFileLimit(pid)
+	files, err := procfs.OpenFileLimit(pid)
 	if err != nil {
 		return nil, fmt.Errorf("the launcher's open-file limit: %w", err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -21,36 +21,6 @@ import (
 // chowned, as KubeVirt's virt-handler does; a device the pod did not
 // request is not there and is skipped.
 var launcherDevices = []string{"dev/kvm", "dev/net/tun", "dev/vhost-net"}
-
-// launcherUser is the user and group a launcher process runs as (the
-// launcher pod's runAsUser and runAsGroup), from /proc/<pid>/status.
-func launcherUser(pid int) (uid, gid int, err error) {
-	path := filepath.Join("/proc", strconv.Itoa(pid), "status")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	uid, gid = -1, -1
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || (f[0] != "Uid:" && f[0] != "Gid:") {
-			continue
-		}
-		n, err := strconv.Atoi(f[1]) // the real ID
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %q: %w", path, line, err)
-		}
-		if f[0] == "Uid:" {
-			uid = n
-		} else {
-			gid = n
-		}
-	}
-	if uid < 0 || gid < 0 {
-		return 0, 0, fmt.Errorf("%s: no Uid or Gid line", path)
-	}
-	return uid, gid, nil
-}
 
 // prepareNonRootLauncher gives a launcher that runs as a user other than
 // root (the default launcher pod runs as the qemu user 107) what its QEMU
@@ -203,34 +173,9 @@ func (a *Agent) prepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInsta
 	if pid <= 0 {
 		return nil
 	}
-	uid, gid, err := launcherUser(pid)
+	uid, gid, err := procfs.User(pid)
 	if err != nil {
 		return fmt.Errorf("the launcher's user: %w", err)
 	}
 	return prepareNonRootLauncher(vmi, filepath.Join("/proc", strconv.Itoa(pid), "root"), uid, gid)
-}
-
-// openFileLimit is the hard limit of open files of the process pid (from
-// /proc/<pid>/limits); 0 when unlimited.
-func openFileLimit(pid int) (uint64, error) {
-	path := filepath.Join("/proc", strconv.Itoa(pid), "limits")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "Max open files")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest) // soft, hard, unit
-		if len(f) < 2 {
-			break
-		}
-		if f[1] == "unlimited" {
-			return 0, nil
-		}
-		return strconv.ParseUint(f[1], 10, 64)
-	}
-	return 0, fmt.Errorf("%s has no line Max open files", path)
 }

@@ -190,37 +190,3 @@ func TestPrepareHostDiskHardLink(t *testing.T) {
 		}
 	}
 }
-
-func TestLauncherUser(t *testing.T) {
-	uid, gid, err := launcherUser(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uid != os.Getuid() || gid != os.Getgid() {
-		t.Errorf("launcherUser(self) = %d:%d, want %d:%d", uid, gid, os.Getuid(), os.Getgid())
-	}
-	if _, _, err := launcherUser(1 << 30); err == nil {
-		t.Error("no error for a process that does not exist")
-	}
-}
-
-func TestOpenFileLimit(t *testing.T) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	got, err := openFileLimit(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := lim.Max
-	if lim.Max == ^uint64(0) { // RLIM_INFINITY
-		want = 0
-	}
-	if got != want {
-		t.Errorf("openFileLimit = %d, want the hard limit %d", got, want)
-	}
-	if _, err := openFileLimit(-1); err == nil {
-		t.Error("openFileLimit of no process: no error")
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -72,7 +73,7 @@ func launcherCandidates(shareDir, podsDir string) map[types.UID][]launcher.Locat
 // or migrating to node (the target launcher, before the switch-over).
 func wantsLauncher(vmi *v1.VirtualMachineInstance, node string) bool {
 	ms := vmi.Status.MigrationState
-	target := ms != nil && ms.TargetNode == node && !migrationDone(ms)
+	target := ms != nil && ms.TargetNode == node && !livemigration.Done(ms)
 	return vmi.DeletionTimestamp == nil && !vmi.IsFinal() &&
 		(vmi.Status.NodeName == node || vmi.Status.NodeName == "" || target)
 }
@@ -173,7 +174,7 @@ func (a *Agent) sweepOrphans(ctx context.Context) error {
 			log.Info("a launcher answers in another VMI's socket directory; leaving it", "uid", uid, "launcherUID", st.UID, "dirs", dirs)
 			continue
 		case live:
-			a.metrics.orphanLaunchers.Inc()
+			a.metrics.OrphanLauncherFound()
 			log.Info("orphan launcher: its VMI is gone, final or on another node; stopping it",
 				"uid", uid, "vmi", vmiKey, "domain", st.Domain, "sockets", launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid)))
 		case own:
@@ -204,7 +205,7 @@ func (a *Agent) orphanState(ctx context.Context, uid types.UID) (st launcher.Sta
 		}
 		if !launcher.IsGone(err) {
 			// It may be busy: stop it anyway; stopAndClean retries.
-			a.metrics.launcherErrors.WithLabelValues("state").Inc()
+			a.metrics.CountLauncherError("state")
 			return launcher.Status{UID: string(uid)}, true
 		}
 		a.forgetClient(uid)

@@ -45,6 +45,26 @@ func TestWantsLauncher(t *testing.T) {
 	}
 }
 
+func TestWantsLauncherOfMigrationTarget(t *testing.T) {
+	end := metav1.Now()
+	migrating := &v1.VirtualMachineInstanceMigrationState{SourceNode: "node02", TargetNode: "node01"}
+	done := &v1.VirtualMachineInstanceMigrationState{SourceNode: "node02", TargetNode: "node01", Failed: true, Completed: true, EndTimestamp: &end}
+	for _, tc := range []struct {
+		name string
+		ms   *v1.VirtualMachineInstanceMigrationState
+		want bool
+	}{
+		{"migrating here", migrating, true},
+		{"the migration here failed", done, false},
+		{"no migration", nil, false},
+	} {
+		vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node02", MigrationState: tc.ms}}
+		if got := wantsLauncher(vmi, "node01"); got != tc.want {
+			t.Errorf("%s: wantsLauncher = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // orphanVMI is a VMI the launcher can run on the fake hypervisor.
 func orphanVMI(name, uid string) *v1.VirtualMachineInstance {
 	return &v1.VirtualMachineInstance{

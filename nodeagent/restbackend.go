@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
@@ -58,7 +59,7 @@ func (a *Agent) WiredNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance
 		return nil, fmt.Errorf("the pod network of %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
 	ns := "/proc/" + strconv.Itoa(launcherPID) + "/ns/net"
-	uid, gid, err := launcherUser(launcherPID)
+	uid, gid, err := procfs.User(launcherPID)
 	if err != nil {
 		return nil, fmt.Errorf("the launcher's user: %w", err)
 	}
@@ -86,4 +87,4 @@ func (a *Agent) Eventf(vmi *v1.VirtualMachineInstance, eventType, reason, messag
 
 // CountLauncherError counts a failed call to a launcher in the agent's
 // metric vmkit_nodeagent_launcher_errors_total, by operation.
-func (a *Agent) CountLauncherError(op string) { a.metrics.launcherErrors.WithLabelValues(op).Inc() }
+func (a *Agent) CountLauncherError(op string) { a.metrics.CountLauncherError(op) }

@@ -2,12 +2,16 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -415,4 +419,45 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	if got := pausedMetric(); len(got) != 0 {
 		t.Errorf("vmkit_nodeagent_vmi_paused after the resume: %v, want none", got)
 	}
+}
+
+// samples gathers g and returns the samples of the families whose names
+// start with prefix, keyed name{label="value",...} (labels sorted).
+func samples(t *testing.T, g prometheus.Gatherer, prefix string) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), prefix) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var pairs []string
+			for _, lp := range m.GetLabel() {
+				pairs = append(pairs, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			}
+			sort.Strings(pairs)
+			v := m.GetGauge().GetValue()
+			if m.GetCounter() != nil {
+				v = m.GetCounter().GetValue()
+			}
+			out[mf.GetName()+"{"+strings.Join(pairs, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// shortTempDir is a temporary directory with a short path: a launcher's
+// socket path under it must fit sun_path.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nvs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

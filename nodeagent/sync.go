@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		return a.syncGone(ctx, key) // a launcher without a VMI here (orphans.go)
 	}
 	if isTargetKey(key) {
-		return a.syncMigrationTarget(ctx, key) // migration.go
+		return a.migration.SyncTarget(ctx, strings.TrimPrefix(key, targetKeyPrefix)) // nodeagent/livemigration
 	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -79,19 +80,19 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			return 0, ferr
 		}
 	case err != nil:
-		a.metrics.launcherErrors.WithLabelValues("state").Inc()
+		a.metrics.CountLauncherError("state")
 		a.reportTimeout(vmi, err)
 		return 0, fmt.Errorf("VMI %s: %w", key, err)
 	default:
 		if !st.Started && !st.Final && !st.StopRequested {
 			if err := a.prepareLauncher(ctx, vmi, c); err != nil {
-				a.metrics.launcherErrors.WithLabelValues("prepare").Inc()
+				a.metrics.CountLauncherError("prepare")
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher's devices and disks could not be given to its user: %v", err)
 				return 0, fmt.Errorf("preparing the launcher of VMI %s: %w", key, err)
 			}
 			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
 				if !isNetworkError(err) {
-					a.metrics.launcherErrors.WithLabelValues("network").Inc()
+					a.metrics.CountLauncherError("network")
 					a.reportTimeout(vmi, err)
 					return 0, fmt.Errorf("wiring the network of VMI %s: %w", key, err)
 				}
@@ -107,7 +108,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				return a.cfg.PollInterval, nil
 			}
 			if err != nil {
-				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.metrics.CountLauncherError("sync")
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not start the domain: %v", err)
 				return 0, fmt.Errorf("syncing VMI %s: %w", key, err)
 			}
@@ -123,7 +124,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			before := st
 			synced, err := c.Sync(ctx, vmi)
 			if err != nil {
-				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.metrics.CountLauncherError("sync")
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not hot-plug CPUs or memory: %v", err)
 				return 0, fmt.Errorf("hot-plugging CPUs or memory of VMI %s: %w", key, err)
 			}
@@ -140,7 +141,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			// the guest's disk.
 			synced, err := c.Sync(ctx, vmi)
 			if err != nil {
-				a.metrics.launcherErrors.WithLabelValues("sync").Inc()
+				a.metrics.CountLauncherError("sync")
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "The launcher could not grow the disks of claims that grew: %v", err)
 				return 0, fmt.Errorf("expanding the disks of VMI %s: %w", key, err)
 			}
@@ -149,7 +150,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		if st.Started && !st.Final && !st.StopRequested && running(st.State) && a.hotplugNeeded(vmi, &st) {
 			synced, hs, err := a.syncHotplug(ctx, vmi, c, st)
 			if err != nil {
-				a.metrics.launcherErrors.WithLabelValues("hotplug").Inc()
+				a.metrics.CountLauncherError("hotplug")
 				a.recorder.Eventf(vmi, corev1.EventTypeWarning, "SyncFailed", "Hot-plugging volumes: %v", err)
 				return 0, fmt.Errorf("hot-plugging volumes of VMI %s: %w", key, err)
 			}
@@ -157,8 +158,8 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 		obs.launcher = &st
 	}
-	if a.isMigrationSource(vmi) {
-		handled, again, err := a.syncMigrationSource(ctx, key, vmi, c, obs.launcher)
+	if a.migration.IsSource(vmi) {
+		handled, again, err := a.migration.SyncSource(ctx, key, vmi, c, obs.launcher)
 		if handled || err != nil {
 			return again, err
 		}
@@ -169,7 +170,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		return a.cfg.PollInterval, nil
 	}
 	if st := obs.launcher; st != nil {
-		a.metrics.setDomainState(vmi, string(st.State))
+		a.metrics.SetDomainState(vmi, string(st.State))
 		if st.Started && !st.Final && running(st.State) {
 			// A paused guest's agent cannot answer: keep what it said last.
 			poll := st.State != hypervisor.StatePaused
@@ -295,7 +296,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 		a.forgetGuestAgent(uid)
 		a.forgetNetwork(uid)
 		a.forgetPods(uid)
-		a.metrics.forget(key)
+		a.metrics.Forget(key)
 		a.mu.Lock()
 		delete(a.stopping, uid)
 		a.mu.Unlock()
@@ -304,7 +305,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 		}
 		return 0, nil
 	case err != nil:
-		a.metrics.launcherErrors.WithLabelValues("state").Inc()
+		a.metrics.CountLauncherError("state")
 		return 0, fmt.Errorf("VMI %s: %w", key, err)
 	}
 	if st.Final {
@@ -321,7 +322,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 	case !asked || !st.StopRequested:
 		klog.FromContext(ctx).Info("stopping the guest", "vmi", key, "uid", uid, "grace", grace)
 		if _, err := c.Shutdown(ctx); err != nil && !launcher.IsGone(err) {
-			a.metrics.launcherErrors.WithLabelValues("shutdown").Inc()
+			a.metrics.CountLauncherError("shutdown")
 			return 0, fmt.Errorf("stopping VMI %s: %w", key, err)
 		}
 		if deleting && !asked {
@@ -330,7 +331,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 	case a.now().Sub(since) >= grace:
 		klog.FromContext(ctx).Info("grace period over: killing the guest", "vmi", key, "uid", uid)
 		if _, err := c.Kill(ctx); err != nil && !launcher.IsGone(err) {
-			a.metrics.launcherErrors.WithLabelValues("kill").Inc()
+			a.metrics.CountLauncherError("kill")
 			return 0, fmt.Errorf("killing VMI %s: %w", key, err)
 		}
 		if deleting {

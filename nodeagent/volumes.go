@@ -19,6 +19,7 @@ import (
 
 	"github.com/vmkit/vmkit/internal/jsonpatch"
 	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
+	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -188,7 +189,7 @@ func (a *Agent) mountClaim(ctx context.Context, vmi *v1.VirtualMachineInstance, 
 	if err != nil {
 		return err
 	}
-	uid, gid, err := launcherUser(pid)
+	uid, gid, err := procfs.User(pid)
 	if err != nil {
 		return err
 	}

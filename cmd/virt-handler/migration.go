@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/vmkit/vmkit/installstrategy"
-	"github.com/vmkit/vmkit/nodeagent"
+	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
 )
 
@@ -32,8 +32,8 @@ func (m *migrationFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.namespace, "namespace", inClusterNamespace(), "namespace of the virt-handler pods, whose IPs are the only migration targets a source connects to (default: this pod's)")
 	fs.StringVar(&m.clientKey, "migration-client-key-file", "", "key of --migration-client-cert-file")
 	fs.Uint64Var(&m.bandwidthMiB, "migration-bandwidth-mib", 0, "bandwidth per migration in MiB/s (the KubeVirt CR's bandwidthPerMigration); 0 is unlimited")
-	fs.Int64Var(&m.completionTimeoutPerGiB, "migration-completion-timeout-per-gib", nodeagent.DefaultCompletionTimeoutPerGiB, "abort a migration not completed within this many seconds per GiB of guest memory; negative: never")
-	fs.Int64Var(&m.progressTimeout, "migration-progress-timeout", nodeagent.DefaultProgressTimeout, "abort a migration whose data left has not shrunk for this many seconds; 0: never")
+	fs.Int64Var(&m.completionTimeoutPerGiB, "migration-completion-timeout-per-gib", livemigration.DefaultCompletionTimeoutPerGiB, "abort a migration not completed within this many seconds per GiB of guest memory; negative: never")
+	fs.Int64Var(&m.progressTimeout, "migration-progress-timeout", livemigration.DefaultProgressTimeout, "abort a migration whose data left has not shrunk for this many seconds; 0: never")
 	fs.BoolVar(&m.autoConverge, "migration-allow-auto-converge", false, "throttle guests that dirty memory faster than it is sent")
 	fs.BoolVar(&m.postCopy, "migration-allow-post-copy", false, "switch a migration past its completion timeout to post-copy instead of aborting it")
 	fs.IntVar(&m.parallelConnections, "migration-parallel-connections", 0, "send memory over this many connections (multifd) when above 1")
@@ -48,7 +48,7 @@ func (m *migrationFlags) register(fs *flag.FlagSet) {
 // rotates them. The node agent pods are looked up in --namespace to check
 // target addresses. With --insecure (serving nil) only a loopback
 // migration address is allowed.
-func (m *migrationFlags) config(ctx context.Context, podIP string, serving *restapi.ServingTLS) (*nodeagent.MigrationConfig, error) {
+func (m *migrationFlags) config(ctx context.Context, podIP string, serving *restapi.ServingTLS) (*livemigration.Config, error) {
 	addr := m.address
 	if addr == "" {
 		addr = podIP
@@ -59,7 +59,7 @@ func (m *migrationFlags) config(ctx context.Context, podIP string, serving *rest
 	if net.ParseIP(addr) == nil {
 		return nil, fmt.Errorf("--migration-address %q is not an IP address", addr)
 	}
-	cfg := &nodeagent.MigrationConfig{
+	cfg := &livemigration.Config{
 		Address: addr, BandwidthMiB: m.bandwidthMiB, CompletionTimeoutPerGiB: m.completionTimeoutPerGiB,
 		AllowAutoConverge: m.autoConverge, AllowPostCopy: m.postCopy, ParallelConnections: m.parallelConnections,
 	}

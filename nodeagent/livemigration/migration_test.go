@@ -1,4 +1,4 @@
-package nodeagent
+package livemigration
 
 import (
 	"os"
@@ -25,49 +25,28 @@ func TestMigrateRequest(t *testing.T) {
 	yes := func() *bool { b := true; return &b }
 	for _, tc := range []struct {
 		name  string
-		agent MigrationConfig
+		agent Config
 		spec  v1.DomainSpec
 		cfg   *v1.MigrationConfiguration
 		want  launcher.MigrateRequest
 	}{
-		{"agent defaults, small guest: one GiB's timeout", MigrationConfig{}, mem("128Mi"), nil,
+		{"agent defaults, small guest: one GiB's timeout", Config{}, mem("128Mi"), nil,
 			launcher.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: 150 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
-		{"4 GiB guest", MigrationConfig{BandwidthMiB: 64, AllowAutoConverge: true}, mem("4Gi"), nil,
+		{"4 GiB guest", Config{BandwidthMiB: 64, AllowAutoConverge: true}, mem("4Gi"), nil,
 			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 64, AutoConverge: true, Timeout: metav1.Duration{Duration: 600 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
-		{"no timeout", MigrationConfig{CompletionTimeoutPerGiB: -1, ProgressTimeout: -1}, mem("1Gi"), nil,
+		{"no timeout", Config{CompletionTimeoutPerGiB: -1, ProgressTimeout: -1}, mem("1Gi"), nil,
 			launcher.MigrateRequest{MigrationUID: "m"}},
-		{"the controller's migrationConfiguration wins", MigrationConfig{BandwidthMiB: 64, ParallelConnections: 4}, mem("2Gi"),
+		{"the controller's migrationConfiguration wins", Config{BandwidthMiB: 64, ParallelConnections: 4}, mem("2Gi"),
 			&v1.MigrationConfiguration{BandwidthPerMigration: q("32Mi"), CompletionTimeoutPerGiB: i64(10), ProgressTimeout: i64(30), AllowPostCopy: yes(), UnsafeMigrationOverride: yes()},
 			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 32, PostCopy: true, Unsafe: true, ParallelConnections: 4, Timeout: metav1.Duration{Duration: 20 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 30 * time.Second}}},
-		{"bandwidth below 1 MiB/s and a zero timeout", MigrationConfig{}, mem("1Gi"),
+		{"bandwidth below 1 MiB/s and a zero timeout", Config{}, mem("1Gi"),
 			&v1.MigrationConfiguration{BandwidthPerMigration: q("100Ki"), CompletionTimeoutPerGiB: i64(0), ProgressTimeout: i64(0)},
 			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 1}},
 	} {
-		a := &Agent{cfg: Config{Migration: &tc.agent}}
 		vmi := &v1.VirtualMachineInstance{Spec: v1.VirtualMachineInstanceSpec{Domain: tc.spec},
 			Status: v1.VirtualMachineInstanceStatus{MigrationState: &v1.VirtualMachineInstanceMigrationState{MigrationUID: "m", MigrationConfiguration: tc.cfg}}}
-		if diff := cmp.Diff(tc.want, a.migrateRequest(vmi)); diff != "" {
+		if diff := cmp.Diff(tc.want, tc.agent.MigrateRequest(vmi)); diff != "" {
 			t.Errorf("%s: (-want +got)\n%s", tc.name, diff)
-		}
-	}
-}
-
-func TestWantsLauncherOfMigrationTarget(t *testing.T) {
-	end := metav1.Now()
-	migrating := &v1.VirtualMachineInstanceMigrationState{SourceNode: "node02", TargetNode: "node01"}
-	done := &v1.VirtualMachineInstanceMigrationState{SourceNode: "node02", TargetNode: "node01", Failed: true, Completed: true, EndTimestamp: &end}
-	for _, tc := range []struct {
-		name string
-		ms   *v1.VirtualMachineInstanceMigrationState
-		want bool
-	}{
-		{"migrating here", migrating, true},
-		{"the migration here failed", done, false},
-		{"no migration", nil, false},
-	} {
-		vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node02", MigrationState: tc.ms}}
-		if got := wantsLauncher(vmi, "node01"); got != tc.want {
-			t.Errorf("%s: wantsLauncher = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

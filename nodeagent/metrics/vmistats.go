@@ -1,4 +1,4 @@
-package nodeagent
+package metrics
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/labels"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
@@ -45,10 +46,11 @@ func newVMIFamily(name, help string, typ prometheus.ValueType, extra ...string) 
 // from libvirt's domain statistics) when Prometheus scrapes the agent: it
 // asks the launcher of every Running VMI on the node for its domain's
 // statistics (GET /v1/stats, see launcher.Client.Stats), up to
-// maxStatsCalls at once, all within the agent's StatsTimeout. A launcher
-// that does not answer in time, or fails, is left out of that scrape and
-// counted in vmkit_nodeagent_launcher_errors_total{op="stats"}: one hung
-// launcher never stalls /metrics for longer than the timeout.
+// maxStatsCalls at once, all within its timeout (the agent's
+// StatsTimeout). A launcher that does not answer in time, or fails, is
+// left out of that scrape and counted in
+// vmkit_nodeagent_launcher_errors_total{op="stats"}: one hung launcher
+// never stalls /metrics for longer than the timeout.
 //
 // It also exports vmkit_nodeagent_vmi_paused from the Paused condition of
 // those VMIs, so that a guest an I/O error paused can be alerted on.
@@ -58,7 +60,9 @@ func newVMIFamily(name, help string, typ prometheus.ValueType, extra ...string) 
 // command socket): the values are fresh, the agent keeps no state per VMI,
 // and the node agent needs no libvirt connection of its own.
 type vmiStatsCollector struct {
-	a *Agent
+	src            Source
+	timeout        time.Duration
+	launcherErrors *prometheus.CounterVec
 
 	memResident, memAvailable, memUnused, memCached, memSwapIn, memSwapOut vmiFamily
 	memMajorFaults, memMinorFaults, memBalloon, memUsable, memDomain       vmiFamily
@@ -74,11 +78,15 @@ type vmiStatsCollector struct {
 }
 
 // newVMIStatsCollector defines the families with KubeVirt's names, types,
-// units, labels and help texts.
-func newVMIStatsCollector(a *Agent) *vmiStatsCollector {
+// units, labels and help texts. It asks src's launchers within timeout and
+// counts their failures in launcherErrors.
+func newVMIStatsCollector(src Source, timeout time.Duration, launcherErrors *prometheus.CounterVec) *vmiStatsCollector {
 	g, c := prometheus.GaugeValue, prometheus.CounterValue
 	return &vmiStatsCollector{
-		a:            a,
+		src:            src,
+		timeout:        timeout,
+		launcherErrors: launcherErrors,
+
 		memResident:  newVMIFamily("kubevirt_vmi_memory_resident_bytes", "Resident set size of the process running the domain.", g),
 		memAvailable: newVMIFamily("kubevirt_vmi_memory_available_bytes", "Amount of usable memory as seen by the domain. This value may not be accurate if a balloon driver is in use or if the guest OS does not initialize all assigned pages", g),
 		memUnused:    newVMIFamily("kubevirt_vmi_memory_unused_bytes", "The amount of memory left completely unused by the system. Memory that is available but used for reclaimable caches should NOT be reported as free.", g),
@@ -159,11 +167,11 @@ type vmiReport struct {
 
 // Collect implements prometheus.Collector.
 func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	vmis, err := c.a.lister.List(labels.Everything())
+	vmis, err := c.src.CachedVMIs()
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.a.cfg.StatsTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	reports := make(chan vmiReport, len(vmis))
 	slots := make(chan struct{}, maxStatsCalls)
@@ -185,7 +193,7 @@ func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
 				reports <- vmiReport{vmi: vmi, err: ctx.Err()}
 				return
 			}
-			st, err := c.a.client(vmi.UID).Stats(ctx)
+			st, err := c.src.Launcher(vmi.UID).Stats(ctx)
 			reports <- vmiReport{vmi: vmi, stats: st, err: err}
 		}()
 	}
@@ -194,7 +202,7 @@ func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.err != nil {
 			var le *launcher.Error
 			if !errors.As(r.err, &le) || le.Code != http.StatusConflict { // a domain that just ended is no failure
-				c.a.metrics.launcherErrors.WithLabelValues("stats").Inc()
+				c.launcherErrors.WithLabelValues("stats").Inc()
 				klog.V(3).InfoS("no domain statistics for this scrape", "vmi", klog.KObj(r.vmi), "err", r.err)
 			}
 			continue
@@ -206,7 +214,7 @@ func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
 // scraped reports whether the VMI's domain has statistics to ask for: it
 // runs (or is paused, which is the Running phase too) on this node.
 func (c *vmiStatsCollector) scraped(vmi *v1.VirtualMachineInstance) bool {
-	return vmi.Status.Phase == v1.Running && vmi.Status.NodeName == c.a.cfg.NodeName
+	return vmi.Status.Phase == v1.Running && vmi.Status.NodeName == c.src.NodeName()
 }
 
 const (
@@ -277,6 +285,17 @@ func (c *vmiStatsCollector) emit(ch chan<- prometheus.Metric, vmi *v1.VirtualMac
 		send(c.diskFlushReqs, d.FlushRequests, unit, drive)
 		send(c.diskFlushTime, d.FlushTimeNs, nanoseconds, drive)
 	}
+}
+
+// pausedBy is the reason of a status's Paused condition when it is True
+// (as the agent's status reads it).
+func pausedBy(s *v1.VirtualMachineInstanceStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == v1.VirtualMachineInstancePaused && c.Status == corev1.ConditionTrue {
+			return c.Reason
+		}
+	}
+	return ""
 }
 
 var _ prometheus.Collector = (*vmiStatsCollector)(nil)

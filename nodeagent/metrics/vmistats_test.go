@@ -1,48 +1,87 @@
-package nodeagent
+package metrics
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
-	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// statsAgent is an agent on node01 whose informer is not running: the
-// test puts VMIs in its cache.
-func statsAgent(t *testing.T, share string, timeout time.Duration) *Agent {
-	t.Helper()
-	a, err := New(Config{NodeName: "node01", Client: vmfake.NewSimpleClientset(), Kube: fake.NewClientset(), ShareDir: share,
-		KubeletPodsDir: filepath.Join(share, "pods"), Recorder: record.NewFakeRecorder(100), StatsTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
+// fakeSource is the node agent node01 as its metrics see it: the VMIs the
+// test puts in its cache, and the launchers that serve their sockets under
+// share.
+type fakeSource struct {
+	share string
+
+	mu      sync.Mutex
+	vmis    []*v1.VirtualMachineInstance
+	clients map[types.UID]*launcher.Client
+}
+
+var _ Source = (*fakeSource)(nil)
+
+func (s *fakeSource) NodeName() string { return "node01" }
+
+func (s *fakeSource) CachedVMIs() ([]*v1.VirtualMachineInstance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.vmis), nil
+}
+
+func (s *fakeSource) Launcher(uid types.UID) *launcher.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients == nil {
+		s.clients = map[types.UID]*launcher.Client{}
 	}
-	return a
+	c, ok := s.clients[uid]
+	if !ok {
+		c = launcher.NewClient(launcher.SocketPath(s.share, string(uid)))
+		s.clients[uid] = c
+	}
+	return c
+}
+
+// statsMetrics are the metrics of an agent on node01 whose launchers serve
+// their sockets under share: the test puts VMIs in its cache.
+func statsMetrics(t *testing.T, share string, timeout time.Duration) (*Metrics, *fakeSource) {
+	t.Helper()
+	src := &fakeSource{share: share}
+	t.Cleanup(func() {
+		for _, c := range src.clients {
+			c.Close()
+		}
+	})
+	return New(src, timeout), src
 }
 
 // cached puts vmi, in the given phase on the given node, in the agent's cache.
-func cached(t *testing.T, a *Agent, vmi *v1.VirtualMachineInstance, phase v1.VirtualMachineInstancePhase, node string) {
-	t.Helper()
+func cached(src *fakeSource, vmi *v1.VirtualMachineInstance, phase v1.VirtualMachineInstancePhase, node string) {
 	vmi = vmi.DeepCopy()
 	vmi.Status.Phase, vmi.Status.NodeName = phase, node
-	if err := a.informer.GetIndexer().Add(vmi); err != nil {
-		t.Fatal(err)
-	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	src.vmis = append(src.vmis, vmi)
 }
 
 // samples gathers g and returns the samples of the families whose names
@@ -76,6 +115,85 @@ func samples(t *testing.T, g prometheus.Gatherer, prefix string) map[string]floa
 
 func u64(v uint64) *uint64 { return &v }
 
+// testVMI is a VMI the launcher can run on the fake hypervisor.
+func testVMI(name, uid string) *v1.VirtualMachineInstance {
+	return &v1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
+		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
+			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}},
+	}
+}
+
+// runGuest runs a real launcher of vmi on h with its socket under share
+// (<share>/sockets/<uid>/launcher.sock) and has it start the domain, as
+// the node agent does.
+func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) {
+	t.Helper()
+	l, err := launcher.New(launcher.Config{
+		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
+		EphemeralDiskDir: filepath.Join(dir, vmi.Name, "eph"), ContainerDiskDir: filepath.Join(dir, vmi.Name, "cd"),
+		PrivateDir: filepath.Join(dir, vmi.Name, "priv"),
+		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
+		Emulation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID)))
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, err := c.Ping(ctx); err != nil; _, err = c.Ping(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher of %s does not answer: %v", vmi.Name, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st, err := c.Sync(ctx, vmi); err != nil || !st.Started {
+		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
+	}
+}
+
+// hungLauncher serves, at the launcher socket path of the VMI with the
+// given UID under share, a launcher that accepts connections and never
+// answers, until the test ends.
+func hungLauncher(t *testing.T, share string, uid types.UID) {
+	t.Helper()
+	path := launcher.SocketPath(share, string(uid))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+}
+
 // shortTempDir is a temporary directory with a short path: a launcher's
 // socket path under it must fit sun_path.
 func shortTempDir(t *testing.T) string {
@@ -97,11 +215,10 @@ func TestVMIStatsMetrics(t *testing.T) {
 	dir := shortTempDir(t)
 	share := filepath.Join(dir, "share")
 	h := hvfake.New()
-	running := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
-	scheduled := orphanVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
+	running := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
+	scheduled := testVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
 	for _, vmi := range []*v1.VirtualMachineInstance{running, scheduled} {
-		runLauncher(t, dir, share, h, vmi)
-		startGuest(t, share, vmi)
+		runGuest(t, dir, share, h, vmi)
 	}
 	h.SetStats("ns_vm1", hypervisor.DomainStats{
 		CPU: hypervisor.CPUStats{TimeNs: u64(12e9), UserNs: u64(10e9), SystemNs: u64(2e9)},
@@ -120,11 +237,11 @@ func TestVMIStatsMetrics(t *testing.T) {
 		Disks: []hypervisor.DiskStats{{Name: "vda", Alias: "rootdisk", ReadRequests: u64(100), ReadBytes: u64(409600), ReadTimeNs: u64(2e9),
 			WriteRequests: u64(50), WriteBytes: u64(204800), WriteTimeNs: u64(1e9), FlushRequests: u64(5), FlushTimeNs: u64(5e8)}},
 	})
-	a := statsAgent(t, share, time.Second)
-	cached(t, a, running, v1.Running, "node01")
-	cached(t, a, scheduled, v1.Scheduled, "node01")
+	m, src := statsMetrics(t, share, time.Second)
+	cached(src, running, v1.Running, "node01")
+	cached(src, scheduled, v1.Scheduled, "node01")
 
-	got := samples(t, a.Registry(), "kubevirt_vmi_")
+	got := samples(t, m.Registry(), "kubevirt_vmi_")
 	vm := `name="vm1",namespace="ns",node="node01"`
 	want := map[string]float64{
 		"kubevirt_vmi_memory_domain_bytes{" + vm + "}":            64 << 20,
@@ -174,7 +291,7 @@ func TestVMIStatsMetrics(t *testing.T) {
 	}
 	// Every family the collector describes was exported.
 	ch := make(chan *prometheus.Desc, 100)
-	a.metrics.vmiStats.Describe(ch)
+	m.vmiStats.Describe(ch)
 	close(ch)
 	for d := range ch {
 		name := strings.Split(d.String(), `"`)[1] // Desc{fqName: "name", ...}
@@ -188,7 +305,7 @@ func TestVMIStatsMetrics(t *testing.T) {
 	if slices.Contains(h.Calls(), "Stats ns_vm2") {
 		t.Errorf("the launcher of the Scheduled VMI vm2 was asked for statistics: %v", h.Calls())
 	}
-	if errs := samples(t, a.Registry(), "vmkit_nodeagent_launcher_errors_total"); len(errs) != 0 {
+	if errs := samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total"); len(errs) != 0 {
 		t.Errorf("launcher errors after a good scrape: %v, want none", errs)
 	}
 }
@@ -200,19 +317,18 @@ func TestVMIStatsHungLauncher(t *testing.T) {
 	dir := shortTempDir(t)
 	share := filepath.Join(dir, "share")
 	h := hvfake.New()
-	healthy := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
-	hung := orphanVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
-	runLauncher(t, dir, share, h, healthy)
-	startGuest(t, share, healthy)
-	hungLauncher(t, listenUnix(t, launcher.SocketPath(share, string(hung.UID))))
+	healthy := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
+	hung := testVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
+	runGuest(t, dir, share, h, healthy)
+	hungLauncher(t, share, hung.UID)
 	h.SetStats("ns_vm1", hypervisor.DomainStats{CPU: hypervisor.CPUStats{TimeNs: u64(1e9)}})
 
 	const timeout = 300 * time.Millisecond
-	a := statsAgent(t, share, timeout)
-	cached(t, a, healthy, v1.Running, "node01")
-	cached(t, a, hung, v1.Running, "node01")
+	m, src := statsMetrics(t, share, timeout)
+	cached(src, healthy, v1.Running, "node01")
+	cached(src, hung, v1.Running, "node01")
 	began := time.Now()
-	got := samples(t, a.Registry(), "kubevirt_vmi_cpu_usage_seconds_total")
+	got := samples(t, m.Registry(), "kubevirt_vmi_cpu_usage_seconds_total")
 	took := time.Since(began)
 	want := map[string]float64{`kubevirt_vmi_cpu_usage_seconds_total{name="vm1",namespace="ns",node="node01"}`: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -221,18 +337,19 @@ func TestVMIStatsHungLauncher(t *testing.T) {
 	if took < timeout || took > timeout+time.Second {
 		t.Errorf("the scrape took %v, want the stats timeout %v (and not much more)", took, timeout)
 	}
-	if got := CounterValue(t, a, "vmkit_nodeagent_launcher_errors_total"); got != 1 {
-		t.Errorf(`vmkit_nodeagent_launcher_errors_total{op="stats"} = %v, want 1`, got)
+	wantErrs := map[string]float64{`vmkit_nodeagent_launcher_errors_total{op="stats"}`: 1}
+	if diff := cmp.Diff(wantErrs, samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total")); diff != "" {
+		t.Errorf("failed launcher calls (-want +got):\n%s", diff)
 	}
 }
 
 // A scrape of an agent without VMIs asks nobody.
 func TestVMIStatsNoVMIs(t *testing.T) {
-	a := statsAgent(t, t.TempDir(), 0)
-	if a.cfg.StatsTimeout != DefaultStatsTimeout {
-		t.Errorf("default StatsTimeout %v, want %v", a.cfg.StatsTimeout, DefaultStatsTimeout)
+	m, _ := statsMetrics(t, t.TempDir(), 0)
+	if m.vmiStats.timeout != DefaultStatsTimeout {
+		t.Errorf("default StatsTimeout %v, want %v", m.vmiStats.timeout, DefaultStatsTimeout)
 	}
-	if got := samples(t, a.Registry(), "kubevirt_vmi_"); len(got) != 0 {
+	if got := samples(t, m.Registry(), "kubevirt_vmi_"); len(got) != 0 {
 		t.Errorf("metrics without VMIs: %v", got)
 	}
 }
