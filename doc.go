@@ -26,13 +26,16 @@
 //   - nodeagent/...: the node agent, the launcher and the hypervisor
 //     interface; nodeagent/hypervisor/libvirt is the only package using cgo.
 //     nodeagent/restapi is the node agent's REST API (console, VNC,
-//     port-forward, pause, guest agent queries), which virt-api proxies to.
+//     port-forward, pause, guest agent queries), which virt-api proxies to;
+//     nodeagent/livemigration the node's side of a live migration;
+//     nodeagent/metrics its Prometheus collectors; the hypervisor's
+//     in-memory stand-in for tests is nodeagent/hypervisor/fake.
 //     nodeagent/network wires a VMI's pod network interfaces (masquerade,
 //     bridge) in its launcher pod's network namespace; nodeagent/network/dhcp
 //     is the DHCP server the launcher runs for the guest.
 //   - virtapi: virt-api, KubeVirt's subresource API (start, stop, restart,
 //     pause, console, VNC, port-forward, guest agent queries) as an
-//     aggregated API server.
+//     aggregated API server; virtapi/webconsole the web console it serves.
 //   - vmctl: the command line (KubeVirt's virtctl commands) on cobra and
 //     cli-runtime, and a client of the subresource API.
 //   - version: the build's version in KubeVirt's version.Info shape.

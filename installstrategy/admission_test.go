@@ -332,7 +332,7 @@ func testHandlerNodeRestriction(t *testing.T, ctx context.Context, kube kubernet
 	if err := mergePatch(ctx, handlerA.vmis(), "on-a", `{"status":{"phase":"Succeeded"}}`); err != nil {
 		t.Errorf("virt-handler of node-a writing the status of a VMI on node-a: %v, want it allowed", err)
 	}
-	// The migration target's agent takes the VMI over (nodeagent/migration.go: finishTarget).
+	// The migration target's agent takes the VMI over (nodeagent/livemigration: finishTarget).
 	if err := mergePatch(ctx, handlerA.vmis(), "to-a", `{"metadata":{"labels":{"`+v1.NodeNameLabel+`":"node-a"}},"status":{"nodeName":"node-a","migrationState":{"targetNodeDomainDetected":true}}}`); err != nil {
 		t.Errorf("virt-handler of node-a taking over a VMI migrating to node-a: %v, want it allowed", err)
 	}
