@@ -32,17 +32,38 @@ func reserveHugePages(pages int) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(nrHugePagesFile, []byte(strconv.Itoa(pages)), 0o644); err != nil {
-		return fmt.Errorf("reserving %d huge pages of 2 MiB: %w", pages, err)
+	var got int
+	for attempt := 0; ; attempt++ {
+		if err := os.WriteFile(nrHugePagesFile, []byte(strconv.Itoa(pages)), 0o644); err != nil {
+			return fmt.Errorf("reserving %d huge pages of 2 MiB: %w", pages, err)
+		}
+		if got, err = readHugePages(); err != nil {
+			return err
+		}
+		if got >= pages {
+			return nil
+		}
+		if attempt == len(makeRoom) {
+			break
+		}
+		// A machine that just built everything has most of its memory in
+		// the page cache, in pieces: free some and compact it, then ask
+		// again.
+		makeRoom[attempt]()
 	}
-	got, err := readHugePages()
-	if err != nil {
-		return err
-	}
-	if got < pages {
-		return fmt.Errorf("asked the kernel for %d huge pages of 2 MiB (%s) and got %d: free memory is too fragmented or short; NodeOptions.HugePages2Mi asks for fewer", pages, nrHugePagesFile, got)
-	}
-	return nil
+	return fmt.Errorf("asked the kernel for %d huge pages of 2 MiB (%s) and got %d, also after compacting memory and dropping clean caches: free memory is too fragmented or short; NodeOptions.HugePages2Mi asks for fewer", pages, nrHugePagesFile, got)
+}
+
+// makeRoom are the steps reserveHugePages takes, one before each new
+// attempt, when the kernel found too few free 2 MiB pages: compact memory
+// (/proc/sys/vm/compact_memory), then drop clean page cache
+// (/proc/sys/vm/drop_caches, 1: nothing dirty is lost) and compact again.
+var makeRoom = []func(){
+	func() { _ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0o200) },
+	func() {
+		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200)
+		_ = os.WriteFile("/proc/sys/vm/compact_memory", []byte("1"), 0o200)
+	},
 }
 
 // restoreHugePages gives the pool back the size hugePagesMarker recorded
