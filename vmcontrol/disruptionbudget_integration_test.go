@@ -95,10 +95,12 @@ func TestDisruptionBudget(t *testing.T) {
 	c.agentWrites(t, "guarded", map[string]any{"nodeName": "node02", "migrationState": map[string]any{"targetNodeDomainDetected": true, "targetNodeDomainReadyTimestamp": metav1.Now()}})
 	c.agentWrites(t, "guarded", map[string]any{"migrationState": map[string]any{"completed": true, "endTimestamp": metav1.Now()}})
 	c.waitMigrationPhase(t, m.Name, v1.MigrationSucceeded)
-	time.Sleep(time.Second)
-	if got := c.budgetsOf(t, guarded); len(got) != 1 || got[0].Spec.MinAvailable.IntValue() != 2 {
-		t.Fatalf("budget lowered while the source launcher still runs: %+v", got)
-	}
+	consistently(t, time.Second, "while the source launcher still runs", func(context.Context) error {
+		if got := c.budgetsOf(t, guarded); len(got) != 1 || got[0].Spec.MinAvailable.IntValue() != 2 {
+			return fmt.Errorf("budget lowered: %+v", got)
+		}
+		return nil
+	})
 	src, err := c.kube.CoreV1().Pods(ns).Get(ctx, source.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

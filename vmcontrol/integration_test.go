@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -142,6 +143,28 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func(ctx con
 	defer cancel()
 	if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// consistently checks for d, every 50 ms and once more at the end, that a
+// controller does not do what it must not: check returns an error naming
+// what it found, and the test fails at once. An action that never comes
+// can only be looked for over a window; looking throughout it, rather than
+// once after a sleep, also catches an action undone before the window ends.
+func consistently(t *testing.T, d time.Duration, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var found error
+	_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		found = check(context.WithoutCancel(ctx))
+		return found != nil, nil
+	})
+	if found == nil {
+		found = check(context.Background())
+	}
+	if found != nil {
+		t.Fatalf("%s: %v", what, found)
 	}
 }
 
@@ -294,12 +317,14 @@ func TestControllers(t *testing.T) {
 			_, err := c.vmi(ctx, "rerun")
 			return apierrors.IsNotFound(err), nil
 		})
-		time.Sleep(2 * time.Second)
-		if v, err := c.vmi(context.Background(), "rerun"); err == nil {
-			t.Fatalf("a RerunOnFailure VM whose guest shut down started again: VMI %s (was %s)", v.UID, second.UID)
-		} else if !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
+		consistently(t, 2*time.Second, "a RerunOnFailure VM whose guest shut down", func(ctx context.Context) error {
+			if v, err := c.vmi(ctx, "rerun"); err == nil {
+				return fmt.Errorf("started again: VMI %s (was %s)", v.UID, second.UID)
+			} else if !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
 	})
 
 	t.Run("PodFailureFailsVMIAndBacksOff", func(t *testing.T) {
@@ -346,11 +371,13 @@ func TestControllers(t *testing.T) {
 		c.setVMIPhase(t, "once", v1.Running)
 		c.setVMIPhase(t, "once", v1.Failed)
 		c.waitVMStatus(t, "once", v1.VirtualMachineStatusStopped)
-		time.Sleep(time.Second)
-		v, err := c.vmi(context.Background(), "once")
-		if err != nil || v.UID != vmi.UID || v.Status.Phase != v1.Failed {
-			t.Fatalf("Once restarted or lost its VMI: %v %v", v, err)
-		}
+		consistently(t, time.Second, "a Once VM whose VMI failed", func(ctx context.Context) error {
+			v, err := c.vmi(ctx, "once")
+			if err != nil || v.UID != vmi.UID || v.Status.Phase != v1.Failed {
+				return fmt.Errorf("restarted or lost its VMI: %v %v", v, err)
+			}
+			return nil
+		})
 	})
 
 	t.Run("AdoptsOrphanVMI", func(t *testing.T) {
@@ -445,8 +472,20 @@ func TestControllers(t *testing.T) {
 		for i := range 10 {
 			c.createVM(t, newVM(fmt.Sprintf("restart-%d", i), v1.RunStrategyAlways))
 		}
-		time.Sleep(200 * time.Millisecond)
-		stop() // mid-flight
+		// Stop the manager mid-flight: once it has made the first launcher pod.
+		waitFor(t, 30*time.Second, "a launcher pod of the restart-N VMs", func(ctx context.Context) (bool, error) {
+			pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1.AppLabel + "=" + v1.VirtLauncherValue})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				if strings.HasPrefix(p.Name, "virt-launcher-restart-") {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		stop()
 		_, _ = c.startManager(t, vmcontrol.LeaderElection{})
 		for i := range 10 {
 			vmi := c.waitVMIPhase(t, fmt.Sprintf("restart-%d", i), v1.Scheduled)
@@ -467,7 +506,12 @@ func TestLeaderElection(t *testing.T) {
 	a, stopA := c.startManager(t, le("a"))
 	b, stopB := c.startManager(t, le("b"))
 	waitFor(t, 20*time.Second, "a leader", func(context.Context) (bool, error) { return a.Leading() || b.Leading(), nil })
-	time.Sleep(time.Second)
+	consistently(t, time.Second, "leader election", func(context.Context) error {
+		if a.Leading() && b.Leading() {
+			return errors.New("both managers lead")
+		}
+		return nil
+	})
 	if a.Leading() == b.Leading() {
 		t.Fatalf("exactly one manager must lead: a=%v b=%v", a.Leading(), b.Leading())
 	}

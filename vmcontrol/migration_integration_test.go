@@ -380,10 +380,12 @@ func TestEvacuation(t *testing.T) {
 		}
 		return out
 	}
-	time.Sleep(2 * time.Second)
-	if got := evacuations(ctx); len(got) != 0 {
-		t.Fatalf("migrations before the node was drained: %v", got)
-	}
+	consistently(t, 2*time.Second, "before the node was drained", func(ctx context.Context) error {
+		if got := evacuations(ctx); len(got) != 0 {
+			return fmt.Errorf("evacuation migrations %v, want none", got)
+		}
+		return nil
+	})
 	node, err := c.kube.CoreV1().Nodes().Get(ctx, "node01", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -395,10 +397,12 @@ func TestEvacuation(t *testing.T) {
 	waitFor(t, 30*time.Second, "an evacuation migration for leaver", func(ctx context.Context) (bool, error) {
 		return evacuations(ctx)["leaver"] == 1, nil
 	})
-	time.Sleep(2 * time.Second)
-	if got := evacuations(ctx); got["leaver"] != 1 || got["stayer"] != 0 {
-		t.Errorf("evacuation migrations %v, want one for leaver only", got)
-	}
+	consistently(t, 2*time.Second, "after the node was drained", func(ctx context.Context) error {
+		if got := evacuations(ctx); got["leaver"] != 1 || got["stayer"] != 0 {
+			return fmt.Errorf("evacuation migrations %v, want one for leaver only", got)
+		}
+		return nil
+	})
 
 	// A refused eviction on an untainted node: evacuationNodeName.
 	node, _ = c.kube.CoreV1().Nodes().Get(ctx, "node01", metav1.GetOptions{})

@@ -3,6 +3,7 @@ package vmcontrol_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -77,13 +78,23 @@ func TestNodeController(t *testing.T) {
 	if _, err := nodes.Patch(ctx, "node01", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
-	if n, err := nodes.Get(ctx, "node01", metav1.GetOptions{}); err != nil || n.Labels[v1.NodeSchedulable] != "true" {
-		t.Fatalf("before the heartbeat expired: node %v, %v; want schedulable=true", n.Labels, err)
-	}
-	if vmi, err := c.vmi(ctx, "exited"); err != nil || vmi.Status.Phase != v1.Running {
-		t.Fatalf("before the heartbeat expired: exited %v, %v; want Running", vmi.Status.Phase, err)
-	}
+	consistently(t, time.Second, "before the heartbeat expired", func(ctx context.Context) error {
+		n, err := nodes.Get(ctx, "node01", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels[v1.NodeSchedulable] != "true" {
+			return fmt.Errorf("node labels %v, want schedulable=true", n.Labels)
+		}
+		vmi, err := c.vmi(ctx, "exited")
+		if err != nil {
+			return err
+		}
+		if vmi.Status.Phase != v1.Running {
+			return fmt.Errorf("exited is %s, want Running", vmi.Status.Phase)
+		}
+		return nil
+	})
 
 	failed := c.waitVMIPhase(t, "exited", v1.Failed)
 	// Neither tainted nor labeled: other workloads keep the node, and a
@@ -158,10 +169,13 @@ func TestNodeController(t *testing.T) {
 	if _, err := nodes.Patch(ctx, "node01", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // the informer's copy of the node
-	if avoids("made-after-the-heartbeat") {
-		t.Error("a launcher pod made after node01's agent heartbeats again still avoids it")
-	}
+	// The VMI controller sees the heartbeat once its informer's copy of
+	// the node has it: a launcher pod made after that may go to node01.
+	attempt := 0
+	waitFor(t, 10*time.Second, "a launcher pod made after node01's agent heartbeats again to be allowed there", func(context.Context) (bool, error) {
+		attempt++
+		return !avoids(fmt.Sprintf("made-after-the-heartbeat-%d", attempt)), nil
+	})
 
 	// The Node is deleted, and then the survivor's launcher exits: with no
 	// node left to report it, the VMI fails.

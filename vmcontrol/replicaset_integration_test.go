@@ -107,7 +107,10 @@ func TestReplicaSet(t *testing.T) {
 		}
 	}
 	oldest := waitOwned(1, "1 VMI Scheduled", allIn(v1.Scheduled))[0]
-	time.Sleep(1100 * time.Millisecond) // creation timestamps have whole seconds: the next VMI is younger
+	// Creation timestamps have whole seconds, truncated: a VMI created once
+	// the clock (the API server's, which is this machine's) has passed the
+	// oldest's second is younger.
+	time.Sleep(time.Until(oldest.CreationTimestamp.Add(time.Second)))
 	scale(2)
 	first := waitOwned(2, "2 VMIs Scheduled", allIn(v1.Scheduled))
 	for _, v := range first {

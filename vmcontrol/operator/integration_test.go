@@ -141,10 +141,17 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	factory := externalversions.NewSharedInformerFactory(client, 0)
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(opKube, 0, kubeinformers.WithNamespace("kubevirt"),
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = installstrategy.ManagedSelector }))
+	// syncs counts the controller's syncs of the installed CR.
+	var syncs atomic.Int64
 	ctl, err := operator.New(operator.Config{
 		Client: client, Dynamic: dyn, KubeVirts: factory.Kubevirt().V1().KubeVirts(),
 		Deployments: kubeFactory.Apps().V1().Deployments(), DaemonSets: kubeFactory.Apps().V1().DaemonSets(),
 		Operator: opCfg, Resync: time.Hour,
+		Observe: func(key string, _ time.Duration, _ error) {
+			if key == "kubevirt/kubevirt" {
+				syncs.Add(1)
+			}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +260,20 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("a sync of an installed CR writes nothing", func(t *testing.T) {
-		time.Sleep(500 * time.Millisecond) // let the last status write's event settle
+		// The install's last writes, and the syncs their events trigger,
+		// are over once the controller has not written for half a second.
 		before := counter.writes.Load()
+		quiet := time.Now()
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			if n := counter.writes.Load(); n != before {
+				before, quiet = n, time.Now()
+			}
+			return time.Since(quiet) >= 500*time.Millisecond, nil
+		})
+		if err != nil {
+			t.Fatalf("the controller kept writing after the install: %v", err)
+		}
+		synced := syncs.Load()
 		kv, err := kvs("kubevirt").Get(ctx, "kubevirt", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -263,9 +282,17 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		if _, err := kvs("kubevirt").Update(ctx, kv, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second)
-		if n := counter.writes.Load() - before; n != 0 {
-			t.Errorf("the controller made %d write requests re-syncing an installed CR, want 0", n)
+		// No write, checked throughout, until the controller has synced the
+		// CR since and 2 seconds have passed.
+		poked := time.Now()
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			if n := counter.writes.Load() - before; n != 0 {
+				return false, fmt.Errorf("the controller made %d write requests re-syncing an installed CR, want 0", n)
+			}
+			return syncs.Load() > synced && time.Since(poked) >= 2*time.Second, nil
+		})
+		if err != nil {
+			t.Fatalf("after the CR's annotation changed: %v (syncs of the CR: %d before the change, %d now)", err, synced, syncs.Load())
 		}
 	})
 

@@ -38,6 +38,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -76,10 +77,12 @@ type Config struct {
 	// (with jitter) the other candidates try to acquire it. RetryPeriod*1.2
 	// must be less than RenewDeadline.
 	RetryPeriod time.Duration
-	// Now is the clock for the times written to the Lease and for judging
-	// expiry; time.Now when nil. Tests may set it. Waits and deadlines use
-	// real time regardless.
-	Now func() time.Time
+	// Clock is what the election reads the time from and waits on: the
+	// times written to the Lease, when the Lease last changed (its expiry),
+	// the retry period with its jitter, the renew deadline and the
+	// release's timeout. nil means the real clock (clock.RealClock{}).
+	// Tests set a fake one (k8s.io/utils/clock/testing) and step it.
+	Clock clock.WithDelayedExecution
 }
 
 // Elector runs the election for one candidate. Make it with New.
@@ -133,8 +136,8 @@ func New(cfg Config) (*Elector, error) {
 		return nil, fmt.Errorf("leaderelect: RenewDeadline (%v) must be greater than RetryPeriod*%v (%v)",
 			cfg.RenewDeadline, jitterFactor, time.Duration(jitterFactor*float64(cfg.RetryPeriod)))
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	// The API server rejects a leaseDurationSeconds below 1, so a duration
 	// that is not a whole number of seconds is rounded up.
@@ -194,14 +197,13 @@ func (e *Elector) IsLeader() bool {
 func (e *Elector) acquire(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
 	log.V(2).Info("waiting to acquire the lease")
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
+	}()
+	for {
 		if ctx.Err() != nil {
 			return false
 		}
@@ -209,7 +211,17 @@ func (e *Elector) acquire(ctx context.Context) bool {
 			log.Info("acquired the lease")
 			return true
 		}
-		timer.Reset(wait.Jitter(e.cfg.RetryPeriod, jitterFactor))
+		next := wait.Jitter(e.cfg.RetryPeriod, jitterFactor)
+		if timer == nil {
+			timer = e.cfg.Clock.NewTimer(next)
+		} else {
+			timer.Reset(next)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C():
+		}
 	}
 }
 
@@ -219,30 +231,71 @@ func (e *Elector) acquire(ctx context.Context) bool {
 // the deadline is cancelled.
 func (e *Elector) renew(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	renewed := time.Now() // acquiring the Lease counts as renewing it
-	timer := time.NewTimer(e.cfg.RetryPeriod)
+	renewed := e.cfg.Clock.Now() // acquiring the Lease counts as renewing it
+	timer := e.cfg.Clock.NewTimer(e.cfg.RetryPeriod)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 		}
-		deadlineCtx, cancel := context.WithDeadline(ctx, renewed.Add(e.cfg.RenewDeadline))
-		err := wait.PollUntilContextCancel(deadlineCtx, e.cfg.RetryPeriod, true, func(ctx context.Context) (bool, error) {
-			return e.tryAcquireOrRenew(ctx), nil
-		})
-		cancel()
+		ok := e.renewBy(ctx, renewed.Add(e.cfg.RenewDeadline))
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		if !ok {
 			log.Info("lost the lease: could not renew it", "renewDeadline", e.cfg.RenewDeadline)
 			return ErrLostLease
 		}
-		renewed = time.Now()
+		renewed = e.cfg.Clock.Now()
 		log.V(4).Info("renewed the lease")
 		timer.Reset(e.cfg.RetryPeriod)
+	}
+}
+
+// renewBy tries to renew the Lease at once and then every RetryPeriod
+// (measured from the start of each attempt) until an attempt succeeds
+// (true), or deadline passes or ctx ends (false). An attempt still running
+// at the deadline is cancelled.
+func (e *Elector) renewBy(ctx context.Context, deadline time.Time) bool {
+	ctx, cancel := e.withTimeout(ctx, deadline.Sub(e.cfg.Clock.Now()))
+	defer cancel()
+	retry := e.cfg.Clock.NewTimer(e.cfg.RetryPeriod)
+	defer retry.Stop()
+	for {
+		if e.tryAcquireOrRenew(ctx) {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-retry.C():
+		}
+		// Both may be ready at once; the deadline wins.
+		if ctx.Err() != nil {
+			return false
+		}
+		retry.Reset(e.cfg.RetryPeriod)
+	}
+}
+
+// withTimeout is context.WithTimeout measured on the Elector's clock: the
+// context is cancelled, with cause context.DeadlineExceeded, once d has
+// passed.
+func (e *Elector) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if d <= 0 {
+		cancel(context.DeadlineExceeded)
+		return ctx, func() { cancel(context.Canceled) }
+	}
+	timer := e.cfg.Clock.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
 	}
 }
 
@@ -250,7 +303,7 @@ func (e *Elector) renew(ctx context.Context) error {
 // this candidate holds it, and reports whether it succeeded.
 func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	log := klog.FromContext(ctx)
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	want := record{holder: e.cfg.Identity, durationSeconds: e.leaseSeconds, acquire: now, renew: now}
 
 	// The holder first updates the Lease as it last wrote it, without
@@ -315,7 +368,7 @@ func (e *Elector) release(ctx context.Context) {
 	if e.observedHolder() != e.cfg.Identity {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+	ctx, cancel := e.withTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
 	defer cancel()
 	lease, err := e.cfg.Leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
 	if err != nil {
@@ -329,7 +382,7 @@ func (e *Elector) release(ctx context.Context) {
 		log.V(2).Info("not releasing the lease: another candidate holds it", "holder", got.holder)
 		return
 	}
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	released := record{durationSeconds: 1, acquire: now, renew: now, transitions: got.transitions}
 	if err := e.update(ctx, released); err != nil {
 		log.Error(err, "could not release the lease")
@@ -367,7 +420,7 @@ func (e *Elector) setObserved(r record) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.observed = r
-	e.observedTime = e.cfg.Now()
+	e.observedTime = e.cfg.Clock.Now()
 }
 
 // observedRecord returns the observed record and whether it is still

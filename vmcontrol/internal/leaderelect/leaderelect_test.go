@@ -17,17 +17,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 )
 
-// The timings leave a loaded machine (the e2e suite runs beside these
-// tests in make test) time for a fake client's write: with a 400 ms renew
-// deadline a slow scheduler made a leader lose its lease mid-test.
+// The durations are simulated (see world): they take no real time, and a
+// loaded machine cannot stretch them. leaseDuration is not a whole number
+// of seconds, to check the rounding of leaseDurationSeconds.
 const (
 	leaseName     = "vmkit-controller"
 	leaseDuration = 1500 * time.Millisecond
 	renewDeadline = 1000 * time.Millisecond
 	retryPeriod   = 250 * time.Millisecond
-	// patience bounds every wait for something that should happen.
+	// jittered is the longest a waiting candidate waits between attempts.
+	jittered = time.Duration(float64(retryPeriod) * (1 + jitterFactor))
+	// patience bounds, in real time, every wait for a goroutine.
 	patience = 5 * time.Second
 )
 
@@ -98,11 +101,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestSingleCandidateAcquiresRenewsAndReleases(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	srv := newServer()
-	a := srv.candidate(t, "a")
-	ra := run(ctx, t, a.elector)
+	w := newWorld(t)
+	srv := newServer(w.clk)
+	a := w.candidate(srv, "a")
+	start := w.clk.Now()
+	ra := w.run(ctx, a)
 
-	waitClosed(t, ra.leading, "a to lead")
+	w.settle()
+	if !a.elector.IsLeader() {
+		t.Fatal("IsLeader() = false after acquiring a free lease")
+	}
+	waitClosed(t, ra.leading, "a's lead to be called")
 	lease := srv.lease(t)
 	if got := holder(lease); got != "a" {
 		t.Errorf("holderIdentity = %q, want a", got)
@@ -113,31 +122,32 @@ func TestSingleCandidateAcquiresRenewsAndReleases(t *testing.T) {
 	if got := *lease.Spec.LeaseTransitions; got != 0 {
 		t.Errorf("leaseTransitions = %d, want 0", got)
 	}
-	if !a.elector.IsLeader() {
-		t.Error("IsLeader() = false while leading")
+	if got := lease.Spec.AcquireTime.Time; !got.Equal(start) {
+		t.Errorf("acquireTime = %v, want the time it was acquired, %v", got, start)
 	}
 
-	// Renewals move renewTime and keep acquireTime and leaseTransitions.
-	acquired, renewed := lease.Spec.AcquireTime.Time, lease.Spec.RenewTime.Time
-	waitFor(t, "a to renew the lease 3 times", func() bool {
-		return srv.updates(a.client) >= 3
-	})
+	// A renewal every retry period moves renewTime and keeps acquireTime
+	// and leaseTransitions.
+	w.advance(3 * retryPeriod)
+	if got := srv.updates(a.client); got != 3 {
+		t.Errorf("a renewed the lease %d times in 3 retry periods, want 3", got)
+	}
 	lease = srv.lease(t)
 	if got := holder(lease); got != "a" {
 		t.Errorf("after renewals holderIdentity = %q, want a", got)
 	}
-	if !lease.Spec.AcquireTime.Time.Equal(acquired) {
-		t.Errorf("after renewals acquireTime = %v, want %v", lease.Spec.AcquireTime.Time, acquired)
+	if got := lease.Spec.AcquireTime.Time; !got.Equal(start) {
+		t.Errorf("after renewals acquireTime = %v, want %v", got, start)
 	}
-	if !lease.Spec.RenewTime.Time.After(renewed) {
-		t.Errorf("after renewals renewTime = %v, want after %v", lease.Spec.RenewTime.Time, renewed)
+	if got, want := lease.Spec.RenewTime.Time, start.Add(3*retryPeriod); !got.Equal(want) {
+		t.Errorf("after renewals renewTime = %v, want the last renewal's time %v", got, want)
 	}
 	if got := *lease.Spec.LeaseTransitions; got != 0 {
 		t.Errorf("after renewals leaseTransitions = %d, want 0", got)
 	}
 
 	// Ending the context stops lead, then releases the Lease.
-	ra.cancel()
+	ra.end()
 	if err := ra.wait(t); err != nil {
 		t.Errorf("Run returned %v after its context ended, want nil", err)
 	}
@@ -164,17 +174,58 @@ func TestSingleCandidateAcquiresRenewsAndReleases(t *testing.T) {
 	}
 }
 
+// TestRealClockByDefault runs a candidate without a Clock: it acquires
+// the free lease at once, on the real clock, and releases it when its
+// context ends.
+func TestRealClockByDefault(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	srv := newServer(clock.RealClock{})
+	c := &client{server: srv}
+	srv.counts[c] = &counts{}
+	e, err := New(Config{Leases: c, Name: leaseName, Identity: "a", LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	leading := make(chan struct{})
+	result := make(chan error, 1)
+	go func() { result <- e.Run(ctx, func(ctx context.Context) { close(leading); <-ctx.Done() }) }()
+	waitClosed(t, leading, "a to lead")
+	lease := srv.lease(t)
+	if got := holder(lease); got != "a" {
+		t.Errorf("holderIdentity = %q, want a", got)
+	}
+	if got := lease.Spec.AcquireTime.Time; got.Before(before) || got.After(time.Now()) {
+		t.Errorf("acquireTime = %v, want the real time it was acquired, after %v", got, before)
+	}
+	cancel()
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Errorf("Run returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if got := holder(srv.lease(t)); got != "" {
+		t.Errorf("after release holderIdentity = %q, want empty", got)
+	}
+}
+
 func TestTakeoverAfterRelease(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	srv := newServer()
-	a, b := srv.candidate(t, "a"), srv.candidate(t, "b")
-	ra := run(ctx, t, a.elector)
+	w := newWorld(t)
+	srv := newServer(w.clk)
+	a, b := w.candidate(srv, "a"), w.candidate(srv, "b")
+	ra := w.run(ctx, a)
+	w.settle()
 	waitClosed(t, ra.leading, "a to lead")
-	rb := run(ctx, t, b.elector)
+	rb := w.run(ctx, b)
 
 	// b keeps trying but does not lead while a renews, for longer than a
 	// lease duration.
-	time.Sleep(2 * leaseDuration)
+	w.advance(2 * leaseDuration)
 	select {
 	case <-rb.leading:
 		t.Fatal("b leads while a renews the lease")
@@ -183,20 +234,20 @@ func TestTakeoverAfterRelease(t *testing.T) {
 	if b.elector.IsLeader() {
 		t.Error("b: IsLeader() = true while a renews the lease")
 	}
-	if srv.gets(b.client) < 3 {
-		t.Errorf("b read the lease %d times in %v, want it to keep trying", srv.gets(b.client), 2*leaseDuration)
+	if got, want := srv.gets(b.client), int(2*leaseDuration/jittered); got < want {
+		t.Errorf("b read the lease %d times in %v, want at least %d (one every retry period with jitter)", got, 2*leaseDuration, want)
 	}
 
-	cancelled := time.Now()
-	ra.cancel()
+	released := w.clk.Now()
+	ra.end()
 	if err := ra.wait(t); err != nil {
 		t.Errorf("a: Run returned %v after its context ended, want nil", err)
 	}
-	released := time.Now()
-	waitClosed(t, rb.leading, "b to lead")
-	if took := time.Since(released); took >= leaseDuration {
-		t.Errorf("b took over %v after a released the lease, want less than the lease duration %v", took, leaseDuration)
+	w.advanceUntil("b to lead", leaseDuration, b.elector.IsLeader)
+	if took := w.clk.Since(released); took > jittered {
+		t.Errorf("b took over %v after a released the lease, want at its next attempt, within %v", took, jittered)
 	}
+	waitClosed(t, rb.leading, "b's lead to be called")
 	lease := srv.lease(t)
 	if got := holder(lease); got != "b" {
 		t.Errorf("holderIdentity = %q, want b", got)
@@ -204,8 +255,8 @@ func TestTakeoverAfterRelease(t *testing.T) {
 	if got := *lease.Spec.LeaseTransitions; got != 1 {
 		t.Errorf("leaseTransitions = %d, want 1", got)
 	}
-	if !lease.Spec.AcquireTime.Time.After(cancelled) {
-		t.Errorf("acquireTime = %v, want after a released the lease at %v", lease.Spec.AcquireTime.Time, cancelled)
+	if !lease.Spec.AcquireTime.Time.After(released) {
+		t.Errorf("acquireTime = %v, want after a released the lease at %v", lease.Spec.AcquireTime.Time, released)
 	}
 	if !b.elector.IsLeader() || a.elector.IsLeader() {
 		t.Errorf("IsLeader() = %v for a and %v for b, want false and true", a.elector.IsLeader(), b.elector.IsLeader())
@@ -223,23 +274,33 @@ func TestTakeoverAfterLeaderStopsRenewing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			srv := newServer()
-			a, b := srv.candidate(t, "a"), srv.candidate(t, "b")
-			ra := run(ctx, t, a.elector)
+			w := newWorld(t)
+			srv := newServer(w.clk)
+			a, b := w.candidate(srv, "a"), w.candidate(srv, "b")
+			ra := w.run(ctx, a)
+			w.settle()
 			waitClosed(t, ra.leading, "a to lead")
-			rb := run(ctx, t, b.elector)
+			rb := w.run(ctx, b)
 			// Let b observe a's renewals for a while.
-			time.Sleep(leaseDuration)
+			w.advance(leaseDuration)
 
 			a.client.fault.Store(int32(tt.fault))
-			broken := time.Now()
+			broken := w.clk.Now()
 
-			// a gives up within the renew deadline, without anyone's help.
-			waitClosed(t, ra.stopped, "a to stop leading")
-			aStopped := time.Now()
-			if took := aStopped.Sub(broken); took > renewDeadline+retryPeriod {
-				t.Errorf("a stopped leading %v after its requests broke, want at most the renew deadline %v (+%v)", took, renewDeadline, retryPeriod)
+			// a gives up at the renew deadline after its last renewal,
+			// without anyone's help.
+			w.advanceUntil("a to stop leading", 2*renewDeadline, func() bool { return !a.elector.IsLeader() })
+			aStopped := w.clk.Now()
+			if took := aStopped.Sub(broken); took > renewDeadline {
+				t.Errorf("a stopped leading %v after its requests broke, want at most the renew deadline %v", took, renewDeadline)
 			}
+			if took := aStopped.Sub(srv.lastUpdate(a.client)); took != renewDeadline {
+				t.Errorf("a stopped leading %v after its last renewal, want the renew deadline %v", took, renewDeadline)
+			}
+			waitClosed(t, ra.stopped, "a's lead to return")
+			// Releasing the lease fails too; a hanging request is cut at
+			// the renew deadline.
+			w.advanceUntil("a's Run to return", renewDeadline, ra.hasReturned)
 			if err := ra.wait(t); !errors.Is(err, ErrLostLease) {
 				t.Errorf("a: Run returned %v, want ErrLostLease", err)
 			}
@@ -249,15 +310,19 @@ func TestTakeoverAfterLeaderStopsRenewing(t *testing.T) {
 
 			// b takes over once a's last renewal is a lease duration old,
 			// and not before a stopped leading.
-			waitClosed(t, rb.leading, "b to lead")
-			bStarted := time.Now()
-			if bStarted.Before(aStopped) {
-				t.Errorf("b started leading at %v, before a stopped at %v", bStarted, aStopped)
-			}
-			if took := bStarted.Sub(srv.lastUpdate(a.client)); took < leaseDuration {
-				t.Errorf("b took over %v after a's last renewal, want at least the lease duration %v", took, leaseDuration)
-			}
+			w.advanceUntil("b to lead", leaseDuration+2*jittered, b.elector.IsLeader)
+			waitClosed(t, rb.leading, "b's lead to be called")
 			lease := srv.lease(t)
+			bStarted := lease.Spec.AcquireTime.Time
+			if !bStarted.After(aStopped) {
+				t.Errorf("b started leading at %v, not after a stopped at %v", bStarted, aStopped)
+			}
+			// b saw a's last renewal at its next attempt, and takes over at
+			// its first attempt a lease duration after that.
+			took := bStarted.Sub(srv.lastUpdate(a.client))
+			if took < leaseDuration || took > leaseDuration+2*jittered {
+				t.Errorf("b took over %v after a's last renewal, want between the lease duration %v and %v", took, leaseDuration, leaseDuration+2*jittered)
+			}
 			if got := holder(lease); got != "b" {
 				t.Errorf("holderIdentity = %q, want b", got)
 			}
@@ -273,14 +338,19 @@ func TestTakeoverAfterLeaderStopsRenewing(t *testing.T) {
 
 func TestCancelWhileWaiting(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	srv := newServer()
-	a, b := srv.candidate(t, "a"), srv.candidate(t, "b")
-	ra := run(ctx, t, a.elector)
+	w := newWorld(t)
+	srv := newServer(w.clk)
+	a, b := w.candidate(srv, "a"), w.candidate(srv, "b")
+	ra := w.run(ctx, a)
+	w.settle()
 	waitClosed(t, ra.leading, "a to lead")
-	rb := run(ctx, t, b.elector)
-	waitFor(t, "b to read the lease", func() bool { return srv.gets(b.client) > 0 })
+	rb := w.run(ctx, b)
+	w.settle()
+	if srv.gets(b.client) == 0 {
+		t.Fatal("b waits without having read the lease")
+	}
 
-	rb.cancel()
+	rb.end()
 	if err := rb.wait(t); err != nil {
 		t.Errorf("b: Run returned %v after its context ended, want nil", err)
 	}
@@ -299,7 +369,8 @@ func TestCancelWhileWaiting(t *testing.T) {
 
 func TestAtMostOneLeader(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	srv := newServer()
+	w := newWorld(t)
+	srv := newServer(w.clk)
 	var leading, most atomic.Int32
 	lead := func(ctx context.Context) {
 		n := leading.Add(1)
@@ -314,23 +385,34 @@ func TestAtMostOneLeader(t *testing.T) {
 	}
 	var runs []*runner
 	for _, id := range []string{"a", "b", "c"} {
-		runs = append(runs, runWith(ctx, t, srv.candidate(t, id).elector, lead))
+		runs = append(runs, w.runWith(ctx, w.candidate(srv, id), lead))
 	}
-	waitFor(t, "a leader", func() bool { return leading.Load() == 1 })
-	time.Sleep(2 * leaseDuration)
+	leaders := func() (n int, leader *runner) {
+		for _, r := range runs {
+			if r.c.elector.IsLeader() {
+				n, leader = n+1, r
+			}
+		}
+		return n, leader
+	}
+	w.advanceUntil("a leader", leaseDuration, func() bool { n, _ := leaders(); return n > 0 })
+	w.advance(2 * leaseDuration)
+	n, leader := leaders()
+	if n != 1 {
+		t.Fatalf("%d candidates lead, want 1", n)
+	}
+	waitClosed(t, leader.leading, leader.c.id+"'s lead to be called")
 	if n := most.Load(); n != 1 {
 		t.Errorf("%d candidates led at once, want 1", n)
 	}
-	var leaders int
 	for _, r := range runs {
 		select {
 		case <-r.leading:
-			leaders++
+			if r != leader {
+				t.Errorf("%s led as well as %s", r.c.id, leader.c.id)
+			}
 		default:
 		}
-	}
-	if leaders != 1 {
-		t.Errorf("%d candidates led, want 1", leaders)
 	}
 }
 
@@ -338,28 +420,39 @@ func TestCreateConflict(t *testing.T) {
 	// Another candidate creates the Lease between our Get and Create: the
 	// attempt fails, and the next one sees the Lease held.
 	_, ctx := ktesting.NewTestContext(t)
-	srv := newServer()
-	a := srv.candidate(t, "a")
+	w := newWorld(t)
+	srv := newServer(w.clk)
+	a := w.candidate(srv, "a")
 	a.client.beforeCreate = func() {
 		other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName}}
-		record{holder: "other", durationSeconds: 1, acquire: time.Now(), renew: time.Now()}.applyTo(&other.Spec)
+		now := w.clk.Now()
+		record{holder: "other", durationSeconds: 1, acquire: now, renew: now}.applyTo(&other.Spec)
 		if _, err := srv.create(ctx, other); err != nil {
 			t.Errorf("creating the other candidate's lease: %v", err)
 		}
 	}
-	ra := run(ctx, t, a.elector)
-	waitFor(t, "a to try creating the lease", func() bool { return a.client.creates.Load() > 0 })
-	time.Sleep(2 * retryPeriod)
+	ra := w.run(ctx, a)
+	w.settle()
+	if a.client.creates.Load() == 0 {
+		t.Fatal("a waits without having tried to create the lease")
+	}
+	// a saw the other candidate's lease at its second attempt, at least a
+	// retry period in: it is not a lease duration old before then.
+	w.advance(leaseDuration)
 	select {
 	case <-ra.leading:
 		t.Fatal("a leads though another candidate created the lease first")
 	default:
 	}
+	if a.elector.IsLeader() {
+		t.Error("IsLeader() = true though another candidate created the lease first")
+	}
 	if got := holder(srv.lease(t)); got != "other" {
 		t.Errorf("holderIdentity = %q, want other", got)
 	}
 	// The other candidate never renews, so a takes over.
-	waitClosed(t, ra.leading, "a to take over the abandoned lease")
+	w.advanceUntil("a to take over the abandoned lease", leaseDuration, a.elector.IsLeader)
+	waitClosed(t, ra.leading, "a's lead to be called")
 	if got := *srv.lease(t).Spec.LeaseTransitions; got != 1 {
 		t.Errorf("leaseTransitions = %d, want 1", got)
 	}
@@ -376,8 +469,10 @@ const (
 
 // server stands in for the API server. It adds what the fake clientset
 // lacks: resourceVersions, and Updates that fail with a conflict when the
-// resourceVersion is stale. It counts requests per client.
+// resourceVersion is stale. It counts requests per client, and notes the
+// (simulated) time of each client's last update.
 type server struct {
+	clock   clock.PassiveClock
 	mu      sync.Mutex
 	leases  Leases
 	version int
@@ -389,17 +484,24 @@ type counts struct {
 	lastUpdate    time.Time
 }
 
-func newServer() *server {
-	return &server{leases: fake.NewClientset().CoordinationV1().Leases("ns"), counts: map[*client]*counts{}}
+func newServer(clk clock.PassiveClock) *server {
+	return &server{clock: clk, leases: fake.NewClientset().CoordinationV1().Leases("ns"), counts: map[*client]*counts{}}
 }
 
-// candidate returns an Elector named id that talks to s through its own client.
-func (s *server) candidate(t *testing.T, id string) struct {
+// candidate is one Elector with its own client of a server and its own
+// view of the world's clock.
+type candidate struct {
+	id      string
 	elector *Elector
 	client  *client
-} {
-	t.Helper()
-	c := &client{server: s}
+	clock   *candidateClock
+}
+
+// candidate returns a candidate named id that talks to s.
+func (w *world) candidate(s *server, id string) *candidate {
+	w.t.Helper()
+	clk := &candidateClock{w: w}
+	c := &client{server: s, clock: clk}
 	s.mu.Lock()
 	s.counts[c] = &counts{}
 	s.mu.Unlock()
@@ -410,14 +512,12 @@ func (s *server) candidate(t *testing.T, id string) struct {
 		LeaseDuration: leaseDuration,
 		RenewDeadline: renewDeadline,
 		RetryPeriod:   retryPeriod,
+		Clock:         clk,
 	})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
-	return struct {
-		elector *Elector
-		client  *client
-	}{e, c}
+	return &candidate{id: id, elector: e, client: c, clock: clk}
 }
 
 func (s *server) lease(t *testing.T) *coordinationv1.Lease {
@@ -459,6 +559,7 @@ func (s *server) lastUpdate(c *client) time.Time {
 // client is one candidate's connection to a server, with injected faults.
 type client struct {
 	server       *server
+	clock        *candidateClock // its candidate's: a hanging request waits for it
 	fault        atomic.Int32
 	creates      atomic.Int32
 	beforeCreate func() // called before the first Create, if set
@@ -469,7 +570,12 @@ func (c *client) check(ctx context.Context) error {
 	case failing:
 		return apierrors.NewServiceUnavailable("injected fault")
 	case hanging:
-		<-ctx.Done()
+		if ctx.Err() == nil {
+			// Only a deadline on the clock, or the test, ends ctx.
+			c.clock.setWaiting(true)
+			<-ctx.Done()
+			c.clock.setWaiting(false)
+		}
 		return ctx.Err()
 	}
 	return ctx.Err()
@@ -515,29 +621,37 @@ func (c *client) Update(ctx context.Context, lease *coordinationv1.Lease, opts m
 	s.version++
 	lease.ResourceVersion = strconv.Itoa(s.version)
 	s.counts[c].updates++
-	s.counts[c].lastUpdate = time.Now()
+	s.counts[c].lastUpdate = s.clock.Now()
 	return s.leases.Update(ctx, lease, opts)
 }
 
 // runner is one call of Run in its own goroutine.
 type runner struct {
+	w       *world
+	c       *candidate
 	cancel  context.CancelFunc
 	result  chan error
 	leading chan struct{} // closed when lead is called
 	stopped chan struct{} // closed when lead returns
 	calls   atomic.Int32
+	// returned, guarded by w.mu, is true once Run returned.
+	returned bool
 }
 
-// run calls e.Run with a lead that waits for its context to end.
-func run(ctx context.Context, t *testing.T, e *Elector) *runner {
-	return runWith(ctx, t, e, func(ctx context.Context) { <-ctx.Done() })
+// run calls Run with a lead that waits for its context to end.
+func (w *world) run(ctx context.Context, c *candidate) *runner {
+	return w.runWith(ctx, c, func(ctx context.Context) { <-ctx.Done() })
 }
 
-func runWith(ctx context.Context, t *testing.T, e *Elector, lead func(context.Context)) *runner {
+func (w *world) runWith(ctx context.Context, c *candidate, lead func(context.Context)) *runner {
+	t := w.t
 	ctx, cancel := context.WithCancel(ctx)
-	r := &runner{cancel: cancel, result: make(chan error, 1), leading: make(chan struct{}), stopped: make(chan struct{})}
+	r := &runner{w: w, c: c, cancel: cancel, result: make(chan error, 1), leading: make(chan struct{}), stopped: make(chan struct{})}
+	w.mu.Lock()
+	w.runners = append(w.runners, r)
+	w.mu.Unlock()
 	go func() {
-		r.result <- e.Run(ctx, func(ctx context.Context) {
+		err := c.elector.Run(ctx, func(ctx context.Context) {
 			if r.calls.Add(1) > 1 {
 				t.Error("lead called more than once")
 				return
@@ -546,16 +660,29 @@ func runWith(ctx context.Context, t *testing.T, e *Elector, lead func(context.Co
 			defer close(r.stopped)
 			lead(ctx)
 		})
+		w.mu.Lock()
+		r.returned = true
+		w.mu.Unlock()
+		w.notify()
+		r.result <- err
 	}()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.result:
-		case <-time.After(patience):
-			t.Error("Run did not return after its context ended")
-		}
+		r.end()
+		w.advanceUntil("Run to return after its context ended", renewDeadline, r.hasReturned)
 	})
 	return r
+}
+
+// end ends Run's context. The candidate stops waiting for the clock.
+func (r *runner) end() {
+	r.c.clock.setWaiting(false)
+	r.cancel()
+}
+
+func (r *runner) hasReturned() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return r.returned
 }
 
 // wait returns what Run returned.
@@ -563,7 +690,7 @@ func (r *runner) wait(t *testing.T) error {
 	t.Helper()
 	select {
 	case err := <-r.result:
-		r.result <- err // for the cleanup
+		r.result <- err // for the next caller
 		return err
 	case <-time.After(patience):
 		t.Fatal("Run did not return")
@@ -577,17 +704,6 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(patience):
 		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
