@@ -13,7 +13,7 @@ import (
 // nodeagent/hypervisor/libvirt and the cmd/ binaries link libvirt.
 var cgoFreeRoots = []string{
 	"./vmapi/...", "./podtemplate/...", "./domainxml/...", "./installstrategy/...", "./vmcontrol/...", "./containerdisk/...",
-	"./nodeagent", "./nodeagent/launcher", "./nodeagent/localnode", "./nodeagent/hypervisor", "./nodeagent/deviceplugin",
+	"./nodeagent", "./nodeagent/launcher", "./nodeagent/launcher/client", "./nodeagent/localnode", "./nodeagent/hypervisor", "./nodeagent/deviceplugin",
 }
 
 func TestSDKPackagesAreCgoFree(t *testing.T) {

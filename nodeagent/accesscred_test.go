@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -21,8 +21,8 @@ import (
 func TestAccessCredentialsCondition(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	ts := metav1.NewTime(now)
-	running := func(ac *launcher.AccessCredentialsStatus) observation {
-		return observation{now: now, launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateRunning,
+	running := func(ac *client.AccessCredentialsStatus) observation {
+		return observation{now: now, launcher: &client.Status{Defined: true, Started: true, State: hypervisor.StateRunning,
 			Reason: hypervisor.ReasonUnpaused, AccessCredentials: ac}}
 	}
 	failed := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAccessCredentialsSynchronized, Status: corev1.ConditionFalse,
@@ -36,8 +36,8 @@ func TestAccessCredentialsCondition(t *testing.T) {
 		want []v1.VirtualMachineInstanceCondition
 	}{
 		{"no report", nil, running(nil), nil},
-		{"failed", nil, running(&launcher.AccessCredentialsStatus{Message: "Guest agent is offline"}), []v1.VirtualMachineInstanceCondition{failed}},
-		{"synchronized after a failure", []v1.VirtualMachineInstanceCondition{failed}, running(&launcher.AccessCredentialsStatus{Succeeded: true}),
+		{"failed", nil, running(&client.AccessCredentialsStatus{Message: "Guest agent is offline"}), []v1.VirtualMachineInstanceCondition{failed}},
+		{"synchronized after a failure", []v1.VirtualMachineInstanceCondition{failed}, running(&client.AccessCredentialsStatus{Succeeded: true}),
 			[]v1.VirtualMachineInstanceCondition{synced}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -63,7 +63,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/nodeagent/metrics"
 	"github.com/vmkit/vmkit/nodeagent/network"
@@ -173,7 +173,7 @@ type Agent struct {
 	// stopping records when the agent first asked a launcher to stop.
 	stopping map[types.UID]time.Time
 	// clients caches one launcher client per VMI UID.
-	clients map[types.UID]*launcher.Client
+	clients map[types.UID]*client.Client
 	// agentPolls is the guest agent poll state per VMI UID.
 	agentPolls map[types.UID]*agentPoll
 	// networks is what wireNetwork did per VMI UID.
@@ -232,7 +232,7 @@ func New(cfg Config) (*Agent, error) {
 		now:           time.Now,
 		deleted:       map[string]goneVMI{},
 		stopping:      map[types.UID]time.Time{},
-		clients:       map[types.UID]*launcher.Client{},
+		clients:       map[types.UID]*client.Client{},
 		agentPolls:    map[types.UID]*agentPoll{},
 		networks:      map[types.UID][]network.Result{},
 		wiredAt:       map[types.UID]time.Time{},
@@ -324,17 +324,17 @@ type goneVMI struct {
 // no symbolic link in a launcher pod's volume, which the tenant can
 // write, and sends nothing to a launcher of another VMI (see
 // launcher.ResolveOptions).
-func (a *Agent) client(uid types.UID) *launcher.Client {
+func (a *Agent) client(uid types.UID) *client.Client {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c, ok := a.clients[uid]
 	if !ok {
-		name := launcher.SocketPath(a.cfg.ShareDir, string(uid)) + " or " +
-			filepath.Join(kubeletSocketDirPattern(a.cfg.KubeletPodsDir, string(uid)), launcher.SocketFile)
-		c = launcher.NewResolvingClient(launcher.ResolveOptions{
+		name := client.SocketPath(a.cfg.ShareDir, string(uid)) + " or " +
+			filepath.Join(kubeletSocketDirPattern(a.cfg.KubeletPodsDir, string(uid)), client.SocketFile)
+		c = client.NewResolving(client.ResolveOptions{
 			Name: name,
 			UID:  string(uid),
-			Locations: func() []launcher.Location {
+			Locations: func() []client.Location {
 				return launcherSockets(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid))
 			},
 			CheckPeerPod: a.cfg.CheckLauncherPod,
@@ -420,8 +420,8 @@ func podSocketsDir(pod string) string {
 // through a symbolic link below shareDir or podsDir is left out: a
 // launcher pod's volume is the tenant's to write, and a link there could
 // lead the agent to another VMI's launcher (review N3).
-func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []launcher.Location {
-	var dirs []launcher.Location
+func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []client.Location {
+	var dirs []client.Location
 	if local := localLocation(shareDir, uid); isDir(local) {
 		dirs = append(dirs, local)
 	}
@@ -437,12 +437,12 @@ func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []launcher.Lo
 		}
 	}
 	type dir struct {
-		loc launcher.Location
+		loc client.Location
 		mod time.Time
 	}
 	found := make([]dir, 0, len(pods))
 	for _, pod := range pods {
-		loc := launcher.Location{Root: podsDir, Rel: filepath.Join(podSocketsDir(string(pod)), uid), Pod: string(pod)}
+		loc := client.Location{Root: podsDir, Rel: filepath.Join(podSocketsDir(string(pod)), uid), Pod: string(pod)}
 		if fi, err := loc.Stat(); err == nil && fi.IsDir() {
 			found = append(found, dir{loc, fi.ModTime()})
 		}
@@ -456,15 +456,15 @@ func launcherDirs(shareDir, podsDir, uid string, pods []types.UID) []launcher.Lo
 
 // localLocation is the socket directory of a launcher sharing the agent's
 // directory (<shareDir>/sockets/<uid>).
-func localLocation(shareDir, uid string) launcher.Location {
-	return launcher.Location{Root: shareDir, Rel: filepath.Join("sockets", uid)}
+func localLocation(shareDir, uid string) client.Location {
+	return client.Location{Root: shareDir, Rel: filepath.Join("sockets", uid)}
 }
 
 // launcherSockets returns the socket directories of the launcher of the VMI
 // with the given UID that hold a command socket, in launcherDirs' order;
 // the client uses the first that accepts a connection.
-func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []launcher.Location {
-	var socks []launcher.Location
+func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []client.Location {
+	var socks []client.Location
 	for _, d := range launcherDirs(shareDir, podsDir, uid, pods) {
 		if d.HasSocket() {
 			socks = append(socks, d)
@@ -474,7 +474,7 @@ func launcherSockets(shareDir, podsDir, uid string, pods []types.UID) []launcher
 }
 
 // isDir reports whether loc is a directory, reached without links.
-func isDir(loc launcher.Location) bool {
+func isDir(loc client.Location) bool {
 	fi, err := loc.Stat()
 	return err == nil && fi.IsDir()
 }
@@ -483,14 +483,14 @@ func isDir(loc launcher.Location) bool {
 // UID left, from the first of its directories that holds one; an error
 // wrapping os.ErrNotExist when none does. A final status that is a link,
 // or another VMI's, is an error.
-func (a *Agent) readFinal(uid types.UID) (launcher.Status, error) {
+func (a *Agent) readFinal(uid types.UID) (client.Status, error) {
 	for _, d := range launcherDirs(a.cfg.ShareDir, a.cfg.KubeletPodsDir, string(uid), a.podsOf(uid)) {
 		st, err := d.ReadFinal(string(uid))
 		if !errors.Is(err, os.ErrNotExist) {
 			return st, err
 		}
 	}
-	return launcher.Status{}, fmt.Errorf("final status of VMI %s: %w", uid, os.ErrNotExist)
+	return client.Status{}, fmt.Errorf("final status of VMI %s: %w", uid, os.ErrNotExist)
 }
 
 // removeSocketDir removes the socket directory of a launcher that is gone,
@@ -498,7 +498,7 @@ func (a *Agent) readFinal(uid types.UID) (launcher.Status, error) {
 // launcher pod's volume belongs to the kubelet, which removes it with the
 // pod (the pod may still exist, and its launcher's final state with it).
 func (a *Agent) removeSocketDir(uid types.UID) error {
-	return os.RemoveAll(launcher.SocketDir(a.cfg.ShareDir, string(uid)))
+	return os.RemoveAll(client.SocketDir(a.cfg.ShareDir, string(uid)))
 }
 
 func (a *Agent) forgetClient(uid types.UID) {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -69,20 +69,20 @@ func TestHungLaunchersDoNotStopTheAgent(t *testing.T) {
 	for i := range 4 {
 		vmis = append(vmis, vmi(i))
 	}
-	client := vmfake.NewSimpleClientset(vmis[0], vmis[1], vmis[2], vmis[3])
+	vmClient := vmfake.NewSimpleClientset(vmis[0], vmis[1], vmis[2], vmis[3])
 	recorder := record.NewFakeRecorder(1000)
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
 		Recorder: recorder, Workers: 3, OrphanSweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range vmis {
-		sock := filepath.Join(podSocketDir(pods, podUID(i), string(v.UID)), launcher.SocketFile)
+		sock := filepath.Join(podSocketDir(pods, podUID(i), string(v.UID)), client.SocketFile)
 		if i < 3 {
 			hungLauncher(t, listenUnix(t, sock))
 			continue
 		}
-		fakeLauncher(t, listenUnix(t, sock), launcher.Status{UID: string(v.UID), Domain: "ns_vm3", Defined: true, Started: true,
+		fakeLauncher(t, listenUnix(t, sock), client.Status{UID: string(v.UID), Domain: "ns_vm3", Defined: true, Started: true,
 			State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,7 +116,7 @@ func TestHungLaunchersDoNotStopTheAgent(t *testing.T) {
 		return got
 	}
 	for {
-		healthy, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm3", metav1.GetOptions{})
+		healthy, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm3", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/guestagent"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -53,7 +53,7 @@ type agentPoll struct {
 // before the first poll ended) and, when poll is true and a poll is due,
 // starts one in the background; its result enqueues the VMI when it
 // changed something.
-func (a *Agent) guestAgent(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, c *launcher.Client, poll bool) *guestAgentInfo {
+func (a *Agent) guestAgent(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, c *client.Client, poll bool) *guestAgentInfo {
 	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -116,12 +116,12 @@ func runningSince(vmi *v1.VirtualMachineInstance, now time.Time) time.Time {
 // if it does, for the guest's OS and interfaces; what a command could not
 // tell is kept from prev. It returns nil when the launcher could not be
 // asked (gone, timed out): that says nothing about the guest agent.
-func pollGuestAgent(ctx context.Context, c *launcher.Client, spec []v1.Interface, prev *guestAgentInfo) *guestAgentInfo {
+func pollGuestAgent(ctx context.Context, c *client.Client, spec []v1.Interface, prev *guestAgentInfo) *guestAgentInfo {
 	var info guestAgentInfo
 	if prev != nil {
 		info = *prev
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*launcher.DefaultGuestAgentTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 3*client.DefaultGuestAgentTimeout)
 	defer cancel()
 	if _, err := c.GuestAgentCommand(ctx, "guest-ping"); err != nil {
 		if guestagent.Unavailable(err) {

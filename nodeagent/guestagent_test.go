@@ -25,7 +25,7 @@ import (
 
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/internal/guestagent"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -77,7 +77,7 @@ func hostileInterfaces(t testing.TB, specMAC string) json.RawMessage {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > launcher.MaxGuestAgentAnswerBytes {
+	if len(b) > client.MaxGuestAgentAnswerBytes {
 		t.Fatalf("the hostile answer has %d bytes, more than the launcher lets through", len(b))
 	}
 	return b
@@ -157,8 +157,8 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	runLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share,
 		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100),
 		PollInterval: 20 * time.Millisecond, AgentPollInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -171,7 +171,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	// sync refreshes the informer's copy, syncs once and returns the VMI.
 	sync := func() *v1.VirtualMachineInstance {
 		t.Helper()
-		got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		if _, err := a.sync(ctx, "ns/vm1"); err != nil {
 			t.Fatalf("sync: %v", err)
 		}
-		got, _ = client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		got, _ = vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
 		if err := a.informer.GetIndexer().Update(got); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	sync()
 	writes := func() int {
 		n := 0
-		for _, act := range client.Actions() {
+		for _, act := range vmClient.Actions() {
 			if _, ok := act.(k8stesting.UpdateAction); ok {
 				n++
 			}

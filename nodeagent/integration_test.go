@@ -32,7 +32,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/localnode"
 	"github.com/vmkit/vmkit/podtemplate"
 	"github.com/vmkit/vmkit/vmapi/crds"
@@ -517,7 +517,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if p.Exited() {
 			t.Fatalf("launcher exited after the agent restarted\n%s", n.launcherLogs())
 		}
-		st, err := launcher.NewClient(launcher.SocketPath(n.share, string(firstUID))).State(ctx)
+		st, err := client.New(client.SocketPath(n.share, string(firstUID))).State(ctx)
 		if err != nil || st.State != hypervisor.StateRunning {
 			t.Fatalf("domain after the agent restarted: %+v, %v; want Running", st, err)
 		}
@@ -568,7 +568,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if doms, err := n.hv.List(ctx, string(vmi.UID)); err != nil || len(doms) != 0 {
 			t.Errorf("domains of the orphan VMI: %+v, %v; want none", doms, err)
 		}
-		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
+		waitGone(t, client.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
 		for _, d := range []string{"eph", "priv"} {
 			if left := listFiles(filepath.Join(p.PodDir, d)); len(left) > 0 {
 				t.Errorf("the orphan launcher left files in its %s directory: %v", d, left)
@@ -586,7 +586,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if live := n.launcherOf(firstUID); live == nil || live.Exited() {
 			t.Fatalf("the launcher of the VM's VMI %s exited when the agent found the orphan\n%s", firstUID, n.launcherLogs())
 		}
-		st, err := launcher.NewClient(launcher.SocketPath(n.share, string(firstUID))).State(ctx)
+		st, err := client.New(client.SocketPath(n.share, string(firstUID))).State(ctx)
 		if err != nil || st.State != hypervisor.StateRunning || st.StopRequested {
 			t.Fatalf("the VM's domain after the orphan was stopped: %+v, %v; want Running", st, err)
 		}
@@ -617,7 +617,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if _, err := n.console(name, 60*time.Second); err != nil {
 			t.Errorf("console of the new VMI: %v", err)
 		}
-		waitGone(t, launcher.SocketDir(n.share, string(firstUID)), 10*time.Second)
+		waitGone(t, client.SocketDir(n.share, string(firstUID)), 10*time.Second)
 	})
 
 	t.Run("HaltRemovesEverything", func(t *testing.T) {
@@ -645,7 +645,7 @@ func TestNodeLifecycle(t *testing.T) {
 		if err != nil || len(doms) != 0 {
 			t.Errorf("domains of the halted VMI: %+v, %v; want none", doms, err)
 		}
-		waitGone(t, launcher.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
+		waitGone(t, client.SocketDir(n.share, string(vmi.UID)), 10*time.Second)
 		for _, d := range []string{"eph", "priv"} {
 			if left := listFiles(filepath.Join(p.PodDir, d)); len(left) > 0 {
 				var st []string

@@ -32,7 +32,7 @@ import (
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/pki"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
@@ -159,8 +159,8 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 		for _, p := range pods {
 			kobjs = append(kobjs, p)
 		}
-		client := vmfake.NewSimpleClientset(objs...)
-		a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(kobjs...), ShareDir: share,
+		vmClient := vmfake.NewSimpleClientset(objs...)
+		a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(kobjs...), ShareDir: share,
 			KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: record.NewFakeRecorder(100),
 			Migration: &livemigration.Config{Address: "127.0.0.1", ServerTLS: serverTLS, ClientTLS: clientTLS, HandlerNamespace: "kubevirt"}})
 		if err != nil {
@@ -177,7 +177,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 		if _, err := a.sync(sctx, "ns/tenant"); err != nil {
 			t.Logf("sync: %v", err)
 		}
-		out, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "tenant", metav1.GetOptions{})
+		out, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "tenant", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	}
 	refused := func(t *testing.T, out *v1.VirtualMachineInstance, want string) {
 		t.Helper()
-		sock := launcher.MigrationSocket(share, string(out.UID), 0)
+		sock := client.MigrationSocket(share, string(out.UID), 0)
 		if _, err := os.Lstat(sock); err == nil {
 			t.Errorf("the agent serves %s for an unverified migration", sock)
 		}
@@ -209,7 +209,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	t.Run("verified: the migration identity reaches a migration listener, not a REST API", func(t *testing.T) {
 		tunnel := func(uid string, port int) (string, error) {
 			vmi := tenant(uid)
-			sock := launcher.MigrationSocket(share, uid, 0)
+			sock := client.MigrationSocket(share, uid, 0)
 			out := run(t, vmi, port, []*v1.VirtualMachineInstanceMigration{migration("tenant")}, handlerPod)
 			if ms := out.Status.MigrationState; ms.Failed {
 				t.Fatalf("verified migration failed: %s", ms.FailureReason)

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -43,14 +43,14 @@ func (a *Agent) NoteLauncherPods(vmi *v1.VirtualMachineInstance) { a.notePods(vm
 // PrepareLauncher gives the user of the launcher c of vmi, when it is not
 // root, the devices and disks its QEMU opens, as the agent does before a
 // domain starts.
-func (a *Agent) PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error {
+func (a *Agent) PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error {
 	return a.prepareLauncher(ctx, vmi, c)
 }
 
 // WireNetwork wires vmi's pod network in the network namespace of its
 // launcher c, as the agent does before a domain starts, and keeps what it
 // wired (see WiredNetwork).
-func (a *Agent) WireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error {
+func (a *Agent) WireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error {
 	_, err := a.wireNetwork(ctx, vmi, c)
 	return err
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -37,7 +37,7 @@ func (e *networkError) Unwrap() error { return e.err }
 // launcher the MACs and DHCP leases to use. It returns nil results for a
 // VMI without pod network interfaces. A *networkError says the VMI cannot
 // run; other errors are worth a retry.
-func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) ([]network.Result, error) {
+func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) ([]network.Result, error) {
 	plan, err := network.Plan(vmi)
 	if err != nil {
 		return nil, &networkError{err}
@@ -79,15 +79,15 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	if hostname == "" {
 		hostname = vmi.Name
 	}
-	ifaces := make([]launcher.NetworkInterface, len(results))
+	ifaces := make([]client.NetworkInterface, len(results))
 	for i, r := range results {
 		if r.Passt {
-			ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: &launcher.PasstConfig{Ports: network.PasstArgs(plan[i])}}
+			ifaces[i] = client.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: &client.PasstConfig{Ports: network.PasstArgs(plan[i])}}
 			continue
 		}
 		lease := r.Lease
 		lease.Hostname = hostname
-		ifaces[i] = launcher.NetworkInterface{Name: r.Interface, MAC: r.MAC, DHCP: &lease}
+		ifaces[i] = client.NetworkInterface{Name: r.Interface, MAC: r.MAC, DHCP: &lease}
 	}
 	if _, err := c.ConfigureNetwork(ctx, ifaces); err != nil {
 		return nil, fmt.Errorf("handing the network configuration to the launcher: %w", err)

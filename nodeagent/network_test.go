@@ -17,13 +17,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
-
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
+	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -82,7 +81,7 @@ func TestCalculateStatusNetwork(t *testing.T) {
 
 	wired := []network.Result{{Interface: "default", PodIPs: []string{"10.244.0.7"},
 		Lease: dhcp.Lease{IP: net.IPNet{IP: net.IPv4(10, 0, 2, 2), Mask: net.CIDRMask(24, 32)}}}}
-	live := &launcher.Status{Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonBooted}
+	live := &client.Status{Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonBooted}
 	got = calculateStatus(scheduled, observation{now: now, launcher: live, network: wired})
 	if len(got.Interfaces) != 1 || got.Interfaces[0].IP != "10.244.0.7" {
 		t.Errorf("running with a wired interface: interfaces %+v", got.Interfaces)
@@ -118,9 +117,9 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 	}
 	h := hvfake.New()
 	runLauncher(t, dir, share, h, vmi)
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	events := record.NewFakeRecorder(10)
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share,
 		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: events, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +132,7 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 	if _, err := a.sync(ctx, "ns/vm1"); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+	got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -165,7 +165,7 @@ func chownIn(root int, path string, uid, gid int, typ uint32) (bool, error) {
 // step before each start of its domain. A launcher in a PID namespace the
 // agent cannot see is left alone (wiring its network fails with an error
 // that says so).
-func (a *Agent) prepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error {
+func (a *Agent) prepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error {
 	pid, err := c.PID(ctx)
 	if err != nil {
 		return fmt.Errorf("finding the launcher process: %w", err)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -48,15 +48,15 @@ func isOrphanKey(key string) bool { return strings.HasPrefix(key, orphanKeyPrefi
 // <shareDir>/sockets (the agent's own, also when only a dead launcher's
 // final state is left in it) and every directory in a launcher pod's
 // sockets volume under podsDir that holds a command socket.
-func launcherCandidates(shareDir, podsDir string) map[types.UID][]launcher.Location {
-	found := map[types.UID][]launcher.Location{}
-	local, _ := filepath.Glob(launcher.SocketDir(shareDir, "*")) // only a bad pattern errs
+func launcherCandidates(shareDir, podsDir string) map[types.UID][]client.Location {
+	found := map[types.UID][]client.Location{}
+	local, _ := filepath.Glob(client.SocketDir(shareDir, "*")) // only a bad pattern errs
 	for _, d := range local {
 		if uid := filepath.Base(d); isDir(localLocation(shareDir, uid)) {
 			found[types.UID(uid)] = nil
 		}
 	}
-	socks, _ := filepath.Glob(filepath.Join(kubeletSocketDirPattern(podsDir, "*"), launcher.SocketFile))
+	socks, _ := filepath.Glob(filepath.Join(kubeletSocketDirPattern(podsDir, "*"), client.SocketFile))
 	for _, s := range socks {
 		uid := filepath.Base(filepath.Dir(s))
 		found[types.UID(uid)] = nil
@@ -194,19 +194,19 @@ func (a *Agent) sweepOrphans(ctx context.Context) error {
 
 // orphanState asks the launcher of the VMI with the given UID for its
 // state; live is false when no launcher answers.
-func (a *Agent) orphanState(ctx context.Context, uid types.UID) (st launcher.Status, live bool) {
+func (a *Agent) orphanState(ctx context.Context, uid types.UID) (st client.Status, live bool) {
 	ctx, cancel := context.WithTimeout(ctx, orphanStateTimeout)
 	defer cancel()
 	st, err := a.client(uid).State(ctx)
 	if err != nil {
-		var other *launcher.UIDMismatchError
+		var other *client.UIDMismatchError
 		if errors.As(err, &other) {
-			return launcher.Status{UID: other.Got}, true // another VMI's launcher answers
+			return client.Status{UID: other.Got}, true // another VMI's launcher answers
 		}
-		if !launcher.IsGone(err) {
+		if !client.IsGone(err) {
 			// It may be busy: stop it anyway; stopAndClean retries.
 			a.metrics.CountLauncherError("state")
-			return launcher.Status{UID: string(uid)}, true
+			return client.Status{UID: string(uid)}, true
 		}
 		a.forgetClient(uid)
 		return st, false

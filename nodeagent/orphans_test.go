@@ -19,6 +19,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -95,7 +96,7 @@ func runLauncher(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	c := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID)))
+	c := client.New(client.SocketPath(share, string(vmi.UID)))
 	waitFor(t, func() bool { _, err := c.Ping(ctx); return err == nil })
 	return done
 }
@@ -104,7 +105,7 @@ func runLauncher(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *
 // before it stopped.
 func startGuest(t *testing.T, share string, vmi *v1.VirtualMachineInstance) {
 	t.Helper()
-	st, err := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID))).Sync(context.Background(), vmi)
+	st, err := client.New(client.SocketPath(share, string(vmi.UID))).Sync(context.Background(), vmi)
 	if err != nil || !st.Started {
 		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
 	}
@@ -174,11 +175,11 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	// foreign: a launcher in a pod's volume whose VMI this API server does
 	// not know (another cluster's kubelet on the machine): left alone.
 	const foreign = "22222222-0000-4000-8000-000000000008"
-	foreignSocket := filepath.Join(podSocketDir(pods, "33333333-cccc-4ccc-8ccc-cccccccccccc", foreign), launcher.SocketFile)
-	fakeLauncher(t, listenUnix(t, foreignSocket), launcher.Status{UID: foreign, Domain: "default_vm-boot", Defined: true, Started: true,
+	foreignSocket := filepath.Join(podSocketDir(pods, "33333333-cccc-4ccc-8ccc-cccccccccccc", foreign), client.SocketFile)
+	fakeLauncher(t, listenUnix(t, foreignSocket), client.Status{UID: foreign, Domain: "default_vm-boot", Defined: true, Started: true,
 		State: hypervisor.StateRunning})
 
-	client := vmfake.NewSimpleClientset(live.DeepCopy(), fresh.DeepCopy(), moved.DeepCopy(), final.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(live.DeepCopy(), fresh.DeepCopy(), moved.DeepCopy(), final.DeepCopy())
 	done := map[string]<-chan struct{}{}
 	for _, vmi := range []*v1.VirtualMachineInstance{live, fresh, moved, deleted} {
 		done[vmi.Name] = runLauncher(t, dir, share, h, vmi)
@@ -191,22 +192,22 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	// A launcher that died long ago: its final state in the agent's
 	// directory, and a dead socket in a launcher pod's volume.
 	const dead = "11111111-0000-4000-8000-000000000006"
-	deadDir := launcher.SocketDir(share, dead)
+	deadDir := client.SocketDir(share, dead)
 	if err := os.MkdirAll(deadDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(launcher.Status{UID: dead, Final: true})
-	if err := os.WriteFile(filepath.Join(deadDir, launcher.FinalFile), b, 0o644); err != nil {
+	b, _ := json.Marshal(client.Status{UID: dead, Final: true})
+	if err := os.WriteFile(filepath.Join(deadDir, client.FinalFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadPodSocket := filepath.Join(podSocketDir(pods, "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb", dead), launcher.SocketFile)
+	deadPodSocket := filepath.Join(podSocketDir(pods, "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb", dead), client.SocketFile)
 	listenUnix(t, deadPodSocket).Close()
 
 	if n := len(launcherCandidates(share, pods)); n != 7 {
 		t.Errorf("launcherCandidates found %d launchers, want 7", n)
 	}
 
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
 		Recorder: record.NewFakeRecorder(100), PollInterval: 20 * time.Millisecond, OrphanSweepInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 			t.Fatalf("the launcher of %s still runs", vmi.Name)
 		}
 		waitFor(t, func() bool {
-			_, err := os.Stat(launcher.SocketDir(share, string(vmi.UID)))
+			_, err := os.Stat(client.SocketDir(share, string(vmi.UID)))
 			return errors.Is(err, os.ErrNotExist)
 		})
 		if doms, err := h.List(context.Background(), string(vmi.UID)); err != nil || len(doms) != 0 {
@@ -240,7 +241,7 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	gone(moved)
 	gone(deleted)
 	gone(final)
-	if _, err := os.Stat(launcher.SocketDir(finalShare, string(final.UID))); err != nil {
+	if _, err := os.Stat(client.SocketDir(finalShare, string(final.UID))); err != nil {
 		t.Errorf("the agent removed a socket directory from a pod's volume: %v", err)
 	}
 	waitFor(t, func() bool { _, err := os.Stat(deadDir); return errors.Is(err, os.ErrNotExist) })
@@ -250,7 +251,7 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 
 	// The live VMI runs; the fresh one's launcher still waits for it.
 	waitFor(t, func() bool {
-		got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "live", metav1.GetOptions{})
+		got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "live", metav1.GetOptions{})
 		return err == nil && got.Status.Phase == v1.Running
 	})
 
@@ -265,12 +266,12 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 		if exited(done[vmi.Name]) {
 			t.Errorf("the launcher of %s, whose VMI wants it, was stopped", vmi.Name)
 		}
-		st, err := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID))).State(ctx)
+		st, err := client.New(client.SocketPath(share, string(vmi.UID))).State(ctx)
 		if err != nil || st.StopRequested || st.Final {
 			t.Errorf("launcher of %s: %+v, %v; want it untouched", vmi.Name, st, err)
 		}
 	}
-	if _, err := launcher.NewClient(foreignSocket).Ping(ctx); err != nil {
+	if _, err := client.New(foreignSocket).Ping(ctx); err != nil {
 		t.Errorf("the launcher of a VMI this API server does not know, in a pod's volume: %v; want it left alone", err)
 	}
 	if got := CounterValue(t, a, "vmkit_nodeagent_orphan_launchers_total"); got != 4 {

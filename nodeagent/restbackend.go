@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -44,7 +44,7 @@ func (a *Agent) FreshVMI(ctx context.Context, namespace, name string) (*v1.Virtu
 
 // Launcher returns the client of the launcher of the VMI with the given
 // UID, which finds the launcher's socket each time it connects.
-func (a *Agent) Launcher(uid types.UID) *launcher.Client { return a.client(uid) }
+func (a *Agent) Launcher(uid types.UID) *client.Client { return a.client(uid) }
 
 // WiredNetwork is what the agent wired for vmi's pod network in the
 // network namespace of its launcher, the process launcherPID: from memory,

@@ -25,7 +25,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/podtemplate"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -55,7 +55,7 @@ func listenUnix(t *testing.T, path string) *net.UnixListener {
 }
 
 // fakeLauncher answers /v1/ping and /v1/state on ln with st until closed.
-func fakeLauncher(t *testing.T, ln net.Listener, st launcher.Status) *http.Server {
+func fakeLauncher(t *testing.T, ln net.Listener, st client.Status) *http.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/ping", func(w http.ResponseWriter, _ *http.Request) {
@@ -71,7 +71,7 @@ func fakeLauncher(t *testing.T, ln net.Listener, st launcher.Status) *http.Serve
 }
 
 // dirPaths are the paths of socket directories.
-func dirPaths(locs []launcher.Location) []string {
+func dirPaths(locs []client.Location) []string {
 	var out []string
 	for _, l := range locs {
 		out = append(out, l.Path())
@@ -80,10 +80,10 @@ func dirPaths(locs []launcher.Location) []string {
 }
 
 // socketPaths are the paths of the sockets in socket directories.
-func socketPaths(locs []launcher.Location) []string {
+func socketPaths(locs []client.Location) []string {
 	var out []string
 	for _, l := range locs {
-		out = append(out, filepath.Join(l.Path(), launcher.SocketFile))
+		out = append(out, filepath.Join(l.Path(), client.SocketFile))
 	}
 	return out
 }
@@ -109,9 +109,9 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	uid := string(vmi.UID)
 	stalePod, livePod := "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 	vmi.Status.ActivePods = map[types.UID]string{types.UID(stalePod): "node01", types.UID(livePod): "node01"}
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	recorder := record.NewFakeRecorder(10)
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share, KubeletPodsDir: pods,
 		Recorder: recorder})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	key := "ns/vm1"
 	syncTo := func(want v1.VirtualMachineInstancePhase) {
 		t.Helper()
-		got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+		got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 		if _, err := a.sync(ctx, key); err != nil {
 			t.Fatalf("sync: %v", err)
 		}
-		if got, _ = client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{}); got.Status.Phase != want {
+		if got, _ = vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{}); got.Status.Phase != want {
 			t.Fatalf("phase %s (%s), want %s", got.Status.Phase, got.Status.Reason, want)
 		}
 	}
@@ -141,14 +141,14 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	// Now: an earlier launcher pod whose launcher was killed (its socket
 	// is left, changed last so it is tried first), the launcher pod of
 	// this VMI, another VMI's launcher pod, and a pod without volumes.
-	stale := filepath.Join(podSocketDir(pods, stalePod, uid), launcher.SocketFile)
-	live := filepath.Join(podSocketDir(pods, livePod, uid), launcher.SocketFile)
-	running := launcher.Status{UID: uid, Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	stale := filepath.Join(podSocketDir(pods, stalePod, uid), client.SocketFile)
+	live := filepath.Join(podSocketDir(pods, livePod, uid), client.SocketFile)
+	running := client.Status{UID: uid, Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
 	srv := fakeLauncher(t, listenUnix(t, live), running)
 	listenUnix(t, stale).Close()
 	other := running
 	other.UID = "99999999-0000-4000-8000-000000000000"
-	fakeLauncher(t, listenUnix(t, filepath.Join(podSocketDir(pods, "33333333-cccc-4ccc-8ccc-cccccccccccc", other.UID), launcher.SocketFile)), other)
+	fakeLauncher(t, listenUnix(t, filepath.Join(podSocketDir(pods, "33333333-cccc-4ccc-8ccc-cccccccccccc", other.UID), client.SocketFile)), other)
 	if err := os.MkdirAll(filepath.Join(pods, "44444444-dddd-4ddd-8ddd-dddddddddddd", "containers"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	// volume holds a socket in the VMI's UID's name, answering for it.
 	impostor := running
 	impostor.Domain = "ns_impostor"
-	impostorSock := filepath.Join(podSocketDir(pods, "55555555-eeee-4eee-8eee-eeeeeeeeeeee", uid), launcher.SocketFile)
+	impostorSock := filepath.Join(podSocketDir(pods, "55555555-eeee-4eee-8eee-eeeeeeeeeeee", uid), client.SocketFile)
 	fakeLauncher(t, listenUnix(t, impostorSock), impostor)
 	later := time.Now().Add(time.Minute)
 	for _, d := range []string{filepath.Dir(impostorSock), filepath.Dir(stale)} {
@@ -178,7 +178,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	final := running
 	final.State, final.Reason, final.Final = hypervisor.StateShutoff, hypervisor.ReasonShutdown, true
 	b, _ := json.Marshal(final)
-	if err := os.WriteFile(filepath.Join(filepath.Dir(live), launcher.FinalFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(live), client.FinalFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv.Close()
@@ -198,7 +198,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	// Cleaning up after the launcher removes the agent's own socket
 	// directory but nothing in the pods' volumes: the kubelet removes
 	// those with the pods.
-	own := launcher.SocketDir(share, uid)
+	own := client.SocketDir(share, uid)
 	if err := os.MkdirAll(own, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestAgentFindsLauncherInKubeletPod(t *testing.T) {
 	if _, err := os.Stat(own); !os.IsNotExist(err) {
 		t.Errorf("%s: %v, want it removed", own, err)
 	}
-	for _, p := range []string{stale, filepath.Join(filepath.Dir(live), launcher.FinalFile)} {
+	for _, p := range []string{stale, filepath.Join(filepath.Dir(live), client.FinalFile)} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("the agent removed %s from a pod's volume: %v", p, err)
 		}
@@ -221,13 +221,13 @@ func TestLauncherDirsPreferShareDir(t *testing.T) {
 	dir := t.TempDir()
 	share, pods := filepath.Join(dir, "share"), filepath.Join(dir, "pods")
 	const uid = "0d4a0f4e-1111-4222-8333-944455556666"
-	local, pod := launcher.SocketDir(share, uid), podSocketDir(pods, "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb", uid)
+	local, pod := client.SocketDir(share, uid), podSocketDir(pods, "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb", uid)
 	for _, d := range []string{local, pod} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		b, _ := json.Marshal(launcher.Status{UID: uid, Final: true, Message: d})
-		if err := os.WriteFile(filepath.Join(d, launcher.FinalFile), b, 0o644); err != nil {
+		b, _ := json.Marshal(client.Status{UID: uid, Final: true, Message: d})
+		if err := os.WriteFile(filepath.Join(d, client.FinalFile), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -268,7 +268,7 @@ func TestSocketsVolumeIsPodtemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	socketsDir := filepath.Dir(launcher.SocketDir(r.Config().ShareDir, "uid"))
+	socketsDir := filepath.Dir(client.SocketDir(r.Config().ShareDir, "uid"))
 	var mounted string
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		if m.MountPath == socketsDir {
@@ -307,7 +307,7 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 	h := hvfake.New()
 	runLauncher(t, dir, victimShare, h, victim)
 	startGuest(t, victimShare, victim)
-	victimDir := launcher.SocketDir(victimShare, string(victim.UID))
+	victimDir := client.SocketDir(victimShare, string(victim.UID))
 
 	// The attacker's pod volume: sockets/<attacker uid> -> the victim's dir.
 	attacker := types.UID("0d4a0f4e-cccc-4222-8333-944455556666")
@@ -330,37 +330,37 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 		t.Errorf("sockets of the attacker's VMI: %v, want none (its directory is a link)", socketPaths(socks))
 	}
 	c := a.client(attacker)
-	if st, err := c.State(ctx); !launcher.IsGone(err) {
+	if st, err := c.State(ctx); !client.IsGone(err) {
 		t.Errorf("State through the link: %+v, %v; want the launcher gone", st, err)
 	}
-	if st, err := c.Kill(ctx); !launcher.IsGone(err) {
+	if st, err := c.Kill(ctx); !client.IsGone(err) {
 		t.Errorf("Kill through the link: %+v, %v; want the launcher gone", st, err)
 	}
 	victimRuns := func() {
 		t.Helper()
 		time.Sleep(200 * time.Millisecond)
-		vst, err := launcher.NewClient(launcher.SocketPath(victimShare, string(victim.UID))).State(ctx)
+		vst, err := client.New(client.SocketPath(victimShare, string(victim.UID))).State(ctx)
 		if err != nil || vst.StopRequested || vst.Final || vst.State != hypervisor.StateRunning {
 			t.Errorf("the victim after the attacker's kill: %+v, %v; want it running", vst, err)
 		}
-		if _, err := os.Lstat(filepath.Join(victimDir, launcher.FinalFile)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(victimDir, client.FinalFile)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the victim left a final status: %v", err)
 		}
 	}
 	victimRuns()
 	// The victim's final status, seen through the link, is not read.
-	b, _ := json.Marshal(launcher.Status{UID: string(attacker), Final: true, State: hypervisor.StateShutoff})
+	b, _ := json.Marshal(client.Status{UID: string(attacker), Final: true, State: hypervisor.StateShutoff})
 	elsewhere := filepath.Join(dir, "elsewhere.json")
 	if err := os.WriteFile(elsewhere, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(victimDir, launcher.FinalFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(victimDir, client.FinalFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := a.readFinal(attacker); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("readFinal through a linked directory: %+v, %v; want none", st, err)
 	}
-	if err := os.Remove(filepath.Join(victimDir, launcher.FinalFile)); err != nil {
+	if err := os.Remove(filepath.Join(victimDir, client.FinalFile)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -373,13 +373,13 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 	if err := os.Mkdir(attDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(elsewhere, filepath.Join(attDir, launcher.FinalFile)); err != nil {
+	if err := os.Symlink(elsewhere, filepath.Join(attDir, client.FinalFile)); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := a.readFinal(attacker); !errors.Is(err, syscall.ELOOP) {
 		t.Errorf("readFinal of a final.json link: %+v, %v; want ELOOP", st, err)
 	}
-	if err := os.Link(launcher.SocketPath(victimShare, string(victim.UID)), filepath.Join(attDir, launcher.SocketFile)); err != nil {
+	if err := os.Link(client.SocketPath(victimShare, string(victim.UID)), filepath.Join(attDir, client.SocketFile)); err != nil {
 		t.Fatal(err)
 	}
 	a.forgetClient(attacker)
@@ -389,11 +389,11 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 		"State":    func() error { _, err := c.State(ctx); return err },
 		"Shutdown": func() error { _, err := c.Shutdown(ctx); return err },
 		"Kill":     func() error { _, err := c.Kill(ctx); return err },
-		"Migrate":  func() error { _, err := c.Migrate(ctx, launcher.MigrateRequest{}); return err },
+		"Migrate":  func() error { _, err := c.Migrate(ctx, client.MigrateRequest{}); return err },
 	} {
 		err := call()
-		var m *launcher.UIDMismatchError
-		if !errors.As(err, &m) || m.Want != string(attacker) || m.Got != string(victim.UID) || launcher.IsGone(err) {
+		var m *client.UIDMismatchError
+		if !errors.As(err, &m) || m.Want != string(attacker) || m.Got != string(victim.UID) || client.IsGone(err) {
 			t.Errorf("%s through the victim's socket: %v; want a UID mismatch naming both VMIs", name, err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -51,7 +51,7 @@ const (
 type observation struct {
 	now time.Time
 	// launcher is the launcher's status (its final status when it ended).
-	launcher *launcher.Status
+	launcher *client.Status
 	// launcherGone: no launcher answers and none left a final status.
 	launcherGone bool
 	// agent is what the last poll of the QEMU guest agent found; nil when
@@ -159,7 +159,7 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 // user or by an I/O error, as KubeVirt's virt-handler sets it; nil for a
 // domain that is not paused, or paused for another reason (a migration's
 // switch-over, a snapshot), which KubeVirt does not report either.
-func pausedCondition(st *launcher.Status) *v1.VirtualMachineInstanceCondition {
+func pausedCondition(st *client.Status) *v1.VirtualMachineInstanceCondition {
 	if st == nil || st.Final || st.State != hypervisor.StatePaused {
 		return nil
 	}
@@ -231,7 +231,7 @@ func running(st hypervisor.State) bool {
 	return false
 }
 
-func failureReason(st *launcher.Status) string {
+func failureReason(st *client.Status) string {
 	switch {
 	case st.State == hypervisor.StateCrashed || st.Reason == hypervisor.ReasonCrashed:
 		return ReasonGuestCrashed

@@ -19,7 +19,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -31,11 +31,11 @@ func TestCalculateStatus(t *testing.T) {
 	vmiIn := func(p v1.VirtualMachineInstancePhase, conds ...v1.VirtualMachineInstanceCondition) *v1.VirtualMachineInstance {
 		return &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: p, NodeName: "n", Conditions: conds}}
 	}
-	live := func(st hypervisor.State, r hypervisor.Reason) *launcher.Status {
-		return &launcher.Status{Defined: true, Started: true, State: st, Reason: r}
+	live := func(st hypervisor.State, r hypervisor.Reason) *client.Status {
+		return &client.Status{Defined: true, Started: true, State: st, Reason: r}
 	}
-	final := func(st hypervisor.State, r hypervisor.Reason, requested bool) *launcher.Status {
-		return &launcher.Status{Defined: true, Started: true, State: st, Reason: r, Final: true, StopRequested: requested}
+	final := func(st hypervisor.State, r hypervisor.Reason, requested bool) *client.Status {
+		return &client.Status{Defined: true, Started: true, State: st, Reason: r, Final: true, StopRequested: requested}
 	}
 	paused := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstancePaused, Status: corev1.ConditionTrue,
 		Reason: ReasonPausedByUser, Message: "VMI was paused by user", LastTransitionTime: ts}
@@ -60,7 +60,7 @@ func TestCalculateStatus(t *testing.T) {
 	}, {
 		name: "defined but not started stays Scheduled",
 		vmi:  vmiIn(v1.Scheduled),
-		obs:  observation{launcher: &launcher.Status{Defined: true, State: hypervisor.StateShutoff}},
+		obs:  observation{launcher: &client.Status{Defined: true, State: hypervisor.StateShutoff}},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "n"},
 	}, {
 		name: "paused by the user sets Paused and keeps Ready alone",
@@ -120,7 +120,7 @@ func TestCalculateStatus(t *testing.T) {
 	}, {
 		name: "launcher terminated by the kubelet (a failed liveness probe): Failed",
 		vmi:  vmiIn(v1.Running),
-		obs: observation{launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
+		obs: observation{launcher: &client.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
 			Final: true, StopRequested: true, Terminated: true}},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Failed, Reason: ReasonLauncherTerminated, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Failed)},
 	}, {
@@ -130,7 +130,7 @@ func TestCalculateStatus(t *testing.T) {
 			vmi.DeletionTimestamp = &ts
 			return vmi
 		}(),
-		obs: observation{launcher: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
+		obs: observation{launcher: &client.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown,
 			Final: true, StopRequested: true, Terminated: true}},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Succeeded, NodeName: "n", PhaseTransitionTimestamps: enter(v1.Succeeded)},
 	}, {
@@ -186,7 +186,7 @@ func TestCalculateStatus(t *testing.T) {
 // stayed Running with no condition at all.
 func TestIOErrorPauseReported(t *testing.T) {
 	vmi := &v1.VirtualMachineInstance{Status: v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}}
-	st := launcher.Status{Started: true, State: hypervisor.StatePaused, Reason: hypervisor.ReasonIOError}
+	st := client.Status{Started: true, State: hypervisor.StatePaused, Reason: hypervisor.ReasonIOError}
 	got := calculateStatus(vmi, observation{now: time.Now(), launcher: &st})
 	if got.Phase != v1.Running {
 		t.Errorf("phase %s, want Running (a paused guest is Running and Paused, as in KubeVirt)", got.Phase)
@@ -249,7 +249,7 @@ func TestCalculateStatusGuestAgent(t *testing.T) {
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	ts := metav1.NewTime(now)
 	earlier := metav1.NewTime(now.Add(-time.Minute))
-	running := &launcher.Status{Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
+	running := &client.Status{Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused}
 	connected := v1.VirtualMachineInstanceCondition{Type: v1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue, LastTransitionTime: ts}
 	connectedBefore := connected
 	connectedBefore.LastTransitionTime = earlier
@@ -266,7 +266,7 @@ func TestCalculateStatusGuestAgent(t *testing.T) {
 	tests := []struct {
 		name   string
 		before v1.VirtualMachineInstanceStatus
-		launch *launcher.Status
+		launch *client.Status
 		agent  *guestAgentInfo
 		want   v1.VirtualMachineInstanceStatus
 	}{{
@@ -307,14 +307,14 @@ func TestCalculateStatusGuestAgent(t *testing.T) {
 	}, {
 		name:   "the guest shut down: AgentConnected goes",
 		before: withInfo(status(connectedBefore)),
-		launch: &launcher.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown, Final: true},
+		launch: &client.Status{Defined: true, Started: true, State: hypervisor.StateShutoff, Reason: hypervisor.ReasonShutdown, Final: true},
 		agent:  &guestAgentInfo{connected: true, os: fedora, interfaces: eth0},
 		want: v1.VirtualMachineInstanceStatus{Phase: v1.Succeeded, NodeName: "n", GuestOSInfo: fedora, Interfaces: eth0,
 			PhaseTransitionTimestamps: []v1.VirtualMachineInstancePhaseTransitionTimestamp{{Phase: v1.Succeeded, PhaseTransitionTimestamp: ts}}},
 	}, {
 		name:   "not Running yet: no AgentConnected",
 		before: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "n"},
-		launch: &launcher.Status{Defined: true},
+		launch: &client.Status{Defined: true},
 		agent:  &guestAgentInfo{connected: true, os: fedora},
 		want:   v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "n"},
 	}}
@@ -347,9 +347,9 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	h := hvfake.New()
 	runLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	rec := record.NewFakeRecorder(100)
-	a, err := New(Config{NodeName: "node01", Client: client, Kube: fake.NewClientset(), ShareDir: share,
+	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share,
 		KubeletPodsDir: filepath.Join(dir, "pods"), Recorder: rec, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
+			got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(ctx, "vm1", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -67,7 +67,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 	obs := observation{now: a.now()}
 	st, err := c.State(ctx)
 	switch {
-	case launcher.IsGone(err):
+	case client.IsGone(err):
 		final, ferr := a.readFinal(vmi.UID)
 		switch {
 		case ferr == nil:
@@ -102,7 +102,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				return a.cfg.PollInterval, a.writeStatus(ctx, key, vmi, status, false)
 			}
 			synced, err := c.Sync(ctx, vmi)
-			if errors.Is(err, launcher.ErrNotReady) && a.now().Sub(scheduledAt(vmi)) < notReadyGrace {
+			if errors.Is(err, client.ErrNotReady) && a.now().Sub(scheduledAt(vmi)) < notReadyGrace {
 				// A container disk or kernel-boot file the pod's containers
 				// are still copying in: wait for it, quietly.
 				return a.cfg.PollInterval, nil
@@ -136,7 +136,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 				a.recorder.Eventf(vmi, corev1.EventTypeNormal, ReasonMemoryHotplugged, "Guest memory requested: %s → %s", before.Memory.GuestRequested, vmi.Status.Memory.GuestRequested)
 			}
 		}
-		if st.Started && !st.Final && !st.StopRequested && launcher.ExpandPending(vmi, &st) {
+		if st.Started && !st.Final && !st.StopRequested && client.ExpandPending(vmi, &st) {
 			// KubeVirt's ExpandDisks: a claim grew; the launcher grows
 			// the guest's disk.
 			synced, err := c.Sync(ctx, vmi)
@@ -291,7 +291,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 	c := a.client(uid)
 	st, err := c.State(ctx)
 	switch {
-	case launcher.IsGone(err):
+	case client.IsGone(err):
 		a.forgetClient(uid)
 		a.forgetGuestAgent(uid)
 		a.forgetNetwork(uid)
@@ -321,7 +321,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 	switch {
 	case !asked || !st.StopRequested:
 		klog.FromContext(ctx).Info("stopping the guest", "vmi", key, "uid", uid, "grace", grace)
-		if _, err := c.Shutdown(ctx); err != nil && !launcher.IsGone(err) {
+		if _, err := c.Shutdown(ctx); err != nil && !client.IsGone(err) {
 			a.metrics.CountLauncherError("shutdown")
 			return 0, fmt.Errorf("stopping VMI %s: %w", key, err)
 		}
@@ -330,7 +330,7 @@ func (a *Agent) stopAndClean(ctx context.Context, key string, vmi *v1.VirtualMac
 		}
 	case a.now().Sub(since) >= grace:
 		klog.FromContext(ctx).Info("grace period over: killing the guest", "vmi", key, "uid", uid)
-		if _, err := c.Kill(ctx); err != nil && !launcher.IsGone(err) {
+		if _, err := c.Kill(ctx); err != nil && !client.IsGone(err) {
 			a.metrics.CountLauncherError("kill")
 			return 0, fmt.Errorf("killing VMI %s: %w", key, err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -17,7 +17,7 @@ import (
 // launcher's steps. A copy, and true, when it adds them; vmi, and false,
 // when they or the timeline are there already or the domain has not
 // started.
-func (a *Agent) withStartSteps(vmi *v1.VirtualMachineInstance, st *launcher.Status) (*v1.VirtualMachineInstance, bool) {
+func (a *Agent) withStartSteps(vmi *v1.VirtualMachineInstance, st *client.Status) (*v1.VirtualMachineInstance, bool) {
 	if st == nil || st.Timeline == nil || st.Timeline.DomainStarted.IsZero() {
 		return vmi, false
 	}

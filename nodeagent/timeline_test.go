@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -15,7 +15,7 @@ func TestWithStartSteps(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	a := &Agent{wiredAt: map[types.UID]time.Time{"u": t0}}
 	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{UID: "u"}}
-	started := &launcher.Status{Timeline: &launcher.StartSteps{
+	started := &client.Status{Timeline: &client.StartSteps{
 		DisksPrepared: t0.Add(time.Second), DomainDefined: t0.Add(2 * time.Second), DomainStarted: t0.Add(3 * time.Second)}}
 
 	got, changed := a.withStartSteps(vmi, started)
@@ -39,7 +39,7 @@ func TestWithStartSteps(t *testing.T) {
 	if _, changed := a.withStartSteps(got, started); changed {
 		t.Error("the steps were handed over twice")
 	}
-	if _, changed := a.withStartSteps(vmi, &launcher.Status{Timeline: &launcher.StartSteps{DisksPrepared: t0}}); changed {
+	if _, changed := a.withStartSteps(vmi, &client.Status{Timeline: &client.StartSteps{DisksPrepared: t0}}); changed {
 		t.Error("steps handed over before the domain started")
 	}
 	done := vmi.DeepCopy()

@@ -20,7 +20,7 @@ import (
 	"github.com/vmkit/vmkit/internal/jsonpatch"
 	"github.com/vmkit/vmkit/nodeagent/internal/mountns"
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -78,7 +78,7 @@ func hotpluggable(vmi *v1.VirtualMachineInstance) map[string]string {
 
 // memoryDumpStatus is the volumeStatus of memoryDump volume vs, as the
 // launcher's dump d stands (KubeVirt's phases and memoryDumpVolume).
-func memoryDumpStatus(vs *v1.VolumeStatus, claim string, d *launcher.MemoryDump) {
+func memoryDumpStatus(vs *v1.VolumeStatus, claim string, d *client.MemoryDump) {
 	start := metav1.NewTime(d.Start)
 	vs.MemoryDumpVolume = &v1.DomainMemoryDumpInfo{StartTimestamp: &start, ClaimName: claim, TargetFileName: d.TargetFileName}
 	switch {
@@ -98,7 +98,7 @@ func memoryDumpStatus(vs *v1.VolumeStatus, claim string, d *launcher.MemoryDump)
 // hotplugNeeded reports whether a sync of vmi must look at hotplugged
 // volumes: its spec or status has some, its launcher reports some (or
 // memory dumps), or the agent mounted some.
-func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *launcher.Status) bool {
+func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *client.Status) bool {
 	if len(hotpluggable(vmi)) > 0 || len(st.HotplugVolumes) > 0 || len(st.MemoryDumps) > 0 ||
 		slices.ContainsFunc(vmi.Status.VolumeStatus, func(vs v1.VolumeStatus) bool { return vs.HotplugVolume != nil }) {
 		return true
@@ -112,7 +112,7 @@ func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *launcher.Statu
 // running launcher, has the launcher attach and detach their disks, and
 // unmounts the claims of volumes the guest released. It returns the
 // launcher's status after that, and what it found.
-func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client, st launcher.Status) (launcher.Status, *hotplugState, error) {
+func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client, st client.Status) (client.Status, *hotplugState, error) {
 	pid, err := c.PID(ctx)
 	if err != nil {
 		return st, nil, fmt.Errorf("finding the launcher process: %w", err)
@@ -122,7 +122,7 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	}
 	dir := st.HotplugDiskDir
 	if dir == "" {
-		dir = launcher.DefaultHotplugDiskDir
+		dir = client.DefaultHotplugDiskDir
 	}
 	points, err := mountns.MountPoints(pid, dir)
 	if err != nil {
@@ -148,7 +148,7 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 		hs.mounted[name] = true
 		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulMountVolume", "Mounted claim %s of hotplugged volume %s into the launcher", claim, name)
 	}
-	if launcher.HotplugPending(vmi, &st) {
+	if client.HotplugPending(vmi, &st) {
 		synced, err := c.Sync(ctx, vmi)
 		if err != nil {
 			return st, hs, fmt.Errorf("hot-plugging volumes: %w", err)
@@ -408,12 +408,12 @@ func (a *Agent) bindStaticVolume(ctx context.Context, pvc *corev1.PersistentVolu
 // disk, MountedToPod once mounted, Detaching while the guest releases a
 // volume that left the spec; a volume that cannot be mounted keeps the
 // VMI controller's phase (Pending, Bound) and says why.
-func applyHotplugVolumes(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMachineInstance, st *launcher.Status, hs *hotplugState) {
+func applyHotplugVolumes(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMachineInstance, st *client.Status, hs *hotplugState) {
 	if st == nil || hs == nil {
 		return
 	}
 	want := hotpluggable(vmi)
-	inLauncher := map[string]launcher.HotplugVolume{}
+	inLauncher := map[string]client.HotplugVolume{}
 	for _, v := range st.HotplugVolumes {
 		inLauncher[v.Name] = v
 	}
@@ -428,7 +428,7 @@ func applyHotplugVolumes(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMach
 		}
 		vs := &s.VolumeStatus[i]
 		lv := inLauncher[name]
-		if j := slices.IndexFunc(st.MemoryDumps, func(d launcher.MemoryDump) bool { return d.Volume == name }); j >= 0 {
+		if j := slices.IndexFunc(st.MemoryDumps, func(d client.MemoryDump) bool { return d.Volume == name }); j >= 0 {
 			memoryDumpStatus(vs, want[name], &st.MemoryDumps[j])
 			continue
 		}

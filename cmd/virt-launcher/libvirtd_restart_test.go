@@ -14,6 +14,7 @@ import (
 	"github.com/vmkit/vmkit/internal/supervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // TestLibvirtdKilledComesBack kills -9 the libvirtd of a running
@@ -70,7 +71,7 @@ func TestLibvirtdKilledComesBack(t *testing.T) {
 	t.Logf("the console echoed a line typed %v after libvirtd was killed", echoed.Sub(killed).Round(time.Millisecond))
 
 	nl.shutdown(ctx, t)
-	final, err := launcher.ReadFinal(nl.dirs["share"], nl.uid)
+	final, err := client.ReadFinal(nl.dirs["share"], nl.uid)
 	if err != nil || !final.Succeeded() {
 		t.Errorf("final status %+v, %v: want a clean end", final, err)
 	}
@@ -111,7 +112,7 @@ func TestLibvirtdCannotRestart(t *testing.T) {
 	case <-time.After(launcher.DefaultHypervisorTimeout + 20*time.Second):
 		t.Fatal("virt-launcher did not give up within 60 s (+20 s)")
 	}
-	final, err := launcher.ReadFinal(nl.dirs["share"], nl.uid)
+	final, err := client.ReadFinal(nl.dirs["share"], nl.uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func (nl *nonRootLauncher) libvirtd(t *testing.T) int {
 
 // consoleEcho types word and a newline on the launcher's serial console
 // and waits until the guest's tty echoes word back; it returns when.
-func consoleEcho(ctx context.Context, t *testing.T, c *launcher.Client, word string) time.Time {
+func consoleEcho(ctx context.Context, t *testing.T, c *client.Client, word string) time.Time {
 	t.Helper()
 	console, err := c.Console(ctx, false)
 	if err != nil {

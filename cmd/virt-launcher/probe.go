@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // probeFlag runs virt-launcher as the launcher pod's exec probe (KubeVirt's
@@ -20,7 +20,7 @@ const probeFlag = "--probe"
 
 // probe is virt-launcher --probe; args follow the flag.
 func probe(args []string, stdout, stderr io.Writer) int {
-	kind := launcher.ProbeKind(args[0])
+	kind := client.ProbeKind(args[0])
 	fs := flag.NewFlagSet("virt-launcher --probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	shareDir := fs.String("kubevirt-share-dir", "/var/run/kubevirt", "directory holding the launcher's command socket under sockets/<uid>/")
@@ -33,7 +33,7 @@ func probe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "virt-launcher --probe: --uid is required")
 		return 2
 	}
-	c := launcher.NewClient(launcher.SocketPath(*shareDir, *uid))
+	c := client.New(client.SocketPath(*shareDir, *uid))
 	defer c.Close()
 	res, err := c.Probe(context.Background(), kind, time.Duration(*timeout)*time.Second)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // TestProbeCommand: virt-launcher --probe asks the launcher's socket for the
@@ -23,7 +23,7 @@ func TestProbeCommand(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	const uid = "3f1e0c2a-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
-	sock := launcher.SocketPath(dir, uid)
+	sock := client.SocketPath(dir, uid)
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +36,9 @@ func TestProbeCommand(t *testing.T) {
 		asked = append(asked, r.URL.String())
 		switch r.URL.Path {
 		case "/v1/probe/readiness":
-			_ = json.NewEncoder(w).Encode(launcher.ProbeResult{Success: true, Output: "ok\n"})
+			_ = json.NewEncoder(w).Encode(client.ProbeResult{Success: true, Output: "ok\n"})
 		case "/v1/probe/liveness":
-			_ = json.NewEncoder(w).Encode(launcher.ProbeResult{ExitCode: 3, Message: `"check" exited with 3 in the guest`})
+			_ = json.NewEncoder(w).Encode(client.ProbeResult{ExitCode: 3, Message: `"check" exited with 3 in the guest`})
 		default:
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"error":"no such probe"}`))

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/vmkit/vmkit/internal/testenv"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -78,7 +78,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 	}
 
 	nl.shutdown(ctx, t)
-	final, err := launcher.ReadFinal(dirs["share"], nl.uid)
+	final, err := client.ReadFinal(dirs["share"], nl.uid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestNonRootLauncherBootsGuest(t *testing.T) {
 // nonRootLauncher is a virt-launcher binary running as nobody with its own
 // libvirt (startNonRootLauncher), serving its command socket.
 type nonRootLauncher struct {
-	c       *launcher.Client
+	c       *client.Client
 	dirs    map[string]string
 	uid, ns string
 	guest   testenv.Guest
@@ -206,7 +206,7 @@ func startNonRootLauncher(t *testing.T, args ...string) *nonRootLauncher {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	c := launcher.NewClient(launcher.SocketPath(dirs["share"], string(uid)))
+	c := client.New(client.SocketPath(dirs["share"], string(uid)))
 	t.Cleanup(c.Close)
 	start := time.Now()
 	for {

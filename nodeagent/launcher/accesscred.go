@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -61,15 +62,6 @@ const DefaultAccessCredentialInterval = 5 * time.Second
 // long after the last success even when the Secrets did not change (a user
 // in the guest may have edited authorized_keys), as KubeVirt's launcher.
 const accessCredentialResync = 5 * time.Minute
-
-// AccessCredentialsStatus is how the last attempt to put the VMI's
-// guest-agent access credentials into the guest went.
-type AccessCredentialsStatus struct {
-	// Succeeded: every key and password is in the guest as the Secrets say.
-	Succeeded bool `json:"succeeded"`
-	// Message says what failed.
-	Message string `json:"message,omitempty"`
-}
 
 // Messages of AccessCredentialsStatus.
 const (
@@ -371,7 +363,7 @@ func (l *Launcher) syncAccessCredentials(ctx context.Context, vmi *v1.VirtualMac
 func (l *Launcher) setAccessCredentials(ok bool, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.accessCreds = &AccessCredentialsStatus{Succeeded: ok, Message: msg}
+	l.accessCreds = &client.AccessCredentialsStatus{Succeeded: ok, Message: msg}
 }
 
 // applyGuestCredentials writes the keys and passwords through the guest

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -235,7 +236,7 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 	if _, err := f.c.Sync(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	waitCreds := func(ok bool, msg string) AccessCredentialsStatus {
+	waitCreds := func(ok bool, msg string) client.AccessCredentialsStatus {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -336,7 +337,7 @@ func TestMigrationTargetKeepsAccessCredentials(t *testing.T) {
 	if err := f.h.Resume(ctx, "ns_vm1"); err != nil {
 		t.Fatal(err)
 	}
-	var st Status
+	var st client.Status
 	waitFor(t, func() bool {
 		st, _ = f.c.State(ctx)
 		return st.Started && st.AccessCredentials != nil && st.AccessCredentials.Succeeded

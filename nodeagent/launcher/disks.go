@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -286,7 +287,7 @@ func (l *Launcher) servedImage(name, uid, path string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no container disk image served as %s under %s: %w", name, l.cfg.ContainerDiskDir, ErrNotReady)
+	return "", fmt.Errorf("no container disk image served as %s under %s: %w", name, l.cfg.ContainerDiskDir, client.ErrNotReady)
 }
 
 // imageIn returns the first regular file in dir, looking depth levels down.
@@ -312,12 +313,6 @@ func imageIn(dir string, depth int) string {
 	return ""
 }
 
-// ErrNotReady: a file the domain needs from the launcher pod (a container
-// disk's image, a kernel-boot file, which the pod's containers copy in) is
-// not there yet. The node agent waits for it instead of reporting a failed
-// sync (for a while: see nodeagent's notReadyGrace).
-var ErrNotReady = errors.New("not ready: the launcher pod's containers have not provided it yet")
-
 // kernelBootFile finds a file of the kernel-boot image: at its path, or its
 // base name, under <ContainerDiskDir>/<uid>/kernel-boot or
 // <ContainerDiskDir>/kernel-boot.
@@ -332,7 +327,7 @@ func (l *Launcher) kernelBootFile(uid, path string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("%s not found under %s/<uid>/kernel-boot: %w", path, l.cfg.ContainerDiskDir, ErrNotReady)
+	return "", fmt.Errorf("%s not found under %s/<uid>/kernel-boot: %w", path, l.cfg.ContainerDiskDir, client.ErrNotReady)
 }
 
 // inDir is path, a path inside an image however it is written (absolute,

@@ -12,6 +12,7 @@ import (
 
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -37,14 +38,14 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	ended := make(chan launcher.Status)
+	ended := make(chan client.Status)
 	go func() {
 		final, _ := l.Run(context.Background())
 		ended <- final
 	}()
 
 	ctx := context.Background()
-	c := launcher.NewClient(launcher.SocketPath(dir, string(vmi.UID)))
+	c := client.New(client.SocketPath(dir, string(vmi.UID)))
 	defer c.Close()
 	for _, err := c.Ping(ctx); err != nil; _, err = c.Ping(ctx) {
 		time.Sleep(5 * time.Millisecond) // the launcher is starting

@@ -83,25 +83,6 @@ func (l *Launcher) expandDisksLocked(ctx context.Context, vmi *v1.VirtualMachine
 	return nil
 }
 
-// ExpandPending reports whether a claim of vmi has grown beyond the
-// capacity st's launcher last grew its disk for: the node agent then syncs
-// the launcher, which grows it. False for a launcher without ExpandDisks.
-func ExpandPending(vmi *v1.VirtualMachineInstance, st *Status) bool {
-	if st.ClaimCapacities == nil {
-		return false
-	}
-	for i := range vmi.Status.VolumeStatus {
-		info := vmi.Status.VolumeStatus[i].PersistentVolumeClaimInfo
-		if info == nil {
-			continue
-		}
-		if c, ok := info.Capacity[corev1.ResourceStorage]; ok && c.Value() > st.ClaimCapacities[vmi.Status.VolumeStatus[i].Name] {
-			return true
-		}
-	}
-	return false
-}
-
 // guestDiskSize is the size the disk of source may have: a block device's
 // size, or imageSize of a file.
 func guestDiskSize(src *libvirtxml.DomainDiskSource, info *v1.PersistentVolumeClaimInfo) (int64, error) {

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-)
 
-// FreezeTimeout bounds Freeze: the guest agent syncs the guest's file
-// systems before it freezes them, which takes longer than a query.
-const FreezeTimeout = 30 * time.Second
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+)
 
 // Freeze freezes the guest's file systems through the QEMU guest agent
 // (guest-fsfreeze-freeze), as KubeVirt does before a snapshot; a guest
@@ -20,15 +18,15 @@ const FreezeTimeout = 30 * time.Second
 // Unfreeze (or another Freeze, which sets a new deadline) came first, so a
 // client that dies does not leave the guest frozen. Errors are
 // GuestAgentCommand's.
-func (l *Launcher) Freeze(ctx context.Context, unfreezeTimeout time.Duration) (Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, FreezeTimeout)
+func (l *Launcher) Freeze(ctx context.Context, unfreezeTimeout time.Duration) (client.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, client.FreezeTimeout)
 	defer cancel()
 	frozen, err := l.fsFrozen(ctx)
 	if err != nil {
 		return l.Status(), err
 	}
 	if !frozen {
-		if _, err := l.agentCommand(ctx, "guest-fsfreeze-freeze", FreezeTimeout); err != nil {
+		if _, err := l.agentCommand(ctx, "guest-fsfreeze-freeze", client.FreezeTimeout); err != nil {
 			return l.Status(), err
 		}
 	}
@@ -45,7 +43,7 @@ func (l *Launcher) Freeze(ctx context.Context, unfreezeTimeout time.Duration) (S
 // Unfreeze thaws the guest's file systems (guest-fsfreeze-thaw) and cancels
 // the automatic thaw a Freeze set up; thawed file systems are left as they
 // are. Errors are GuestAgentCommand's.
-func (l *Launcher) Unfreeze(ctx context.Context) (Status, error) {
+func (l *Launcher) Unfreeze(ctx context.Context) (client.Status, error) {
 	l.cancelThaw()
 	return l.Status(), l.thaw(ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -64,7 +65,7 @@ func (a *fsAgent) state() (frozen bool, freezes, thaws int) {
 func TestLauncherFreeze(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Freeze(ctx, 0); !errors.As(err, &le) || le.Code != 409 || errors.Is(err, hypervisor.ErrAgentUnavailable) {
 		t.Errorf("Freeze before the domain started: %v, want a 409 that is not AgentUnavailable", err)
 	}
@@ -136,7 +137,7 @@ func TestLauncherFreeze(t *testing.T) {
 		{`{"unfreezeTimeout":"soon"}`, http.StatusBadRequest},
 	} {
 		req, _ := http.NewRequest(http.MethodPut, "http://launcher/v1/freeze", strings.NewReader(tc.body))
-		resp, err := f.c.http.Do(req)
+		resp, err := f.do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestLauncherFreeze(t *testing.T) {
 func TestLauncherSoftReboot(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.SoftReboot(ctx, hypervisor.RebootACPI); !errors.As(err, &le) || le.Code != 409 {
 		t.Errorf("SoftReboot before the domain started: %v, want a 409", err)
 	}
@@ -196,7 +197,7 @@ func TestLauncherSoftReboot(t *testing.T) {
 		t.Errorf("the hypervisor got %d reboots, want 4 (ACPI, agent twice, paused): %v", n, f.h.Calls())
 	}
 	req, _ := http.NewRequest(http.MethodPut, "http://launcher/v1/softreboot", bytes.NewReader([]byte("{")))
-	if resp, err := f.c.http.Do(req); err != nil || resp.StatusCode != 400 {
+	if resp, err := f.do(req); err != nil || resp.StatusCode != 400 {
 		t.Errorf("PUT /v1/softreboot with a broken body: %v, %v; want 400", resp, err)
 	} else {
 		resp.Body.Close()
@@ -213,7 +214,7 @@ func TestLauncherSoftRebootWithoutACPI(t *testing.T) {
 	if _, err := f.c.Sync(ctx, vmi); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.SoftReboot(ctx, hypervisor.RebootACPI); !errors.As(err, &le) || le.Code != 409 || !strings.Contains(le.Message, "ACPI is disabled") {
 		t.Errorf("SoftReboot with ACPI disabled: %v, want a 409 naming ACPI", err)
 	}
@@ -229,7 +230,7 @@ func TestLauncherReset(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
 	resets := func() int { return strings.Count(strings.Join(f.h.Calls(), ","), "Reset ns_vm1") }
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Reset(ctx); !errors.As(err, &le) || le.Code != 409 || !strings.Contains(le.Message, "ns/vm1") {
 		t.Errorf("Reset before the domain started: %v, want a 409 naming the VMI", err)
 	}

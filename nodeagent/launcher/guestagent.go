@@ -8,26 +8,8 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
-
-// DefaultGuestAgentTimeout bounds one guest agent command unless
-// Config.GuestAgentTimeout says otherwise: an agent that has not answered by
-// then is taken as not connected.
-const DefaultGuestAgentTimeout = 5 * time.Second
-
-// IsGuestAgentCommand reports whether the launcher runs the QEMU guest agent
-// command for its clients. Only commands that read the guest's state and
-// take no arguments are allowed: the command socket must not become a way to
-// run programs in the guest, write its files or change its users.
-func IsGuestAgentCommand(command string) bool {
-	switch command {
-	case "guest-ping", "guest-info", "guest-get-osinfo", "guest-get-host-name",
-		"guest-get-timezone", "guest-get-users", "guest-get-fsinfo",
-		"guest-network-get-interfaces", "guest-fsfreeze-status":
-		return true
-	}
-	return false
-}
 
 // errNotAllowed: a guest agent command outside IsGuestAgentCommand's list.
 var errNotAllowed = errors.New("guest agent command not allowed")
@@ -40,7 +22,7 @@ var errNotAllowed = errors.New("guest agent command not allowed")
 // hypervisor.ErrAgentUnavailable when no agent answers, and
 // hypervisor.ErrInvalidState when the domain does not run.
 func (l *Launcher) GuestAgentCommand(ctx context.Context, command string) (json.RawMessage, error) {
-	if !IsGuestAgentCommand(command) {
+	if !client.IsGuestAgentCommand(command) {
 		return nil, fmt.Errorf("%w: %q", errNotAllowed, command)
 	}
 	return l.agentCommand(ctx, command, l.agentTimeout())
@@ -51,7 +33,7 @@ func (l *Launcher) agentTimeout() time.Duration {
 	if l.cfg.GuestAgentTimeout > 0 {
 		return l.cfg.GuestAgentTimeout
 	}
-	return DefaultGuestAgentTimeout
+	return client.DefaultGuestAgentTimeout
 }
 
 // agentCommand runs a guest agent command without arguments, whatever it

@@ -9,12 +9,13 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 func TestLauncherGuestAgent(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
-	var le *Error
+	var le *client.Error
 
 	// Before the domain starts.
 	if _, err := f.c.GuestAgentCommand(ctx, "guest-ping"); !errors.As(err, &le) || le.Code != 409 || errors.Is(err, hypervisor.ErrAgentUnavailable) {

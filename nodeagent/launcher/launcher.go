@@ -18,7 +18,9 @@
 // does to KubeVirt's launcher.
 //
 // The package needs no cgo: the caller passes the hypervisor (cmd/virt-launcher
-// passes libvirt's). Client talks to a launcher from the node agent.
+// passes libvirt's). The node agent talks to a launcher with package
+// nodeagent/launcher/client, which also holds the socket's protocol and
+// the types both sides exchange.
 //
 // The ISO images of cloud-init (NoCloud, ConfigDrive) and config volumes
 // are written by xorrisofs (Debian's xorriso package, in the launcher
@@ -43,6 +45,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -189,7 +192,7 @@ type Launcher struct {
 	startedPaused bool
 	stopping      bool // a shutdown or kill was requested
 	last          hypervisor.DomainState
-	final         *Status
+	final         *client.Status
 	done          chan struct{} // closed when the domain ended
 	console       *consoleHub
 	createdAt     []string          // directories this launcher created, removed at the end
@@ -198,27 +201,27 @@ type Launcher struct {
 	passtIface    string            // the interface with the passtBinding, from the node agent
 	passtArgs     []string          // passt's port arguments for it (network.PasstArgs)
 	passt         *passtProcess     // the running passt (passt.go)
-	steps         StartSteps        // when the start's steps ended
+	steps         client.StartSteps // when the start's steps ended
 	runCtx        context.Context   // ends when Run returns; DHCP servers live as long
 	stopRun       context.CancelFunc
 	thawTimer     *time.Timer // thaws the guest's file systems when a Freeze's unfreeze timeout passes
 	thawGen       uint64      // moves on with every Freeze and Unfreeze; a timer of an older one does nothing
 
-	accessCreds *AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
+	accessCreds *client.AccessCredentialsStatus // the last sync of the guest-agent access credentials (accesscred.go)
 
-	cpuTopology *v1.CPUTopology      // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
-	memory      *v1.MemoryStatus     // the guest's memory when it can grow (virtio-mem; hotplug.go)
-	volumes     []HotplugVolume      // the hotplugged volumes, as the last sync left them (volumehotplug.go)
-	detachAsked map[string]time.Time // hot-plugged volumes the guest was asked to release, and when
-	dumps       []MemoryDump         // memory dumps onto memoryDump volumes (volumehotplug.go)
-	claimSizes  map[string]int64     // with ExpandDisks: the claim capacities the last expansion saw (expanddisks.go)
+	cpuTopology *v1.CPUTopology        // the guest's CPU topology, hot-plugged sockets included (hotplug.go)
+	memory      *v1.MemoryStatus       // the guest's memory when it can grow (virtio-mem; hotplug.go)
+	volumes     []client.HotplugVolume // the hotplugged volumes, as the last sync left them (volumehotplug.go)
+	detachAsked map[string]time.Time   // hot-plugged volumes the guest was asked to release, and when
+	dumps       []client.MemoryDump    // memory dumps onto memoryDump volumes (volumehotplug.go)
+	claimSizes  map[string]int64       // with ExpandDisks: the claim capacities the last expansion saw (expanddisks.go)
 
 	terminated bool // Run's context ended before a stop was requested (Status.Terminated)
 
 	// Live migration (migrate.go).
-	incoming        string           // a migration target: the domain it waits for
-	migration       *MigrationStatus // the last migration, as source or target
-	migrating       bool             // a migration from here is under way
+	incoming        string                  // a migration target: the domain it waits for
+	migration       *client.MigrationStatus // the last migration, as source or target
+	migrating       bool                    // a migration from here is under way
 	cancelMigration context.CancelFunc
 
 	// The hypervisor's availability (unavailable.go).
@@ -250,7 +253,7 @@ func New(cfg Config) (*Launcher, error) {
 		cfg.DeviceDir = "/dev"
 	}
 	if cfg.HotplugDiskDir == "" {
-		cfg.HotplugDiskDir = DefaultHotplugDiskDir
+		cfg.HotplugDiskDir = client.DefaultHotplugDiskDir
 	}
 	if cfg.GracePeriod <= 0 {
 		cfg.GracePeriod = 30 * time.Second

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -47,8 +50,8 @@ type fixture struct {
 	cfg  Config
 	h    *hvfake.Hypervisor
 	l    *Launcher
-	c    *Client
-	run  chan Status
+	c    *client.Client
+	run  chan client.Status
 	done chan struct{} // closed when Run returned
 	// cancel ends Run's context, as SIGTERM does virt-launcher's.
 	cancel context.CancelFunc
@@ -81,7 +84,7 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 	if err := os.MkdirAll(filepath.Join(dir, "cd", "kernel-boot", "boot"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{h: hvfake.New(), run: make(chan Status, 1), done: make(chan struct{})}
+	f := &fixture{h: hvfake.New(), run: make(chan client.Status, 1), done: make(chan struct{})}
 	f.cfg = Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID),
 		ShareDir: filepath.Join(dir, "share"), EphemeralDiskDir: filepath.Join(dir, "eph"),
@@ -114,7 +117,7 @@ func startWith(t *testing.T, configure func(*Config)) *fixture {
 			t.Error("Run did not return")
 		}
 	})
-	f.c = NewClient(SocketPath(f.cfg.ShareDir, f.cfg.UID))
+	f.c = client.New(client.SocketPath(f.cfg.ShareDir, f.cfg.UID))
 	t.Cleanup(f.c.Close)
 	waitFor(t, func() bool { _, err := f.c.Ping(context.Background()); return err == nil })
 	return f
@@ -140,7 +143,7 @@ func TestLauncherLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	want := Status{UID: string(vmi.UID), Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused,
+	want := client.Status{UID: string(vmi.UID), Domain: "ns_vm1", Defined: true, Started: true, State: hypervisor.StateRunning, Reason: hypervisor.ReasonUnpaused,
 		HotplugDiskDir: f.cfg.HotplugDiskDir}
 	if diff := cmp.Diff(want, st, ignoreTime); diff != "" {
 		t.Errorf("Sync (-want +got):\n%s", diff)
@@ -189,7 +192,7 @@ func TestLauncherLifecycle(t *testing.T) {
 	if st, err := f.c.Unpause(ctx); err != nil || st.State != hypervisor.StateRunning {
 		t.Errorf("Unpause: %+v, %v", st, err)
 	}
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Unpause(ctx); !errors.As(err, &le) || le.Code != 409 {
 		t.Errorf("Unpause of a running domain: %v, want a 409", err)
 	}
@@ -201,11 +204,11 @@ func TestLauncherLifecycle(t *testing.T) {
 	if !final.Final || !final.Succeeded() || final.Reason != hypervisor.ReasonShutdown {
 		t.Errorf("final status %+v, want a clean shutdown", final)
 	}
-	read, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID)
+	read, err := client.ReadFinal(f.cfg.ShareDir, f.cfg.UID)
 	if err != nil || read.Reason != hypervisor.ReasonShutdown {
 		t.Errorf("ReadFinal: %+v, %v", read, err)
 	}
-	if _, err := f.c.State(ctx); !IsGone(err) {
+	if _, err := f.c.State(ctx); !client.IsGone(err) {
 		t.Errorf("State after the end: %v, want the launcher gone", err)
 	}
 	if _, err := f.h.State(ctx, "ns_vm1"); !errors.Is(err, hypervisor.ErrNotFound) {
@@ -256,7 +259,7 @@ func TestLauncherRejectsOtherVMI(t *testing.T) {
 	f := start(t)
 	other := testVMI()
 	other.UID = "other"
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Sync(context.Background(), other); !errors.As(err, &le) || le.Code != 500 || !strings.Contains(le.Message, "not this launcher's VMI") {
 		t.Errorf("Sync of another VMI: %v", err)
 	}
@@ -314,7 +317,7 @@ func TestRunWaitsForAnotherEnd(t *testing.T) {
 	if !final.Final || final.Reason != hypervisor.ReasonDestroyed {
 		t.Errorf("final %+v, want destroyed", final)
 	}
-	if _, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID); err != nil {
+	if _, err := client.ReadFinal(f.cfg.ShareDir, f.cfg.UID); err != nil {
 		t.Errorf("final status when Run returned: %v", err)
 	}
 	for _, d := range []string{f.cfg.EphemeralDiskDir, f.cfg.PrivateDir} {
@@ -358,8 +361,8 @@ func TestLauncherSyncNotReady(t *testing.T) {
 	vmi := testVMI()
 	vmi.Spec.Domain.Firmware = &v1.Firmware{KernelBoot: &v1.KernelBoot{Container: &v1.KernelBootContainer{Image: "kernel:1", KernelPath: "/boot/vmlinuz"}}}
 	_, err := f.c.Sync(ctx, vmi)
-	var le *Error
-	if !errors.Is(err, ErrNotReady) || !errors.As(err, &le) || le.Code != 503 {
+	var le *client.Error
+	if !errors.Is(err, client.ErrNotReady) || !errors.As(err, &le) || le.Code != 503 {
 		t.Fatalf("Sync without the kernel: %v, want ErrNotReady (503)", err)
 	}
 	if err := os.WriteFile(filepath.Join(f.cfg.ContainerDiskDir, "kernel-boot", "boot", "vmlinuz"), []byte("kernel"), 0o644); err != nil {
@@ -449,4 +452,16 @@ func TestLauncherHotplugsMemory(t *testing.T) {
 	if _, err := f.c.Sync(ctx, vmi); err == nil || !strings.Contains(err.Error(), "more than the") {
 		t.Errorf("Sync asking for more than maxGuest: %v, want refused", err)
 	}
+}
+
+// do sends req to the launcher's command socket as it is, without the
+// client's checks.
+func (f *fixture) do(req *http.Request) (*http.Response, error) {
+	sock := client.SocketPath(f.cfg.ShareDir, f.cfg.UID)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	return hc.Do(req)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -16,7 +17,7 @@ import (
 // a domain that is not running (paused, not started); through an agent that
 // does not answer within Config.GuestAgentTimeout it fails with
 // hypervisor.ErrAgentUnavailable.
-func (l *Launcher) SoftReboot(ctx context.Context, method hypervisor.RebootMethod) (Status, error) {
+func (l *Launcher) SoftReboot(ctx context.Context, method hypervisor.RebootMethod) (client.Status, error) {
 	l.mu.Lock()
 	acpi := l.vmi == nil || acpiEnabled(l.vmi)
 	l.mu.Unlock()
@@ -57,12 +58,12 @@ func acpiEnabled(vmi *v1.VirtualMachineInstance) bool {
 }
 
 // Pause stops the guest's vCPUs.
-func (l *Launcher) Pause(ctx context.Context) (Status, error) {
+func (l *Launcher) Pause(ctx context.Context) (client.Status, error) {
 	return l.lifecycle(ctx, "pause", l.h.Pause)
 }
 
 // Unpause resumes the guest's vCPUs.
-func (l *Launcher) Unpause(ctx context.Context) (Status, error) {
+func (l *Launcher) Unpause(ctx context.Context) (client.Status, error) {
 	return l.lifecycle(ctx, "unpause", l.h.Resume)
 }
 
@@ -70,11 +71,11 @@ func (l *Launcher) Unpause(ctx context.Context) (Status, error) {
 // (hypervisor.Hypervisor.Reset): it boots again in the same QEMU process,
 // without asking it. A paused guest is reset and stays paused; a domain not
 // started yet, or ended, is a 409.
-func (l *Launcher) Reset(ctx context.Context) (Status, error) {
+func (l *Launcher) Reset(ctx context.Context) (client.Status, error) {
 	return l.lifecycle(ctx, "reset", l.h.Reset)
 }
 
-func (l *Launcher) lifecycle(ctx context.Context, op string, fn func(context.Context, string) error) (Status, error) {
+func (l *Launcher) lifecycle(ctx context.Context, op string, fn func(context.Context, string) error) (client.Status, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.final != nil {

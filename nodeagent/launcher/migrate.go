@@ -2,19 +2,20 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -30,132 +31,10 @@ import (
 // launcher ends with that final state, which the node agent never turns into
 // a VMI phase: the guest left, it did not stop.
 
-// Ports of KubeVirt's migration proxy: the destination QEMU's memory stream
-// (direct migration) and its NBD server (block migration). Port 0 names the
-// destination libvirt's socket.
-const (
-	DirectMigrationPort = 49152
-	BlockMigrationPort  = 49153
-)
-
-// MigrationProxyDir is the directory under a launcher's ShareDir that holds
-// the migration sockets.
-const MigrationProxyDir = "migrationproxy"
-
-// MigrationSocket is the socket at which the source launcher's libvirt and
-// QEMU reach the destination of the VMI with the given UID: port 0 for the
-// destination libvirt, DirectMigrationPort and BlockMigrationPort for the
-// destination QEMU (KubeVirt's <share dir>/migrationproxy/<uid>[-<port>]-source.sock).
-// The destination QEMU listens at the same path in the target launcher's
-// file system, so the target agent connects there.
-func MigrationSocket(shareDir, uid string, port int) string {
-	key := uid
-	if port != 0 {
-		key += "-" + strconv.Itoa(port)
-	}
-	return filepath.Join(shareDir, MigrationProxyDir, key+"-source.sock")
-}
-
-// MigrationTargetInfo is what a launcher prepared as a migration target
-// reports, paths as the launcher sees them (the node agent reaches them
-// through /proc/<launcher pid>/root).
-type MigrationTargetInfo struct {
-	// LibvirtSocket is the socket of the launcher's libvirt daemon, which
-	// the source's libvirt connects to.
-	LibvirtSocket string `json:"libvirtSocket"`
-	// ShareDir, EphemeralDiskDir, PrivateDir and ContainerDiskDir are the
-	// launcher's directories: the same in every launcher pod; two
-	// launchers on one machine differ (see MigrateRequest.PathMap).
-	ShareDir         string `json:"shareDir"`
-	EphemeralDiskDir string `json:"ephemeralDiskDir"`
-	PrivateDir       string `json:"privateDir"`
-	ContainerDiskDir string `json:"containerDiskDir"`
-	// Domain is the name the incoming domain will have.
-	Domain string `json:"domain"`
-}
-
-// MigrationStatus is a launcher's record of the VMI's migration, as
-// KubeVirt's launcher keeps it in the domain's metadata.
-type MigrationStatus struct {
-	// UID of the VirtualMachineInstanceMigration.
-	UID types.UID `json:"uid,omitempty"`
-	// Role is "source" or "target".
-	Role string `json:"role"`
-	// StartTimestamp and EndTimestamp bound the migration.
-	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
-	EndTimestamp   *metav1.Time `json:"endTimestamp,omitempty"`
-	// Completed: the guest runs on the target.
-	Completed bool `json:"completed,omitempty"`
-	// Failed: the migration failed or was aborted; the guest runs on the
-	// source.
-	Failed bool `json:"failed,omitempty"`
-	// FailureReason says why it failed.
-	FailureReason string `json:"failureReason,omitempty"`
-	// AbortStatus is KubeVirt's: Aborting, Succeeded or Failed, once an
-	// abort was asked for.
-	AbortStatus string `json:"abortStatus,omitempty"`
-	// Mode is PreCopy, or PostCopy once switched (MigrateRequest.Timeout).
-	Mode string `json:"mode,omitempty"`
-	// DomainDetected (target): the incoming domain exists here.
-	DomainDetected bool `json:"domainDetected,omitempty"`
-	// Progress is the migration job's last progress (source).
-	Progress *hypervisor.MigrationProgress `json:"progress,omitempty"`
-}
-
-// Abort statuses (KubeVirt's MigrationAbortStatus).
-const (
-	AbortInProgress = "Aborting"
-	AbortSucceeded  = "Succeeded"
-	AbortFailed     = "Failed"
-)
-
-// MigrateRequest is the body of PUT /v1/migrate: how the source launcher
-// migrates. The destination is always the proxy's sockets under the
-// launcher's ShareDir (MigrationSocket).
-type MigrateRequest struct {
-	// MigrationUID is the VirtualMachineInstanceMigration's UID; a
-	// migration is started once per UID.
-	MigrationUID types.UID `json:"migrationUID"`
-	// BandwidthMiB limits the transfer (MiB/s); 0 is unlimited.
-	BandwidthMiB uint64 `json:"bandwidthMiB,omitempty"`
-	// AutoConverge, PostCopy, Unsafe and ParallelConnections are the
-	// KubeVirt CR's migration settings.
-	AutoConverge        bool `json:"autoConverge,omitempty"`
-	PostCopy            bool `json:"postCopy,omitempty"`
-	Unsafe              bool `json:"unsafe,omitempty"`
-	ParallelConnections int  `json:"parallelConnections,omitempty"`
-	// PathMap rewrites the source launcher's paths in the domain's
-	// definition to the target's (see hypervisor.MigrateOptions.PathMap):
-	// empty between launcher pods, which lay their files out alike.
-	PathMap map[string]string `json:"pathMap,omitempty"`
-	// Timeout is the migration's acceptable completion time (the KubeVirt
-	// CR's completionTimeoutPerGiB times the guest's size): past it the
-	// migration switches to post-copy when PostCopy allows it, else it is
-	// aborted. None when zero.
-	Timeout metav1.Duration `json:"timeout,omitempty"`
-	// ProgressTimeout aborts the migration when the data left to send has
-	// not shrunk for this long (the KubeVirt CR's progressTimeout); none
-	// when zero.
-	ProgressTimeout metav1.Duration `json:"progressTimeout,omitempty"`
-}
-
-// PathMapTo maps the directories of a launcher reported in from (its own
-// MigrationTargetInfo-like view) to the target's in to; directories that are
-// equal are left out.
-func PathMapTo(from, to MigrationTargetInfo) map[string]string {
-	m := map[string]string{}
-	for _, p := range [][2]string{{from.ShareDir, to.ShareDir}, {from.EphemeralDiskDir, to.EphemeralDiskDir}, {from.PrivateDir, to.PrivateDir}, {from.ContainerDiskDir, to.ContainerDiskDir}} {
-		if p[0] != "" && p[1] != "" && p[0] != p[1] {
-			m[p[0]] = p[1]
-		}
-	}
-	return m
-}
-
 // Directories returns the launcher's directories, as MigrationTargetInfo
 // reports them.
-func (l *Launcher) Directories() MigrationTargetInfo {
-	return MigrationTargetInfo{
+func (l *Launcher) Directories() client.MigrationTargetInfo {
+	return client.MigrationTargetInfo{
 		LibvirtSocket: l.cfg.LibvirtSocket, ShareDir: l.cfg.ShareDir, EphemeralDiskDir: l.cfg.EphemeralDiskDir,
 		PrivateDir: l.cfg.PrivateDir, ContainerDiskDir: l.cfg.ContainerDiskDir,
 	}
@@ -171,12 +50,12 @@ var errMigration = errors.New("migration not possible")
 // that a block migration finds them), creates the migration socket directory
 // and waits for the incoming domain instead of defining one. Calling it
 // again returns the same information.
-func (l *Launcher) PrepareMigrationTarget(ctx context.Context, vmi *v1.VirtualMachineInstance) (MigrationTargetInfo, error) {
+func (l *Launcher) PrepareMigrationTarget(ctx context.Context, vmi *v1.VirtualMachineInstance) (client.MigrationTargetInfo, error) {
 	if string(vmi.UID) != l.cfg.UID {
-		return MigrationTargetInfo{}, fmt.Errorf("migration target for VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
+		return client.MigrationTargetInfo{}, fmt.Errorf("migration target for VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
 	}
 	if l.cfg.LibvirtSocket == "" {
-		return MigrationTargetInfo{}, fmt.Errorf("VMI %s: this launcher cannot be a migration target: its libvirt socket is unknown (Config.LibvirtSocket): %w", l.key(), errMigration)
+		return client.MigrationTargetInfo{}, fmt.Errorf("VMI %s: this launcher cannot be a migration target: its libvirt socket is unknown (Config.LibvirtSocket): %w", l.key(), errMigration)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -196,14 +75,14 @@ func (l *Launcher) PrepareMigrationTarget(ctx context.Context, vmi *v1.VirtualMa
 	if err != nil {
 		return info, fmt.Errorf("preparing VMI %s as a migration target: %w", l.key(), err)
 	}
-	dir := filepath.Join(l.cfg.ShareDir, MigrationProxyDir)
+	dir := filepath.Join(l.cfg.ShareDir, client.MigrationProxyDir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return info, fmt.Errorf("VMI %s: %w", l.key(), err)
 	}
 	l.createdAt = append(l.createdAt, dir)
 	l.incoming, l.opts, l.vmi = info.Domain, opts, vmi.DeepCopy()
 	now := metav1.Now()
-	l.migration = &MigrationStatus{Role: "target", Mode: "PreCopy", StartTimestamp: &now}
+	l.migration = &client.MigrationStatus{Role: "target", Mode: "PreCopy", StartTimestamp: &now}
 	select {
 	case <-l.synced:
 	default:
@@ -277,7 +156,7 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 // final state Shutoff (Migrated). A migration that fails or is aborted
 // leaves the guest running here. A request for the migration already under
 // way (same UID) changes nothing; one for a migration that ended is refused.
-func (l *Launcher) Migrate(ctx context.Context, req MigrateRequest) (Status, error) {
+func (l *Launcher) Migrate(ctx context.Context, req client.MigrateRequest) (client.Status, error) {
 	m, ok := l.h.(hypervisor.Migrator)
 	if !ok {
 		return l.Status(), fmt.Errorf("VMI %s: the hypervisor cannot migrate: %w", l.key(), errMigration)
@@ -302,9 +181,9 @@ func (l *Launcher) Migrate(ctx context.Context, req MigrateRequest) (Status, err
 		scheme = "qemu+unix:///session"
 	}
 	opts := hypervisor.MigrateOptions{
-		DestURI:             scheme + "?socket=" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, 0),
-		MigrateURI:          "unix://" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, DirectMigrationPort),
-		DisksURI:            "unix://" + MigrationSocket(l.cfg.ShareDir, l.cfg.UID, BlockMigrationPort),
+		DestURI:             scheme + "?socket=" + client.MigrationSocket(l.cfg.ShareDir, l.cfg.UID, 0),
+		MigrateURI:          "unix://" + client.MigrationSocket(l.cfg.ShareDir, l.cfg.UID, client.DirectMigrationPort),
+		DisksURI:            "unix://" + client.MigrationSocket(l.cfg.ShareDir, l.cfg.UID, client.BlockMigrationPort),
 		CopyDisksUnder:      l.localDiskDirs(),
 		BandwidthMiB:        req.BandwidthMiB,
 		AutoConverge:        req.AutoConverge,
@@ -314,7 +193,7 @@ func (l *Launcher) Migrate(ctx context.Context, req MigrateRequest) (Status, err
 		PathMap:             req.PathMap,
 	}
 	now := metav1.Now()
-	l.migration = &MigrationStatus{UID: req.MigrationUID, Role: "source", Mode: "PreCopy", StartTimestamp: &now}
+	l.migration = &client.MigrationStatus{UID: req.MigrationUID, Role: "source", Mode: "PreCopy", StartTimestamp: &now}
 	l.migrating = true
 	mctx, cancel := context.WithCancelCause(l.runCtx)
 	l.cancelMigration = func() { cancel(errors.New("the launcher is stopping")) }
@@ -368,8 +247,8 @@ func (l *Launcher) runMigration(ctx context.Context, mon monitor, m hypervisor.M
 	if err != nil {
 		mig.Failed = true
 		mig.FailureReason = err.Error()
-		if mig.AbortStatus == AbortInProgress {
-			mig.AbortStatus = AbortSucceeded
+		if mig.AbortStatus == client.AbortInProgress {
+			mig.AbortStatus = client.AbortSucceeded
 			mig.FailureReason = "Live migration aborted: " + err.Error()
 		}
 		l.mu.Unlock()
@@ -448,25 +327,25 @@ func (l *Launcher) followMigration(ctx context.Context, mon monitor, m hyperviso
 
 // AbortMigration aborts the migration under way; the guest keeps running
 // here. Without one it fails (409).
-func (l *Launcher) AbortMigration(ctx context.Context) (Status, error) {
+func (l *Launcher) AbortMigration(ctx context.Context) (client.Status, error) {
 	m, ok := l.h.(hypervisor.Migrator)
 	l.mu.Lock()
 	if !ok || !l.migrating {
 		defer l.mu.Unlock()
 		return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), hypervisor.ErrNoMigration)
 	}
-	if l.migration.AbortStatus == AbortInProgress {
+	if l.migration.AbortStatus == client.AbortInProgress {
 		defer l.mu.Unlock()
 		return l.statusLocked(), nil
 	}
-	l.migration.AbortStatus = AbortInProgress
+	l.migration.AbortStatus = client.AbortInProgress
 	name := l.domain
 	l.mu.Unlock()
 	if err := m.AbortMigration(ctx, name); err != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.migrating {
-			l.migration.AbortStatus = AbortFailed
+			l.migration.AbortStatus = client.AbortFailed
 		}
 		return l.statusLocked(), fmt.Errorf("aborting the migration of VMI %s: %w", l.key(), err)
 	}
@@ -480,10 +359,10 @@ func (l *Launcher) AbortMigration(ctx context.Context) (Status, error) {
 //	PUT /v1/migration/abort    Status
 //	GET /v1/migration/info     MigrationTargetInfo (the launcher's directories)
 func (l *Launcher) migrationHandlers(mux *http.ServeMux) {
-	mux.HandleFunc("PUT "+migrationTargetPath, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("PUT /v1/migration/target", func(w http.ResponseWriter, r *http.Request) {
 		var vmi v1.VirtualMachineInstance
 		if err := decodeBody(r, 8<<20, &vmi); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
 			return
 		}
 		info, err := l.PrepareMigrationTarget(r.Context(), &vmi)
@@ -497,9 +376,9 @@ func (l *Launcher) migrationHandlers(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, l.Directories())
 	})
 	mux.HandleFunc("PUT /v1/migrate", func(w http.ResponseWriter, r *http.Request) {
-		var req MigrateRequest
+		var req client.MigrateRequest
 		if err := decodeBody(r, 1<<20, &req); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the migration request: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the migration request: " + err.Error(), Status: l.Status()})
 			return
 		}
 		st, err := l.Migrate(r.Context(), req)
@@ -511,10 +390,15 @@ func (l *Launcher) migrationHandlers(mux *http.ServeMux) {
 	})
 }
 
-func replyMigration(w http.ResponseWriter, st Status, err error) {
+func replyMigration(w http.ResponseWriter, st client.Status, err error) {
 	if errors.Is(err, errMigration) || errors.Is(err, hypervisor.ErrNoMigration) {
-		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: err.Error(), Status: st})
 		return
 	}
 	reply(w, st, err)
+}
+
+// decodeBody decodes r's JSON body, at most limit bytes, into v.
+func decodeBody(r *http.Request, limit int64, v any) error {
+	return json.NewDecoder(io.LimitReader(r.Body, limit)).Decode(v)
 }

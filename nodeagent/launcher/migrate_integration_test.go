@@ -14,7 +14,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/internal/podsim"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -99,8 +99,8 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 	}
 	ports, err := targetProxy.StartTarget(string(uid), map[int]migrationproxy.Socket{
 		migrationproxy.LibvirtPort:         at(dstRoot, info.LibvirtSocket),
-		migrationproxy.DirectMigrationPort: at(dstRoot, launcher.MigrationSocket(info.ShareDir, string(uid), launcher.DirectMigrationPort)),
-		migrationproxy.BlockMigrationPort:  at(dstRoot, launcher.MigrationSocket(info.ShareDir, string(uid), launcher.BlockMigrationPort)),
+		migrationproxy.DirectMigrationPort: at(dstRoot, client.MigrationSocket(info.ShareDir, string(uid), client.DirectMigrationPort)),
+		migrationproxy.BlockMigrationPort:  at(dstRoot, client.MigrationSocket(info.ShareDir, string(uid), client.BlockMigrationPort)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,13 +110,13 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcRoot := podsim.ProcRoot(ctx, t, src.Client)
-	if err := os.MkdirAll(srcRoot+filepath.Join(srcInfo.ShareDir, launcher.MigrationProxyDir), 0o755); err != nil {
+	if err := os.MkdirAll(srcRoot+filepath.Join(srcInfo.ShareDir, client.MigrationProxyDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srcDir := at(srcRoot, launcher.MigrationSocket(srcInfo.ShareDir, string(uid), 0)).Dir
+	srcDir := at(srcRoot, client.MigrationSocket(srcInfo.ShareDir, string(uid), 0)).Dir
 	err = sourceProxy.StartSource(string(uid), migrationproxy.Source{TargetAddress: "127.0.0.1", Ports: ports, UID: podsim.QEMUUID, GID: podsim.QEMUUID,
 		Dir: srcDir, SocketName: func(port int) string {
-			return filepath.Base(launcher.MigrationSocket(srcInfo.ShareDir, string(uid), port))
+			return filepath.Base(client.MigrationSocket(srcInfo.ShareDir, string(uid), port))
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,10 +124,10 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 
 	t.Run("AbortLeavesTheGuestOnTheSource", func(t *testing.T) {
 		// 1 MiB/s: the guest's memory takes far longer than the abort.
-		if _, err := src.Client.Migrate(ctx, launcher.MigrateRequest{MigrationUID: "m-abort", BandwidthMiB: 1}); err != nil {
+		if _, err := src.Client.Migrate(ctx, client.MigrateRequest{MigrationUID: "m-abort", BandwidthMiB: 1}); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
-		detected := podsim.WaitStatus(ctx, t, dst.Client, 60*time.Second, "the incoming domain on the target", func(s launcher.Status) bool {
+		detected := podsim.WaitStatus(ctx, t, dst.Client, 60*time.Second, "the incoming domain on the target", func(s client.Status) bool {
 			podsim.FailIfMigrationFailed(ctx, t, src)
 			return s.Migration != nil && s.Migration.DomainDetected
 		})
@@ -144,10 +144,10 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		if _, err := src.Client.AbortMigration(ctx); err != nil {
 			t.Fatalf("abort: %v", err)
 		}
-		st := podsim.WaitStatus(ctx, t, src.Client, 60*time.Second, "the aborted migration's end", func(s launcher.Status) bool {
+		st := podsim.WaitStatus(ctx, t, src.Client, 60*time.Second, "the aborted migration's end", func(s client.Status) bool {
 			return s.Migration != nil && s.Migration.EndTimestamp != nil
 		})
-		if m := st.Migration; !m.Failed || m.Completed || m.AbortStatus != launcher.AbortSucceeded {
+		if m := st.Migration; !m.Failed || m.Completed || m.AbortStatus != client.AbortSucceeded {
 			t.Errorf("source migration after abort = %+v, want failed, abort succeeded", m)
 		}
 		if st.Final || st.State != hypervisor.StateRunning {
@@ -155,11 +155,11 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		}
 		after := srcTicks.WaitAbove(t, srcTicks.Last()+2, 30*time.Second, "the guest ticking on the source after the abort")
 		t.Logf("guest still runs on the source after the abort, uptime %.2f s", after)
-		podsim.WaitStatus(ctx, t, dst.Client, 30*time.Second, "the target waiting again", func(s launcher.Status) bool {
+		podsim.WaitStatus(ctx, t, dst.Client, 30*time.Second, "the target waiting again", func(s client.Status) bool {
 			return s.Migration != nil && !s.Migration.DomainDetected && !s.Started && !s.Final
 		})
 		// Another abort has nothing to abort.
-		var lerr *launcher.Error
+		var lerr *client.Error
 		if _, err := src.Client.AbortMigration(ctx); !errors.As(err, &lerr) || lerr.Code != 409 {
 			t.Errorf("abort without a migration: %v, want 409", err)
 		}
@@ -173,13 +173,13 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		}()
 		last := srcTicks.Last()
 		start := time.Now()
-		if _, err := src.Client.Migrate(ctx, launcher.MigrateRequest{MigrationUID: "m-1"}); err != nil {
+		if _, err := src.Client.Migrate(ctx, client.MigrateRequest{MigrationUID: "m-1"}); err != nil {
 			t.Fatalf("migrate: %v", err)
 		}
 		// A console session on the target from the moment the incoming
 		// domain exists: the guest's output after the switch-over comes
 		// through it.
-		podsim.WaitStatus(ctx, t, dst.Client, 60*time.Second, "the incoming domain on the target", func(s launcher.Status) bool {
+		podsim.WaitStatus(ctx, t, dst.Client, 60*time.Second, "the incoming domain on the target", func(s client.Status) bool {
 			podsim.FailIfMigrationFailed(ctx, t, src)
 			return s.Migration != nil && (s.Migration.DomainDetected || s.Started)
 		})
@@ -201,7 +201,7 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 			t.Errorf("source launcher exit: %v; log:\n%s", src.Err, src.Log())
 		}
 		elapsed := time.Since(start)
-		final, err := launcher.ReadFinalDir(filepath.Join(src.Dir, "share", "sockets", string(uid)))
+		final, err := client.ReadFinalDir(filepath.Join(src.Dir, "share", "sockets", string(uid)))
 		if err != nil {
 			t.Fatalf("source final state: %v", err)
 		}
@@ -214,7 +214,7 @@ func TestLiveMigrationBetweenLaunchers(t *testing.T) {
 		t.Logf("migration: %v end to end, libvirt job %v, downtime %v, %d MiB sent", elapsed, final.Migration.Progress.Elapsed, final.Migration.Progress.Downtime, final.Migration.Progress.DataProcessed>>20)
 
 		// The target adopted the domain: the same guest goes on ticking.
-		st := podsim.WaitStatus(ctx, t, dst.Client, 30*time.Second, "the target running the guest", func(s launcher.Status) bool {
+		st := podsim.WaitStatus(ctx, t, dst.Client, 30*time.Second, "the target running the guest", func(s client.Status) bool {
 			return s.Started && s.State == hypervisor.StateRunning
 		})
 		if m := st.Migration; m == nil || !m.Completed || m.Role != "target" {

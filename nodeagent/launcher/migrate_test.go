@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // startMigratable is start with a launcher that knows its libvirt socket.
@@ -29,7 +30,7 @@ func TestMigrationSourceEndsMigrated(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.h.HoldMigrations()
-	st, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1", BandwidthMiB: 64, AutoConverge: true})
+	st, err := f.c.Migrate(ctx, client.MigrateRequest{MigrationUID: "m1", BandwidthMiB: 64, AutoConverge: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,18 +38,18 @@ func TestMigrationSourceEndsMigrated(t *testing.T) {
 		t.Fatalf("migration after Migrate = %+v", st.Migration)
 	}
 	// The same migration again changes nothing; another is refused.
-	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); err != nil {
+	if _, err := f.c.Migrate(ctx, client.MigrateRequest{MigrationUID: "m1"}); err != nil {
 		t.Errorf("the same migration again: %v", err)
 	}
-	var lerr *Error
-	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m2"}); !errors.As(err, &lerr) || lerr.Code != 409 {
+	var lerr *client.Error
+	if _, err := f.c.Migrate(ctx, client.MigrateRequest{MigrationUID: "m2"}); !errors.As(err, &lerr) || lerr.Code != 409 {
 		t.Errorf("a second migration during the first: %v, want 409", err)
 	}
 	waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
 	opts, _ := f.h.LastMigration("ns_vm1")
-	sock := MigrationSocket(f.cfg.ShareDir, f.cfg.UID, 0)
-	if opts.DestURI != "qemu+unix:///session?socket="+sock || opts.MigrateURI != "unix://"+MigrationSocket(f.cfg.ShareDir, f.cfg.UID, DirectMigrationPort) ||
-		opts.DisksURI != "unix://"+MigrationSocket(f.cfg.ShareDir, f.cfg.UID, BlockMigrationPort) || opts.BandwidthMiB != 64 || !opts.AutoConverge ||
+	sock := client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, 0)
+	if opts.DestURI != "qemu+unix:///session?socket="+sock || opts.MigrateURI != "unix://"+client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, client.DirectMigrationPort) ||
+		opts.DisksURI != "unix://"+client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, client.BlockMigrationPort) || opts.BandwidthMiB != 64 || !opts.AutoConverge ||
 		len(opts.CopyDisksUnder) == 0 || opts.CopyDisksUnder[0] != f.cfg.EphemeralDiskDir {
 		t.Errorf("migration options = %+v", opts)
 	}
@@ -58,7 +59,7 @@ func TestMigrationSourceEndsMigrated(t *testing.T) {
 		t.Fatal("the launcher ended during the migration")
 	}
 	f.h.ReleaseMigrations()
-	var final Status
+	var final client.Status
 	select {
 	case final = <-f.run:
 	case <-time.After(5 * time.Second):
@@ -70,7 +71,7 @@ func TestMigrationSourceEndsMigrated(t *testing.T) {
 	if m := final.Migration; m == nil || !m.Completed || m.Failed || m.EndTimestamp == nil {
 		t.Errorf("final migration = %+v", final.Migration)
 	}
-	onDisk, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID)
+	onDisk, err := client.ReadFinal(f.cfg.ShareDir, f.cfg.UID)
 	if err != nil || onDisk.Migration == nil || !onDisk.Migration.Completed {
 		t.Errorf("final.json = %+v, %v", onDisk, err)
 	}
@@ -83,28 +84,28 @@ func TestMigrationAbortKeepsTheGuest(t *testing.T) {
 	if _, err := f.c.Sync(ctx, testVMI()); err != nil {
 		t.Fatal(err)
 	}
-	var lerr *Error
+	var lerr *client.Error
 	if _, err := f.c.AbortMigration(ctx); !errors.As(err, &lerr) || lerr.Code != 409 {
 		t.Errorf("abort without a migration: %v, want 409", err)
 	}
 	f.h.HoldMigrations()
-	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); err != nil {
+	if _, err := f.c.Migrate(ctx, client.MigrateRequest{MigrationUID: "m1"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
 	if _, err := f.c.AbortMigration(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var st Status
+	var st client.Status
 	waitFor(t, func() bool { st, _ = f.c.State(ctx); return st.Migration != nil && st.Migration.EndTimestamp != nil })
-	if m := st.Migration; !m.Failed || m.Completed || m.AbortStatus != AbortSucceeded || m.FailureReason == "" {
+	if m := st.Migration; !m.Failed || m.Completed || m.AbortStatus != client.AbortSucceeded || m.FailureReason == "" {
 		t.Errorf("migration after abort = %+v", m)
 	}
 	if st.Final || st.State != hypervisor.StateRunning {
 		t.Errorf("after abort: %+v, want running", st)
 	}
 	// An ended migration is not started again.
-	if _, err := f.c.Migrate(ctx, MigrateRequest{MigrationUID: "m1"}); !errors.As(err, &lerr) || lerr.Code != 409 {
+	if _, err := f.c.Migrate(ctx, client.MigrateRequest{MigrationUID: "m1"}); !errors.As(err, &lerr) || lerr.Code != 409 {
 		t.Errorf("the aborted migration again: %v, want 409", err)
 	}
 }
@@ -128,7 +129,7 @@ func TestMigrationTargetAdoptsTheIncomingDomain(t *testing.T) {
 		t.Errorf("the target defined the domain: %v", err)
 	}
 	// A sync would start the guest a second time: refused while a target.
-	var lerr *Error
+	var lerr *client.Error
 	if _, err := f.c.Sync(ctx, vmi); !errors.As(err, &lerr) || lerr.Code != 409 {
 		t.Errorf("sync of a migration target: %v, want 409", err)
 	}
@@ -140,7 +141,7 @@ func TestMigrationTargetAdoptsTheIncomingDomain(t *testing.T) {
 	if _, err := f.h.Incoming(ctx, xml); err != nil {
 		t.Fatal(err)
 	}
-	var st Status
+	var st client.Status
 	waitFor(t, func() bool { st, _ = f.c.State(ctx); return st.Migration != nil && st.Migration.DomainDetected })
 	if st.Started {
 		t.Fatalf("adopted during the migration: %+v", st)
@@ -170,13 +171,13 @@ func TestMigrationTargetAdoptsTheIncomingDomain(t *testing.T) {
 func TestMigrationTimeouts(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		req        MigrateRequest
+		req        client.MigrateRequest
 		remaining  uint64
 		wantReason string // failure; "" for a switch to post-copy
 	}{
-		{"past the completion timeout with post-copy: switches", MigrateRequest{MigrationUID: "m", PostCopy: true, Timeout: metav1.Duration{Duration: time.Second}}, 0, ""},
-		{"past the completion timeout: aborted", MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: time.Second}}, 0, "not completed after 1 seconds"},
-		{"no progress: aborted", MigrateRequest{MigrationUID: "m", ProgressTimeout: metav1.Duration{Duration: time.Second}}, 4096, "stuck for"},
+		{"past the completion timeout with post-copy: switches", client.MigrateRequest{MigrationUID: "m", PostCopy: true, Timeout: metav1.Duration{Duration: time.Second}}, 0, ""},
+		{"past the completion timeout: aborted", client.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: time.Second}}, 0, "not completed after 1 seconds"},
+		{"no progress: aborted", client.MigrateRequest{MigrationUID: "m", ProgressTimeout: metav1.Duration{Duration: time.Second}}, 4096, "stuck for"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startMigratable(t)
@@ -190,7 +191,7 @@ func TestMigrationTimeouts(t *testing.T) {
 			}
 			waitFor(t, func() bool { _, ok := f.h.LastMigration("ns_vm1"); return ok })
 			f.h.MigrationRemaining("ns_vm1", tc.remaining)
-			var st Status
+			var st client.Status
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {
 				st, _ = f.c.State(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -17,35 +18,11 @@ import (
 // and search domains the guest gets by DHCP.
 const DefaultResolvConf = "/etc/resolv.conf"
 
-// NetworkInterface is how the node agent wired one of the VMI's interfaces
-// in the launcher pod's network namespace, and what the launcher does with
-// it: use MAC for the guest's NIC and answer the guest's DHCP with DHCP.
-type NetworkInterface struct {
-	// Name is the interface's name in spec.domain.devices.interfaces.
-	Name string `json:"name"`
-	// MAC is the guest NIC's address when the spec gives none and the
-	// binding needs a known one (bridge: the pod's own); empty otherwise.
-	MAC string `json:"mac,omitempty"`
-	// DHCP is what the launcher's DHCP server hands the guest on this
-	// interface; the launcher adds the pod's name servers and search
-	// domains when it names none.
-	DHCP *dhcp.Lease `json:"dhcp,omitempty"`
-	// Passt is set for the interface with the passtBinding: the launcher
-	// runs passt for it, which answers the guest's DHCP itself.
-	Passt *PasstConfig `json:"passt,omitempty"`
-}
-
-// PasstConfig is how the launcher runs passt for the passtBinding.
-type PasstConfig struct {
-	// Ports are passt's port-forwarding arguments (network.PasstArgs).
-	Ports []string `json:"ports"`
-}
-
 // ConfigureNetwork records the interfaces the node agent wired and starts
 // a DHCP server for each that has a lease. It is idempotent: a server
 // already answering on an interface is kept, so an agent that restarted
 // may send the same configuration again. Call it before Sync.
-func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterface) (Status, error) {
+func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []client.NetworkInterface) (client.Status, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.final != nil {

@@ -9,30 +9,9 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// ProbeKind names one of a VMI's probes.
-type ProbeKind string
-
-// The probes a launcher runs for the kubelet (see Launcher.Probe).
-const (
-	ProbeReadiness ProbeKind = "readiness"
-	ProbeLiveness  ProbeKind = "liveness"
-)
-
-// ProbeResult is the outcome of one run of a probe.
-type ProbeResult struct {
-	// Success: the guest passed the check (or it was skipped, see Message).
-	Success bool `json:"success"`
-	// ExitCode of an exec probe's command in the guest, when it ran.
-	ExitCode int `json:"exitCode"`
-	// Output is what an exec probe's command wrote (standard output, then
-	// standard error), cut at maxProbeOutput bytes.
-	Output string `json:"output,omitempty"`
-	// Message says why the probe failed or was skipped.
-	Message string `json:"message,omitempty"`
-}
 
 // maxProbeOutput bounds ProbeResult.Output, as the kubelet bounds an exec
 // probe's output.
@@ -62,7 +41,7 @@ const execPoll = 100 * time.Millisecond
 // answer, and a liveness probe must not end a migrating or paused guest (as
 // KubeVirt's launcher). The error is for a kind the VMI has no such probe
 // of.
-func (l *Launcher) Probe(ctx context.Context, kind ProbeKind, timeout time.Duration) (ProbeResult, error) {
+func (l *Launcher) Probe(ctx context.Context, kind client.ProbeKind, timeout time.Duration) (client.ProbeResult, error) {
 	if timeout < time.Second {
 		timeout = time.Second
 	}
@@ -70,41 +49,41 @@ func (l *Launcher) Probe(ctx context.Context, kind ProbeKind, timeout time.Durat
 	vmi, migrating, state := l.vmi, l.incoming != "" || l.migrating, l.last
 	l.mu.Unlock()
 	if vmi == nil {
-		return ProbeResult{Message: fmt.Sprintf("VMI %s: the domain has not been synced yet", l.key())}, nil
+		return client.ProbeResult{Message: fmt.Sprintf("VMI %s: the domain has not been synced yet", l.key())}, nil
 	}
 	var probe *v1.Probe
 	switch kind {
-	case ProbeReadiness:
+	case client.ProbeReadiness:
 		probe = vmi.Spec.ReadinessProbe
-	case ProbeLiveness:
+	case client.ProbeLiveness:
 		probe = vmi.Spec.LivenessProbe
 	default:
-		return ProbeResult{}, fmt.Errorf("%w: kind %q (readiness or liveness)", errNoSuchProbe, kind)
+		return client.ProbeResult{}, fmt.Errorf("%w: kind %q (readiness or liveness)", errNoSuchProbe, kind)
 	}
 	if probe == nil || (probe.Exec == nil && probe.GuestAgentPing == nil) || (probe.Exec != nil && len(probe.Exec.Command) == 0) {
-		return ProbeResult{}, fmt.Errorf("%w: VMI %s has no %s probe through the guest agent (exec or guestAgentPing)", errNoSuchProbe, l.key(), kind)
+		return client.ProbeResult{}, fmt.Errorf("%w: VMI %s has no %s probe through the guest agent (exec or guestAgentPing)", errNoSuchProbe, l.key(), kind)
 	}
 	switch {
 	case migrating:
-		return ProbeResult{Success: true, Message: "a migration is under way: probe skipped"}, nil
+		return client.ProbeResult{Success: true, Message: "a migration is under way: probe skipped"}, nil
 	case state.State == hypervisor.StatePaused && state.Reason == hypervisor.ReasonUser:
-		return ProbeResult{Success: true, Message: "the guest is paused: probe skipped"}, nil
+		return client.ProbeResult{Success: true, Message: "the guest is paused: probe skipped"}, nil
 	}
 	if probe.GuestAgentPing != nil {
 		if _, err := l.agentCommand(ctx, "guest-ping", timeout); err != nil {
-			return ProbeResult{Message: err.Error()}, nil
+			return client.ProbeResult{Message: err.Error()}, nil
 		}
-		return ProbeResult{Success: true}, nil
+		return client.ProbeResult{Success: true}, nil
 	}
 	return l.guestExec(ctx, probe.Exec.Command, timeout), nil
 }
 
 // guestExec runs argv in the guest through the agent and waits for it to
 // exit, at most timeout in all.
-func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Duration) ProbeResult {
+func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Duration) client.ProbeResult {
 	domain, err := l.startedDomain("guest-exec")
 	if err != nil {
-		return ProbeResult{Message: err.Error()}
+		return client.ProbeResult{Message: err.Error()}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -131,7 +110,7 @@ func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Du
 		Arg           []string `json:"arg,omitempty"`
 		CaptureOutput bool     `json:"capture-output"`
 	}{argv[0], argv[1:], true}, &started); err != nil {
-		return ProbeResult{Message: err.Error()}
+		return client.ProbeResult{Message: err.Error()}
 	}
 	for {
 		var st struct {
@@ -144,10 +123,10 @@ func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Du
 		if err := call("guest-exec-status", struct {
 			PID int64 `json:"pid"`
 		}{started.PID}, &st); err != nil {
-			return ProbeResult{Message: err.Error()}
+			return client.ProbeResult{Message: err.Error()}
 		}
 		if st.Exited {
-			r := ProbeResult{Output: decodeOutput(st.OutData) + decodeOutput(st.ErrData)}
+			r := client.ProbeResult{Output: decodeOutput(st.OutData) + decodeOutput(st.ErrData)}
 			if len(r.Output) > maxProbeOutput {
 				r.Output = r.Output[:maxProbeOutput]
 			}
@@ -169,7 +148,7 @@ func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Du
 		}
 		select {
 		case <-ctx.Done():
-			return ProbeResult{Message: fmt.Sprintf("%q did not exit in the guest within %v", argv[0], timeout)}
+			return client.ProbeResult{Message: fmt.Sprintf("%q did not exit in the guest within %v", argv[0], timeout)}
 		case <-time.After(execPoll):
 		}
 	}

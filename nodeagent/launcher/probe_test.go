@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -82,14 +83,14 @@ func TestLauncherProbes(t *testing.T) {
 	vmi.Spec.LivenessProbe = &v1.Probe{GuestAgentPing: &v1.GuestAgentPing{}}
 
 	// Before the sync there is no guest to ask.
-	if r, err := f.c.Probe(ctx, ProbeReadiness, time.Second); err != nil || r.Success || !strings.Contains(r.Message, "not been synced") {
+	if r, err := f.c.Probe(ctx, client.ProbeReadiness, time.Second); err != nil || r.Success || !strings.Contains(r.Message, "not been synced") {
 		t.Errorf("probe before the sync = %+v, %v; want a failure naming the missing sync", r, err)
 	}
 	if _, err := f.c.Sync(ctx, vmi); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
 	// No agent in the guest: both fail.
-	for _, kind := range []ProbeKind{ProbeReadiness, ProbeLiveness} {
+	for _, kind := range []client.ProbeKind{client.ProbeReadiness, client.ProbeLiveness} {
 		if r, err := f.c.Probe(ctx, kind, time.Second); err != nil || r.Success || !strings.Contains(r.Message, hypervisor.ErrAgentUnavailable.Error()) {
 			t.Errorf("%s probe without an agent = %+v, %v; want a failure naming the agent", kind, r, err)
 		}
@@ -104,12 +105,12 @@ func TestLauncherProbes(t *testing.T) {
 			return 1, "no /run/ready\n"
 		}}
 	f.h.SetGuestAgent("ns_vm1", agent.reply)
-	r, err := f.c.Probe(ctx, ProbeReadiness, time.Second)
+	r, err := f.c.Probe(ctx, client.ProbeReadiness, time.Second)
 	if err != nil || r.Success || r.ExitCode != 1 || r.Output != "no /run/ready\n" || !strings.Contains(r.Message, "exited with 1") {
 		t.Errorf("failing exec probe = %+v, %v; want exit code 1 with the output", r, err)
 	}
 	ready = true
-	if r, err := f.c.Probe(ctx, ProbeReadiness, time.Second); err != nil || !r.Success || r.ExitCode != 0 {
+	if r, err := f.c.Probe(ctx, client.ProbeReadiness, time.Second); err != nil || !r.Success || r.ExitCode != 0 {
 		t.Errorf("passing exec probe = %+v, %v; want success", r, err)
 	}
 	want := []string{"/bin/test", "-f", "/run/ready"}
@@ -118,7 +119,7 @@ func TestLauncherProbes(t *testing.T) {
 			t.Errorf("the guest ran %q, want only the spec's %q", ran, want)
 		}
 	}
-	if r, err := f.c.Probe(ctx, ProbeLiveness, time.Second); err != nil || !r.Success {
+	if r, err := f.c.Probe(ctx, client.ProbeLiveness, time.Second); err != nil || !r.Success {
 		t.Errorf("guestAgentPing probe = %+v, %v; want success", r, err)
 	}
 
@@ -127,7 +128,7 @@ func TestLauncherProbes(t *testing.T) {
 	agent.polls = 1 << 30
 	agent.mu.Unlock()
 	begin := time.Now()
-	if r, err := f.c.Probe(ctx, ProbeReadiness, time.Second); err != nil || r.Success || !strings.Contains(r.Message, "did not exit") || time.Since(begin) > 3*time.Second {
+	if r, err := f.c.Probe(ctx, client.ProbeReadiness, time.Second); err != nil || r.Success || !strings.Contains(r.Message, "did not exit") || time.Since(begin) > 3*time.Second {
 		t.Errorf("hanging exec probe = %+v, %v after %v; want a failure after 1s", r, err, time.Since(begin))
 	}
 
@@ -136,18 +137,18 @@ func TestLauncherProbes(t *testing.T) {
 	if _, err := f.c.Pause(ctx); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	if r, err := f.c.Probe(ctx, ProbeLiveness, time.Second); err != nil || !r.Success || !strings.Contains(r.Message, "paused") {
+	if r, err := f.c.Probe(ctx, client.ProbeLiveness, time.Second); err != nil || !r.Success || !strings.Contains(r.Message, "paused") {
 		t.Errorf("probe of a paused guest = %+v, %v; want a skipped success", r, err)
 	}
 	if _, err := f.c.Unpause(ctx); err != nil {
 		t.Fatalf("Unpause: %v", err)
 	}
-	if r, err := f.c.Probe(ctx, ProbeLiveness, time.Second); err != nil || r.Success {
+	if r, err := f.c.Probe(ctx, client.ProbeLiveness, time.Second); err != nil || r.Success {
 		t.Errorf("probe of a running guest without an agent = %+v, %v; want a failure", r, err)
 	}
 
 	// Probes the launcher does not run: a 400 naming the probe.
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Probe(ctx, "startup", time.Second); !errors.As(err, &le) || le.Code != 400 {
 		t.Errorf("startup probe: %v, want a 400", err)
 	}
@@ -155,7 +156,7 @@ func TestLauncherProbes(t *testing.T) {
 	f.l.mu.Lock()
 	f.l.vmi = vmi
 	f.l.mu.Unlock()
-	if _, err := f.c.Probe(ctx, ProbeLiveness, time.Second); !errors.As(err, &le) || le.Code != 400 || !strings.Contains(err.Error(), "no liveness probe") {
+	if _, err := f.c.Probe(ctx, client.ProbeLiveness, time.Second); !errors.As(err, &le) || le.Code != 400 || !strings.Contains(err.Error(), "no liveness probe") {
 		t.Errorf("liveness probe of a VMI without one: %v, want a 400 naming it", err)
 	}
 }
@@ -169,7 +170,7 @@ func TestLauncherProbeSkippedWhileMigrating(t *testing.T) {
 	f.l.mu.Lock()
 	f.l.vmi, f.l.incoming = vmi, "ns_vm1"
 	f.l.mu.Unlock()
-	r, err := f.l.Probe(context.Background(), ProbeLiveness, time.Second)
+	r, err := f.l.Probe(context.Background(), client.ProbeLiveness, time.Second)
 	if err != nil || !r.Success || !strings.Contains(r.Message, "migration") {
 		t.Errorf("probe on a migration target = %+v, %v; want a skipped success", r, err)
 	}

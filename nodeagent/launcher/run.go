@@ -14,25 +14,26 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // Run serves the command socket until the domain ends, then cleans up and
 // returns the final status. Cancelling ctx stops the guest gracefully
 // first. It returns an error when the socket cannot be served or no VMI
 // was synced within Config.SyncTimeout.
-func (l *Launcher) Run(ctx context.Context) (Status, error) {
+func (l *Launcher) Run(ctx context.Context) (client.Status, error) {
 	defer l.stopRun()
 	log := klog.FromContext(ctx).WithValues("vmi", l.key(), "uid", l.cfg.UID)
-	dir := SocketDir(l.cfg.ShareDir, l.cfg.UID)
+	dir := client.SocketDir(l.cfg.ShareDir, l.cfg.UID)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
+		return client.Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
 	}
-	_ = os.Remove(FinalPath(l.cfg.ShareDir, l.cfg.UID))
-	sock := SocketPath(l.cfg.ShareDir, l.cfg.UID)
+	_ = os.Remove(client.FinalPath(l.cfg.ShareDir, l.cfg.UID))
+	sock := client.SocketPath(l.cfg.ShareDir, l.cfg.UID)
 	_ = os.Remove(sock) // a stale socket of an earlier launcher
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
+		return client.Status{}, fmt.Errorf("launcher of VMI %s: %w", l.key(), err)
 	}
 	srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
@@ -164,7 +165,7 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 		}
 	}
 	removeDirs(log, dirs)
-	if err := writeFileAtomic(FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {
+	if err := writeFileAtomic(client.FinalPath(l.cfg.ShareDir, l.cfg.UID), final); err != nil {
 		log.Error(err, "writing the final status")
 	}
 	close(l.done)

@@ -11,50 +11,12 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// Command socket protocol: HTTP/1.1 over the UNIX socket, JSON bodies.
-//
-//	GET /v1/ping                 {"uid": ...}
-//	GET /v1/state                Status
-//	PUT /v1/network              body: []NetworkInterface (before sync); Status
-//	PUT /v1/sync                 body: the VMI; Status
-//	PUT /v1/{shutdown,kill,pause,unpause,reset}   Status
-//	PUT /v1/softreboot           body: SoftRebootRequest; Status
-//	PUT /v1/freeze               body: v1.FreezeUnfreezeTimeout (optional); Status
-//	PUT /v1/unfreeze             Status
-//	GET /v1/stats                hypervisor.DomainStats of the started domain
-//	GET /v1/guest-agent/{command}  the QEMU guest agent's return value
-//	    (see IsGuestAgentCommand)
-//	GET /v1/probe/{readiness,liveness}[?timeoutSeconds=N]  ProbeResult of
-//	    the VMI's probe through the guest agent (see Launcher.Probe)
-//	GET /v1/console[?history=true], GET /v1/vnc
-//	    with "Connection: Upgrade" and "Upgrade: vmkit-stream": 101, then
-//	    the raw byte stream both ways.
-//
-// The calls that wait for the QEMU guest agent (softreboot through it,
-// freeze, unfreeze, guest-agent) answer 409 with reason AgentUnavailable
-// when no agent answers.
-//
-// Errors are {"error": "...", "status": Status} with 400 (bad request),
-// 409 (not in a state that allows it, or the domain ended) or 500.
-const streamProtocol = "vmkit-stream"
-
-// reasonAgentUnavailable marks an error body: no guest agent answered.
-const reasonAgentUnavailable = "AgentUnavailable"
-
-// reasonNotReady marks a Sync refused because a file the domain needs (a
-// container disk, a kernel-boot file) is not in the pod yet (ErrNotReady).
-const reasonNotReady = "NotReady"
-
-type errorBody struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason,omitempty"`
-	Status Status `json:"status"`
-}
-
-// Handler serves the command socket protocol.
+// Handler serves the command socket protocol (see package
+// nodeagent/launcher/client).
 func (l *Launcher) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
@@ -66,16 +28,16 @@ func (l *Launcher) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/sync", func(w http.ResponseWriter, r *http.Request) {
 		var vmi v1.VirtualMachineInstance
 		if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&vmi); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the VMI: " + err.Error(), Status: l.Status()})
 			return
 		}
 		st, err := l.Sync(r.Context(), &vmi)
 		reply(w, st, err)
 	})
 	mux.HandleFunc("PUT /v1/network", func(w http.ResponseWriter, r *http.Request) {
-		var ifaces []NetworkInterface
+		var ifaces []client.NetworkInterface
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ifaces); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the network configuration: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the network configuration: " + err.Error(), Status: l.Status()})
 			return
 		}
 		st, err := l.ConfigureNetwork(r.Context(), ifaces)
@@ -100,9 +62,9 @@ func (l *Launcher) Handler() http.Handler {
 		reply(w, st, err)
 	})
 	mux.HandleFunc("PUT /v1/softreboot", func(w http.ResponseWriter, r *http.Request) {
-		var req SoftRebootRequest
+		var req client.SoftRebootRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the soft reboot request: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the soft reboot request: " + err.Error(), Status: l.Status()})
 			return
 		}
 		st, err := l.SoftReboot(r.Context(), req.Method)
@@ -111,7 +73,7 @@ func (l *Launcher) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/freeze", func(w http.ResponseWriter, r *http.Request) {
 		var req v1.FreezeUnfreezeTimeout
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "decoding the freeze request: " + err.Error(), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "decoding the freeze request: " + err.Error(), Status: l.Status()})
 			return
 		}
 		var timeout time.Duration
@@ -119,7 +81,7 @@ func (l *Launcher) Handler() http.Handler {
 			timeout = req.UnfreezeTimeout.Duration
 		}
 		if timeout < 0 {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "unfreezeTimeout must not be negative", Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "unfreezeTimeout must not be negative", Status: l.Status()})
 			return
 		}
 		st, err := l.Freeze(r.Context(), timeout)
@@ -138,26 +100,20 @@ func (l *Launcher) Handler() http.Handler {
 	return mux
 }
 
-// SoftRebootRequest is the body of PUT /v1/softreboot.
-type SoftRebootRequest struct {
-	// Method is how the guest is asked to restart.
-	Method hypervisor.RebootMethod `json:"method"`
-}
-
-func reply(w http.ResponseWriter, st Status, err error) {
+func reply(w http.ResponseWriter, st client.Status, err error) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, st)
 	case errors.Is(err, errUnknownRebootMethod):
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: st})
-	case errors.Is(err, ErrNotReady):
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error(), Reason: reasonNotReady, Status: st})
+		writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: err.Error(), Status: st})
+	case errors.Is(err, client.ErrNotReady):
+		writeJSON(w, http.StatusServiceUnavailable, client.ErrorBody{Error: err.Error(), Reason: client.ReasonNotReady, Status: st})
 	case errors.Is(err, hypervisor.ErrAgentUnavailable):
-		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Reason: reasonAgentUnavailable, Status: st})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: err.Error(), Reason: client.ReasonAgentUnavailable, Status: st})
 	case errors.Is(err, errFinal) || errors.Is(err, hypervisor.ErrInvalidState):
-		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Status: st})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: err.Error(), Status: st})
 	default:
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error(), Status: st})
+		writeJSON(w, http.StatusInternalServerError, client.ErrorBody{Error: err.Error(), Status: st})
 	}
 }
 
@@ -170,7 +126,7 @@ func (l *Launcher) serveGuestAgent(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	case errors.Is(err, errNotAllowed):
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: l.Status()})
+		writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: err.Error(), Status: l.Status()})
 	default:
 		reply(w, l.Status(), err)
 	}
@@ -183,14 +139,14 @@ func (l *Launcher) serveProbe(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("timeoutSeconds"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: "timeoutSeconds: want a number of seconds, got " + strconv.Quote(v), Status: l.Status()})
+			writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: "timeoutSeconds: want a number of seconds, got " + strconv.Quote(v), Status: l.Status()})
 			return
 		}
 		timeout = time.Duration(n) * time.Second
 	}
-	res, err := l.Probe(r.Context(), ProbeKind(r.PathValue("kind")), timeout)
+	res, err := l.Probe(r.Context(), client.ProbeKind(r.PathValue("kind")), timeout)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error(), Status: l.Status()})
+		writeJSON(w, http.StatusBadRequest, client.ErrorBody{Error: err.Error(), Status: l.Status()})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -204,8 +160,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // upgrade switches the connection to a raw byte stream.
 func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWriter, bool) {
-	if r.Header.Get("Upgrade") != streamProtocol {
-		http.Error(w, "expected Upgrade: "+streamProtocol, http.StatusBadRequest)
+	if r.Header.Get("Upgrade") != client.StreamProtocol {
+		http.Error(w, "expected Upgrade: "+client.StreamProtocol, http.StatusBadRequest)
 		return nil, nil, false
 	}
 	hj, ok := w.(http.Hijacker)
@@ -217,7 +173,7 @@ func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWrite
 	if err != nil {
 		return nil, nil, false
 	}
-	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + streamProtocol + "\r\n\r\n")
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + client.StreamProtocol + "\r\n\r\n")
 	if err := rw.Flush(); err != nil {
 		conn.Close()
 		return nil, nil, false
@@ -229,7 +185,7 @@ func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWrite
 // then live output; what the client sends is typed into the guest.
 func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 	if !l.console.attached() {
-		writeJSON(w, http.StatusConflict, errorBody{Error: errNoConsole.Error(), Status: l.Status()})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: errNoConsole.Error(), Status: l.Status()})
 		return
 	}
 	history, _ := strconv.ParseBool(r.URL.Query().Get("history"))
@@ -284,12 +240,12 @@ func (l *Launcher) vncSocket() string {
 func (l *Launcher) serveVNC(w http.ResponseWriter, r *http.Request) {
 	path := l.vncSocket()
 	if path == "" {
-		writeJSON(w, http.StatusConflict, errorBody{Error: "the domain has no VNC server", Status: l.Status()})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: "the domain has no VNC server", Status: l.Status()})
 		return
 	}
 	vnc, err := net.Dial("unix", path)
 	if err != nil {
-		writeJSON(w, http.StatusConflict, errorBody{Error: "connecting to VNC: " + err.Error(), Status: l.Status()})
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: "connecting to VNC: " + err.Error(), Status: l.Status()})
 		return
 	}
 	defer vnc.Close()

@@ -33,28 +33,3 @@ func (l *Launcher) serveStats(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, st)
 }
-
-// Stats returns the statistics of the launcher's domain (see
-// Launcher.Stats); a domain that has not started or has ended is a 409.
-// The call is bounded by CallTimeout, or ctx's deadline if sooner.
-func (c *Client) Stats(ctx context.Context) (hypervisor.DomainStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher/v1/stats", nil)
-	if err != nil {
-		return hypervisor.DomainStats{}, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return hypervisor.DomainStats{}, fmt.Errorf("GET /v1/stats on %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return hypervisor.DomainStats{}, errorAnswer(resp)
-	}
-	var st hypervisor.DomainStats
-	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &st); err != nil {
-		return hypervisor.DomainStats{}, fmt.Errorf("GET /v1/stats on %s: %w", c.socket, err)
-	}
-	return st, nil
-}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // GET /v1/stats answers the hypervisor's statistics of the started
@@ -16,7 +17,7 @@ import (
 func TestStats(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
-	var le *Error
+	var le *client.Error
 	if _, err := f.c.Stats(ctx); !errors.As(err, &le) || le.Code != 409 {
 		t.Errorf("Stats before the domain started: %v, want a 409", err)
 	}

@@ -8,11 +8,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // Shutdown asks the guest to power off and destroys it after the grace
 // period; it returns at once.
-func (l *Launcher) Shutdown(ctx context.Context) Status {
+func (l *Launcher) Shutdown(ctx context.Context) client.Status {
 	l.mu.Lock()
 	already := l.stopping
 	l.stopping = true
@@ -24,7 +25,7 @@ func (l *Launcher) Shutdown(ctx context.Context) Status {
 }
 
 // Kill destroys the domain at once.
-func (l *Launcher) Kill(ctx context.Context) Status {
+func (l *Launcher) Kill(ctx context.Context) client.Status {
 	// The stop outlives a caller that gives up waiting (libvirt may be
 	// unavailable for a while): ending it half-way would record a stop
 	// that did not happen.

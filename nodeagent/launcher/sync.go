@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -15,9 +16,9 @@ import (
 // syncs of a running domain hot-plug the CPU sockets its spec gained
 // (hotplug.go) and change nothing else (a new definition would only apply
 // after a restart).
-func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Status, error) {
+func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (client.Status, error) {
 	if string(vmi.UID) != l.cfg.UID {
-		return Status{}, fmt.Errorf("sync of VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
+		return client.Status{}, fmt.Errorf("sync of VMI %s/%s: UID %s is not this launcher's VMI %s", vmi.Namespace, vmi.Name, vmi.UID, l.cfg.UID)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

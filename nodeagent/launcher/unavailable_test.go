@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 )
 
 // TestLibvirtOutageKeepsGuestAndStop: while libvirt is down the guest is
@@ -94,7 +95,7 @@ func TestLibvirtOutageGivesUp(t *testing.T) {
 	if _, err := f.c.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	var final Status
+	var final client.Status
 	select {
 	case final = <-f.run:
 	case <-time.After(5 * time.Second):
@@ -112,7 +113,7 @@ func TestLibvirtOutageGivesUp(t *testing.T) {
 	if n := kills.Load(); n != 1 {
 		t.Errorf("KillDomain called %d times, want 1", n)
 	}
-	onDisk, err := ReadFinal(f.cfg.ShareDir, f.cfg.UID)
+	onDisk, err := client.ReadFinal(f.cfg.ShareDir, f.cfg.UID)
 	if err != nil || onDisk.Reason != hypervisor.ReasonLibvirtUnavailable {
 		t.Errorf("final.json %+v, %v", onDisk, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -27,48 +28,10 @@ import (
 // once the guest let it go. There is no attachment pod: the node agent
 // mounts the claim straight into the launcher's mount namespace.
 
-// DefaultHotplugDiskDir is Config.HotplugDiskDir's default, where
-// podtemplate's launcher pod has the directory hotplugged claims are
-// mounted in (podtemplate.DefaultHotplugDiskDir).
-const DefaultHotplugDiskDir = "/var/run/kubevirt/hotplug-disks"
-
 // redetachAfter is how long the launcher waits for a guest to release a
 // disk it was asked to unplug before it asks again (a guest that was
 // still booting may have missed the first request).
 const redetachAfter = 30 * time.Second
-
-// HotplugVolume is a hotpluggable volume of the VMI as the launcher sees
-// it.
-type HotplugVolume struct {
-	// Name is the volume's name.
-	Name string `json:"name"`
-	// Target is the guest's device name (sda, vdb...) once attached.
-	Target string `json:"target,omitempty"`
-	// Attached: the guest has the disk.
-	Attached bool `json:"attached,omitempty"`
-	// Detaching: the volume left the spec and the guest was asked to
-	// release the disk, but still has it.
-	Detaching bool `json:"detaching,omitempty"`
-	// Message says why the volume is not attached: its claim is not
-	// mounted into the pod yet, or the attach failed.
-	Message string `json:"message,omitempty"`
-}
-
-// MemoryDump is how the memory dump onto a memoryDump volume stands
-// (KubeVirt's memory dump): started once its claim is mounted, written to
-// <HotplugDiskDir>/<volume>/<TargetFileName>.
-type MemoryDump struct {
-	// Volume is the memoryDump volume's name.
-	Volume string `json:"volume"`
-	// TargetFileName is the dump's file name on the claim.
-	TargetFileName string `json:"targetFileName"`
-	// Start and End are when the dump began and ended (End zero while it
-	// runs).
-	Start time.Time `json:"start"`
-	End   time.Time `json:"end,omitzero"`
-	// Error is why the dump failed; empty when it succeeded or runs.
-	Error string `json:"error,omitempty"`
-}
 
 // dumpFileName is the name KubeVirt gives a memory dump on its claim:
 // <vmi>-<claim>-<yyyymmdd-hhmmss>.memory.dump.
@@ -88,7 +51,7 @@ func (l *Launcher) syncMemoryDumpsLocked(ctx context.Context, vmi *v1.VirtualMac
 			continue
 		}
 		want[vol.Name] = true
-		if slices.ContainsFunc(l.dumps, func(d MemoryDump) bool { return d.Volume == vol.Name }) || !isFileName(vol.Name) {
+		if slices.ContainsFunc(l.dumps, func(d client.MemoryDump) bool { return d.Volume == vol.Name }) || !isFileName(vol.Name) {
 			continue
 		}
 		dir := filepath.Join(l.cfg.HotplugDiskDir, vol.Name)
@@ -96,7 +59,7 @@ func (l *Launcher) syncMemoryDumpsLocked(ctx context.Context, vmi *v1.VirtualMac
 			continue // not mounted yet
 		}
 		now := time.Now().UTC()
-		d := MemoryDump{Volume: vol.Name, TargetFileName: dumpFileName(vmi, vol.MemoryDump.ClaimName, now), Start: now}
+		d := client.MemoryDump{Volume: vol.Name, TargetFileName: dumpFileName(vmi, vol.MemoryDump.ClaimName, now), Start: now}
 		l.dumps = append(l.dumps, d)
 		path, domain, log := filepath.Join(dir, d.TargetFileName), l.domain, klog.FromContext(ctx)
 		log.Info("dumping the guest's memory", "vmi", l.key(), "volume", vol.Name, "file", path)
@@ -115,7 +78,7 @@ func (l *Launcher) syncMemoryDumpsLocked(ctx context.Context, vmi *v1.VirtualMac
 			log.Info("memory dump ended", "vmi", l.key(), "volume", d.Volume, "err", err)
 		}()
 	}
-	l.dumps = slices.DeleteFunc(l.dumps, func(d MemoryDump) bool { return !want[d.Volume] })
+	l.dumps = slices.DeleteFunc(l.dumps, func(d client.MemoryDump) bool { return !want[d.Volume] })
 }
 
 // hotplugged is the volume name of a disk the launcher hot-plugged: its
@@ -159,7 +122,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 		}
 	}
 	var (
-		out  []HotplugVolume
+		out  []client.HotplugVolume
 		want = map[string]bool{}
 	)
 	for i := range vmi.Spec.Volumes {
@@ -168,7 +131,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 			continue
 		}
 		want[vol.Name] = true
-		hv := HotplugVolume{Name: vol.Name}
+		hv := client.HotplugVolume{Name: vol.Name}
 		if d, ok := attached[vol.Name]; ok {
 			hv.Attached, hv.Target = true, d.Target.Dev
 			out = append(out, hv)
@@ -197,7 +160,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 			continue
 		}
 		d := attached[name]
-		hv := HotplugVolume{Name: name, Target: d.Target.Dev, Detaching: true}
+		hv := client.HotplugVolume{Name: name, Target: d.Target.Dev, Detaching: true}
 		if asked, ok := l.detachAsked[name]; !ok || time.Since(asked) > redetachAfter {
 			err := l.h.DetachDisk(ctx, l.domain, d.Alias.Name)
 			switch {
@@ -244,34 +207,4 @@ func (l *Launcher) attachVolumeLocked(ctx context.Context, vmi *v1.VirtualMachin
 		return "", err
 	}
 	return disk.Target.Dev, nil
-}
-
-// HotplugPending reports whether the launcher's hotplugged volumes and
-// memory dumps (st's) differ from the hotpluggable and memoryDump volumes
-// of vmi's spec: one to attach, one to detach, a dump to start; the node
-// agent then syncs the launcher.
-func HotplugPending(vmi *v1.VirtualMachineInstance, st *Status) bool {
-	have := map[string]HotplugVolume{}
-	for _, v := range st.HotplugVolumes {
-		have[v.Name] = v
-	}
-	n, dumps := 0, 0
-	for i := range vmi.Spec.Volumes {
-		vol := &vmi.Spec.Volumes[i]
-		if vol.MemoryDump != nil {
-			dumps++
-			if !slices.ContainsFunc(st.MemoryDumps, func(d MemoryDump) bool { return d.Volume == vol.Name }) {
-				return true
-			}
-			continue
-		}
-		if !v1.IsHotpluggable(vol) || !hasDisk(vmi, vol.Name) {
-			continue
-		}
-		n++
-		if v, ok := have[vol.Name]; !ok || !v.Attached {
-			return true
-		}
-	}
-	return n != len(st.HotplugVolumes) || dumps != len(st.MemoryDumps)
 }

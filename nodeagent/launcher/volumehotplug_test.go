@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -26,13 +27,13 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if err != nil || !st.Started {
 		t.Fatalf("Sync: %+v, %v", st, err)
 	}
-	if HotplugPending(vmi, &st) {
+	if client.HotplugPending(vmi, &st) {
 		t.Errorf("HotplugPending of a VMI without hotpluggable volumes")
 	}
 	vmi.Spec.Domain.Devices.Disks = append(vmi.Spec.Domain.Devices.Disks, v1.Disk{Name: "data", DiskDevice: v1.DiskDevice{Disk: &v1.DiskTarget{Bus: v1.DiskBusSCSI}}})
 	vmi.Spec.Volumes = append(vmi.Spec.Volumes, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{
 		Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}})
-	if !HotplugPending(vmi, &st) {
+	if !client.HotplugPending(vmi, &st) {
 		t.Fatal("HotplugPending: false with a new hotpluggable volume")
 	}
 	st, err = f.c.Sync(ctx, vmi)
@@ -53,7 +54,7 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Sync after the mount: %v", err)
 	}
-	if want := (HotplugVolume{Name: "data", Target: "sda", Attached: true}); len(st.HotplugVolumes) != 1 || st.HotplugVolumes[0] != want {
+	if want := (client.HotplugVolume{Name: "data", Target: "sda", Attached: true}); len(st.HotplugVolumes) != 1 || st.HotplugVolumes[0] != want {
 		t.Fatalf("after the mount: %+v, want %+v", st.HotplugVolumes, want)
 	}
 	disks, err := f.h.Disks(ctx, st.Domain)
@@ -69,13 +70,13 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if !found {
 		t.Errorf("the domain's disks have no SCSI disk ua-data on %s: %+v", filepath.Join(hp, "data", "disk.img"), disks)
 	}
-	if HotplugPending(vmi, &st) {
+	if client.HotplugPending(vmi, &st) {
 		t.Error("HotplugPending after the attach")
 	}
 
 	vmi.Spec.Domain.Devices.Disks = vmi.Spec.Domain.Devices.Disks[:3]
 	vmi.Spec.Volumes = vmi.Spec.Volumes[:3]
-	if !HotplugPending(vmi, &st) {
+	if !client.HotplugPending(vmi, &st) {
 		t.Fatal("HotplugPending: false with a volume to unplug")
 	}
 	if st, err = f.c.Sync(ctx, vmi); err != nil {
@@ -84,7 +85,7 @@ func TestLauncherHotplugsVolumes(t *testing.T) {
 	if len(st.HotplugVolumes) != 1 || !st.HotplugVolumes[0].Detaching {
 		t.Errorf("after the removal: %+v, want data detaching", st.HotplugVolumes)
 	}
-	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.HotplugVolumes) != 0 || HotplugPending(vmi, &st) {
+	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.HotplugVolumes) != 0 || client.HotplugPending(vmi, &st) {
 		t.Errorf("once the guest released it: %+v, %v", st.HotplugVolumes, err)
 	}
 }
@@ -103,7 +104,7 @@ func TestLauncherDumpsMemory(t *testing.T) {
 	}
 	vmi.Spec.Volumes = append(vmi.Spec.Volumes, v1.Volume{Name: "dump", VolumeSource: v1.VolumeSource{MemoryDump: &v1.MemoryDumpVolumeSource{ClaimName: "dump-claim", Hotpluggable: true}}})
 	st, err := f.c.Sync(ctx, vmi)
-	if err != nil || len(st.MemoryDumps) != 0 || !HotplugPending(vmi, &st) {
+	if err != nil || len(st.MemoryDumps) != 0 || !client.HotplugPending(vmi, &st) {
 		t.Fatalf("before the mount: dumps %+v, %v; want none, pending", st.MemoryDumps, err)
 	}
 	if err := os.MkdirAll(filepath.Join(hp, "dump"), 0o755); err != nil {
@@ -112,7 +113,7 @@ func TestLauncherDumpsMemory(t *testing.T) {
 	if _, err := f.c.Sync(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	var d MemoryDump
+	var d client.MemoryDump
 	waitFor(t, func() bool {
 		st, err := f.c.State(ctx)
 		if err != nil || len(st.MemoryDumps) != 1 {
@@ -128,7 +129,7 @@ func TestLauncherDumpsMemory(t *testing.T) {
 		t.Errorf("the dump file: %q, %v", b, err)
 	}
 	vmi.Spec.Volumes = vmi.Spec.Volumes[:len(vmi.Spec.Volumes)-1]
-	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.MemoryDumps) != 0 || HotplugPending(vmi, &st) {
+	if st, err = f.c.Sync(ctx, vmi); err != nil || len(st.MemoryDumps) != 0 || client.HotplugPending(vmi, &st) {
 		t.Errorf("after the volume left: dumps %+v, %v", st.MemoryDumps, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -23,7 +23,7 @@ type Backend interface {
 	NodeName() string
 	// Launcher returns the client of the launcher of the VMI with the
 	// given UID.
-	Launcher(uid types.UID) *launcher.Client
+	Launcher(uid types.UID) *client.Client
 	// NoteLauncherPods records the launcher pods on this node that vmi's
 	// status.activePods lists, from then on the only pods in whose volumes
 	// Launcher looks for the VMI's launcher: the target pod, once the
@@ -31,10 +31,10 @@ type Backend interface {
 	NoteLauncherPods(vmi *v1.VirtualMachineInstance)
 	// PrepareLauncher gives the user of the launcher c (a non-root
 	// launcher's) the devices and disks its QEMU opens for vmi.
-	PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error
+	PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error
 	// WireNetwork wires vmi's pod network in the network namespace of the
 	// launcher c, as for a launcher whose domain starts here.
-	WireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) error
+	WireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error
 	// Eventf records an event on the VMI, as record.EventRecorder's
 	// Eventf does (PreparingTarget, Migrating, Migrated).
 	Eventf(vmi *v1.VirtualMachineInstance, eventType, reason, messageFmt string, args ...any)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -43,8 +43,8 @@ var _ Backend = (*fakeBackend)(nil)
 
 func (b *fakeBackend) NodeName() string { return b.node }
 
-func (b *fakeBackend) Launcher(uid types.UID) *launcher.Client {
-	return launcher.NewClient(launcher.SocketPath(b.share, string(uid)))
+func (b *fakeBackend) Launcher(uid types.UID) *client.Client {
+	return client.New(client.SocketPath(b.share, string(uid)))
 }
 
 func (b *fakeBackend) NoteLauncherPods(vmi *v1.VirtualMachineInstance) {
@@ -53,14 +53,14 @@ func (b *fakeBackend) NoteLauncherPods(vmi *v1.VirtualMachineInstance) {
 	b.noted = append(b.noted, vmi.Name)
 }
 
-func (b *fakeBackend) PrepareLauncher(_ context.Context, vmi *v1.VirtualMachineInstance, _ *launcher.Client) error {
+func (b *fakeBackend) PrepareLauncher(_ context.Context, vmi *v1.VirtualMachineInstance, _ *client.Client) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.prepared = append(b.prepared, vmi.Name)
 	return nil
 }
 
-func (b *fakeBackend) WireNetwork(context.Context, *v1.VirtualMachineInstance, *launcher.Client) error {
+func (b *fakeBackend) WireNetwork(context.Context, *v1.VirtualMachineInstance, *client.Client) error {
 	return errors.New("fakeBackend: no pod network")
 }
 
@@ -102,18 +102,18 @@ func (b *fakeBackend) events() []string {
 // API server and migration target informer hold vmi, and its Backend.
 func targetNode02(t *testing.T, vmi *v1.VirtualMachineInstance) (*Migrator, *fakeBackend, *vmfake.Clientset) {
 	t.Helper()
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := indexer.Add(vmi.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	b := &fakeBackend{node: "node02", share: t.TempDir(), rec: record.NewFakeRecorder(10)}
-	m, err := New(b, Options{Config: &Config{Address: "127.0.0.1"}, Client: client, Targets: listers.NewVirtualMachineInstanceLister(indexer)})
+	m, err := New(b, Options{Config: &Config{Address: "127.0.0.1"}, Client: vmClient, Targets: listers.NewVirtualMachineInstanceLister(indexer)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	return m, b, client
+	return m, b, vmClient
 }
 
 // migratedVMI is ns/vm1, running on node01, whose migration to node02
@@ -139,12 +139,12 @@ func migratedVMI(failed bool) *v1.VirtualMachineInstance {
 // node, evacuationNodeName is cleared and the target label goes; a
 // Migrated event says where the VMI is now.
 func TestTargetTakesOverACompletedMigration(t *testing.T) {
-	m, b, client := targetNode02(t, migratedVMI(false))
+	m, b, vmClient := targetNode02(t, migratedVMI(false))
 	again, err := m.SyncTarget(context.Background(), "ns/vm1")
 	if err != nil || again != 0 {
 		t.Fatalf("SyncTarget = %v, %v; want 0, nil", again, err)
 	}
-	got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
+	got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +165,11 @@ func TestTargetTakesOverACompletedMigration(t *testing.T) {
 // The target of a migration that failed stops its launcher (gone here)
 // and drops the target label; the VMI stays the source's.
 func TestTargetLeavesAFailedMigration(t *testing.T) {
-	m, b, client := targetNode02(t, migratedVMI(true))
+	m, b, vmClient := targetNode02(t, migratedVMI(true))
 	if _, err := m.SyncTarget(context.Background(), "ns/vm1"); err != nil {
 		t.Fatalf("SyncTarget: %v", err)
 	}
-	got, err := client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
+	got, err := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +189,14 @@ func TestTargetLeavesAFailedMigration(t *testing.T) {
 func TestNoConfigNoMigrations(t *testing.T) {
 	vmi := migratedVMI(false)
 	vmi.Status.MigrationState.Completed, vmi.Status.MigrationState.EndTimestamp = false, nil
-	client := vmfake.NewSimpleClientset(vmi.DeepCopy())
+	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := indexer.Add(vmi.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	for _, node := range []string{"node01", "node02"} {
 		b := &fakeBackend{node: node, share: t.TempDir(), rec: record.NewFakeRecorder(10)}
-		m, err := New(b, Options{Client: client, Targets: listers.NewVirtualMachineInstanceLister(indexer)})
+		m, err := New(b, Options{Client: vmClient, Targets: listers.NewVirtualMachineInstanceLister(indexer)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestNoConfigNoMigrations(t *testing.T) {
 			t.Errorf("%s: took part in a migration without Config: noted %v, prepared %v", node, noted, prepared)
 		}
 	}
-	if got, _ := client.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{}); !cmp.Equal(got.Status, vmi.Status) {
+	if got, _ := vmClient.KubevirtV1().VirtualMachineInstances("ns").Get(context.Background(), "vm1", metav1.GetOptions{}); !cmp.Equal(got.Status, vmi.Status) {
 		t.Errorf("the VMI was written: %+v", got.Status)
 	}
 }

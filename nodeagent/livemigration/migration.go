@@ -63,7 +63,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/internal/safepath"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	listers "github.com/vmkit/vmkit/vmapi/generated/listers/vmapi/v1"
@@ -234,7 +234,7 @@ func (m *Migrator) SyncTarget(ctx context.Context, vmiKey string) (time.Duration
 	m.b.NoteLauncherPods(vmi) // the target pod, once virt-controller lists it
 	c := m.b.Launcher(vmi.UID)
 	st, err := c.State(ctx)
-	if launcher.IsGone(err) {
+	if client.IsGone(err) {
 		return m.poll, nil // the target pod is starting
 	}
 	if err != nil {
@@ -275,8 +275,8 @@ func (m *Migrator) SyncTarget(ctx context.Context, vmiKey string) (time.Duration
 		sockets := map[int]migrationproxy.Socket{}
 		for port, p := range map[int]string{
 			migrationproxy.LibvirtPort:         info.LibvirtSocket,
-			migrationproxy.DirectMigrationPort: launcher.MigrationSocket(info.ShareDir, uid, launcher.DirectMigrationPort),
-			migrationproxy.BlockMigrationPort:  launcher.MigrationSocket(info.ShareDir, uid, launcher.BlockMigrationPort),
+			migrationproxy.DirectMigrationPort: client.MigrationSocket(info.ShareDir, uid, client.DirectMigrationPort),
+			migrationproxy.BlockMigrationPort:  client.MigrationSocket(info.ShareDir, uid, client.BlockMigrationPort),
 		} {
 			dir, err := safepath.OpenInRoot(root, filepath.Dir(p))
 			if err != nil {
@@ -326,7 +326,7 @@ func (m *Migrator) finishTarget(ctx context.Context, vmi *v1.VirtualMachineInsta
 	updated := vmi.DeepCopy()
 	delete(updated.Labels, v1.MigrationTargetNodeNameLabel)
 	if vmi.Status.MigrationState.Failed {
-		if _, err := m.b.Launcher(vmi.UID).Shutdown(ctx); err != nil && !launcher.IsGone(err) {
+		if _, err := m.b.Launcher(vmi.UID).Shutdown(ctx); err != nil && !client.IsGone(err) {
 			return fmt.Errorf("stopping the target launcher of failed migration %s: %w", key, err)
 		}
 		return m.updateVMI(ctx, vmi, updated)
@@ -383,7 +383,7 @@ func (m *Migrator) updateVMI(ctx context.Context, vmi, updated *v1.VirtualMachin
 
 // launcherRoot is the launcher's PID and its root directory as the agent
 // reaches it (/proc/<pid>/root): its sockets are in its own file system.
-func launcherRoot(ctx context.Context, c *launcher.Client) (int, string, error) {
+func launcherRoot(ctx context.Context, c *client.Client) (int, string, error) {
 	pid, err := c.PID(ctx)
 	if err != nil {
 		return 0, "", fmt.Errorf("finding the launcher process: %w", err)

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/safepath"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -28,20 +28,20 @@ func TestMigrateRequest(t *testing.T) {
 		agent Config
 		spec  v1.DomainSpec
 		cfg   *v1.MigrationConfiguration
-		want  launcher.MigrateRequest
+		want  client.MigrateRequest
 	}{
 		{"agent defaults, small guest: one GiB's timeout", Config{}, mem("128Mi"), nil,
-			launcher.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: 150 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
+			client.MigrateRequest{MigrationUID: "m", Timeout: metav1.Duration{Duration: 150 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
 		{"4 GiB guest", Config{BandwidthMiB: 64, AllowAutoConverge: true}, mem("4Gi"), nil,
-			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 64, AutoConverge: true, Timeout: metav1.Duration{Duration: 600 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
+			client.MigrateRequest{MigrationUID: "m", BandwidthMiB: 64, AutoConverge: true, Timeout: metav1.Duration{Duration: 600 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 150 * time.Second}}},
 		{"no timeout", Config{CompletionTimeoutPerGiB: -1, ProgressTimeout: -1}, mem("1Gi"), nil,
-			launcher.MigrateRequest{MigrationUID: "m"}},
+			client.MigrateRequest{MigrationUID: "m"}},
 		{"the controller's migrationConfiguration wins", Config{BandwidthMiB: 64, ParallelConnections: 4}, mem("2Gi"),
 			&v1.MigrationConfiguration{BandwidthPerMigration: q("32Mi"), CompletionTimeoutPerGiB: i64(10), ProgressTimeout: i64(30), AllowPostCopy: yes(), UnsafeMigrationOverride: yes()},
-			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 32, PostCopy: true, Unsafe: true, ParallelConnections: 4, Timeout: metav1.Duration{Duration: 20 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 30 * time.Second}}},
+			client.MigrateRequest{MigrationUID: "m", BandwidthMiB: 32, PostCopy: true, Unsafe: true, ParallelConnections: 4, Timeout: metav1.Duration{Duration: 20 * time.Second}, ProgressTimeout: metav1.Duration{Duration: 30 * time.Second}}},
 		{"bandwidth below 1 MiB/s and a zero timeout", Config{}, mem("1Gi"),
 			&v1.MigrationConfiguration{BandwidthPerMigration: q("100Ki"), CompletionTimeoutPerGiB: i64(0), ProgressTimeout: i64(0)},
-			launcher.MigrateRequest{MigrationUID: "m", BandwidthMiB: 1}},
+			client.MigrateRequest{MigrationUID: "m", BandwidthMiB: 1}},
 	} {
 		vmi := &v1.VirtualMachineInstance{Spec: v1.VirtualMachineInstanceSpec{Domain: tc.spec},
 			Status: v1.VirtualMachineInstanceStatus{MigrationState: &v1.VirtualMachineInstanceMigrationState{MigrationUID: "m", MigrationConfiguration: tc.cfg}}}

@@ -16,7 +16,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/internal/safepath"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/migrationproxy"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -35,10 +35,10 @@ func (m *Migrator) IsSource(vmi *v1.VirtualMachineInstance) bool {
 // launcher is gone without a final status). It reports whether it handled
 // the VMI (it wrote it, or must not have its phase written: the caller then
 // writes nothing else this time) and how soon to look again.
-func (m *Migrator) SyncSource(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, c *launcher.Client, st *launcher.Status) (bool, time.Duration, error) {
+func (m *Migrator) SyncSource(ctx context.Context, key string, vmi *v1.VirtualMachineInstance, c *client.Client, st *client.Status) (bool, time.Duration, error) {
 	state := vmi.Status.MigrationState
 	log := klog.FromContext(ctx).WithValues("vmi", key, "migration", state.MigrationUID)
-	var mig *launcher.MigrationStatus
+	var mig *client.MigrationStatus
 	if st != nil && st.Migration != nil && st.Migration.Role == "source" && st.Migration.UID == state.MigrationUID {
 		mig = st.Migration
 	}
@@ -103,7 +103,7 @@ func (m *Migrator) SyncSource(ctx context.Context, key string, vmi *v1.VirtualMa
 		}
 		if mig.AbortStatus == "" {
 			if _, err := c.AbortMigration(ctx); err != nil && !errors.Is(err, hypervisor.ErrNoMigration) {
-				var lerr *launcher.Error
+				var lerr *client.Error
 				if !errors.As(err, &lerr) || lerr.Code != 409 {
 					return true, 0, fmt.Errorf("aborting the migration of %s: %w", key, err)
 				}
@@ -148,14 +148,14 @@ func (m *Migrator) SyncSource(ctx context.Context, key string, vmi *v1.VirtualMa
 	owner, group, err := procfs.User(pid)
 	var dir *safepath.Dir
 	if err == nil {
-		dir, err = safepath.MkdirAllInRoot(root, filepath.Join(info.ShareDir, launcher.MigrationProxyDir), 0o755)
+		dir, err = safepath.MkdirAllInRoot(root, filepath.Join(info.ShareDir, client.MigrationProxyDir), 0o755)
 	}
 	if err == nil {
 		// The sockets are the launcher user's alone (its libvirt and QEMU
 		// connect to them), not the world's.
 		err = m.proxy.StartSource(uid, migrationproxy.Source{
 			TargetAddress: state.TargetNodeAddress, Ports: state.TargetDirectMigrationNodePorts, UID: owner, GID: group,
-			Dir: dir, SocketName: func(port int) string { return filepath.Base(launcher.MigrationSocket(info.ShareDir, uid, port)) },
+			Dir: dir, SocketName: func(port int) string { return filepath.Base(client.MigrationSocket(info.ShareDir, uid, port)) },
 		})
 	}
 	if err != nil {
@@ -241,8 +241,8 @@ func (m *Migrator) verifyMigration(ctx context.Context, vmi *v1.VirtualMachineIn
 // else the agent's, cfg; the completion timeout scales with the guest's
 // memory (spec.domain.memory.guest, else its memory request), counted as
 // one GiB at least.
-func (cfg *Config) MigrateRequest(vmi *v1.VirtualMachineInstance) launcher.MigrateRequest {
-	req := launcher.MigrateRequest{
+func (cfg *Config) MigrateRequest(vmi *v1.VirtualMachineInstance) client.MigrateRequest {
+	req := client.MigrateRequest{
 		MigrationUID: vmi.Status.MigrationState.MigrationUID, BandwidthMiB: cfg.BandwidthMiB,
 		AutoConverge: cfg.AllowAutoConverge, PostCopy: cfg.AllowPostCopy, ParallelConnections: cfg.ParallelConnections,
 	}

@@ -3,7 +3,7 @@ package metrics
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -19,5 +19,5 @@ type Source interface {
 	CachedVMIs() ([]*v1.VirtualMachineInstance, error)
 	// Launcher returns the client of the launcher of the VMI with the
 	// given UID, which is asked for the domain's statistics.
-	Launcher(uid types.UID) *launcher.Client
+	Launcher(uid types.UID) *client.Client
 }

@@ -13,14 +13,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 // DefaultStatsTimeout is how long a scrape of the agent's metrics waits for
 // the launchers' domain statistics by default: launcher.CallTimeout, half
 // of Prometheus's default scrape timeout.
-const DefaultStatsTimeout = launcher.CallTimeout
+const DefaultStatsTimeout = client.CallTimeout
 
 // maxStatsCalls bounds the launchers asked for statistics at once (as
 // KubeVirt's virt-handler bounds its scrapes of launcher sockets).
@@ -200,7 +200,7 @@ func (c *vmiStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	go func() { wg.Wait(); close(reports) }()
 	for r := range reports {
 		if r.err != nil {
-			var le *launcher.Error
+			var le *client.Error
 			if !errors.As(r.err, &le) || le.Code != http.StatusConflict { // a domain that just ended is no failure
 				c.launcherErrors.WithLabelValues("stats").Inc()
 				klog.V(3).InfoS("no domain statistics for this scrape", "vmi", klog.KObj(r.vmi), "err", r.err)

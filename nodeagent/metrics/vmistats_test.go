@@ -24,6 +24,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -35,7 +36,7 @@ type fakeSource struct {
 
 	mu      sync.Mutex
 	vmis    []*v1.VirtualMachineInstance
-	clients map[types.UID]*launcher.Client
+	clients map[types.UID]*client.Client
 }
 
 var _ Source = (*fakeSource)(nil)
@@ -48,15 +49,15 @@ func (s *fakeSource) CachedVMIs() ([]*v1.VirtualMachineInstance, error) {
 	return slices.Clone(s.vmis), nil
 }
 
-func (s *fakeSource) Launcher(uid types.UID) *launcher.Client {
+func (s *fakeSource) Launcher(uid types.UID) *client.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.clients == nil {
-		s.clients = map[types.UID]*launcher.Client{}
+		s.clients = map[types.UID]*client.Client{}
 	}
 	c, ok := s.clients[uid]
 	if !ok {
-		c = launcher.NewClient(launcher.SocketPath(s.share, string(uid)))
+		c = client.New(client.SocketPath(s.share, string(uid)))
 		s.clients[uid] = c
 	}
 	return c
@@ -144,7 +145,7 @@ func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	c := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID)))
+	c := client.New(client.SocketPath(share, string(vmi.UID)))
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for _, err := c.Ping(ctx); err != nil; _, err = c.Ping(ctx) {
@@ -163,7 +164,7 @@ func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.
 // answers, until the test ends.
 func hungLauncher(t *testing.T, share string, uid types.UID) {
 	t.Helper()
-	path := launcher.SocketPath(share, string(uid))
+	path := client.SocketPath(share, string(uid))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}

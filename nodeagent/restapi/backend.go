@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -27,7 +27,7 @@ type Backend interface {
 	FreshVMI(ctx context.Context, namespace, name string) (*v1.VirtualMachineInstance, error)
 	// Launcher returns the client of the launcher of the VMI with the
 	// given UID, which carries out the API's requests.
-	Launcher(uid types.UID) *launcher.Client
+	Launcher(uid types.UID) *client.Client
 	// WiredNetwork returns what the agent wired for the VMI's pod network
 	// in the network namespace of its launcher, the process launcherPID
 	// (network.Setup's results): port-forward dials a guest with the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -62,8 +63,8 @@ func (b *fakeBackend) FreshVMI(ctx context.Context, namespace, name string) (*v1
 	return b.client.KubevirtV1().VirtualMachineInstances(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (b *fakeBackend) Launcher(uid types.UID) *launcher.Client {
-	return launcher.NewClient(launcher.SocketPath(b.share, string(uid)))
+func (b *fakeBackend) Launcher(uid types.UID) *client.Client {
+	return client.New(client.SocketPath(b.share, string(uid)))
 }
 
 func (b *fakeBackend) WiredNetwork(_ context.Context, vmi *v1.VirtualMachineInstance, _ int) ([]network.Result, error) {
@@ -151,7 +152,7 @@ func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	c := launcher.NewClient(launcher.SocketPath(share, string(vmi.UID)))
+	c := client.New(client.SocketPath(share, string(vmi.UID)))
 	waitFor(t, func() bool { _, err := c.Ping(ctx); return err == nil })
 	if st, err := c.Sync(ctx, vmi); err != nil || !st.Started {
 		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/guestagent"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -77,7 +77,7 @@ func agentConnected(vmi *v1.VirtualMachineInstance) bool {
 // guestAgentQuery runs the guest agent commands behind guestosinfo. A
 // command the guest agent does not know leaves its part empty; a guest
 // agent that stops answering fails the whole.
-func guestAgentQuery(ctx context.Context, c *launcher.Client) (v1.VirtualMachineInstanceGuestAgentInfo, error) {
+func guestAgentQuery(ctx context.Context, c *client.Client) (v1.VirtualMachineInstanceGuestAgentInfo, error) {
 	var out v1.VirtualMachineInstanceGuestAgentInfo
 	run := func(command string, parse func(json.RawMessage) error) error {
 		raw, err := c.GuestAgentCommand(ctx, command)

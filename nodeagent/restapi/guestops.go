@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -93,18 +93,18 @@ func (s *server) serveFreeze(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "unfreezeTimeout must not be negative")
 		return
 	}
-	s.serveFSFreeze(w, r, "freeze", func(c *launcher.Client) error { _, err := c.Freeze(r.Context(), timeout); return err })
+	s.serveFSFreeze(w, r, "freeze", func(c *client.Client) error { _, err := c.Freeze(r.Context(), timeout); return err })
 }
 
 // serveUnfreeze thaws the guest's file systems and cancels the automatic
 // thaw of a freeze.
 func (s *server) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
-	s.serveFSFreeze(w, r, "unfreeze", func(c *launcher.Client) error { _, err := c.Unfreeze(r.Context()); return err })
+	s.serveFSFreeze(w, r, "unfreeze", func(c *client.Client) error { _, err := c.Unfreeze(r.Context()); return err })
 }
 
 // serveFSFreeze runs call, a freeze or unfreeze, on the launcher of a VMI
 // whose guest agent is connected.
-func (s *server) serveFSFreeze(w http.ResponseWriter, r *http.Request, op string, call func(*launcher.Client) error) {
+func (s *server) serveFSFreeze(w http.ResponseWriter, r *http.Request, op string, call func(*client.Client) error) {
 	vmi, c, ok := s.vmiOf(w, r, agentConnected)
 	if !ok {
 		return

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -112,7 +112,7 @@ func (s *server) servePortForward(w http.ResponseWriter, r *http.Request) {
 // forwardTarget decides where to dial the VMI's guest (see the comment at
 // the top of the file). Its IP is empty when the agent has no address it
 // wired itself.
-func (s *server) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *launcher.Client) (forwardTarget, error) {
+func (s *server) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) (forwardTarget, error) {
 	plan, err := network.Plan(vmi)
 	if err != nil || len(plan) == 0 {
 		return forwardTarget{}, nil
@@ -160,7 +160,7 @@ func checkDialable(addr string) error {
 // launcherNetNS returns the launcher's PID and the path of its network
 // namespace; the path is "" when it is the agent's own or the agent cannot
 // see the launcher's PID.
-func launcherNetNS(ctx context.Context, c *launcher.Client) (int, string, error) {
+func launcherNetNS(ctx context.Context, c *client.Client) (int, string, error) {
 	pid, err := c.PID(ctx)
 	if err != nil {
 		return 0, "", fmt.Errorf("finding the launcher process: %w", err)

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/net/websocket"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -158,7 +158,7 @@ func TestPortForward(t *testing.T) {
 	go func() {
 		_ = http.Serve(tcp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "guest answers %s", r.URL.Path) }))
 	}()
-	f.s.netNS = func(context.Context, *launcher.Client) (int, string, error) { return os.Getpid(), nsPath, nil }
+	f.s.netNS = func(context.Context, *client.Client) (int, string, error) { return os.Getpid(), nsPath, nil }
 	f.update(masqueradeVMI)
 
 	for _, path := range []string{port, port + "/tcp"} {
@@ -267,7 +267,7 @@ func TestPortForwardRefusesStatusAddresses(t *testing.T) {
 	// A bridge interface the agent wired is dialed at the pod IP it took,
 	// never at loopback even there.
 	f.b.setWired(types.UID("0d4a0f4e-1111-4222-8333-944455556666"), []network.Result{{Interface: "default", Lease: dhcp.Lease{IP: net.IPNet{IP: net.ParseIP("127.0.0.1"), Mask: net.CIDRMask(8, 32)}}}})
-	f.s.netNS = func(context.Context, *launcher.Client) (int, string, error) {
+	f.s.netNS = func(context.Context, *client.Client) (int, string, error) {
 		return os.Getpid(), "/proc/self/ns/net", nil
 	}
 	code, body := f.do("GET", "vm1", "portforward/"+port, "")

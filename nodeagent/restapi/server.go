@@ -65,7 +65,7 @@ import (
 	"golang.org/x/net/websocket"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -82,7 +82,7 @@ type server struct {
 	b Backend
 	// netNS finds a launcher's PID and network namespace (launcherNetNS
 	// when nil; tests put a namespace of their own there).
-	netNS func(context.Context, *launcher.Client) (int, string, error)
+	netNS func(context.Context, *client.Client) (int, string, error)
 }
 
 // routes is the API's route table.
@@ -122,7 +122,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 // ready, when not nil, is a further condition the request needs (the guest
 // agent connected); a cached VMI that fails it is read again from the API
 // server, as one that is not Running is.
-func (s *server) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.VirtualMachineInstance) bool) (*v1.VirtualMachineInstance, *launcher.Client, bool) {
+func (s *server) vmiOf(w http.ResponseWriter, r *http.Request, ready func(*v1.VirtualMachineInstance) bool) (*v1.VirtualMachineInstance, *client.Client, bool) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	node := s.b.NodeName()
 	vmi, err := s.b.CachedVMI(ns, name)
@@ -168,11 +168,11 @@ func (s *server) serveLifecycle(op string) http.HandlerFunc {
 }
 
 func writeLauncherError(w http.ResponseWriter, err error) {
-	var le *launcher.Error
+	var le *client.Error
 	switch {
 	case errors.As(err, &le) && le.Code == http.StatusConflict:
 		writeError(w, http.StatusConflict, le.Message)
-	case launcher.IsGone(err):
+	case client.IsGone(err):
 		writeError(w, http.StatusConflict, "the VMI's launcher is gone")
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -42,7 +42,7 @@ const (
 // Unavailable reports whether err says that the guest agent does not
 // answer, or that the domain is not in a state to ask it.
 func Unavailable(err error) bool {
-	var le *launcher.Error
+	var le *client.Error
 	return errors.Is(err, hypervisor.ErrAgentUnavailable) || (errors.As(err, &le) && le.Code == 409)
 }
 

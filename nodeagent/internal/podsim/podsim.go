@@ -36,16 +36,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vmkit/vmkit/internal/pki"
 	"github.com/vmkit/vmkit/internal/testenv"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -197,7 +196,7 @@ type Pod struct {
 	Done chan struct{}
 	Err  error
 	// Client talks to the launcher.
-	Client *launcher.Client
+	Client *client.Client
 
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
@@ -294,7 +293,7 @@ func Start(t testing.TB, base, name, bin string, vmi *v1.VirtualMachineInstance,
 	p.mntNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.cmd.Process.Pid))
 	go func() { p.Err = p.cmd.Wait(); close(p.Done) }()
 	t.Cleanup(func() { p.Stop(t) })
-	p.Client = launcher.NewClient(filepath.Join(dir, "share", "sockets", string(vmi.UID), launcher.SocketFile))
+	p.Client = client.New(filepath.Join(dir, "share", "sockets", string(vmi.UID), client.SocketFile))
 	return p
 }
 
@@ -373,7 +372,7 @@ func (p *Pod) Stop(t testing.TB) {
 
 // Sync sends vmi to the pod's launcher, retrying while its socket is not
 // up yet.
-func Sync(ctx context.Context, t testing.TB, p *Pod, vmi *v1.VirtualMachineInstance) launcher.Status {
+func Sync(ctx context.Context, t testing.TB, p *Pod, vmi *v1.VirtualMachineInstance) client.Status {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -381,7 +380,7 @@ func Sync(ctx context.Context, t testing.TB, p *Pod, vmi *v1.VirtualMachineInsta
 		if err == nil {
 			return st
 		}
-		if time.Now().After(deadline) || !launcher.IsGone(err) {
+		if time.Now().After(deadline) || !client.IsGone(err) {
 			t.Fatalf("pod %s: sync: %v; log:\n%s", p.Name, err, p.Log())
 		}
 		select {
@@ -393,10 +392,10 @@ func Sync(ctx context.Context, t testing.TB, p *Pod, vmi *v1.VirtualMachineInsta
 }
 
 // WaitStatus polls the launcher until cond holds.
-func WaitStatus(ctx context.Context, t testing.TB, c *launcher.Client, timeout time.Duration, what string, cond func(launcher.Status) bool) launcher.Status {
+func WaitStatus(ctx context.Context, t testing.TB, c *client.Client, timeout time.Duration, what string, cond func(client.Status) bool) client.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last launcher.Status
+	var last client.Status
 	var lastErr error
 	for time.Now().Before(deadline) {
 		st, err := c.State(ctx)
@@ -421,7 +420,7 @@ func FailIfMigrationFailed(ctx context.Context, t testing.TB, src *Pod) {
 }
 
 // ProcRoot is the launcher's root directory as the node agent reaches it.
-func ProcRoot(ctx context.Context, t testing.TB, c *launcher.Client) string {
+func ProcRoot(ctx context.Context, t testing.TB, c *client.Client) string {
 	t.Helper()
 	pid, err := c.PID(ctx)
 	if err != nil {
@@ -446,7 +445,7 @@ type Ticks struct {
 const tickTail = 2048
 
 // WatchTicks follows the launcher's console (with its history).
-func WatchTicks(ctx context.Context, t testing.TB, c *launcher.Client) *Ticks {
+func WatchTicks(ctx context.Context, t testing.TB, c *client.Client) *Ticks {
 	t.Helper()
 	var console interface {
 		Read([]byte) (int, error)

@@ -1,4 +1,4 @@
-package launcher
+package client
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func TestEndlessAnswersFailFast(t *testing.T) {
 		{"GuestAgentCommand", func(c *Client) error { _, err := c.GuestAgentCommand(ctx, "guest-info"); return err }, MaxGuestAgentAnswerBytes},
 	}
 	for _, code := range []int{http.StatusOK, http.StatusInternalServerError} {
-		c := NewClient(endlessLauncher(t, code))
+		c := New(endlessLauncher(t, code))
 		defer c.Close()
 		for _, tc := range calls {
 			t.Run(tc.name+"/"+http.StatusText(code), func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestStateOfEndlessAnswerStaysSmall(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	_, err := NewClient(sock).State(context.Background())
+	_, err := New(sock).State(context.Background())
 	took := time.Since(start)
 	close(done)
 	<-sampled
@@ -187,7 +187,7 @@ func TestEndlessHeaderFailsFast(t *testing.T) {
 			}()
 		}
 	}()
-	c := NewClient(sock)
+	c := New(sock)
 	defer c.Close()
 	ctx := context.Background()
 	for name, call := range map[string]func() error{

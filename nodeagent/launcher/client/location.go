@@ -1,4 +1,4 @@
-package launcher
+package client
 
 import (
 	"bufio"

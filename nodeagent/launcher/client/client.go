@@ -1,4 +1,4 @@
-package launcher
+package client
 
 import (
 	"bufio"
@@ -69,7 +69,7 @@ func decodeAnswer(r io.Reader, limit int64, v any) error {
 // errorAnswer is the *Error of an answer other than 200 OK, whose body
 // holds the launcher's errorBody; it says so when that body is too large.
 func errorAnswer(resp *http.Response) *Error {
-	var e errorBody
+	var e ErrorBody
 	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &e); errors.Is(err, ErrAnswerTooLarge) {
 		return &Error{Code: resp.StatusCode, Message: fmt.Sprintf("%s: %v", resp.Status, err)}
 	}
@@ -94,21 +94,21 @@ type Client struct {
 	http    *http.Client
 }
 
-// NewClient returns a client of the launcher listening on socket (see
+// New returns a client of the launcher listening on socket (see
 // SocketPath), a path the caller trusts. It does not connect until the
 // first call.
-func NewClient(socket string) *Client {
+func New(socket string) *Client {
 	return newClient(&Client{socket: socket})
 }
 
-// NewResolvingClient returns a client of a launcher whose socket is not
+// NewResolving returns a client of a launcher whose socket is not
 // known in advance or may move, such as one in a launcher pod's volume that
 // appears only after the pod started, and is written by the tenant. Each
 // time the client connects it asks opts.Locations where to look, and uses
 // the first socket that accepts a connection and passes the checks
 // ResolveOptions describes. With no location, or none accepting, calls
 // fail with an error for which IsGone is true.
-func NewResolvingClient(opts ResolveOptions) *Client {
+func NewResolving(opts ResolveOptions) *Client {
 	return newClient(&Client{socket: opts.Name, locations: opts.Locations, uid: opts.UID, checkPod: opts.CheckPeerPod})
 }
 
@@ -204,8 +204,8 @@ func (e *Error) Error() string { return fmt.Sprintf("launcher: %s (%d)", e.Messa
 // launcher's answer that no guest agent answered, and errors.Is(err,
 // ErrNotReady) for its answer that the pod is not ready for the domain yet.
 func (e *Error) Is(target error) bool {
-	return (target == hypervisor.ErrAgentUnavailable && e.Reason == reasonAgentUnavailable) ||
-		(target == ErrNotReady && e.Reason == reasonNotReady)
+	return (target == hypervisor.ErrAgentUnavailable && e.Reason == ReasonAgentUnavailable) ||
+		(target == ErrNotReady && e.Reason == ReasonNotReady)
 }
 
 // IsGone reports whether err says that no launcher listens on the socket:
@@ -328,7 +328,7 @@ func (c *Client) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (Stat
 
 // ConfigureNetwork sends how the node agent wired the VMI's interfaces:
 // the launcher uses the MACs and serves DHCP (see
-// Launcher.ConfigureNetwork). Send it before Sync.
+// launcher.Launcher.ConfigureNetwork). Send it before Sync.
 func (c *Client) ConfigureNetwork(ctx context.Context, ifaces []NetworkInterface) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/network", ifaces)
 }
@@ -354,14 +354,14 @@ func (c *Client) Unpause(ctx context.Context) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/unpause", nil)
 }
 
-// Reset resets the guest at once (see Launcher.Reset); a domain that is
+// Reset resets the guest at once (see launcher.Launcher.Reset); a domain that is
 // not started, or ended, is a 409.
 func (c *Client) Reset(ctx context.Context) (Status, error) {
 	return c.do(ctx, http.MethodPut, "/v1/reset", nil)
 }
 
 // SoftReboot asks the guest to restart, the way method says, and returns
-// without waiting for it (see Launcher.SoftReboot). Through a guest agent
+// without waiting for it (see launcher.Launcher.SoftReboot). Through a guest agent
 // that does not answer, the error matches hypervisor.ErrAgentUnavailable
 // (errors.Is); a domain that is not running, or ACPI disabled in the VMI,
 // is a 409.
@@ -371,7 +371,7 @@ func (c *Client) SoftReboot(ctx context.Context, method hypervisor.RebootMethod)
 
 // Freeze freezes the guest's file systems through the guest agent; with
 // unfreezeTimeout > 0 the launcher thaws them after that long unless
-// Unfreeze came first (see Launcher.Freeze). Without an agent, the error
+// Unfreeze came first (see launcher.Launcher.Freeze). Without an agent, the error
 // matches hypervisor.ErrAgentUnavailable (errors.Is).
 func (c *Client) Freeze(ctx context.Context, unfreezeTimeout time.Duration) (Status, error) {
 	return c.do(ctx, http.MethodPut, freezePath, v1.FreezeUnfreezeTimeout{UnfreezeTimeout: &metav1.Duration{Duration: unfreezeTimeout}})
@@ -401,7 +401,7 @@ func (c *Client) GuestAgentCommand(ctx context.Context, command string) (json.Ra
 }
 
 // Probe runs the VMI's readiness or liveness probe through the guest agent
-// (see Launcher.Probe), giving the guest timeout, and returns the result: a
+// (see launcher.Launcher.Probe), giving the guest timeout, and returns the result: a
 // failed check is a ProbeResult with Success false, not an error.
 func (c *Client) Probe(ctx context.Context, kind ProbeKind, timeout time.Duration) (ProbeResult, error) {
 	seconds := int64((timeout + time.Second - 1) / time.Second)
@@ -466,7 +466,7 @@ func (c *Client) stream(ctx context.Context, path string) (io.ReadWriteCloser, e
 	_ = conn.SetDeadline(dl)
 	req, _ := http.NewRequest(http.MethodGet, "http://launcher"+path, nil)
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
+	req.Header.Set("Upgrade", StreamProtocol)
 	if err := req.Write(conn); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("GET %s on %s: %w", path, c.socket, err)
@@ -525,4 +525,29 @@ func (c *Client) PID(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("launcher socket %s: %w", c.socket, err)
 	}
 	return pid, nil
+}
+
+// Stats returns the statistics of the launcher's domain (see
+// launcher.Launcher.Stats); a domain that has not started or has ended is a 409.
+// The call is bounded by CallTimeout, or ctx's deadline if sooner.
+func (c *Client) Stats(ctx context.Context) (hypervisor.DomainStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://launcher/v1/stats", nil)
+	if err != nil {
+		return hypervisor.DomainStats{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return hypervisor.DomainStats{}, fmt.Errorf("GET /v1/stats on %s: %w", c.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return hypervisor.DomainStats{}, errorAnswer(resp)
+	}
+	var st hypervisor.DomainStats
+	if err := decodeAnswer(resp.Body, MaxAnswerBytes, &st); err != nil {
+		return hypervisor.DomainStats{}, fmt.Errorf("GET /v1/stats on %s: %w", c.socket, err)
+	}
+	return st, nil
 }

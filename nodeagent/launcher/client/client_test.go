@@ -1,4 +1,4 @@
-package launcher
+package client
 
 import (
 	"context"
@@ -75,7 +75,7 @@ func TestResolvingClient(t *testing.T) {
 	var mu sync.Mutex
 	var candidates []Location
 	resolved := 0
-	c := NewResolvingClient(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, Locations: func() []Location {
+	c := NewResolving(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, Locations: func() []Location {
 		mu.Lock()
 		defer mu.Unlock()
 		resolved++
@@ -111,7 +111,7 @@ func TestResolvingClient(t *testing.T) {
 		t.Errorf("Ping with a stale and a live socket: %q, %v, want the live launcher", uid, err)
 	}
 	// The static client reaches a long path too.
-	if uid, err := NewClient(live).Ping(ctx); err != nil || uid != vmi {
+	if uid, err := New(live).Ping(ctx); err != nil || uid != vmi {
 		t.Errorf("NewClient(%s).Ping: %q, %v", live, uid, err)
 	}
 
@@ -168,7 +168,7 @@ func TestResolvingClientChecksTheLauncher(t *testing.T) {
 		t.Fatal(err)
 	}
 	locs := []Location{kubeletLocation(pods, pod, vmi)}
-	c := NewResolvingClient(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, Locations: func() []Location { return locs }})
+	c := NewResolving(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, Locations: func() []Location { return locs }})
 	defer c.Close()
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
@@ -255,7 +255,7 @@ func TestResolvingClientChecksThePeersPod(t *testing.T) {
 	const vmi, pod = "0d4a0f4e-1111-4222-8333-944455556666", "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 	var kills atomic.Int32
 	serveLauncher(t, listenUnix(t, kubeletSocket(pods, pod, vmi)), vmi, &kills)
-	c := NewResolvingClient(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, CheckPeerPod: true,
+	c := NewResolving(ResolveOptions{Name: "the launcher of VMI " + vmi, UID: vmi, CheckPeerPod: true,
 		Locations: func() []Location { return []Location{kubeletLocation(pods, pod, vmi)} }})
 	defer c.Close()
 	ctx := context.Background()
@@ -314,4 +314,10 @@ func TestInPodCgroup(t *testing.T) {
 	if inPodCgroup("0::/kubepods/pod\n", "") {
 		t.Error("an empty pod UID matched")
 	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
 }
