@@ -2,16 +2,12 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -339,7 +336,7 @@ func TestCalculateStatusGuestAgent(t *testing.T) {
 // and the agent's /metrics has vmkit_nodeagent_vmi_paused for it; once the
 // guest is resumed both are gone.
 func TestIOErrorPauseThroughSync(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agenttest.ShortTempDir(t)
 	share := filepath.Join(dir, "share")
 	vmi := orphanVMI("vm1", "0d4a0f4e-1111-4222-8333-944455557777")
 	vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
@@ -389,7 +386,7 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	pausedMetric := func() map[string]float64 { return samples(t, a.Registry(), "vmkit_nodeagent_vmi_paused") }
+	pausedMetric := func() map[string]float64 { return agenttest.Samples(t, a.Registry(), "vmkit_nodeagent_vmi_paused") }
 
 	waitFor(t, func() bool { _, err := a.client(vmi.UID).Ping(ctx); return err == nil })
 	syncUntil("Running", func(v *v1.VirtualMachineInstance) bool { return v.Status.Phase == v1.Running })
@@ -419,45 +416,4 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	if got := pausedMetric(); len(got) != 0 {
 		t.Errorf("vmkit_nodeagent_vmi_paused after the resume: %v, want none", got)
 	}
-}
-
-// samples gathers g and returns the samples of the families whose names
-// start with prefix, keyed name{label="value",...} (labels sorted).
-func samples(t *testing.T, g prometheus.Gatherer, prefix string) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), prefix) {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var pairs []string
-			for _, lp := range m.GetLabel() {
-				pairs = append(pairs, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
-			}
-			sort.Strings(pairs)
-			v := m.GetGauge().GetValue()
-			if m.GetCounter() != nil {
-				v = m.GetCounter().GetValue()
-			}
-			out[mf.GetName()+"{"+strings.Join(pairs, ",")+"}"] = v
-		}
-	}
-	return out
-}
-
-// shortTempDir is a temporary directory with a short path: a launcher's
-// socket path under it must fit sun_path.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "nvs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }

@@ -1,14 +1,11 @@
 package metrics
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -16,14 +13,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -85,79 +79,7 @@ func cached(src *fakeSource, vmi *v1.VirtualMachineInstance, phase v1.VirtualMac
 	src.vmis = append(src.vmis, vmi)
 }
 
-// samples gathers g and returns the samples of the families whose names
-// start with prefix, keyed name{label="value",...} (labels sorted).
-func samples(t *testing.T, g prometheus.Gatherer, prefix string) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), prefix) {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var pairs []string
-			for _, lp := range m.GetLabel() {
-				pairs = append(pairs, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
-			}
-			sort.Strings(pairs)
-			v := m.GetGauge().GetValue()
-			if m.GetCounter() != nil {
-				v = m.GetCounter().GetValue()
-			}
-			out[mf.GetName()+"{"+strings.Join(pairs, ",")+"}"] = v
-		}
-	}
-	return out
-}
-
 func u64(v uint64) *uint64 { return &v }
-
-// testVMI is a VMI the launcher can run on the fake hypervisor.
-func testVMI(name, uid string) *v1.VirtualMachineInstance {
-	return &v1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
-		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
-			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
-		}},
-	}
-}
-
-// runGuest runs a real launcher of vmi on h with its socket under share
-// (<share>/sockets/<uid>/launcher.sock) and has it start the domain, as
-// the node agent does.
-func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) {
-	t.Helper()
-	l, err := launcher.New(launcher.Config{
-		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
-		EphemeralDiskDir: filepath.Join(dir, vmi.Name, "eph"), ContainerDiskDir: filepath.Join(dir, vmi.Name, "cd"),
-		PrivateDir: filepath.Join(dir, vmi.Name, "priv"),
-		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
-		Emulation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := client.New(client.SocketPath(share, string(vmi.UID)))
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for _, err := c.Ping(ctx); err != nil; _, err = c.Ping(ctx) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the launcher of %s does not answer: %v", vmi.Name, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if st, err := c.Sync(ctx, vmi); err != nil || !st.Started {
-		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
-	}
-}
 
 // hungLauncher serves, at the launcher socket path of the VMI with the
 // given UID under share, a launcher that accepts connections and never
@@ -195,31 +117,19 @@ func hungLauncher(t *testing.T, share string, uid types.UID) {
 	})
 }
 
-// shortTempDir is a temporary directory with a short path: a launcher's
-// socket path under it must fit sun_path.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "nvs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 // Scraping the agent asks the launcher of each Running VMI on its node for
 // the domain's statistics and exports every one of KubeVirt's per-VMI
 // families with KubeVirt's names, units and labels (node, namespace, name,
 // and id/state, interface, drive); VMIs that are not Running here are not
 // asked.
 func TestVMIStatsMetrics(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agenttest.ShortTempDir(t)
 	share := filepath.Join(dir, "share")
 	h := hvfake.New()
-	running := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
-	scheduled := testVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
+	running := agenttest.VMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
+	scheduled := agenttest.VMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
 	for _, vmi := range []*v1.VirtualMachineInstance{running, scheduled} {
-		runGuest(t, dir, share, h, vmi)
+		agenttest.RunGuest(t, dir, share, h, vmi)
 	}
 	h.SetStats("ns_vm1", hypervisor.DomainStats{
 		CPU: hypervisor.CPUStats{TimeNs: u64(12e9), UserNs: u64(10e9), SystemNs: u64(2e9)},
@@ -242,7 +152,7 @@ func TestVMIStatsMetrics(t *testing.T) {
 	cached(src, running, v1.Running, "node01")
 	cached(src, scheduled, v1.Scheduled, "node01")
 
-	got := samples(t, m.Registry(), "kubevirt_vmi_")
+	got := agenttest.Samples(t, m.Registry(), "kubevirt_vmi_")
 	vm := `name="vm1",namespace="ns",node="node01"`
 	want := map[string]float64{
 		"kubevirt_vmi_memory_domain_bytes{" + vm + "}":            64 << 20,
@@ -306,7 +216,7 @@ func TestVMIStatsMetrics(t *testing.T) {
 	if slices.Contains(h.Calls(), "Stats ns_vm2") {
 		t.Errorf("the launcher of the Scheduled VMI vm2 was asked for statistics: %v", h.Calls())
 	}
-	if errs := samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total"); len(errs) != 0 {
+	if errs := agenttest.Samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total"); len(errs) != 0 {
 		t.Errorf("launcher errors after a good scrape: %v, want none", errs)
 	}
 }
@@ -315,12 +225,12 @@ func TestVMIStatsMetrics(t *testing.T) {
 // scrape returns after the agent's StatsTimeout with the other VMIs'
 // metrics, and counts the failure.
 func TestVMIStatsHungLauncher(t *testing.T) {
-	dir := shortTempDir(t)
+	dir := agenttest.ShortTempDir(t)
 	share := filepath.Join(dir, "share")
 	h := hvfake.New()
-	healthy := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
-	hung := testVMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
-	runGuest(t, dir, share, h, healthy)
+	healthy := agenttest.VMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
+	hung := agenttest.VMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
+	agenttest.RunGuest(t, dir, share, h, healthy)
 	hungLauncher(t, share, hung.UID)
 	h.SetStats("ns_vm1", hypervisor.DomainStats{CPU: hypervisor.CPUStats{TimeNs: u64(1e9)}})
 
@@ -329,7 +239,7 @@ func TestVMIStatsHungLauncher(t *testing.T) {
 	cached(src, healthy, v1.Running, "node01")
 	cached(src, hung, v1.Running, "node01")
 	began := time.Now()
-	got := samples(t, m.Registry(), "kubevirt_vmi_cpu_usage_seconds_total")
+	got := agenttest.Samples(t, m.Registry(), "kubevirt_vmi_cpu_usage_seconds_total")
 	took := time.Since(began)
 	want := map[string]float64{`kubevirt_vmi_cpu_usage_seconds_total{name="vm1",namespace="ns",node="node01"}`: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -339,7 +249,7 @@ func TestVMIStatsHungLauncher(t *testing.T) {
 		t.Errorf("the scrape took %v, want the stats timeout %v (and not much more)", took, timeout)
 	}
 	wantErrs := map[string]float64{`vmkit_nodeagent_launcher_errors_total{op="stats"}`: 1}
-	if diff := cmp.Diff(wantErrs, samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total")); diff != "" {
+	if diff := cmp.Diff(wantErrs, agenttest.Samples(t, m.Registry(), "vmkit_nodeagent_launcher_errors_total")); diff != "" {
 		t.Errorf("failed launcher calls (-want +got):\n%s", diff)
 	}
 }
@@ -350,7 +260,7 @@ func TestVMIStatsNoVMIs(t *testing.T) {
 	if m.vmiStats.timeout != DefaultStatsTimeout {
 		t.Errorf("default StatsTimeout %v, want %v", m.vmiStats.timeout, DefaultStatsTimeout)
 	}
-	if got := samples(t, m.Registry(), "kubevirt_vmi_"); len(got) != 0 {
+	if got := agenttest.Samples(t, m.Registry(), "kubevirt_vmi_"); len(got) != 0 {
 		t.Errorf("metrics without VMIs: %v", got)
 	}
 }

@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/vmkit/vmkit/nodeagent/hypervisor"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
@@ -121,42 +116,6 @@ func (b *fakeBackend) setCached(vmi *v1.VirtualMachineInstance) {
 		b.cache = map[string]*v1.VirtualMachineInstance{}
 	}
 	b.cache[vmi.Namespace+"/"+vmi.Name] = vmi.DeepCopy()
-}
-
-// testVMI is ns/name with the given UID, asking for 64Mi of memory.
-func testVMI(name, uid string) *v1.VirtualMachineInstance {
-	return &v1.VirtualMachineInstance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)},
-		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
-			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
-		}},
-	}
-}
-
-// runGuest runs a real launcher of vmi on h, with its socket under share
-// (<share>/sockets/<uid>/launcher.sock), and has it start the domain, as
-// the node agent does.
-func runGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) {
-	t.Helper()
-	l, err := launcher.New(launcher.Config{
-		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
-		EphemeralDiskDir: filepath.Join(dir, vmi.Name, "eph"), ContainerDiskDir: filepath.Join(dir, vmi.Name, "cd"),
-		PrivateDir: filepath.Join(dir, vmi.Name, "priv"),
-		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
-		Emulation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := client.New(client.SocketPath(share, string(vmi.UID)))
-	waitFor(t, func() bool { _, err := c.Ping(ctx); return err == nil })
-	if st, err := c.Sync(ctx, vmi); err != nil || !st.Started {
-		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
-	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -47,11 +48,11 @@ func newRESTFixture(t *testing.T) *restFixture {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	share := filepath.Join(dir, "share")
-	vmi := testVMI("vm1", "0d4a0f4e-1111-4222-8333-944455556666")
+	vmi := agenttest.VMI("vm1", "0d4a0f4e-1111-4222-8333-944455556666")
 	f := &restFixture{t: t, h: hvfake.New(), rec: record.NewFakeRecorder(100)}
-	runGuest(t, dir, share, f.h, vmi)
+	agenttest.RunGuest(t, dir, share, f.h, vmi)
 	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node01"}
-	elsewhere := testVMI("elsewhere", "0d4a0f4e-2222-4222-8333-944455556666")
+	elsewhere := agenttest.VMI("elsewhere", "0d4a0f4e-2222-4222-8333-944455556666")
 	elsewhere.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Running, NodeName: "node02"}
 	f.client = vmfake.NewSimpleClientset(vmi, elsewhere)
 	f.b = &fakeBackend{node: "node01", client: f.client, share: share, rec: f.rec}
