@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/accesscred"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -309,7 +310,7 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 	// The guest agent gone: KubeVirt's message.
 	f.h.SetGuestAgent("ns_vm1", nil)
 	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1})
-	waitCreds(false, accessCredentialsAgentOffline)
+	waitCreds(false, accesscred.AgentOffline)
 	// A bad key: the field, the Secret and the key.
 	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": "not a key"})
 	waitCreds(false, `spec.accessCredentials[0].sshPublicKey: Secret "keys", key "a", line 1: not an SSH public key`)

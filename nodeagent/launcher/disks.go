@@ -22,6 +22,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/accesscred"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -555,11 +556,11 @@ func (l *Launcher) noCloudISO(ctx context.Context, vmi *v1.VirtualMachineInstanc
 	if err != nil {
 		return err
 	}
-	keys, err := l.cloudInitPublicKeys(vmi, false)
+	keys, err := accesscred.CloudInitPublicKeys(l.cfg.PrivateDir, vmi, false)
 	if err != nil {
 		return err
 	}
-	publicKeys, err := noCloudPublicKeys(keys)
+	publicKeys, err := accesscred.NoCloudPublicKeys(keys)
 	if err != nil {
 		return err
 	}
@@ -586,13 +587,13 @@ func (l *Launcher) configDriveISO(ctx context.Context, vmi *v1.VirtualMachineIns
 	if err != nil {
 		return err
 	}
-	keys, err := l.cloudInitPublicKeys(vmi, true)
+	keys, err := accesscred.CloudInitPublicKeys(l.cfg.PrivateDir, vmi, true)
 	if err != nil {
 		return err
 	}
 	host := guestHostname(vmi)
 	meta, err := json.Marshal(configDriveMetadata{InstanceID: vmi.Name + "." + vmi.Namespace, UUID: firmwareUUID(vmi), Hostname: host,
-		PublicKeys: publicKeysMap(keys)})
+		PublicKeys: accesscred.PublicKeysMap(keys)})
 	if err != nil {
 		return err
 	}

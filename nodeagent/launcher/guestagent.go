@@ -100,3 +100,34 @@ func parseAgentReply(command, reply string) (json.RawMessage, error) {
 	}
 	return r.Return, nil
 }
+
+// agentCall runs a guest agent command with arguments, for the launcher's
+// own use (never for its clients: see IsGuestAgentCommand).
+func (l *Launcher) agentCall(ctx context.Context, command string, args any) error {
+	domain, err := l.startedDomain(command)
+	if err != nil {
+		return err
+	}
+	b, err := agentRequest(command, args)
+	if err != nil {
+		return err
+	}
+	timeout := l.agentTimeout()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := l.h.GuestAgentCommand(ctx, domain, b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", command, agentTimedOut(err, timeout))
+	}
+	_, err = parseAgentReply(command, out)
+	return err
+}
+
+// agentRequest is the guest agent's JSON request for command with args.
+func agentRequest(command string, args any) (string, error) {
+	b, err := json.Marshal(struct {
+		Execute   string `json:"execute"`
+		Arguments any    `json:"arguments"`
+	}{command, args})
+	return string(b), err
+}

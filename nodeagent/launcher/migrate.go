@@ -16,6 +16,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/accesscred"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -141,7 +142,7 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 	if err := l.adoptMemoryLocked(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "plugged memory of the migrated domain", "vmi", l.key())
 	}
-	if hasGuestAgentCredentials(l.vmi) {
+	if accesscred.ForGuestAgent(l.vmi) {
 		// The guest's access credentials are this launcher's to keep now.
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/accesscred"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -27,7 +28,7 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 	l.attachSerial(ctx, l.domain)
 	if startsPaused(l.vmi) {
 		l.started, l.startedPaused = true, true
-		if hasGuestAgentCredentials(l.vmi) {
+		if accesscred.ForGuestAgent(l.vmi) {
 			go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
 		}
 		return nil
@@ -38,7 +39,7 @@ func (l *Launcher) startLocked(ctx context.Context) error {
 		}
 	}
 	l.started = true
-	if hasGuestAgentCredentials(l.vmi) {
+	if accesscred.ForGuestAgent(l.vmi) {
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
 	}
 	return nil
