@@ -12,6 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/vmctl/internal/apiserver"
 )
 
 // streamBufferSize is the WebSocket read and write buffer size, KubeVirt's.
@@ -107,9 +109,9 @@ func (d *wsRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		if resp != nil && errors.Is(err, websocket.ErrBadHandshake) {
 			// gorilla keeps the first kilobyte of the refusal's body.
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, apiserver.MaxErrorBody))
 			_ = resp.Body.Close()
-			return nil, statusError(resp.StatusCode, resp.Status, body)
+			return nil, apiserver.StatusError(resp.StatusCode, resp.Status, body)
 		}
 		return nil, fmt.Errorf("vmctl: stream %s: %w", req.URL.Path, err)
 	}

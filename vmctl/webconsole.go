@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vmkit/vmkit/vmctl/internal/webproxy"
 )
 
 // webConsole is what "console --web" and "vnc --web" serve: the proxy
@@ -62,7 +64,7 @@ func (c *cli) serveWebConsole(ctx context.Context, out, errOut io.Writer, w webC
 	}
 	host := urlHost(w.address)
 	logf := func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) }
-	handler, err := newAPIProxy(cfg, []string{host}, logf)
+	handler, err := webproxy.New(cfg, []string{host}, logf)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -289,43 +288,6 @@ func TestWebProxy(t *testing.T) {
 			t.Errorf("refused requests reached the API server: %+v", reqs)
 		}
 	})
-}
-
-// TestAPIProxyKeepsTheServerPath: with an API server URL with a path (a
-// path-routing proxy in front of it), requests and upgrades go below it.
-func TestAPIProxyKeepsTheServerPath(t *testing.T) {
-	api := newFakeAPI(t)
-	api.refuse = serveConsole
-	cfg := api.restConfig()
-	cfg.Host += "/k8s/clusters/c1"
-	p, err := newAPIProxy(cfg, nil, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := httptest.NewServer(p)
-	defer server.Close()
-
-	resp, err := http.Get(server.URL + "/apis/subresources.kubevirt.io/v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	wsConfig, _ := websocket.NewConfig("ws"+strings.TrimPrefix(server.URL, "http")+prefix+"ns1/virtualmachineinstances/vmi1/vnc", server.URL)
-	wsConfig.Protocol = []string{PlainStreamProtocol}
-	ws, err := websocket.DialConfig(wsConfig)
-	if err != nil {
-		t.Fatalf("WebSocket through the proxy: %v", err)
-	}
-	_ = ws.Close()
-
-	var got []string
-	for _, r := range api.recorded() {
-		got = append(got, r.Path)
-	}
-	want := []string{"/k8s/clusters/c1/apis/subresources.kubevirt.io/v1", "/k8s/clusters/c1" + prefix + "ns1/virtualmachineinstances/vmi1/vnc"}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("paths the API server saw (-want +got):\n%s", d)
-	}
 }
 
 // TestWebFlags: --web and --proxy-only exclude each other, and console's

@@ -1,4 +1,9 @@
-package vmctl
+// Package webproxy is what "kubectl proxy" serves, for a browser page:
+// the API server of a rest.Config on a local port, with the config's
+// credentials, refusing requests for other hosts and from pages of other
+// origins. vmctl's "console --web" and "vnc --web" open virt-api's web
+// console through it.
+package webproxy
 
 import (
 	"fmt"
@@ -12,9 +17,11 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/vmctl/internal/apiserver"
 )
 
-// apiProxy is what "kubectl proxy" serves, for a browser page: it forwards
+// Proxy is what "kubectl proxy" serves, for a browser page: it forwards
 // the requests below /api and /apis to the API server of a rest.Config,
 // adding the config's TLS client settings and credentials, WebSocket and
 // other protocol upgrades included. The page (virt-api's web console,
@@ -34,12 +41,12 @@ import (
 //     proxy refuses pods' exec and attach for the same reason.)
 //
 // Other paths than /api and /apis get 404.
-type apiProxy struct {
+type Proxy struct {
 	hosts   map[string]bool
 	handler http.Handler
 }
 
-// newAPIProxy returns a proxy to the API server of config, answering
+// New returns a proxy to the API server of config, answering
 // requests for the hosts (names or IP addresses, without port) besides
 // localhost's. logf reports requests that could not be proxied.
 //
@@ -50,9 +57,9 @@ type apiProxy struct {
 // exec plugins, impersonation). Unlike kubectl proxy, an API server URL
 // with a path (an API server behind a path-routing proxy) keeps its path,
 // as for every other request vmctl sends.
-func newAPIProxy(config *rest.Config, hosts []string, logf func(format string, args ...any)) (*apiProxy, error) {
+func New(config *rest.Config, hosts []string, logf func(format string, args ...any)) (*Proxy, error) {
 	cfg := rest.CopyConfig(config)
-	target, err := hostURL(cfg)
+	target, err := apiserver.HostURL(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +79,7 @@ func newAPIProxy(config *rest.Config, hosts []string, logf func(format string, a
 	h.UseLocationHost = true
 	h.AppendLocationPath = true
 
-	p := &apiProxy{hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, handler: h}
+	p := &Proxy{hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, handler: h}
 	for _, host := range hosts {
 		p.hosts[strings.ToLower(strings.Trim(host, "[]"))] = true
 	}
@@ -99,7 +106,8 @@ func upgradeTransport(cfg *rest.Config) (proxy.UpgradeRequestRoundTripper, error
 	return proxy.NewUpgradeRequestRoundTripper(conn, wrappers), nil
 }
 
-func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers r as the comment of Proxy says.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
