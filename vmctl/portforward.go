@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vmkit/vmkit/vmctl/internal/stream"
 )
 
 // udpIdleTimeout closes the stream of a local UDP client after this long
@@ -339,7 +341,7 @@ func (f *forwarder) serveUDP(ctx context.Context, pc net.PacketConn, p Forwarded
 				}()
 				for {
 					_ = remote.SetReadDeadline(time.Now().Add(udpIdleTimeout))
-					msg, err := readMessage(remote)
+					msg, err := stream.ReadMessage(remote)
 					if err != nil {
 						return
 					}
@@ -354,14 +356,4 @@ func (f *forwarder) serveUDP(ctx context.Context, pc net.PacketConn, p Forwarded
 			f.logf("error forwarding a datagram from %s to port %d/udp: %v", key, p.Remote, err)
 		}
 	}
-}
-
-// readMessage reads one whole message of a stream (one datagram).
-func readMessage(conn net.Conn) ([]byte, error) {
-	if sc, ok := conn.(*streamConn); ok {
-		return sc.readMessage()
-	}
-	buf := make([]byte, 65536)
-	n, err := conn.Read(buf)
-	return buf[:n], err
 }
