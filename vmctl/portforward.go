@@ -4,24 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vmkit/vmkit/vmctl/internal/stream"
+	"github.com/vmkit/vmkit/vmctl/internal/portforward"
 )
-
-// udpIdleTimeout closes the stream of a local UDP client after this long
-// without a datagram either way.
-const udpIdleTimeout = 2 * time.Minute
 
 // Target is a VM or VMI named on the command line as kind/name,
 // kind/name/namespace or (virtctl's older form) kind/name.namespace.
@@ -161,13 +154,13 @@ ProxyCommand; messages then go to standard error.`,
 			if err != nil {
 				return err
 			}
-			ports := make([]ForwardedPort, 0, len(args)-1)
+			ports := make([]portforward.Port, 0, len(args)-1)
 			for _, a := range args[1:] {
 				p, err := ParsePort(a)
 				if err != nil {
 					return err
 				}
-				ports = append(ports, p)
+				ports = append(ports, portforward.Port(p))
 			}
 			if stdio && len(ports) != 1 {
 				return errors.New("only one port is supported when forwarding to stdout")
@@ -181,179 +174,20 @@ ProxyCommand; messages then go to standard error.`,
 			}
 			ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			f := &forwarder{s: s, namespace: ns, target: target, errOut: errOut}
+			f := &portforward.Forwarder{ErrOut: errOut, Open: func(ctx context.Context, p portforward.Port) (net.Conn, error) {
+				conn, err := s.Stream(ctx, ns, target.Name, PortForwardPath(p.Remote, p.Protocol))
+				if err != nil {
+					return nil, fmt.Errorf("can't access %s/%s/%s: %w", target.Kind, target.Name, ns, err)
+				}
+				return conn, nil
+			}}
 			if stdio {
-				return f.stdio(ctx, c.opts.Streams.In, c.opts.Streams.Out, ports[0])
+				return f.Stdio(ctx, c.opts.Streams.In, c.opts.Streams.Out, ports[0])
 			}
-			return f.listen(ctx, address, ports, out)
+			return f.Listen(ctx, address, ports, out)
 		},
 	}
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "Forward the one port to standard input and output (for ssh's ProxyCommand).")
 	cmd.Flags().StringVar(&address, "address", "127.0.0.1", "The local address to listen on.")
 	return cmd
-}
-
-// forwarder opens streams to one VMI's ports.
-type forwarder struct {
-	s         *Subresources
-	namespace string
-	target    Target
-	errOut    io.Writer
-	mu        sync.Mutex // serializes writes to errOut
-}
-
-func (f *forwarder) open(ctx context.Context, p ForwardedPort) (net.Conn, error) {
-	conn, err := f.s.Stream(ctx, f.namespace, f.target.Name, PortForwardPath(p.Remote, p.Protocol))
-	if err != nil {
-		return nil, fmt.Errorf("can't access %s/%s/%s: %w", f.target.Kind, f.target.Name, f.namespace, err)
-	}
-	return conn, nil
-}
-
-func (f *forwarder) logf(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fmt.Fprintf(f.errOut, format+"\n", args...)
-}
-
-// stdio joins in and out to one stream until either side ends.
-func (f *forwarder) stdio(ctx context.Context, in io.Reader, out io.Writer, p ForwardedPort) error {
-	conn, err := f.open(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close() }()
-	done := make(chan error, 2)
-	go func() {
-		_, err := io.Copy(conn, in)
-		done <- err
-	}()
-	go func() {
-		_, err := io.Copy(out, conn)
-		done <- err
-	}()
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-done:
-		if errors.Is(err, net.ErrClosed) {
-			return nil
-		}
-		return err
-	}
-}
-
-// listen forwards every port until ctx ends or a listener fails.
-func (f *forwarder) listen(ctx context.Context, address string, ports []ForwardedPort, out io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			_ = c.Close()
-		}
-	}()
-	errs := make(chan error, len(ports))
-	for _, p := range ports {
-		addr := net.JoinHostPort(address, strconv.Itoa(p.Local))
-		if p.Protocol == "udp" {
-			pc, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				return fmt.Errorf("can't listen on udp %s: %w", addr, err)
-			}
-			closers = append(closers, pc)
-			fmt.Fprintf(out, "Forwarding from %s -> %d/udp\n", pc.LocalAddr(), p.Remote)
-			go func() { errs <- f.serveUDP(ctx, pc, p) }()
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("can't listen on %s: %w", addr, err)
-		}
-		closers = append(closers, ln)
-		fmt.Fprintf(out, "Forwarding from %s -> %d\n", ln.Addr(), p.Remote)
-		go func() { errs <- f.serveTCP(ctx, ln, p) }()
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-errs:
-		return err
-	}
-}
-
-// serveTCP joins every accepted connection to a new stream.
-func (f *forwarder) serveTCP(ctx context.Context, ln net.Listener, p ForwardedPort) error {
-	for {
-		local, err := ln.Accept()
-		if err != nil {
-			return ignoreClosed(ctx, err)
-		}
-		go func() {
-			remote, err := f.open(ctx, p)
-			if err != nil {
-				f.logf("error forwarding a connection to port %d: %v", p.Remote, err)
-				_ = local.Close()
-				return
-			}
-			join(local, remote)
-		}()
-	}
-}
-
-// serveUDP gives every local client address its own stream; each datagram
-// is one WebSocket message either way. A client's stream closes after
-// udpIdleTimeout without traffic.
-func (f *forwarder) serveUDP(ctx context.Context, pc net.PacketConn, p ForwardedPort) error {
-	var mu sync.Mutex
-	clients := map[string]net.Conn{}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-	buf := make([]byte, 65536)
-	for {
-		n, addr, err := pc.ReadFrom(buf)
-		if err != nil {
-			return ignoreClosed(ctx, err)
-		}
-		key := addr.String()
-		mu.Lock()
-		remote := clients[key]
-		mu.Unlock()
-		if remote == nil {
-			if remote, err = f.open(ctx, p); err != nil {
-				f.logf("error forwarding datagrams from %s to port %d/udp: %v", key, p.Remote, err)
-				continue
-			}
-			mu.Lock()
-			clients[key] = remote
-			mu.Unlock()
-			go func() {
-				defer func() {
-					mu.Lock()
-					delete(clients, key)
-					mu.Unlock()
-					_ = remote.Close()
-				}()
-				for {
-					_ = remote.SetReadDeadline(time.Now().Add(udpIdleTimeout))
-					msg, err := stream.ReadMessage(remote)
-					if err != nil {
-						return
-					}
-					if _, err := pc.WriteTo(msg, addr); err != nil {
-						return
-					}
-				}
-			}()
-		}
-		_ = remote.SetReadDeadline(time.Now().Add(udpIdleTimeout))
-		if _, err := remote.Write(buf[:n]); err != nil {
-			f.logf("error forwarding a datagram from %s to port %d/udp: %v", key, p.Remote, err)
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vmkit/vmkit/vmctl/internal/portforward"
 )
 
 // vncViewers are the viewers vnc starts, first found on the PATH wins,
@@ -96,7 +97,7 @@ serves until interrupted. The name _ opens the page with the namespace's VM list
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), string(data))
-				return ignoreClosed(ctx, <-served)
+				return portforward.IgnoreClosed(ctx, <-served)
 			}
 			viewer, err := vncViewer(net.JoinHostPort(address, strconv.Itoa(actual)))
 			if err != nil {
@@ -112,7 +113,7 @@ serves until interrupted. The name _ opens the page with the namespace's VM list
 				}
 				return nil
 			case err := <-served:
-				return ignoreClosed(ctx, err)
+				return portforward.IgnoreClosed(ctx, err)
 			}
 		},
 	}
@@ -157,34 +158,7 @@ func serveProxy(ctx context.Context, ln net.Listener, first net.Conn, open func(
 					return
 				}
 			}
-			join(local, remote)
+			portforward.Join(local, remote)
 		}()
 	}
-}
-
-// join copies between two connections until either side ends, then closes
-// both.
-func join(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(a, b)
-		done <- struct{}{}
-	}()
-	go func() {
-		_, _ = io.Copy(b, a)
-		done <- struct{}{}
-	}()
-	<-done
-	_ = a.Close()
-	_ = b.Close()
-	<-done
-}
-
-// ignoreClosed hides the listener's "use of closed network connection"
-// once ctx ended: the user interrupted a proxy.
-func ignoreClosed(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
 }
