@@ -77,3 +77,27 @@ func TestControllerLinksOnlyTheAPIGroupsItUses(t *testing.T) {
 		t.Errorf("the controller links %d k8s.io/api packages, want 1–8: %v", len(groups), groups)
 	}
 }
+
+// TestOneLeaderElection keeps one leader election in the module: the
+// Lease election of internal/leaderelect, which virt-controller and
+// virt-operator both run (issue #42). client-go's tools/leaderelection
+// links every k8s.io/api group (see TestControllerLinksOnlyTheAPIGroupsItUses).
+func TestOneLeaderElection(t *testing.T) {
+	args := []string{"list", "-deps", "-test", "./..."}
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	var elections bool
+	for _, path := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasPrefix(path, "k8s.io/client-go/tools/leaderelection"):
+			t.Errorf("%s is reachable from the module: elect with internal/leaderelect, as virt-controller and virt-operator do", path)
+		case path == "github.com/vmkit/vmkit/internal/leaderelect":
+			elections = true
+		}
+	}
+	if !elections {
+		t.Error("internal/leaderelect is not reachable: the check is not looking at the module")
+	}
+}

@@ -64,7 +64,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
 	"github.com/vmkit/vmkit/vmcontrol/export"
-	"github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
+	"github.com/vmkit/vmkit/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/migration"

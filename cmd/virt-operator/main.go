@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -32,13 +31,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/delegatedauth"
+	"github.com/vmkit/vmkit/internal/leaderelect"
 	"github.com/vmkit/vmkit/internal/restconfig"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
@@ -236,6 +234,8 @@ func dump(ctx context.Context, kube kubernetes.Interface, cfg *installstrategy.D
 	return nil
 }
 
+// leaderElect runs run while this replica holds the operator's Lease, with
+// the same election (internal/leaderelect) and durations as virt-controller.
 func leaderElect(ctx context.Context, kube kubernetes.Interface, o options, namespace string, run func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -244,38 +244,30 @@ func leaderElect(ctx context.Context, kube kubernetes.Interface, o options, name
 		ns = namespace
 	}
 	host, _ := os.Hostname()
-	runErr := make(chan error, 1)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: o.leaseName},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano())},
-		},
+	elector, err := leaderelect.New(leaderelect.Config{
+		Leases: kube.CoordinationV1().Leases(ns), Name: o.leaseName,
+		Identity:      fmt.Sprintf("%s_%d", host, time.Now().UnixNano()),
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		ReleaseOnCancel: true,
-		Name:            o.leaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				err := run(ctx)
-				runErr <- err
-				cancel()
-			},
-			OnStoppedLeading: func() {},
-		},
 	})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	elector.Run(ctx)
+	runErr := make(chan error, 1)
+	err = elector.Run(ctx, func(ctx context.Context) {
+		runErr <- run(ctx)
+		// The controllers are done: end the election, which releases the Lease.
+		cancel()
+	})
+	if err != nil {
+		// Lost the Lease: exit, so that the replica starts again as a candidate.
+		return err
+	}
 	select {
 	case err := <-runErr:
 		return err
 	default:
-	}
-	if ctx.Err() != nil {
 		return nil
 	}
-	return errors.New("lost the leader lease")
 }
 
 // restConfig is the operator's client configuration: in-cluster or from

@@ -38,7 +38,7 @@ const (
 // not pull client-go's typed clientset, and with it every API group, into
 // the binaries that use it.
 func TestNoClientsetDependency(t *testing.T) {
-	const pkg = "github.com/vmkit/vmkit/vmcontrol/internal/leaderelect"
+	const pkg = "github.com/vmkit/vmkit/internal/leaderelect"
 	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)

@@ -24,6 +24,10 @@
 // a change was observed, the renew deadline, release on cancel), and so
 // are the Manager's options (lease name and namespace, identity, the three
 // durations). See docs/performance.md.
+//
+// It is the module's one leader election: virt-controller (through
+// vmcontrol.Manager) and virt-operator both run it, and a test in the
+// module's root keeps client-go's out.
 package leaderelect
 
 import (
