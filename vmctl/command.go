@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned"
+	"github.com/vmkit/vmkit/vmctl/internal/containerdiskcmd"
 )
 
 // Options configure NewCommand. The zero value is a complete vmctl reading
@@ -147,7 +148,7 @@ takes.`,
 		c.pauseCommand("pause"), c.pauseCommand("unpause"), c.softRebootCommand(), c.resetCommand(),
 		c.guestQueryCommand("guestosinfo"), c.guestQueryCommand("userlist"), c.guestQueryCommand("fslist"),
 		c.consoleCommand(), c.vncCommand(), c.portForwardCommand(), c.sshCommand(), c.scpCommand(),
-		c.exposeCommand(), c.versionCommand(), c.containerDiskCommand(), c.timelineCommand(),
+		c.exposeCommand(), c.versionCommand(), containerdiskcmd.NewCommand(containerdiskcmd.Options{Example: c.example, UserAgent: "vmctl/" + ClientVersion().GitVersion}), c.timelineCommand(),
 		c.addVolumeCommand(), c.removeVolumeCommand(),
 	)
 	return root

@@ -1,6 +1,11 @@
-package vmctl
+// Package containerdiskcmd is vmctl's "containerdisk" command: "push" and
+// "build" make the container disk image of a qcow2 or raw disk image file
+// (package containerdisk) and push it to a registry or write it to an
+// archive.
+package containerdiskcmd
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -66,7 +71,27 @@ func (f *containerDiskFlags) check() error {
 	return nil
 }
 
-func (c *cli) containerDiskCommand() *cobra.Command {
+// Options are what the commands take from vmctl's root command.
+type Options struct {
+	// Example formats a command's examples: each "%[1]s" is the program
+	// as the user types it.
+	Example func(format string) string
+	// UserAgent is the HTTP user agent of pushes.
+	UserAgent string
+}
+
+// NewCommand returns the "containerdisk" command and its "push" and
+// "build" subcommands.
+func NewCommand(opts Options) *cobra.Command {
+	c := &command{opts: opts}
+	return c.containerDiskCommand()
+}
+
+type command struct{ opts Options }
+
+func (c *command) example(format string) string { return c.opts.Example(format) }
+
+func (c *command) containerDiskCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "containerdisk",
 		Short: "Wrap a qcow2 or raw disk image as a container disk image and push it to a registry.",
@@ -99,7 +124,7 @@ The file is streamed, never read whole into memory.`,
 	return cmd
 }
 
-func (c *cli) containerDiskPushCommand() *cobra.Command {
+func (c *command) containerDiskPushCommand() *cobra.Command {
 	var f containerDiskFlags
 	var insecure bool
 	cmd := &cobra.Command{
@@ -160,7 +185,7 @@ does for 127.0.0.0/8. --insecure allows plain HTTP and unverified TLS for any ho
 			opts := []remote.Option{
 				remote.WithContext(contextOf(cmd)),
 				remote.WithAuthFromKeychain(authn.DefaultKeychain),
-				remote.WithUserAgent("vmctl/" + ClientVersion().GitVersion),
+				remote.WithUserAgent(c.opts.UserAgent),
 				remote.WithProgress(progress),
 			}
 			if insecure {
@@ -233,7 +258,7 @@ func reportProgress(w io.Writer, updates <-chan v1.Update) {
 	}
 }
 
-func (c *cli) containerDiskBuildCommand() *cobra.Command {
+func (c *command) containerDiskBuildCommand() *cobra.Command {
 	var f containerDiskFlags
 	var output, tag string
 	cmd := &cobra.Command{
@@ -347,4 +372,12 @@ func byteSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// contextOf is the command's context (Background when run with Execute).
+func contextOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }
