@@ -2,52 +2,9 @@ package launcher
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 )
-
-// FuzzDiskPaths: whatever a VMI names as a container disk's path or a
-// kernel-boot file (absolute, relative, "..", NUL, long), the launcher
-// hands QEMU only files under its container disk directory, never the
-// file planted next to it.
-func FuzzDiskPaths(f *testing.F) {
-	for _, s := range []string{"/boot/vmlinux", "vmlinux", "disk.img", "../outside/secret", "/../../outside/secret",
-		"../../../../../../etc/passwd", "..", "/", "", "a/../../outside/secret", "./../outside/secret", "\x00", "disk/../../../outside/secret"} {
-		f.Add(s)
-	}
-	dir := f.TempDir()
-	cd := filepath.Join(dir, "cd")
-	const uid = "u1"
-	outside := filepath.Join(dir, "outside", "secret")
-	for _, p := range []string{outside, filepath.Join(cd, uid, "kernel-boot", "boot", "vmlinux"), filepath.Join(cd, uid, "disk_0", "disk", "disk.img")} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			f.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-			f.Fatal(err)
-		}
-	}
-	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: uid, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hvfake.New()})
-	if err != nil {
-		f.Fatal(err)
-	}
-	inside := func(p string) bool {
-		rel, err := filepath.Rel(cd, p)
-		return err == nil && filepath.IsLocal(rel)
-	}
-	f.Fuzz(func(t *testing.T, path string) {
-		if p, err := l.kernelBootFile(uid, path); err == nil && !inside(p) {
-			t.Errorf("kernelBootFile(%q) = %s, outside %s", path, p, cd)
-		}
-		if p, err := l.servedImage("disk_0", uid, path); err == nil && !inside(p) {
-			t.Errorf("servedImage(disk_0, %q) = %s, outside %s", path, p, cd)
-		}
-	})
-}
 
 // FuzzAgentReply: a guest agent's reply, the guest's to write, never makes
 // parseAgentReply panic; what it returns is the reply's JSON "return".

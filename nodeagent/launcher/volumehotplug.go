@@ -17,6 +17,7 @@ import (
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/diskimage"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -51,7 +52,7 @@ func (l *Launcher) syncMemoryDumpsLocked(ctx context.Context, vmi *v1.VirtualMac
 			continue
 		}
 		want[vol.Name] = true
-		if slices.ContainsFunc(l.dumps, func(d client.MemoryDump) bool { return d.Volume == vol.Name }) || !isFileName(vol.Name) {
+		if slices.ContainsFunc(l.dumps, func(d client.MemoryDump) bool { return d.Volume == vol.Name }) || !diskimage.IsFileName(vol.Name) {
 			continue
 		}
 		dir := filepath.Join(l.cfg.HotplugDiskDir, vol.Name)
@@ -127,7 +128,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 	)
 	for i := range vmi.Spec.Volumes {
 		vol := &vmi.Spec.Volumes[i]
-		if !v1.IsHotpluggable(vol) || !hasDisk(vmi, vol.Name) {
+		if !v1.IsHotpluggable(vol) || !diskimage.HasDisk(vmi, vol.Name) {
 			continue
 		}
 		want[vol.Name] = true
@@ -138,7 +139,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 			continue
 		}
 		path := filepath.Join(l.cfg.HotplugDiskDir, vol.Name)
-		if !isFileName(vol.Name) {
+		if !diskimage.IsFileName(vol.Name) {
 			hv.Message = fmt.Sprintf("volume name %q cannot name a directory", vol.Name)
 		} else if _, err := os.Stat(path); err != nil {
 			hv.Message = "waiting for the node agent to mount the volume's claim at " + path
@@ -191,7 +192,7 @@ func (l *Launcher) syncVolumesLocked(ctx context.Context, vmi *v1.VirtualMachine
 // a Block claim's device) as the disk of volume name, and returns the
 // disk's target.
 func (l *Launcher) attachVolumeLocked(ctx context.Context, vmi *v1.VirtualMachineInstance, name, path string, inUse []string) (string, error) {
-	src, err := l.claimDiskAt(ctx, vmi, name, true, path, path)
+	src, err := l.disks().ClaimDiskAt(ctx, vmi, name, true, path, path)
 	if err != nil {
 		return "", err
 	}

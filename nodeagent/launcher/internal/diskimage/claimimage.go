@@ -1,4 +1,4 @@
-package launcher
+package diskimage
 
 import (
 	"errors"
@@ -12,10 +12,10 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// KubeVirt's defaults for the disk.img the launcher creates in an empty
-// Filesystem claim (the KubeVirt CR's
+// KubeVirt's defaults for the disk.img created in an empty Filesystem
+// claim (the KubeVirt CR's
 // developerConfiguration.pvcTolerateLessSpaceUpToPercent and
-// minimumReservePVCBytes).
+// minimumReservePVCBytes), when Config leaves them zero.
 const (
 	DefaultLessPVCSpaceToleration = 10
 	DefaultMinimumPVCReserveBytes = 131072
@@ -70,8 +70,8 @@ func claimImageSize(info *v1.PersistentVolumeClaimInfo, available int64, tolerat
 	return free, true, nil
 }
 
-// claimInfo is the persistentVolumeClaimInfo of volume in the VMI's status, or nil.
-func claimInfo(vmi *v1.VirtualMachineInstance, volume string) *v1.PersistentVolumeClaimInfo {
+// ClaimInfo is the persistentVolumeClaimInfo of volume in the VMI's status, or nil.
+func ClaimInfo(vmi *v1.VirtualMachineInstance, volume string) *v1.PersistentVolumeClaimInfo {
 	for i := range vmi.Status.VolumeStatus {
 		if vmi.Status.VolumeStatus[i].Name == volume {
 			return vmi.Status.VolumeStatus[i].PersistentVolumeClaimInfo
@@ -100,27 +100,27 @@ type imageCreator struct {
 	chown func(path string) error
 }
 
-// imageCreator is the launcher's, from its Config.
-func (l *Launcher) imageCreator() imageCreator {
-	c := imageCreator{toleration: l.cfg.LessPVCSpaceToleration, reserve: l.cfg.MinimumPVCReserveBytes, space: claimSpace}
+// imageCreator is c's, its defaults applied.
+func (c Config) imageCreator() imageCreator {
+	ic := imageCreator{toleration: c.LessPVCSpaceToleration, reserve: c.MinimumPVCReserveBytes, space: claimSpace}
 	switch {
-	case c.toleration == 0:
-		c.toleration = DefaultLessPVCSpaceToleration
-	case c.toleration < 0:
-		c.toleration = 0
+	case ic.toleration == 0:
+		ic.toleration = DefaultLessPVCSpaceToleration
+	case ic.toleration < 0:
+		ic.toleration = 0
 	}
 	switch {
-	case c.reserve == 0:
-		c.reserve = DefaultMinimumPVCReserveBytes
-	case c.reserve < 0:
-		c.reserve = 0
+	case ic.reserve == 0:
+		ic.reserve = DefaultMinimumPVCReserveBytes
+	case ic.reserve < 0:
+		ic.reserve = 0
 	}
 	if os.Geteuid() == 0 {
 		// A root launcher's QEMU runs as the qemu user; a non-root
 		// launcher is that user and owns what it creates.
-		c.chown = func(path string) error { return os.Lchown(path, qemuUser, qemuUser) }
+		ic.chown = func(path string) error { return os.Lchown(path, qemuUser, qemuUser) }
 	}
-	return c
+	return ic
 }
 
 // ensure creates img, the disk.img of an empty Filesystem claim mounted at

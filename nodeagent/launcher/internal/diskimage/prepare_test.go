@@ -1,4 +1,4 @@
-package launcher
+package diskimage
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vmkit/vmkit/domainxml"
-	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
 const diskUID = "0d4a0f4e-1111-4222-8333-944455556666"
 
-// diskLauncher is a launcher whose container disk directory holds files.
-func diskLauncher(t *testing.T, files ...string) *Launcher {
+// diskConfig is a disk configuration whose container disk directory holds
+// files.
+func diskConfig(t *testing.T, files ...string) *Config {
 	t.Helper()
 	dir := t.TempDir()
 	cd := filepath.Join(dir, "cd")
@@ -33,11 +33,15 @@ func diskLauncher(t *testing.T, files ...string) *Launcher {
 			t.Fatal(err)
 		}
 	}
-	l, err := New(Config{Name: "vm1", Namespace: "ns", UID: diskUID, ShareDir: filepath.Join(dir, "share"), ContainerDiskDir: cd, Hypervisor: hvfake.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	// The launcher's defaults.
+	return &Config{Key: "ns/vm1", ContainerDiskDir: cd, EphemeralDiskDir: domainxml.DefaultEphemeralDiskDir, PrivateDir: domainxml.DefaultPrivateDir, DeviceDir: "/dev"}
+}
+
+// prepare is Prepare with fresh options, as the launcher calls it.
+func prepare(ctx context.Context, c *Config, vmi *v1.VirtualMachineInstance) (domainxml.Options, []string, error) {
+	var opts domainxml.Options
+	created, err := c.Prepare(ctx, vmi, &opts)
+	return opts, created, err
 }
 
 // The layouts a container-disk sidecar serves: cmd/container-disk copies
@@ -61,15 +65,15 @@ func TestServedImage(t *testing.T) {
 		{name: "socket", files: []string{u + "disk_0.sock"}, disk: "disk_0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t, tc.files...)
-			got, err := l.servedImage(tc.disk, diskUID, tc.path)
+			c := diskConfig(t, tc.files...)
+			got, err := c.servedImage(tc.disk, diskUID, tc.path)
 			if tc.want == "" {
 				if err == nil || !strings.Contains(err.Error(), "no container disk image served as "+tc.disk) {
 					t.Errorf("servedImage = %s, %v; want an error naming %s", got, err, tc.disk)
 				}
 				return
 			}
-			if want := filepath.Join(l.cfg.ContainerDiskDir, tc.want); got != want || err != nil {
+			if want := filepath.Join(c.ContainerDiskDir, tc.want); got != want || err != nil {
 				t.Errorf("servedImage = %s, %v; want %s", got, err, want)
 			}
 		})
@@ -78,18 +82,18 @@ func TestServedImage(t *testing.T) {
 
 func TestKernelBootFile(t *testing.T) {
 	u := diskUID + "/"
-	l := diskLauncher(t, u+"kernel-boot/boot/vmlinux", u+"kernel-boot/boot/initramfs-idle.cpio.gz", u+"kernel-boot/other/vmlinuz")
+	c := diskConfig(t, u+"kernel-boot/boot/vmlinux", u+"kernel-boot/boot/initramfs-idle.cpio.gz", u+"kernel-boot/other/vmlinuz")
 	for path, want := range map[string]string{
 		"/boot/vmlinux":                u + "kernel-boot/boot/vmlinux",
 		"/boot/initramfs-idle.cpio.gz": u + "kernel-boot/boot/initramfs-idle.cpio.gz",
 		"/other/vmlinuz":               u + "kernel-boot/other/vmlinuz",
 		"/boot/missing":                "",
 	} {
-		got, err := l.kernelBootFile(diskUID, path)
+		got, err := c.kernelBootFile(diskUID, path)
 		switch {
 		case want == "" && (err == nil || !strings.Contains(err.Error(), path)):
 			t.Errorf("kernelBootFile(%s) = %s, %v; want an error naming it", path, got, err)
-		case want != "" && (err != nil || got != filepath.Join(l.cfg.ContainerDiskDir, want)):
+		case want != "" && (err != nil || got != filepath.Join(c.ContainerDiskDir, want)):
 			t.Errorf("kernelBootFile(%s) = %s, %v; want %s", path, got, err, want)
 		}
 	}
@@ -155,9 +159,9 @@ func TestPrepareHostDisk(t *testing.T) {
 		wantErr: `spec.volumes[2] (host): hostDisk.path "" does not end in a file name`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t)
-			l.cfg.EphemeralDiskDir, l.cfg.PrivateDir, l.cfg.QEMUImg = t.TempDir(), t.TempDir(), "none"
-			mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", "host")
+			c := diskConfig(t)
+			c.EphemeralDiskDir, c.PrivateDir, c.QEMUImg = t.TempDir(), t.TempDir(), "none"
+			mount := filepath.Join(c.PrivateDir, "vmi-disks", "host")
 			img := filepath.Join(mount, "data.img")
 			if !tc.noMount {
 				if err := os.MkdirAll(mount, 0o755); err != nil {
@@ -170,7 +174,7 @@ func TestPrepareHostDisk(t *testing.T) {
 				}
 			}
 			vmi := hostDiskVMI(tc.hd)
-			opts, _, err := l.prepare(context.Background(), vmi)
+			opts, _, err := prepare(context.Background(), c, vmi)
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 					t.Fatalf("prepare = %v, want an error starting with %q", err, tc.wantErr)
@@ -320,15 +324,15 @@ func TestPrepareClaims(t *testing.T) {
 		want: func(string, string) domainxml.DiskSource { return domainxml.DiskSource{Format: "raw"} },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t)
-			l.cfg.EphemeralDiskDir, l.cfg.PrivateDir, l.cfg.DeviceDir, l.cfg.QEMUImg = t.TempDir(), t.TempDir(), t.TempDir(), "none"
-			mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", tc.vol.Name)
-			dev := filepath.Join(l.cfg.DeviceDir, tc.vol.Name)
+			c := diskConfig(t)
+			c.EphemeralDiskDir, c.PrivateDir, c.DeviceDir, c.QEMUImg = t.TempDir(), t.TempDir(), t.TempDir(), "none"
+			mount := filepath.Join(c.PrivateDir, "vmi-disks", tc.vol.Name)
+			dev := filepath.Join(c.DeviceDir, tc.vol.Name)
 			tc.setup(t, mount, dev)
 			vmi := hostDiskVMI(v1.HostDisk{})
 			vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: tc.vol.Name}}
 			vmi.Spec.Volumes = []v1.Volume{tc.vol}
-			opts, _, err := l.prepare(context.Background(), vmi)
+			opts, _, err := prepare(context.Background(), c, vmi)
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
 					t.Fatalf("prepare = %v, want an error starting with %q", err, tc.wantErr)
@@ -340,8 +344,8 @@ func TestPrepareClaims(t *testing.T) {
 			}
 			got, want := opts.Disks[tc.vol.Name], tc.want(mount, dev)
 			if tc.vol.Ephemeral != nil {
-				if !strings.HasPrefix(got.Path, l.cfg.EphemeralDiskDir+"/") {
-					t.Fatalf("ephemeral disk %+v is not an overlay under %s", got, l.cfg.EphemeralDiskDir)
+				if !strings.HasPrefix(got.Path, c.EphemeralDiskDir+"/") {
+					t.Fatalf("ephemeral disk %+v is not an overlay under %s", got, c.EphemeralDiskDir)
 				}
 				if data, _ := os.ReadFile(got.Path); string(data) != "golden image" {
 					t.Errorf("overlay holds %q", data)

@@ -1,4 +1,4 @@
-package launcher
+package diskimage
 
 import (
 	"context"
@@ -98,7 +98,7 @@ func TestEnsureCreatesSparseImage(t *testing.T) {
 	dir := t.TempDir()
 	img := filepath.Join(dir, "disk.img")
 	free := &freeSpace{bytes: 1 << 40}
-	c := (&Launcher{}).imageCreator()
+	c := Config{}.imageCreator()
 	c.space = free.space
 	size, shrunk, err := c.ensure(dir, img, pvcInfo("16Mi", "16Mi"))
 	if err != nil || size != 16*mib || shrunk {
@@ -223,15 +223,15 @@ func TestPrepareCreatesClaimImage(t *testing.T) {
 		{name: "ephemeral base claim", vol: eph, status: withInfo, wantErr: "spec.volumes[0] (datadisk): the claim's file system (mounted at "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := diskLauncher(t)
-			l.cfg.EphemeralDiskDir, l.cfg.PrivateDir, l.cfg.DeviceDir, l.cfg.QEMUImg = t.TempDir(), t.TempDir(), t.TempDir(), "none"
-			mount := filepath.Join(l.cfg.PrivateDir, "vmi-disks", tc.vol.Name)
+			c := diskConfig(t)
+			c.EphemeralDiskDir, c.PrivateDir, c.DeviceDir, c.QEMUImg = t.TempDir(), t.TempDir(), t.TempDir(), "none"
+			mount := filepath.Join(c.PrivateDir, "vmi-disks", tc.vol.Name)
 			mkdirAll(t, mount)
 			vmi := hostDiskVMI(v1.HostDisk{})
 			vmi.Spec.Domain.Devices.Disks = []v1.Disk{{Name: tc.vol.Name}}
 			vmi.Spec.Volumes = []v1.Volume{tc.vol}
 			vmi.Status.VolumeStatus = tc.status
-			opts, _, err := l.prepare(context.Background(), vmi)
+			opts, _, err := prepare(context.Background(), c, vmi)
 			img := filepath.Join(mount, "disk.img")
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {

@@ -1,4 +1,4 @@
-package launcher
+package diskimage
 
 import (
 	"context"
@@ -178,15 +178,15 @@ func checkISO(t *testing.T, err error, wantErr, path, label string, want map[str
 	}
 }
 
-// cloudInitLauncher is a launcher whose private directory holds secret's
-// files where the pod mounts the Secret of a cloud-init volume named
-// "cloudinit".
-func cloudInitLauncher(t *testing.T, secret map[string]string) *Launcher {
+// cloudInitConfig is a disk configuration whose private directory holds
+// secret's files where the pod mounts the Secret of a cloud-init volume
+// named "cloudinit".
+func cloudInitConfig(t *testing.T, secret map[string]string) *Config {
 	t.Helper()
-	l := diskLauncher(t)
-	l.cfg.PrivateDir = t.TempDir()
+	c := diskConfig(t)
+	c.PrivateDir = t.TempDir()
 	for k, v := range secret {
-		p := filepath.Join(l.cfg.PrivateDir, "secret", "cloudinit", k)
+		p := filepath.Join(c.PrivateDir, "secret", "cloudinit", k)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func cloudInitLauncher(t *testing.T, secret map[string]string) *Launcher {
 			t.Fatal(err)
 		}
 	}
-	return l
+	return c
 }
 
 func configDriveVMI(src *v1.CloudInitConfigDriveSource) (*v1.VirtualMachineInstance, *v1.Volume) {
@@ -249,11 +249,11 @@ func TestConfigDriveISO(t *testing.T) {
 		wantErr: "network data: illegal base64",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := cloudInitLauncher(t, tc.secret)
+			c := cloudInitConfig(t, tc.secret)
 			vmi, vol := configDriveVMI(&tc.src)
 			vmi.Spec.Domain.Firmware, vmi.Spec.Hostname = tc.fw, tc.host
 			path := filepath.Join(t.TempDir(), "configdrive.iso")
-			err := l.configDriveISO(context.Background(), vmi, vol, path)
+			err := c.configDriveISO(context.Background(), vmi, vol, path)
 			checkISO(t, err, tc.wantErr, path, "config-2", tc.want)
 		})
 	}
@@ -309,13 +309,13 @@ func TestNoCloudISO(t *testing.T) {
 		wantErr: "user data: illegal base64",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := cloudInitLauncher(t, tc.secret)
+			c := cloudInitConfig(t, tc.secret)
 			vmi := &v1.VirtualMachineInstance{}
 			vmi.Name, vmi.Namespace, vmi.UID = "vm1", "ns", types.UID(diskUID)
 			vmi.Spec.Domain.Firmware, vmi.Spec.Hostname = tc.fw, tc.host
 			vmi.Spec.Volumes = []v1.Volume{{Name: "cloudinit", VolumeSource: v1.VolumeSource{CloudInitNoCloud: &tc.src}}}
 			path := filepath.Join(t.TempDir(), "noCloud.iso")
-			err := l.noCloudISO(context.Background(), vmi, &vmi.Spec.Volumes[0], path)
+			err := c.noCloudISO(context.Background(), vmi, &vmi.Spec.Volumes[0], path)
 			checkISO(t, err, tc.wantErr, path, "cidata", tc.want)
 		})
 	}
@@ -333,10 +333,10 @@ func TestISOReadByLinux(t *testing.T) {
 			t.Fatalf("%s is required to check ISO images: install it with `%s`", tool, install)
 		}
 	}
-	l := diskLauncher(t)
+	c := diskConfig(t)
 	vmi, vol := configDriveVMI(&v1.CloudInitConfigDriveSource{UserData: "#cloud-config\nhostname: x\n", NetworkData: `{"links":[]}`})
 	iso := filepath.Join(t.TempDir(), "configdrive.iso")
-	if err := l.configDriveISO(context.Background(), vmi, vol, iso); err != nil {
+	if err := c.configDriveISO(context.Background(), vmi, vol, iso); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
@@ -403,14 +403,14 @@ func TestISOReadByLinux(t *testing.T) {
 // prepare writes the config drive where domainxml looks for it and names
 // the volume in its errors.
 func TestPrepareConfigDrive(t *testing.T) {
-	l := diskLauncher(t)
-	l.cfg.EphemeralDiskDir, l.cfg.PrivateDir = t.TempDir(), t.TempDir()
+	c := diskConfig(t)
+	c.EphemeralDiskDir, c.PrivateDir = t.TempDir(), t.TempDir()
 	vmi, _ := configDriveVMI(&v1.CloudInitConfigDriveSource{UserData: "#cloud-config\n"})
-	opts, _, err := l.prepare(context.Background(), vmi)
+	opts, _, err := prepare(context.Background(), c, vmi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := filepath.Join(l.cfg.EphemeralDiskDir, "cloud-init-data/ns/vm1/configdrive.iso")
+	want := filepath.Join(c.EphemeralDiskDir, "cloud-init-data/ns/vm1/configdrive.iso")
 	if got := opts.CloudInitISOs["cloudinit"]; got != want {
 		t.Errorf("CloudInitISOs[cloudinit] = %q, want %q", got, want)
 	}
@@ -418,7 +418,7 @@ func TestPrepareConfigDrive(t *testing.T) {
 		t.Error(err)
 	}
 	vmi, _ = configDriveVMI(&v1.CloudInitConfigDriveSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: "s"}})
-	if _, _, err := l.prepare(context.Background(), vmi); err == nil || !strings.HasPrefix(err.Error(), "spec.volumes[0] (cloudinit): user data: secret not mounted") {
+	if _, _, err := prepare(context.Background(), c, vmi); err == nil || !strings.HasPrefix(err.Error(), "spec.volumes[0] (cloudinit): user data: secret not mounted") {
 		t.Errorf("prepare with an unmounted secret: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package launcher
+package diskimage
 
 import (
 	"context"
@@ -167,10 +167,10 @@ func configFiles(dir string) ([]isoFile, error) {
 	return files, nil
 }
 
-// hasDisk reports whether a disk of vmi uses the volume name. KubeVirt
+// HasDisk reports whether a disk of vmi uses the volume name. KubeVirt
 // builds config images only for such volumes (a volume may instead be
 // shared as a filesystem).
-func hasDisk(vmi *v1.VirtualMachineInstance, name string) bool {
+func HasDisk(vmi *v1.VirtualMachineInstance, name string) bool {
 	for i := range vmi.Spec.Domain.Devices.Disks {
 		if vmi.Spec.Domain.Devices.Disks[i].Name == name {
 			return true

@@ -1,0 +1,212 @@
+package diskimage
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/vmkit/vmkit/vmapi/v1"
+)
+
+// projectedVolume lays files out under dir as the kubelet's atomic writer
+// does for configMap, secret, downwardAPI and service account token
+// volumes: the data in a ..<timestamp> directory, ..data a link to it, and
+// each top-level key or directory a link through ..data.
+func projectedVolume(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	const ts = "..2025_01_01_00_00_00.123456789"
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	top := map[string]bool{}
+	for name, data := range files {
+		p := filepath.Join(dir, ts, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		top[strings.SplitN(name, "/", 2)[0]] = true
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name := range top {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestConfigDisks(t *testing.T) {
+	saFiles := map[string]string{"token": "eyJhbGciOi.x.y", "namespace": "ns", "ca.crt": "-----BEGIN CERTIFICATE-----\n"}
+	for _, tc := range []struct {
+		name    string
+		src     v1.VolumeSource
+		mounted map[string]string // under the volume's source; nil: not mounted
+		plain   bool              // an empty plain directory instead of a projected one
+		iso     string            // under the private directory
+		label   string
+		want    map[string]string
+		wantErr string
+	}{{
+		name:    "configMap",
+		src:     v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}},
+		mounted: map[string]string{"app.properties": "a=1\n", "log-level": "debug", ".hidden": "h"},
+		iso:     "config-map-disks/vol.iso",
+		label:   "cfgdata",
+		want:    map[string]string{"app.properties": "a=1\n", "log-level": "debug", ".hidden": "h"},
+	}, {
+		name:    "secret with a volume label",
+		src:     v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "ks", VolumeLabel: "OEMDRV"}},
+		mounted: map[string]string{"ks.cfg": "text\n"},
+		iso:     "secret-disks/vol.iso",
+		label:   "OEMDRV",
+		want:    map[string]string{"ks.cfg": "text\n"},
+	}, {
+		name:    "downwardAPI with paths",
+		src:     v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{VolumeLabel: "podinfo"}},
+		mounted: map[string]string{"podinfo/labels": `app="web"`, "podinfo/annotations": "", "name": "vm1"},
+		iso:     "downwardapi-disks/vol.iso",
+		label:   "podinfo",
+		want:    map[string]string{"podinfo/labels": `app="web"`, "podinfo/annotations": "", "name": "vm1"},
+	}, {
+		name:    "serviceAccount",
+		src:     v1.VolumeSource{ServiceAccount: &v1.ServiceAccountVolumeSource{ServiceAccountName: "default"}},
+		mounted: saFiles,
+		iso:     "service-account-disk/service-account.iso",
+		label:   "cfgdata",
+		want:    saFiles,
+	}, {
+		name:  "optional configMap that does not exist",
+		src:   v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "gone"}, Optional: ptr(true)}},
+		iso:   "config-map-disks/vol.iso",
+		label: "cfgdata",
+		want:  map[string]string{},
+	}, {
+		// The kubelet mounts an empty volume for an optional Secret that
+		// does not exist.
+		name:  "optional secret mounted empty",
+		src:   v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "gone", Optional: ptr(true)}},
+		plain: true,
+		iso:   "secret-disks/vol.iso",
+		label: "cfgdata",
+		want:  map[string]string{},
+	}, {
+		name:    "configMap not mounted",
+		src:     v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}, Optional: ptr(false)}},
+		wantErr: `configMap "app-config" not mounted at `,
+	}, {
+		name:    "secret not mounted",
+		src:     v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}},
+		wantErr: `secret "s" not mounted at `,
+	}, {
+		name:    "downwardAPI not mounted",
+		src:     v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}},
+		wantErr: "downwardAPI files not mounted at ",
+	}, {
+		name:    "serviceAccount token not mounted",
+		src:     v1.VolumeSource{ServiceAccount: &v1.ServiceAccountVolumeSource{ServiceAccountName: "default"}},
+		wantErr: `serviceAccount "default" token not mounted at `,
+	}, {
+		name:    "label longer than 32 characters",
+		src:     v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, VolumeLabel: strings.Repeat("L", 33)}},
+		mounted: map[string]string{"k": "v"},
+		wantErr: `configMap "c": ISO volume label "LLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLL": longer than 32 characters`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			priv, sa := t.TempDir(), filepath.Join(t.TempDir(), "serviceaccount")
+			vol := &v1.Volume{Name: "vol", VolumeSource: tc.src}
+			d, ok := configDiskOf(priv, sa, vol)
+			if !ok {
+				t.Fatal("not a config disk")
+			}
+			switch {
+			case tc.plain:
+				if err := os.MkdirAll(d.source, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			case tc.mounted != nil:
+				projectedVolume(t, d.source, tc.mounted)
+			}
+			if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr == "" {
+				if want := filepath.Join(priv, tc.iso); d.iso != want {
+					t.Errorf("image at %s, want %s", d.iso, want)
+				}
+			}
+			checkISO(t, d.write(context.Background()), tc.wantErr, d.iso, tc.label, tc.want)
+		})
+	}
+}
+
+func TestConfigFilesLinkLoop(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(".", filepath.Join(dir, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := configFiles(dir); err == nil || !strings.Contains(err.Error(), "deeper than 8 directory levels") {
+		t.Errorf("configFiles of a link loop = %v, want a depth error", err)
+	}
+}
+
+// TestConfigDiskReadByLinux checks a config disk with Linux's readers:
+// blkid sees the label, isoinfo lists the keys and nothing of the
+// kubelet's ..data layout.
+func TestConfigDiskReadByLinux(t *testing.T) {
+	for _, tool := range []string{"isoinfo", "blkid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is required to check ISO images: run hack/setup-libvirt.sh (genisoimage, util-linux)", tool)
+		}
+	}
+	run := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	files := map[string]string{"user-data": "#cloud-config\n", "meta-data": "instance-id: x\n", "podinfo/labels": "a=b"}
+	for _, label := range []string{"", "cidata"} {
+		priv := t.TempDir()
+		vol := &v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, VolumeLabel: label}}}
+		d, _ := configDiskOf(priv, "", vol)
+		projectedVolume(t, d.source, files)
+		if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.write(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := label
+		if want == "" {
+			want = "cfgdata"
+		}
+		if out := run("blkid", "-p", "-o", "export", d.iso); !strings.Contains(out, "\nLABEL="+want+"\n") || !strings.Contains(out, "\nTYPE=iso9660\n") {
+			t.Errorf("blkid does not see an iso9660 file system labelled %s:\n%s", want, out)
+		}
+		listed := strings.Fields(run("isoinfo", "-J", "-f", "-i", d.iso))
+		sort.Strings(listed)
+		if diff := cmp.Diff([]string{"/meta-data", "/podinfo", "/podinfo/labels", "/user-data"}, listed); diff != "" {
+			t.Errorf("isoinfo -J -f (-want +got):\n%s", diff)
+		}
+		for name, data := range files {
+			if got := run("isoinfo", "-J", "-x", "/"+name, "-i", d.iso); got != data {
+				t.Errorf("isoinfo -J -x /%s = %q, want %q", name, got, data)
+			}
+		}
+	}
+}
