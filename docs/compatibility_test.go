@@ -131,7 +131,7 @@ func TestUnsupportedListIsTrue(t *testing.T) {
 	// Every refusal in domainxml's code has its case here: a new one
 	// without a line in the document fails.
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../domainxml/unsupported.go", nil, 0)
+	f, err := parser.ParseFile(fset, "../domainxml/internal/unsupported/unsupported.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +155,6 @@ func TestUnsupportedListIsTrue(t *testing.T) {
 		return true
 	})
 	if refusals != len(unsupportedCases) {
-		t.Errorf("domainxml/unsupported.go refuses %d fields, this test and api-compatibility.md know %d", refusals, len(unsupportedCases))
+		t.Errorf("domainxml/internal/unsupported/unsupported.go refuses %d fields, this test and api-compatibility.md know %d", refusals, len(unsupportedCases))
 	}
 }
