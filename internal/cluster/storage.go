@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/hostsetup"
 )
 
 // The cluster's storage (docs/cluster.md, "Storage"): Rancher's
@@ -287,7 +288,7 @@ func (c *Cluster) applyStorage(ctx context.Context, o runtime.Object) error {
 // again), and on each node local block devices (o.BlockVolumes on the
 // first, DefaultOtherNodeBlockVolumes on the others): sparse files in the
 // node's storage directory's block/ attached to loop devices
-// (testenv.AttachLoop), offered as PersistentVolumes of BlockStorageClass
+// (hostsetup.AttachLoop), offered as PersistentVolumes of BlockStorageClass
 // bound to the node (BlockVolumeName). A block volume whose
 // PersistentVolume exists is kept as it is. The nodes detach the loop
 // devices when they stop. WaitStorage waits for the provisioner.
@@ -354,7 +355,7 @@ func (c *Cluster) InstallStorage(ctx context.Context, o StorageOptions) error {
 			if err := makeSparse(file, o.BlockVolumeSize); err != nil {
 				return err
 			}
-			dev, err := testenv.AttachLoop(file)
+			dev, err := hostsetup.AttachLoop(file)
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,8 @@ import (
 	apiextensionsclientset "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/vmkit/vmkit/internal/testenv/hostsetup"
 )
 
 const (
@@ -221,7 +223,7 @@ func (e *Env) stop() error {
 		e.Nodes[0].unlock()
 	}
 	if e.nodeLock != nil { // the node never started
-		nodeErr = removePodNetwork() // the bridge made for kube-apiserver
+		nodeErr = hostsetup.RemovePodNetwork() // the bridge made for kube-apiserver
 		e.nodeLock.Close()
 	}
 	// Reverse start order: clients of kube-apiserver first, etcd last.
@@ -274,7 +276,7 @@ func (e *Env) start(ctx context.Context, opts Options) error {
 	apiHost := "127.0.0.1"
 	if opts.Node != nil {
 		// First, as it may wait for another test's node.
-		if e.nodeLock, err = lockNode(e.Dir); err != nil {
+		if e.nodeLock, err = hostsetup.LockNode(e.Dir); err != nil {
 			return err
 		}
 		// A node of an earlier run killed before it could clean up.

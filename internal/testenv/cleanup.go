@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vmkit/vmkit/internal/testenv/hostsetup"
 )
 
 // stop ends the kubelet, every pod's processes, the containerd shims and
@@ -27,7 +29,7 @@ func (n *Node) stop() error {
 	if n.Index > 0 {
 		return n.stopOther()
 	}
-	err := errors.Join(killCgroup(kubepodsCgroup), killShims(n.ContainerdSocket), removePodNetwork())
+	err := errors.Join(hostsetup.KillCgroup(kubepodsCgroup), killShims(n.ContainerdSocket), hostsetup.RemovePodNetwork())
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
@@ -35,20 +37,20 @@ func (n *Node) stop() error {
 	// `containerd-shim-runc-v2 ... delete` processes that outlive it.
 	err = errors.Join(err, killShims(n.ContainerdSocket))
 	// Block volumes: the kubelet's loop devices and those over files in StorageDir.
-	err = errors.Join(err, detachLoops(func(backing string) bool {
-		return under(backing, resolve(n.dir)) || under(backing, resolve(KubeletRootDir))
+	err = errors.Join(err, hostsetup.DetachLoops(func(backing string) bool {
+		return hostsetup.Under(backing, hostsetup.Resolve(n.dir)) || hostsetup.Under(backing, hostsetup.Resolve(KubeletRootDir))
 	}))
-	err = errors.Join(err, unmountUnder(n.dir), unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
+	err = errors.Join(err, hostsetup.UnmountUnder(n.dir), hostsetup.UnmountUnder(KubeletRootDir+"/"), hostsetup.UnmountUnder("/var/run/kubevirt"))
 	if n.rootShared {
-		err = errors.Join(err, makeRootPrivate())
+		err = errors.Join(err, hostsetup.MakeRootPrivate())
 	}
-	err = errors.Join(err, removeCgroup(kubepodsCgroup), restoreHugePages())
+	err = errors.Join(err, hostsetup.RemoveCgroup(kubepodsCgroup), hostsetup.RestoreHugePages())
 	for _, d := range n.created {
 		err = errors.Join(err, os.RemoveAll(d))
 	}
 	if !slices.Contains(n.created, KubeletRootDir) {
 		// Ours (the marker says so) but older than this node: keep the directory, drop its contents.
-		err = errors.Join(err, removeContents(KubeletRootDir))
+		err = errors.Join(err, hostsetup.RemoveContents(KubeletRootDir))
 	}
 	return err
 }
@@ -63,36 +65,36 @@ func (n *Node) stop() error {
 // ours.
 func (e *Env) leftovers() error {
 	var left []string
-	dirs := []string{resolve(KubeletRootDir) + "/"}
+	dirs := []string{hostsetup.Resolve(KubeletRootDir) + "/"}
 	for _, n := range e.Nodes {
-		if exists("/sys/class/net/" + n.PodBridge) {
+		if hostsetup.Exists("/sys/class/net/" + n.PodBridge) {
 			left = append(left, "bridge "+n.PodBridge)
 		}
-		if exists(filepath.Join(hostLocalRoot, n.networkName)) {
-			left = append(left, "host-local allocations "+filepath.Join(hostLocalRoot, n.networkName))
+		if hostsetup.Exists(filepath.Join(hostsetup.HostLocalRoot, n.networkName)) {
+			left = append(left, "host-local allocations "+filepath.Join(hostsetup.HostLocalRoot, n.networkName))
 		}
-		if files := cniCacheFiles(n.networkName); len(files) > 0 {
+		if files := hostsetup.CNICacheFiles(n.networkName); len(files) > 0 {
 			left = append(left, "CNI cache files "+strings.Join(files, " "))
 		}
 		cgroup := kubepodsCgroup
 		if n.cgroupRoot != "" {
 			cgroup = n.cgroupRoot
 		}
-		if cg := cgroupDirs(cgroup); len(cg) > 0 {
+		if cg := hostsetup.CgroupDirs(cgroup); len(cg) > 0 {
 			left = append(left, "cgroups "+strings.Join(cg, " "))
 		}
-		dirs = append(dirs, resolve(n.dir)+"/")
+		dirs = append(dirs, hostsetup.Resolve(n.dir)+"/")
 	}
 	for _, d := range dirs {
-		if mps := mountPoints(d); len(mps) > 0 {
+		if mps := hostsetup.MountPoints(d); len(mps) > 0 {
 			left = append(left, "mounts "+strings.Join(mps, " "))
 		}
 	}
-	if pinned, _ := filepath.Glob(filepath.Join(sandboxNetnsDir, "cni-*")); len(pinned) > 0 {
+	if pinned, _ := filepath.Glob(filepath.Join(hostsetup.SandboxNetnsDir, "cni-*")); len(pinned) > 0 {
 		left = append(left, "sandbox network namespaces "+strings.Join(pinned, " "))
 	}
-	if exec.Command("nft", "list", "table", "ip", kubeProxyNFTTable).Run() == nil {
-		left = append(left, "nftables table ip "+kubeProxyNFTTable)
+	if exec.Command("nft", "list", "table", "ip", hostsetup.KubeProxyNFTTable).Run() == nil {
+		left = append(left, "nftables table ip "+hostsetup.KubeProxyNFTTable)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -130,19 +132,19 @@ func (e *Env) leftovers() error {
 // every mount of the node with it; its bridge, host-local's allocations,
 // cgroup root and directory go last.
 func (n *Node) stopOther() error {
-	err := errors.Join(killCgroup(n.cgroupRoot), killShims(n.ContainerdSocket))
+	err := errors.Join(hostsetup.KillCgroup(n.cgroupRoot), killShims(n.ContainerdSocket))
 	if n.containerd != nil {
 		n.containerd.stop(stopGrace)
 	}
 	err = errors.Join(err, killShims(n.ContainerdSocket)) // the shims' `delete` runs containerd started (stop)
-	err = errors.Join(err, detachLoops(func(backing string) bool {
-		return under(backing, resolve(n.dir)) || under(backing, KubeletRootDir)
+	err = errors.Join(err, hostsetup.DetachLoops(func(backing string) bool {
+		return hostsetup.Under(backing, hostsetup.Resolve(n.dir)) || hostsetup.Under(backing, KubeletRootDir)
 	}))
 	if n.mountNS != nil {
 		n.mountNS.stop(stopGrace)
 	}
-	return errors.Join(err, removeBridge(n.PodBridge), os.RemoveAll(filepath.Join(hostLocalRoot, n.networkName)),
-		removeCNICache(n.networkName), removeCgroup(n.cgroupRoot), os.RemoveAll(n.dir))
+	return errors.Join(err, hostsetup.RemoveBridge(n.PodBridge), os.RemoveAll(filepath.Join(hostsetup.HostLocalRoot, n.networkName)),
+		hostsetup.RemoveCNICache(n.networkName), hostsetup.RemoveCgroup(n.cgroupRoot), os.RemoveAll(n.dir))
 }
 
 // CleanupNode removes what a node killed before it could stop leaves
@@ -156,24 +158,24 @@ func CleanupNode() error {
 	// started them, and the namespaces (and every mount of those nodes)
 	// die with the last of their pods and shims.
 	var otherNodes []string
-	for _, d := range cgroupDirs(nodeCgroupPrefix + "*") {
+	for _, d := range hostsetup.CgroupDirs(nodeCgroupPrefix + "*") {
 		otherNodes = append(otherNodes, filepath.Base(d))
 	}
 	slices.Sort(otherNodes)
 	otherNodes = slices.Compact(otherNodes)
-	err := killCgroup(kubepodsCgroup)
+	err := hostsetup.KillCgroup(kubepodsCgroup)
 	for _, name := range otherNodes {
-		err = errors.Join(err, killCgroup(name))
+		err = errors.Join(err, hostsetup.KillCgroup(name))
 	}
-	err = errors.Join(err, killShims(""), removePodNetwork())
+	err = errors.Join(err, killShims(""), hostsetup.RemovePodNetwork())
 	for _, name := range otherNodes {
-		err = errors.Join(err, removeCgroup(name))
+		err = errors.Join(err, hostsetup.RemoveCgroup(name))
 	}
 	// Loop devices of a dead node's block volumes: over files in its
 	// storage directory, or attached by its kubelet.
-	runDirs := filepath.Join(resolve(os.TempDir()), "vmkit-testenv-")
-	err = errors.Join(err, detachLoops(func(backing string) bool {
-		return (strings.HasPrefix(backing, runDirs) && nodeDirPattern.MatchString(backing)) || under(backing, resolve(KubeletRootDir))
+	runDirs := filepath.Join(hostsetup.Resolve(os.TempDir()), "vmkit-testenv-")
+	err = errors.Join(err, hostsetup.DetachLoops(func(backing string) bool {
+		return (strings.HasPrefix(backing, runDirs) && nodeDirPattern.MatchString(backing)) || hostsetup.Under(backing, hostsetup.Resolve(KubeletRootDir))
 	}))
 	// containerd's sandboxes and root file systems of the dead nodes' run
 	// directory, then the nodes' directories (containerd's images, the
@@ -181,9 +183,9 @@ func CleanupNode() error {
 	// control plane's files are left to the OS's temp cleanup. Only a
 	// cluster holding the node lock has node directories, so every one
 	// found is a dead cluster's.
-	for _, mp := range mountPoints(runDirs) {
+	for _, mp := range hostsetup.MountPoints(runDirs) {
 		if nodeDirPattern.MatchString(mp) {
-			err = errors.Join(err, unmount(mp))
+			err = errors.Join(err, hostsetup.Unmount(mp))
 		}
 	}
 	deadNodes, _ := filepath.Glob(runDirs + "*/node")
@@ -194,12 +196,12 @@ func CleanupNode() error {
 	if _, serr := os.Stat(filepath.Join(KubeletRootDir, nodeMarker)); serr != nil {
 		return err // the kubelet's directory is clean
 	}
-	err = errors.Join(err, unmountUnder(KubeletRootDir+"/"), unmountUnder("/var/run/kubevirt"))
+	err = errors.Join(err, hostsetup.UnmountUnder(KubeletRootDir+"/"), hostsetup.UnmountUnder("/var/run/kubevirt"))
 
 	if _, serr := os.Stat(filepath.Join(KubeletRootDir, rootSharedMarker)); serr == nil {
-		err = errors.Join(err, makeRootPrivate())
+		err = errors.Join(err, hostsetup.MakeRootPrivate())
 	}
-	err = errors.Join(err, removeCgroup(kubepodsCgroup), restoreHugePages(), removeContents(KubeletRootDir))
+	err = errors.Join(err, hostsetup.RemoveCgroup(kubepodsCgroup), hostsetup.RestoreHugePages(), hostsetup.RemoveContents(KubeletRootDir))
 	return err
 }
 

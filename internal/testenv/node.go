@@ -19,6 +19,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vmkit/vmkit/internal/testenv/hostsetup"
 )
 
 // NodeName is the name the kubelet of [Options.Node] registers (the
@@ -40,13 +42,9 @@ func NodeNameAt(i int) string {
 // own directories at the same paths (its own mount namespace, see
 // [NodeOptions.Nodes]).
 const (
-	KubeletRootDir = "/var/lib/kubelet"
-	nodeLockFile   = "/run/vmkit-node.lock"
+	KubeletRootDir = hostsetup.KubeletRootDir
 	nodeMarker     = ".vmkit-node" // in KubeletRootDir: the directory is ours
 	nodeTimeout    = 90 * time.Second
-	// nodeLockWait bounds how long a test waits for another test's node.
-	nodeLockWait   = 15 * time.Minute
-	cgroupRoot     = "/sys/fs/cgroup"
 	kubepodsCgroup = "kubepods"
 	containerdSock = "containerd.sock"
 )
@@ -122,7 +120,7 @@ type Node struct {
 	// StorageDir is the node's local storage, a directory under its run
 	// directory (NodeStorageDirAt): internal/cluster keeps its volumes
 	// there and the backing files of the node's block devices
-	// (AttachLoop). It goes when the node stops, after the loop devices
+	// (hostsetup.AttachLoop). It goes when the node stops, after the loop devices
 	// over files in it or under the kubelet's directory are detached.
 	StorageDir string
 	// PodCIDR is the node's pod network, PodGateway the host's address on
@@ -191,14 +189,14 @@ func newNode(runDir string, i int) *Node {
 		dir:            nodeDir(runDir, i),
 		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i),
 		PodGateway:     fmt.Sprintf("10.244.%d.1", i),
-		PodBridge:      "vmkit-cni" + strconv.Itoa(i),
+		PodBridge:      hostsetup.BridgePrefix + strconv.Itoa(i),
 		KubeletRootDir: KubeletRootDir,
-		networkName:    podNetworkName,
+		networkName:    hostsetup.PodNetworkName,
 	}
 	n.ContainerdSocket = filepath.Join(n.dir, containerdSock)
 	n.StorageDir = NodeStorageDirAt(runDir, i)
 	if i > 0 {
-		n.networkName = podNetworkName + "-" + strconv.Itoa(i+1)
+		n.networkName = hostsetup.PodNetworkName + "-" + strconv.Itoa(i+1)
 		n.cgroupRoot = nodeCgroupPrefix + n.Name
 		n.KubeletRootDir = filepath.Join(n.dir, "kubelet")
 		n.binds = map[string]string{KubeletRootDir: n.KubeletRootDir}
@@ -221,7 +219,7 @@ func newNode(runDir string, i int) *Node {
 // /var/run/kubevirt-private, /var/log/pods and /var/log/containers.
 func (n *Node) HostPath(path string) string {
 	for seen, dir := range n.binds {
-		if under(path, seen) {
+		if hostsetup.Under(path, seen) {
 			return dir + strings.TrimPrefix(path, seen)
 		}
 	}
@@ -281,7 +279,7 @@ func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins ma
 			return err
 		}
 		if i == 0 && opts.HugePages2Mi > 0 {
-			if err := reserveHugePages(opts.HugePages2Mi); err != nil {
+			if err := hostsetup.ReserveHugePages(opts.HugePages2Mi); err != nil {
 				return err
 			}
 		}
@@ -362,17 +360,17 @@ func (e *Env) prepareNode(ctx context.Context, n *Node, bins map[string]string) 
 			return err
 		}
 	}
-	if err := createCgroup(n.cgroupRoot); err != nil {
+	if err := hostsetup.CreateCgroup(n.cgroupRoot); err != nil {
 		return err
 	}
-	if err := createBridge(n.PodBridge, n.PodGateway, n.PodCIDR); err != nil {
+	if err := hostsetup.CreateBridge(n.PodBridge, n.PodGateway, n.PodCIDR); err != nil {
 		return err
 	}
 	var err error
 	if n.mountNS, err = e.startProcess("mountns-"+n.Name, bins["unshare"], "--mount", "--propagation", "slave", "--", bins["sleep"], "infinity"); err != nil {
 		return err
 	}
-	sleep := resolve(bins["sleep"])
+	sleep := hostsetup.Resolve(bins["sleep"])
 	if err := poll(ctx, n.mountNS, "the mount namespace of node "+n.Name, func(context.Context) (bool, string) {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n.MountNamespacePID()))
 		return err == nil && exe == sleep, "running " + exe

@@ -16,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/vmkit/vmkit/internal/testenv/hostsetup"
 )
 
 // TestNode runs a real kubelet and containerd, runs a pod on them and checks
@@ -95,7 +97,7 @@ func TestNode(t *testing.T) {
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if left := mountPoints(env.Dir); len(left) > 0 {
+	if left := hostsetup.MountPoints(env.Dir); len(left) > 0 {
 		t.Errorf("mounts left under %s: %v", env.Dir, left)
 	}
 	procs, _ := os.ReadDir("/proc")
@@ -178,7 +180,7 @@ func testClusterIP(t *testing.T, env *Env) {
 func TestNodeLayout(t *testing.T) {
 	first, second := newNode("/tmp/run", 0), newNode("/tmp/run", 1)
 	if first.Name != NodeName || first.PodCIDR != PodCIDR || first.PodGateway != PodGateway || first.PodBridge != PodBridge ||
-		first.cgroupRoot != "" || first.networkName != podNetworkName || first.StorageDir != NodeStorageDir("/tmp/run") {
+		first.cgroupRoot != "" || first.networkName != hostsetup.PodNetworkName || first.StorageDir != NodeStorageDir("/tmp/run") {
 		t.Errorf("first node %+v, want the single node's layout", first)
 	}
 	if got := first.HostPath("/var/lib/kubelet/pods/x"); got != "/var/lib/kubelet/pods/x" {

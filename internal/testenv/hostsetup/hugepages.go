@@ -1,4 +1,4 @@
-package testenv
+package hostsetup
 
 import (
 	"errors"
@@ -17,11 +17,11 @@ const nrHugePagesFile = "/proc/sys/vm/nr_hugepages"
 // changed it, so that stop (or CleanupNode after a killed run) puts it back.
 const hugePagesMarker = ".vmkit-nr-hugepages"
 
-// reserveHugePages sizes the host's 2 MiB huge page pool to pages before the
+// ReserveHugePages sizes the host's 2 MiB huge page pool to pages before the
 // kubelet starts (it reads the pool once), recording the size it had. The
 // kernel may find fewer free contiguous pages than asked: that is an error
 // naming both numbers.
-func reserveHugePages(pages int) error {
+func ReserveHugePages(pages int) error {
 	before, err := readHugePages()
 	if err != nil {
 		return err
@@ -66,9 +66,9 @@ var makeRoom = []func(){
 	},
 }
 
-// restoreHugePages gives the pool back the size hugePagesMarker recorded
+// RestoreHugePages gives the pool back the size hugePagesMarker recorded
 // and removes the marker; without a marker it does nothing.
-func restoreHugePages() error {
+func RestoreHugePages() error {
 	marker := filepath.Join(KubeletRootDir, hugePagesMarker)
 	data, err := os.ReadFile(marker)
 	if errors.Is(err, os.ErrNotExist) {

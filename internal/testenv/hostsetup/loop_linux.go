@@ -1,4 +1,4 @@
-package testenv
+package hostsetup
 
 import (
 	"errors"
@@ -50,11 +50,11 @@ func AttachLoop(file string) (string, error) {
 	return "", fmt.Errorf("attaching %s: every free loop device was taken before this process could use it", file)
 }
 
-// detachLoops detaches the loop devices whose backing file (the path the
+// DetachLoops detaches the loop devices whose backing file (the path the
 // kernel recorded) match accepts, devices the kubelet attached (below its
 // root directory) first, as they may hold the others open. A device still
 // open is detached by the kernel when its last user closes it.
-func detachLoops(match func(backing string) bool) error {
+func DetachLoops(match func(backing string) bool) error {
 	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	var kubelet, others []string
 	for _, p := range devs {
@@ -66,7 +66,7 @@ func detachLoops(match func(backing string) bool) error {
 		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p)))
 		switch {
 		case !match(backing):
-		case under(backing, resolve(KubeletRootDir)):
+		case Under(backing, Resolve(KubeletRootDir)):
 			kubelet = append(kubelet, dev)
 		default:
 			others = append(others, dev)
@@ -92,8 +92,8 @@ func detachLoop(dev string) error {
 	return nil
 }
 
-// under reports whether path is dir or below it.
-func under(path, dir string) bool {
+// Under reports whether path is dir or below it.
+func Under(path, dir string) bool {
 	dir = strings.TrimSuffix(dir, "/")
 	return path == dir || strings.HasPrefix(path, dir+"/")
 }

@@ -1,4 +1,4 @@
-package testenv
+package hostsetup
 
 import (
 	"bufio"
@@ -11,10 +11,10 @@ import (
 	"syscall"
 )
 
-// mountPoints returns the mount points at or under prefix (symbolic links
+// MountPoints returns the mount points at or under prefix (symbolic links
 // resolved, as /proc/self/mountinfo shows them), deepest first.
-func mountPoints(prefix string) []string {
-	prefix = resolve(prefix)
+func MountPoints(prefix string) []string {
+	prefix = Resolve(prefix)
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -43,30 +43,30 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-// unmountUnder unmounts every mount strictly below prefix.
-func unmountUnder(prefix string) error {
+// UnmountUnder unmounts every mount strictly below prefix.
+func UnmountUnder(prefix string) error {
 	var errs []error
-	for _, mp := range mountPoints(prefix) {
-		if mp == strings.TrimSuffix(resolve(prefix), "/") {
+	for _, mp := range MountPoints(prefix) {
+		if mp == strings.TrimSuffix(Resolve(prefix), "/") {
 			continue
 		}
-		if err := unmount(mp); err != nil {
+		if err := Unmount(mp); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func unmount(path string) error {
+func Unmount(path string) error {
 	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("unmounting %s: %w", path, err)
 	}
 	return nil
 }
 
-// resolve returns path with symbolic links resolved (/var/run is /run),
+// Resolve returns path with symbolic links resolved (/var/run is /run),
 // keeping a trailing slash; a path that does not exist is returned as is.
-func resolve(path string) string {
+func Resolve(path string) string {
 	r, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return path
@@ -77,13 +77,13 @@ func resolve(path string) string {
 	return r
 }
 
-func exists(path string) bool {
+func Exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
 
-// removeContents removes everything in dir but dir itself.
-func removeContents(dir string) error {
+// RemoveContents removes everything in dir but dir itself.
+func RemoveContents(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testenv
+package hostsetup
 
 import "errors"
 
@@ -9,5 +9,5 @@ func AttachLoop(file string) (string, error) {
 	return "", errors.New("loop devices need Linux")
 }
 
-// detachLoops has nothing to detach outside Linux.
-func detachLoops(match func(backing string) bool) error { return nil }
+// DetachLoops has nothing to detach outside Linux.
+func DetachLoops(match func(backing string) bool) error { return nil }

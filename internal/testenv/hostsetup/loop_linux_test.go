@@ -1,4 +1,4 @@
-package testenv
+package hostsetup
 
 import (
 	"os"
@@ -31,7 +31,7 @@ func TestLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(string(data)); got != resolve(file) {
+	if got := strings.TrimSpace(string(data)); got != Resolve(file) {
 		t.Fatalf("%s is backed by %q, want %q", dev, got, file)
 	}
 	fi, err := os.Stat(dev)
@@ -40,13 +40,13 @@ func TestLoop(t *testing.T) {
 	}
 
 	// Another directory's devices stay.
-	if err := detachLoops(func(b string) bool { return under(b, "/nonexistent") }); err != nil {
+	if err := DetachLoops(func(b string) bool { return Under(b, "/nonexistent") }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(backing); err != nil {
 		t.Fatalf("%s was detached: %v", dev, err)
 	}
-	if err := detachLoops(func(b string) bool { return under(b, resolve(dir)) }); err != nil {
+	if err := DetachLoops(func(b string) bool { return Under(b, Resolve(dir)) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(backing); !os.IsNotExist(err) {
@@ -61,8 +61,8 @@ func TestUnder(t *testing.T) {
 	}{
 		{"/a/b", "/a", true}, {"/a", "/a", true}, {"/a", "/a/", true}, {"/ab", "/a", false}, {"/b/a", "/a", false},
 	} {
-		if got := under(c.path, c.dir); got != c.want {
-			t.Errorf("under(%q, %q) = %v, want %v", c.path, c.dir, got, c.want)
+		if got := Under(c.path, c.dir); got != c.want {
+			t.Errorf("Under(%q, %q) = %v, want %v", c.path, c.dir, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package testenv
+package hostsetup
 
 import (
 	"errors"
@@ -11,13 +11,13 @@ import (
 	"time"
 )
 
-// createCgroup creates the cgroup name below the root of every cgroup v1
+// CreateCgroup creates the cgroup name below the root of every cgroup v1
 // hierarchy (or the v2 one) for a kubelet's cgroup root; in the cpuset
 // hierarchy it gets its parent's CPUs and memory nodes, without which no
 // process can join it.
-func createCgroup(name string) error {
+func CreateCgroup(name string) error {
 	hierarchies := []string{cgroupRoot}
-	if !exists(filepath.Join(cgroupRoot, "cgroup.controllers")) {
+	if !Exists(filepath.Join(cgroupRoot, "cgroup.controllers")) {
 		hierarchies, _ = filepath.Glob(filepath.Join(cgroupRoot, "*"))
 	}
 	for _, h := range hierarchies {
@@ -41,10 +41,10 @@ func createCgroup(name string) error {
 	return nil
 }
 
-// killCgroup SIGKILLs every process in the named cgroup, and below it, of
+// KillCgroup SIGKILLs every process in the named cgroup, and below it, of
 // every cgroup v1 hierarchy (or the v2 one).
-func killCgroup(name string) error {
-	dirs := cgroupDirs(name)
+func KillCgroup(name string) error {
+	dirs := CgroupDirs(name)
 	for range 50 {
 		found := false
 		for _, d := range dirs {
@@ -70,19 +70,19 @@ func killCgroup(name string) error {
 	return fmt.Errorf("processes are left in the %s cgroups after SIGKILL", name)
 }
 
-// cgroupDirs are the directories of the named cgroup in every cgroup v1
+// CgroupDirs are the directories of the named cgroup in every cgroup v1
 // hierarchy, or in the v2 one.
-func cgroupDirs(name string) []string {
+func CgroupDirs(name string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", name))
-	if d := filepath.Join(cgroupRoot, name); exists(d) {
+	if d := filepath.Join(cgroupRoot, name); Exists(d) {
 		dirs = append(dirs, d)
 	}
 	return dirs
 }
 
-// removeCgroup removes the (empty) cgroup directories below and of name.
-func removeCgroup(name string) error {
-	dirs := cgroupDirs(name)
+// RemoveCgroup removes the (empty) cgroup directories below and of name.
+func RemoveCgroup(name string) error {
+	dirs := CgroupDirs(name)
 	var errs []error
 	for _, d := range dirs {
 		var all []string
