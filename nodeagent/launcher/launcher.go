@@ -46,6 +46,7 @@ import (
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/console"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -194,7 +195,7 @@ type Launcher struct {
 	last          hypervisor.DomainState
 	final         *client.Status
 	done          chan struct{} // closed when the domain ended
-	console       *consoleHub
+	console       *console.Hub
 	createdAt     []string          // directories this launcher created, removed at the end
 	macs          map[string]string // interface name → MAC the node agent chose
 	dhcp          map[string]bool   // devices a DHCP server answers on
@@ -281,7 +282,7 @@ func New(cfg Config) (*Launcher, error) {
 		h:       cfg.Hypervisor,
 		synced:  make(chan struct{}),
 		done:    make(chan struct{}),
-		console: newConsoleHub(cfg.ConsoleHistory),
+		console: console.New(cfg.ConsoleHistory),
 		macs:    map[string]string{},
 		dhcp:    map[string]bool{},
 		runCtx:  runCtx,

@@ -175,7 +175,7 @@ func TestLauncherLifecycle(t *testing.T) {
 	if _, err := guest.Write([]byte("GUEST-BOOTED\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { past, _, cancel := f.l.console.subscribe(true); cancel(); return len(past) > 0 })
+	waitFor(t, func() bool { past, _, cancel := f.l.console.Subscribe(true); cancel(); return len(past) > 0 })
 	con, err := f.c.Console(ctx, true)
 	if err != nil {
 		t.Fatalf("Console: %v", err)

@@ -117,7 +117,7 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 		klog.FromContext(ctx).Error(err, "incoming domain state", "vmi", l.key())
 		return
 	}
-	if !l.console.live() {
+	if !l.console.Live() {
 		// Connect to the incoming guest's serial console before its state
 		// arrives, as a domain that starts here is attached before it runs:
 		// nothing the guest prints after the switch-over is lost, and the

@@ -145,7 +145,7 @@ func (l *Launcher) end(ctx context.Context, st hypervisor.DomainState, msg strin
 
 	log := klog.FromContext(ctx).WithValues("vmi", l.key())
 	l.cancelThaw()
-	l.console.close()
+	l.console.Close()
 	if defined {
 		if err := l.h.Destroy(ctx, name); err != nil && !errors.Is(err, hypervisor.ErrNotFound) {
 			log.Error(err, "destroying the domain")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/console"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -184,8 +185,8 @@ func upgrade(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWrite
 // serveConsole streams the serial console: the history when asked for,
 // then live output; what the client sends is typed into the guest.
 func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
-	if !l.console.attached() {
-		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: errNoConsole.Error(), Status: l.Status()})
+	if !l.console.Attached() {
+		writeJSON(w, http.StatusConflict, client.ErrorBody{Error: console.ErrNotAttached.Error(), Status: l.Status()})
 		return
 	}
 	history, _ := strconv.ParseBool(r.URL.Query().Get("history"))
@@ -194,7 +195,7 @@ func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
-	past, sub, cancel := l.console.subscribe(history)
+	past, sub, cancel := l.console.Subscribe(history)
 	defer cancel()
 	go func() {
 		// Client → guest; a closed client ends the session.
@@ -216,7 +217,7 @@ func (l *Launcher) serveConsole(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for {
-		p, ok := sub.next()
+		p, ok := sub.Next()
 		if !ok {
 			return
 		}

@@ -1,4 +1,4 @@
-package launcher
+package console
 
 import (
 	"bytes"
@@ -12,8 +12,8 @@ import (
 // burst of short lines (a Linux boot: one console read per line) gets every
 // byte in order, and the end of the console.
 func TestConsoleBurst(t *testing.T) {
-	h := newConsoleHub(64 << 10)
-	_, sub, cancel := h.subscribe(false)
+	h := New(64 << 10)
+	_, sub, cancel := h.Subscribe(false)
 	defer cancel()
 	var want bytes.Buffer
 	for i := range 20000 {
@@ -21,11 +21,11 @@ func TestConsoleBurst(t *testing.T) {
 		want.Write(line)
 		h.publish(line)
 	}
-	h.close()
+	h.Close()
 	var got bytes.Buffer
 	for {
 		time.Sleep(time.Millisecond) // a slow client
-		p, ok := sub.next()
+		p, ok := sub.Next()
 		if !ok {
 			break
 		}
@@ -40,44 +40,44 @@ func TestConsoleBurst(t *testing.T) {
 // is dropped: it gets what was kept for it, then the end, while the hub
 // goes on serving others and keeping its history.
 func TestConsoleSlowClientDropped(t *testing.T) {
-	h := newConsoleHub(1 << 10)
-	_, stuck, cancel := h.subscribe(false)
+	h := New(1 << 10)
+	_, stuck, cancel := h.Subscribe(false)
 	defer cancel()
 	chunk := bytes.Repeat([]byte("x"), 4096)
 	for range h.maxPending()/len(chunk) + 1 {
 		h.publish(chunk)
 	}
-	p, ok := stuck.next()
+	p, ok := stuck.Next()
 	if !ok || len(p) != h.maxPending() {
 		t.Fatalf("dropped client: first next() = %d bytes, %v; want the %d bytes kept for it", len(p), ok, h.maxPending())
 	}
-	if _, ok := stuck.next(); ok {
+	if _, ok := stuck.Next(); ok {
 		t.Error("dropped client: next() after its output = ok, want the end")
 	}
-	past, fresh, cancel2 := h.subscribe(true)
+	past, fresh, cancel2 := h.Subscribe(true)
 	defer cancel2()
 	h.publish([]byte("still here\n"))
 	if len(past) != 1<<10 {
 		t.Errorf("history %d bytes, want 1024", len(past))
 	}
-	if p, ok := fresh.next(); !ok || string(p) != "still here\n" {
+	if p, ok := fresh.Next(); !ok || string(p) != "still here\n" {
 		t.Errorf("a new client got %q, %v", p, ok)
 	}
 }
 
 // TestConsoleCancel: cancel and close end a client's stream.
 func TestConsoleCancel(t *testing.T) {
-	h := newConsoleHub(1 << 10)
-	_, a, cancelA := h.subscribe(false)
-	_, b, cancelB := h.subscribe(false)
+	h := New(1 << 10)
+	_, a, cancelA := h.Subscribe(false)
+	_, b, cancelB := h.Subscribe(false)
 	defer cancelB()
 	cancelA()
-	if _, ok := a.next(); ok {
+	if _, ok := a.Next(); ok {
 		t.Error("cancelled client: next() = ok")
 	}
 	done := make(chan bool)
-	go func() { _, ok := b.next(); done <- ok }()
-	h.close()
+	go func() { _, ok := b.Next(); done <- ok }()
+	h.Close()
 	select {
 	case ok := <-done:
 		if ok {
@@ -86,8 +86,8 @@ func TestConsoleCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("next() still waits after close")
 	}
-	if _, closedSub, _ := h.subscribe(true); closedSub != nil {
-		if _, ok := closedSub.next(); ok {
+	if _, closedSub, _ := h.Subscribe(true); closedSub != nil {
+		if _, ok := closedSub.Next(); ok {
 			t.Error("subscribing to a closed console: next() = ok")
 		}
 	}
@@ -98,21 +98,21 @@ func TestConsoleCancel(t *testing.T) {
 // and a new session (the next attempt's domain) is live again and delivers
 // to the clients that stayed subscribed.
 func TestConsoleLive(t *testing.T) {
-	h := newConsoleHub(64 << 10)
-	defer h.close()
-	if h.live() {
+	h := New(64 << 10)
+	defer h.Close()
+	if h.Live() {
 		t.Fatal("live before any session")
 	}
 	first, guest := net.Pipe()
-	h.attach(first)
-	if !h.live() {
+	h.Attach(first)
+	if !h.Live() {
 		t.Fatal("not live with a session")
 	}
-	_, sub, cancel := h.subscribe(false)
+	_, sub, cancel := h.Subscribe(false)
 	defer cancel()
 	guest.Close()
 	deadline := time.Now().Add(5 * time.Second)
-	for h.live() {
+	for h.Live() {
 		if time.Now().After(deadline) {
 			t.Fatal("still live 5 s after the guest's side closed")
 		}
@@ -120,14 +120,14 @@ func TestConsoleLive(t *testing.T) {
 	}
 	second, guest2 := net.Pipe()
 	defer guest2.Close()
-	h.attach(second)
-	if !h.live() {
+	h.Attach(second)
+	if !h.Live() {
 		t.Fatal("a new session is not live")
 	}
 	go func() { _, _ = guest2.Write([]byte("TICK 1\n")) }()
 	got := make(chan string, 1)
 	go func() {
-		p, _ := sub.next()
+		p, _ := sub.Next()
 		got <- string(p)
 	}()
 	select {
