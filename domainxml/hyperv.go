@@ -1,176 +1,28 @@
 package domainxml
 
 import (
+	"errors"
+
 	"libvirt.org/go/libvirtxml"
 
+	"github.com/vmkit/vmkit/domainxml/internal/hyperv"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// minSpinlockRetries is the least spinlocks.spinlocks KubeVirt accepts (and
-// the Hyper-V specification's default).
-const minSpinlockRetries = 4096
-
-// hypervDependency is a Hyper-V enlightenment another one needs (KubeVirt's
-// virt-api: "'a' requires 'b', which was disabled").
-type hypervDependency struct {
-	name, requires string
-	state, needed  **v1.FeatureState
-}
-
-// convertHyperv sets <hyperv> from spec.domain.features.hyperv (each
-// enlightenment on or off as its enabled says, on when unset, as KubeVirt's
-// converter) or hypervPassthrough (mode passthrough: every enlightenment
-// the hypervisor has). As KubeVirt's VMI mutator does, an enlightenment
-// another one needs (vpindex for synic, ipi and tlbflush; synic for
-// synictimer; vapic for evmcs) is turned on when left unset, and refused
-// when turned off. Under Options.Emulation (QEMU's TCG) vpindex, and so
-// synic, synictimer, tlbflush and ipi, are errors naming the field: QEMU
-// refuses to start a TCG guest with them. evmcs (enlightened VMCS, for
-// nested Hyper-V) needs the host's VMX: an error under emulation, and on
-// KVM it needs the vmx CPU feature required, as KubeVirt checks.
+// convertHyperv sets <hyperv> from spec.domain.features.hyperv or
+// hypervPassthrough (hyperv.Convert), its errors *FieldError.
 func (c *converter) convertHyperv(fl *libvirtxml.DomainFeatureList) error {
-	f := c.spec.Features
-	const field = "spec.domain.features.hyperv"
-	if f.Hyperv != nil && f.HypervPassthrough != nil {
-		return fieldErrorf(field, "cannot be set together with spec.domain.features.hypervPassthrough")
+	hv, err := hyperv.Convert(c.spec.Features, c.spec.CPU, c.opts.arch.name, c.opts.Emulation)
+	if fe := (*hyperv.FieldError)(nil); errors.As(err, &fe) {
+		return fieldErrorf(fe.Field, "%s", fe.Message)
+	} else if err != nil {
+		return err
 	}
-	if f.HypervPassthrough != nil {
-		if !enabled(f.HypervPassthrough.Enabled, false) {
-			return nil
-		}
-		if c.opts.arch.name != "amd64" {
-			return fieldErrorf("spec.domain.features.hypervPassthrough", "not supported on %s", c.opts.arch.name)
-		}
-		fl.HyperV = &libvirtxml.DomainFeatureHyperV{Mode: "passthrough"}
-		return nil
+	if hv != nil {
+		fl.HyperV = hv
 	}
-	if f.Hyperv == nil {
-		return nil
-	}
-	if c.opts.arch.name != "amd64" {
-		return fieldErrorf(field, "not supported on %s", c.opts.arch.name)
-	}
-	h := f.Hyperv.DeepCopy() // dependencies are filled in on the copy
-	var synicTimer, tlbFlush *v1.FeatureState
-	if h.SyNICTimer != nil {
-		synicTimer = &h.SyNICTimer.FeatureState
-	}
-	if h.TLBFlush != nil {
-		tlbFlush = &h.TLBFlush.FeatureState
-	}
-	// synictimer comes before synic, so that a synic it turns on gets
-	// its vpindex (KubeVirt's order).
-	for _, d := range []hypervDependency{
-		{"evmcs", "vapic", &h.EVMCS, &h.VAPIC},
-		{"ipi", "vpindex", &h.IPI, &h.VPIndex},
-		{"tlbflush", "vpindex", &tlbFlush, &h.VPIndex},
-		{"synictimer", "synic", &synicTimer, &h.SyNIC},
-		{"synic", "vpindex", &h.SyNIC, &h.VPIndex},
-	} {
-		if *d.state == nil || !enabled((*d.state).Enabled, true) {
-			continue
-		}
-		switch need := *d.needed; {
-		case need == nil:
-			*d.needed = &v1.FeatureState{Enabled: ptrTo(true)}
-		case !enabled(need.Enabled, true):
-			return fieldErrorf(field+"."+d.name, "requires %s.%s, which is disabled", field, d.requires)
-		}
-	}
-
-	hv := &libvirtxml.DomainFeatureHyperV{
-		Relaxed:         featureState(h.Relaxed),
-		VAPIC:           featureState(h.VAPIC),
-		VPIndex:         featureState(h.VPIndex),
-		Runtime:         featureState(h.Runtime),
-		Synic:           featureState(h.SyNIC),
-		Reset:           featureState(h.Reset),
-		Frequencies:     featureState(h.Frequencies),
-		ReEnlightenment: featureState(h.Reenlightenment),
-		IPI:             featureState(h.IPI),
-		EVMCS:           featureState(h.EVMCS),
-	}
-	if s := h.Spinlocks; s != nil {
-		hv.Spinlocks = &libvirtxml.DomainFeatureHyperVSpinlocks{DomainFeatureState: libvirtxml.DomainFeatureState{State: onOff(enabled(s.Enabled, true))}}
-		if s.Retries != nil {
-			if *s.Retries < minSpinlockRetries {
-				return fieldErrorf(field+".spinlocks.spinlocks", "%d retries, want at least %d", *s.Retries, minSpinlockRetries)
-			}
-			hv.Spinlocks.Retries = uint(*s.Retries)
-		} else if hv.Spinlocks.State == "on" {
-			hv.Spinlocks.Retries = minSpinlockRetries // libvirt wants a count with state on
-		}
-	}
-	if v := h.VendorID; v != nil {
-		on := enabled(v.Enabled, true)
-		if on && !isToken(v.VendorID, 12, "") {
-			return fieldErrorf(field+".vendorid.vendorid", "%q is not a vendor id of 1 to 12 letters and digits", v.VendorID)
-		}
-		hv.VendorId = &libvirtxml.DomainFeatureHyperVVendorId{DomainFeatureState: libvirtxml.DomainFeatureState{State: onOff(on)}}
-		if on {
-			hv.VendorId.Value = v.VendorID
-		}
-	}
-	if t := h.SyNICTimer; t != nil {
-		hv.STimer = &libvirtxml.DomainFeatureHyperVSTimer{DomainFeatureState: libvirtxml.DomainFeatureState{State: onOff(enabled(t.Enabled, true))}, Direct: featureState(t.Direct)}
-	}
-	if t := h.TLBFlush; t != nil {
-		hv.TLBFlush = &libvirtxml.DomainFeatureHyperVTLBFlush{DomainFeatureState: libvirtxml.DomainFeatureState{State: onOff(enabled(t.Enabled, true))},
-			Direct: featureState(t.Direct), Extended: featureState(t.Extended)}
-	}
-	if c.opts.Emulation {
-		// QEMU 7.2 under TCG refuses to start with hv-vpindex ("kernel
-		// doesn't allow setting HyperV VP_INDEX"); what needs it goes too.
-		for _, e := range []struct {
-			name string
-			on   bool
-		}{
-			{"vpindex", isOn(hv.VPIndex)}, {"synic", isOn(hv.Synic)}, {"synictimer", hv.STimer != nil && hv.STimer.State == "on"},
-			{"tlbflush", hv.TLBFlush != nil && hv.TLBFlush.State == "on"}, {"ipi", isOn(hv.IPI)},
-		} {
-			if e.on {
-				return fieldErrorf(field+"."+e.name, "needs the Hyper-V VP index, which QEMU cannot give a guest under TCG emulation (only under KVM)")
-			}
-		}
-	}
-	if hv.EVMCS != nil && hv.EVMCS.State == "on" {
-		if c.opts.Emulation {
-			return fieldErrorf(field+".evmcs", "enlightened VMCS needs the host's VMX (KVM); QEMU's TCG emulation has none")
-		}
-		if !requiresCPUFeature(c.spec.CPU, "vmx") {
-			return fieldErrorf("spec.domain.cpu.features", "the vmx CPU feature with policy require is needed when evmcs is set")
-		}
-	}
-	fl.HyperV = hv
 	return nil
 }
-
-// requiresCPUFeature reports whether cpu.features has name with policy
-// require (the default).
-func requiresCPUFeature(cpu *v1.CPU, name string) bool {
-	if cpu == nil {
-		return false
-	}
-	for _, f := range cpu.Features {
-		if f.Name == name && (f.Policy == "" || f.Policy == "require") {
-			return true
-		}
-	}
-	return false
-}
-
-// featureState is a Hyper-V enlightenment's state: on unless enabled is
-// false; nil when unset.
-func featureState(s *v1.FeatureState) *libvirtxml.DomainFeatureState {
-	if s == nil {
-		return nil
-	}
-	return &libvirtxml.DomainFeatureState{State: onOff(enabled(s.Enabled, true))}
-}
-
-func isOn(s *libvirtxml.DomainFeatureState) bool { return s != nil && s.State == "on" }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // hypervTimer is the hypervclock timer of spec.domain.clock.timer.hyperv
 // (Hyper-V's reference time counter, hv-time).
