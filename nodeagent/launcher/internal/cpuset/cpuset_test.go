@@ -1,4 +1,4 @@
-package launcher
+package cpuset
 
 import (
 	"path/filepath"
@@ -27,9 +27,9 @@ func TestHostNUMANodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := AffinityCPUs()
+	cpus, err := Affinity()
 	if err != nil || len(cpus) == 0 {
-		t.Fatalf("AffinityCPUs: %v, %v", cpus, err)
+		t.Fatalf("Affinity: %v, %v", cpus, err)
 	}
 	if len(nodes) == 0 {
 		// A kernel without NUMA: then there is no node directory.
