@@ -36,4 +36,3 @@ func (l *Launcher) dedicatedCPUs(vmi *v1.VirtualMachineInstance) ([]uint, error)
 	}
 	return cpus, nil
 }
-

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/qga"
 )
 
 // errNotAllowed: a guest agent command outside IsGuestAgentCommand's list.
@@ -49,9 +50,9 @@ func (l *Launcher) agentCommand(ctx context.Context, command string, timeout tim
 	defer cancel()
 	out, err := l.h.GuestAgentCommand(ctx, domain, `{"execute":"`+command+`"}`)
 	if err != nil {
-		return nil, fmt.Errorf("%s on VMI %s: %w", command, l.key(), agentTimedOut(err, timeout))
+		return nil, fmt.Errorf("%s on VMI %s: %w", command, l.key(), qga.TimedOut(err, timeout))
 	}
-	return parseAgentReply(command, out)
+	return qga.ParseReply(command, out)
 }
 
 // startedDomain returns the name of the started domain, or the error for
@@ -69,38 +70,6 @@ func (l *Launcher) startedDomain(op string) (string, error) {
 	return l.domain, nil
 }
 
-// agentTimedOut makes a guest agent call that ran out of time an
-// hypervisor.ErrAgentUnavailable: an agent that does not answer in time is
-// not connected.
-func agentTimedOut(err error, timeout time.Duration) error {
-	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, hypervisor.ErrAgentUnavailable) {
-		return fmt.Errorf("%w: no answer in %v", hypervisor.ErrAgentUnavailable, timeout)
-	}
-	return err
-}
-
-// parseAgentReply returns the "return" member of a QMP reply, or the
-// agent's error.
-func parseAgentReply(command, reply string) (json.RawMessage, error) {
-	var r struct {
-		Return json.RawMessage `json:"return"`
-		Error  *struct {
-			Class string `json:"class"`
-			Desc  string `json:"desc"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(reply), &r); err != nil {
-		return nil, fmt.Errorf("%s: malformed guest agent reply %.200q: %w", command, reply, err)
-	}
-	if r.Error != nil {
-		return nil, fmt.Errorf("%s: guest agent error %s: %s", command, r.Error.Class, r.Error.Desc)
-	}
-	if len(r.Return) == 0 {
-		return nil, fmt.Errorf("%s: guest agent reply without a return value: %.200q", command, reply)
-	}
-	return r.Return, nil
-}
-
 // agentCall runs a guest agent command with arguments, for the launcher's
 // own use (never for its clients: see IsGuestAgentCommand).
 func (l *Launcher) agentCall(ctx context.Context, command string, args any) error {
@@ -108,7 +77,7 @@ func (l *Launcher) agentCall(ctx context.Context, command string, args any) erro
 	if err != nil {
 		return err
 	}
-	b, err := agentRequest(command, args)
+	b, err := qga.Request(command, args)
 	if err != nil {
 		return err
 	}
@@ -117,17 +86,8 @@ func (l *Launcher) agentCall(ctx context.Context, command string, args any) erro
 	defer cancel()
 	out, err := l.h.GuestAgentCommand(ctx, domain, b)
 	if err != nil {
-		return fmt.Errorf("%s: %w", command, agentTimedOut(err, timeout))
+		return fmt.Errorf("%s: %w", command, qga.TimedOut(err, timeout))
 	}
-	_, err = parseAgentReply(command, out)
+	_, err = qga.ParseReply(command, out)
 	return err
-}
-
-// agentRequest is the guest agent's JSON request for command with args.
-func agentRequest(command string, args any) (string, error) {
-	b, err := json.Marshal(struct {
-		Execute   string `json:"execute"`
-		Arguments any    `json:"arguments"`
-	}{command, args})
-	return string(b), err
 }

@@ -72,18 +72,3 @@ func TestLauncherGuestAgent(t *testing.T) {
 		t.Errorf("a hanging agent: %v after %v, want ErrAgentUnavailable after 100ms", err, time.Since(begin))
 	}
 }
-
-func TestParseAgentReply(t *testing.T) {
-	for _, tc := range []struct{ reply, want, wantErr string }{
-		{`{"return":{}}`, `{}`, ""},
-		{`{"return":[{"name":"eth0"}]}`, `[{"name":"eth0"}]`, ""},
-		{`{"error":{"class":"CommandNotFound","desc":"The command guest-x has not been found"}}`, "", "CommandNotFound: The command guest-x has not been found"},
-		{`{}`, "", "without a return value"},
-		{`garbage`, "", "malformed"},
-	} {
-		got, err := parseAgentReply("cmd", tc.reply)
-		if string(got) != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("parseAgentReply(%s) = %s, %v; want %s, error containing %q", tc.reply, got, err, tc.want, tc.wantErr)
-		}
-	}
-}

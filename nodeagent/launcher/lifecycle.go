@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/qga"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -40,7 +41,7 @@ func (l *Launcher) SoftReboot(ctx context.Context, method hypervisor.RebootMetho
 	defer cancel()
 	if err := l.h.Reboot(ctx, domain, method); err != nil {
 		if method == hypervisor.RebootGuestAgent {
-			err = agentTimedOut(err, timeout)
+			err = qga.TimedOut(err, timeout)
 		}
 		return l.Status(), fmt.Errorf("soft reboot of VMI %s: %w", l.key(), err)
 	}

@@ -2,28 +2,19 @@ package launcher
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/qga"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// maxProbeOutput bounds ProbeResult.Output, as the kubelet bounds an exec
-// probe's output.
-const maxProbeOutput = 10 << 10
 
 // errNoSuchProbe: the VMI has no probe of that kind that runs through the
 // guest agent.
 var errNoSuchProbe = errors.New("no such probe")
-
-// execPoll is how often an exec probe asks the guest agent whether its
-// command ended.
-const execPoll = 100 * time.Millisecond
 
 // Probe runs the VMI's readiness or liveness probe that goes through the
 // QEMU guest agent, as KubeVirt's virt-probe does for the launcher pod's
@@ -75,90 +66,12 @@ func (l *Launcher) Probe(ctx context.Context, kind client.ProbeKind, timeout tim
 		}
 		return client.ProbeResult{Success: true}, nil
 	}
-	return l.guestExec(ctx, probe.Exec.Command, timeout), nil
-}
-
-// guestExec runs argv in the guest through the agent and waits for it to
-// exit, at most timeout in all.
-func (l *Launcher) guestExec(ctx context.Context, argv []string, timeout time.Duration) client.ProbeResult {
 	domain, err := l.startedDomain("guest-exec")
 	if err != nil {
-		return client.ProbeResult{Message: err.Error()}
+		return client.ProbeResult{Message: err.Error()}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	call := func(command string, args any, into any) error {
-		b, err := agentRequest(command, args)
-		if err != nil {
-			return err
-		}
-		out, err := l.h.GuestAgentCommand(ctx, domain, b)
-		if err != nil {
-			return fmt.Errorf("%s on VMI %s: %w", command, l.key(), agentTimedOut(err, timeout))
-		}
-		ret, err := parseAgentReply(command, out)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(ret, into)
+	send := func(ctx context.Context, request string) (string, error) {
+		return l.h.GuestAgentCommand(ctx, domain, request)
 	}
-	var started struct {
-		PID int64 `json:"pid"`
-	}
-	if err := call("guest-exec", struct {
-		Path          string   `json:"path"`
-		Arg           []string `json:"arg,omitempty"`
-		CaptureOutput bool     `json:"capture-output"`
-	}{argv[0], argv[1:], true}, &started); err != nil {
-		return client.ProbeResult{Message: err.Error()}
-	}
-	for {
-		var st struct {
-			Exited   bool   `json:"exited"`
-			ExitCode *int   `json:"exitcode"`
-			Signal   *int   `json:"signal"`
-			OutData  string `json:"out-data"`
-			ErrData  string `json:"err-data"`
-		}
-		if err := call("guest-exec-status", struct {
-			PID int64 `json:"pid"`
-		}{started.PID}, &st); err != nil {
-			return client.ProbeResult{Message: err.Error()}
-		}
-		if st.Exited {
-			r := client.ProbeResult{Output: decodeOutput(st.OutData) + decodeOutput(st.ErrData)}
-			if len(r.Output) > maxProbeOutput {
-				r.Output = r.Output[:maxProbeOutput]
-			}
-			switch {
-			case st.ExitCode != nil:
-				r.ExitCode = *st.ExitCode
-				r.Success = r.ExitCode == 0
-				if !r.Success {
-					r.Message = fmt.Sprintf("%q exited with %d in the guest", argv[0], r.ExitCode)
-				}
-			case st.Signal != nil:
-				r.ExitCode = 128 + *st.Signal
-				r.Message = fmt.Sprintf("%q was killed by signal %d in the guest", argv[0], *st.Signal)
-			default:
-				r.ExitCode = 1
-				r.Message = fmt.Sprintf("%q ended in the guest without an exit code", argv[0])
-			}
-			return r
-		}
-		select {
-		case <-ctx.Done():
-			return client.ProbeResult{Message: fmt.Sprintf("%q did not exit in the guest within %v", argv[0], timeout)}
-		case <-time.After(execPoll):
-		}
-	}
-}
-
-// decodeOutput decodes the agent's base64 output, or returns it as it came.
-func decodeOutput(s string) string {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return s
-	}
-	return string(b)
+	return qga.Exec(ctx, send, l.key(), probe.Exec.Command, timeout), nil
 }

@@ -1,4 +1,4 @@
-package launcher
+package qga
 
 import (
 	"encoding/json"
@@ -7,16 +7,16 @@ import (
 )
 
 // FuzzAgentReply: a guest agent's reply, the guest's to write, never makes
-// parseAgentReply panic; what it returns is the reply's JSON "return".
+// ParseReply panic; what it returns is the reply's JSON "return".
 func FuzzAgentReply(f *testing.F) {
 	for _, s := range []string{`{"return":{"id":"debian"}}`, `{"return":[]}`, `{"error":{"class":"GenericError","desc":"x"}}`,
 		`{"return":null}`, `{}`, `not json`, `{"return":"` + strings.Repeat("a", 300) + `"}`, `[1,2]`, ``} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, reply string) {
-		ret, err := parseAgentReply("guest-get-osinfo", reply)
+		ret, err := ParseReply("guest-get-osinfo", reply)
 		if err == nil && !json.Valid(ret) {
-			t.Errorf("parseAgentReply(%q) returned invalid JSON %q", reply, ret)
+			t.Errorf("ParseReply(%q) returned invalid JSON %q", reply, ret)
 		}
 	})
 }
