@@ -47,6 +47,7 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/launcher/internal/console"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/passt"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -201,7 +202,7 @@ type Launcher struct {
 	dhcp          map[string]bool   // devices a DHCP server answers on
 	passtIface    string            // the interface with the passtBinding, from the node agent
 	passtArgs     []string          // passt's port arguments for it (network.PasstArgs)
-	passt         *passtProcess     // the running passt (passt.go)
+	passt         *passt.Process    // the running passt (passt.go)
 	steps         client.StartSteps // when the start's steps ended
 	runCtx        context.Context   // ends when Run returns; DHCP servers live as long
 	stopRun       context.CancelFunc
