@@ -6,6 +6,7 @@ import (
 
 	"github.com/vmkit/vmkit/domainxml"
 	"github.com/vmkit/vmkit/nodeagent/launcher/internal/diskimage"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/vmstate"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -39,7 +40,8 @@ func (l *Launcher) prepare(ctx context.Context, vmi *v1.VirtualMachineInstance) 
 	if err != nil {
 		return opts, created, err
 	}
-	if err := l.persistentState(vmi, &opts); err != nil {
+	state := vmstate.Dirs{VMStateDir: l.cfg.VMStateDir, SwtpmStorageDir: l.cfg.SwtpmStorageDir}
+	if err := state.Persist(vmi, &opts); err != nil {
 		return opts, created, err
 	}
 	return opts, created, nil

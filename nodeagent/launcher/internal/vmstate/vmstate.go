@@ -1,4 +1,7 @@
-package launcher
+// Package vmstate keeps a VMI's persistent state (its TPM's and its EFI
+// variable store) on the VMI's backend-storage claim, mounted in the
+// launcher's pod, as KubeVirt's launcher does.
+package vmstate
 
 import (
 	"errors"
@@ -11,11 +14,21 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// persistentState points the domain's persistent state at the VMI's
-// backend-storage claim (Config.VMStateDir), as KubeVirt's launcher does:
+// Dirs are where the backend-storage claim is mounted and where the
+// hypervisor keeps TPM state, launcher.Config's fields of the same names.
+type Dirs struct {
+	// VMStateDir is where the VMI's backend-storage claim is mounted.
+	VMStateDir string
+	// SwtpmStorageDir is where the hypervisor keeps the state of emulated
+	// TPMs.
+	SwtpmStorageDir string
+}
+
+// Persist points the domain's persistent state at the VMI's
+// backend-storage claim (d.VMStateDir), as KubeVirt's launcher does:
 //
 //   - a persistent TPM (devices.tpm.persistent): the hypervisor's TPM state
-//     directory (Config.SwtpmStorageDir) becomes a link to
+//     directory (d.SwtpmStorageDir) becomes a link to
 //     <VMStateDir>/swtpm, where libvirt keeps the state under the domain's
 //     UUID, the VM's firmware UUID, so the next VMI of the VM finds it;
 //   - a persistent EFI variable store (firmware.bootloader.efi.persistent):
@@ -24,7 +37,7 @@ import (
 //     and keeps when the domain is undefined (outside its own directory).
 //
 // A VMI without persistent state is left alone.
-func (l *Launcher) persistentState(vmi *v1.VirtualMachineInstance, opts *domainxml.Options) error {
+func (d Dirs) Persist(vmi *v1.VirtualMachineInstance, opts *domainxml.Options) error {
 	spec := &vmi.Spec
 	if !v1.NeedsBackendStorage(spec) {
 		return nil
@@ -33,7 +46,7 @@ func (l *Launcher) persistentState(vmi *v1.VirtualMachineInstance, opts *domainx
 	if v1.PersistentTPM(spec) {
 		field = "spec.domain.devices.tpm.persistent"
 	}
-	dir := l.cfg.VMStateDir
+	dir := d.VMStateDir
 	if dir == "" {
 		return fmt.Errorf("%s: the launcher has no backend storage (--vm-state-dir)", field)
 	}
@@ -41,10 +54,10 @@ func (l *Launcher) persistentState(vmi *v1.VirtualMachineInstance, opts *domainx
 		return fmt.Errorf("%s: the backend-storage claim %s is not mounted at %s: %v", field, v1.BackendStorageClaimName(vmi.Name), dir, err)
 	}
 	if v1.PersistentTPM(spec) {
-		if l.cfg.SwtpmStorageDir == "" {
+		if d.SwtpmStorageDir == "" {
 			return fmt.Errorf("spec.domain.devices.tpm.persistent: the launcher does not know where the hypervisor keeps TPM state")
 		}
-		if err := linkDir(filepath.Join(dir, "swtpm"), l.cfg.SwtpmStorageDir); err != nil {
+		if err := linkDir(filepath.Join(dir, "swtpm"), d.SwtpmStorageDir); err != nil {
 			return fmt.Errorf("spec.domain.devices.tpm.persistent: %w", err)
 		}
 	}

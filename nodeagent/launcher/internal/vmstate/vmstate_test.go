@@ -1,4 +1,4 @@
-package launcher
+package vmstate
 
 import (
 	"os"
@@ -19,13 +19,13 @@ import (
 func TestPersistentState(t *testing.T) {
 	dir := t.TempDir()
 	state, swtpm := filepath.Join(dir, "vm-state"), filepath.Join(dir, "config", "libvirt", "qemu", "swtpm")
-	l := &Launcher{cfg: Config{VMStateDir: state, SwtpmStorageDir: swtpm}}
+	d := Dirs{VMStateDir: state, SwtpmStorageDir: swtpm}
 	on := true
 	vmi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}}
 	vmi.Spec.Domain.Devices.TPM = &v1.TPMDevice{Persistent: &on}
 
 	var opts domainxml.Options
-	err := l.persistentState(vmi, &opts)
+	err := d.Persist(vmi, &opts)
 	if err == nil || !strings.HasPrefix(err.Error(), "spec.domain.devices.tpm.persistent: the backend-storage claim persistent-state-for-vm is not mounted at "+state) {
 		t.Fatalf("without the claim mounted: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestPersistentState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // idempotent: a launcher syncs again
-		if err := l.persistentState(vmi, &opts); err != nil {
+		if err := d.Persist(vmi, &opts); err != nil {
 			t.Fatal(err)
 		}
 		if dest, err := os.Readlink(swtpm); err != nil || dest != filepath.Join(state, "swtpm") {
@@ -48,18 +48,18 @@ func TestPersistentState(t *testing.T) {
 	}
 
 	// State that is not on the backend storage is never thrown away.
-	other := &Launcher{cfg: Config{VMStateDir: state, SwtpmStorageDir: filepath.Join(dir, "full")}}
+	other := Dirs{VMStateDir: state, SwtpmStorageDir: filepath.Join(dir, "full")}
 	if err := os.MkdirAll(filepath.Join(dir, "full", "some-uuid"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.persistentState(vmi, &opts); err == nil || !strings.Contains(err.Error(), "already holds TPM state") {
+	if err := other.Persist(vmi, &opts); err == nil || !strings.Contains(err.Error(), "already holds TPM state") {
 		t.Errorf("over a directory holding state: %v", err)
 	}
 
 	efi := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm"}}
 	efi.Spec.Domain.Firmware = &v1.Firmware{Bootloader: &v1.Bootloader{EFI: &v1.EFI{Persistent: &on}}}
 	opts = domainxml.Options{}
-	if err := (&Launcher{cfg: Config{VMStateDir: state}}).persistentState(efi, &opts); err != nil {
+	if err := (Dirs{VMStateDir: state}).Persist(efi, &opts); err != nil {
 		t.Fatal(err)
 	}
 	if want := filepath.Join(state, "nvram"); opts.Firmware.NVRAMDir != want {
@@ -68,7 +68,7 @@ func TestPersistentState(t *testing.T) {
 	if fi, err := os.Stat(opts.Firmware.NVRAMDir); err != nil || !fi.IsDir() {
 		t.Errorf("NVRAM dir not created: %v", err)
 	}
-	if err := (&Launcher{cfg: Config{VMStateDir: state}}).persistentState(vmi, &opts); err == nil || !strings.Contains(err.Error(), "spec.domain.devices.tpm.persistent") {
+	if err := (Dirs{VMStateDir: state}).Persist(vmi, &opts); err == nil || !strings.Contains(err.Error(), "spec.domain.devices.tpm.persistent") {
 		t.Errorf("a persistent TPM where the launcher does not know libvirt's TPM directory: %v", err)
 	}
 }
