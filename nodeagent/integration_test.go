@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
@@ -76,11 +77,11 @@ type testNode struct {
 // localnode.GuestFiles).
 func startNode(t *testing.T) *testNode {
 	t.Helper()
-	uri := testenv.RequireLibvirt(t)
+	uri := libvirtenv.RequireLibvirt(t)
 	if strings.HasPrefix(uri, "test:") {
-		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)", testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
+		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)", libvirtenv.LibvirtURIEnv, uri, libvirtenv.LibvirtURIEnv)
 	}
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	guestDir := filepath.Dir(guest.Kernel)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
@@ -667,7 +668,7 @@ func TestNodeLifecycle(t *testing.T) {
 // and thaws the guest's file systems and soft-reboots it through the agent,
 // and resets it.
 func TestGuestAgent(t *testing.T) {
-	initrd := filepath.Join(filepath.Dir(testenv.RequireGuest(t).Kernel), localnode.AgentInitramfs)
+	initrd := filepath.Join(filepath.Dir(libvirtenv.RequireGuest(t).Kernel), localnode.AgentInitramfs)
 	if fi, err := os.Stat(initrd); err != nil || fi.Size() == 0 {
 		t.Fatalf("test guest file %s missing (%v); build it with: hack/make-guest.sh (as root)", initrd, err)
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -93,7 +93,7 @@ type nonRootLauncher struct {
 	c       *client.Client
 	dirs    map[string]string
 	uid, ns string
-	guest   testenv.Guest
+	guest   libvirtenv.Guest
 	logPath string
 	bin     string
 	exited  chan error // the launcher's exit; put the value back after reading it
@@ -115,7 +115,7 @@ func startNonRootLauncher(t *testing.T, args ...string) *nonRootLauncher {
 			}
 		}
 	}
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 
 	// A world-traversable base: t.TempDir's parents are root's alone. Its
 	// private directory's path is as long as the pod's

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 )
 
@@ -20,8 +21,8 @@ import (
 // someone runs the demo.
 func demoOptions(t *testing.T) (Options, *bytes.Buffer) {
 	t.Helper()
-	uri := testenv.RequireLibvirt(t)
-	guest := testenv.RequireGuest(t)
+	uri := libvirtenv.RequireLibvirt(t)
+	guest := libvirtenv.RequireGuest(t)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)

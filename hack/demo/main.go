@@ -42,6 +42,7 @@ import (
 
 	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor/libvirt"
 	"github.com/vmkit/vmkit/nodeagent/localnode"
@@ -81,8 +82,8 @@ func main() {
 	o := Options{Out: os.Stdout, NodeName: "node01", Namespace: "default"}
 	flag.StringVar(&o.Manifest, "manifest", filepath.Join(root, "examples/vm-tiny.yaml"), "VirtualMachine to apply")
 	flag.StringVar(&o.Launcher, "launcher", filepath.Join(root, "_output/bin/virt-launcher"), "virt-launcher binary")
-	flag.StringVar(&o.GuestDir, "guest-dir", envOr(testenv.GuestDirEnv, filepath.Join(root, "_output/guest")), "directory of the tiny guest")
-	flag.StringVar(&o.LibvirtURI, "libvirt-uri", envOr(testenv.LibvirtURIEnv, testenv.DefaultLibvirtURI), "libvirt of this node")
+	flag.StringVar(&o.GuestDir, "guest-dir", envOr(libvirtenv.GuestDirEnv, filepath.Join(root, "_output/guest")), "directory of the tiny guest")
+	flag.StringVar(&o.LibvirtURI, "libvirt-uri", envOr(libvirtenv.LibvirtURIEnv, libvirtenv.DefaultLibvirtURI), "libvirt of this node")
 	flag.BoolVar(&o.Wait, "wait", false, "keep everything running until interrupted")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 )
 
 // ForceEmulationEnv, when "1" or "true", makes the local cluster emulate
@@ -64,7 +65,7 @@ func probeKVM() (bool, string) {
 	if v != kvmAPIVersion {
 		return false, fmt.Sprintf("/dev/kvm: KVM API version %d, want %d", v, kvmAPIVersion)
 	}
-	dir := os.Getenv(testenv.GuestDirEnv)
+	dir := os.Getenv(libvirtenv.GuestDirEnv)
 	if dir == "" {
 		root, err := testenv.ModuleRoot()
 		if err != nil {

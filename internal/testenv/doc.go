@@ -40,4 +40,10 @@
 // cgroup root, pod network and, in a mount namespace of its own, its own
 // /var/lib/kubelet; pods on different nodes reach each other through the
 // host. See docs/cluster.md.
+//
+// Two subpackages stand apart: hostsetup, the host state a node changes
+// and restores (mounts, loop devices for block volumes with
+// [hostsetup.AttachLoop], cgroups, huge pages, pod network bridges), and
+// libvirtenv, a working libvirt and the test guest for tests that need no
+// cluster.
 package testenv

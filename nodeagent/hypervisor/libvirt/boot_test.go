@@ -22,7 +22,7 @@ import (
 	golibvirt "libvirt.org/go/libvirt"
 
 	"github.com/vmkit/vmkit/domainxml"
-	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -84,19 +84,19 @@ func defineTinyGuest(t *testing.T, h *Hypervisor, xml, name string) hypervisor.D
 // missing or libvirt's mock driver, which runs no guest.
 func requireQEMU(t *testing.T) string {
 	t.Helper()
-	uri := testenv.RequireLibvirt(t)
+	uri := libvirtenv.RequireLibvirt(t)
 	if strings.HasPrefix(uri, "test:") {
 		t.Fatalf("%s=%s is libvirt's mock driver, which runs no guest; this test needs QEMU (unset %s)",
-			testenv.LibvirtURIEnv, uri, testenv.LibvirtURIEnv)
+			libvirtenv.LibvirtURIEnv, uri, libvirtenv.LibvirtURIEnv)
 	}
 	return uri
 }
 
 // requireAgentGuest returns the test guest and its initramfs with Debian's
 // QEMU guest agent (initramfs-agent.cpio.gz).
-func requireAgentGuest(t *testing.T) (testenv.Guest, string) {
+func requireAgentGuest(t *testing.T) (libvirtenv.Guest, string) {
 	t.Helper()
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	initrd := filepath.Join(filepath.Dir(guest.IdleInitramfs), "initramfs-agent.cpio.gz")
 	if _, err := os.Stat(initrd); err != nil {
 		t.Fatalf("the guest agent test guest is missing (%v); build it with: hack/make-guest.sh (as root)", err)
@@ -134,7 +134,7 @@ func tinyGuestXML(t *testing.T, vmi *v1.VirtualMachineInstance, kernel, initrd, 
 // checking the state after every step.
 func TestBootTinyGuest(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	dir := t.TempDir()
@@ -230,7 +230,7 @@ func TestBootTinyGuest(t *testing.T) {
 // reboot the domain would end after one boot.
 func TestRebootACPI(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	dir := t.TempDir()
@@ -295,7 +295,7 @@ func TestRebootACPI(t *testing.T) {
 // guest booting again once resumed. A shut-off domain cannot be reset.
 func TestReset(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	dir := t.TempDir()
@@ -550,7 +550,7 @@ func agentExec(t *testing.T, h *Hypervisor, name, script string) string {
 // shut-off domain.
 func TestSetVCPUs(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	h := newTestHypervisor(t, uri)
 
 	vmi := tinyGuestVMI("vcpus-"+randomSuffix(t), types.UID(randomUUID(t)))

@@ -15,7 +15,7 @@ import (
 	golibvirt "libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
@@ -110,7 +110,7 @@ func rename(t *testing.T, xml, name, domainType string) (out, uid string) {
 // the domain capabilities offer it, qemu (TCG) on a node without KVM.
 func TestGoldenDomainsDefine(t *testing.T) {
 	goldens := goldenDomains(t)
-	qemuURI := testenv.RequireLibvirt(t)
+	qemuURI := libvirtenv.RequireLibvirt(t)
 	qemuType := "qemu"
 	if kvm, err := newTestHypervisor(t, qemuURI).KVMSupported(context.Background(), "x86_64"); err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestListIgnoresForeignDomains(t *testing.T) {
 // capabilities' list of domain types for the architecture, an architecture
 // without an emulator has no KVM, and the test driver has none.
 func TestKVMSupported(t *testing.T) {
-	qemuURI := testenv.RequireLibvirt(t)
+	qemuURI := libvirtenv.RequireLibvirt(t)
 	ctx := context.Background()
 	h := newTestHypervisor(t, qemuURI)
 	got, err := h.KVMSupported(ctx, "x86_64")

@@ -15,7 +15,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/vmkit/vmkit/domainxml"
-	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 )
 
@@ -109,7 +109,7 @@ func TestStatsTestDriver(t *testing.T) {
 // set, and the disk and interface named by the VMI's names for them.
 func TestStatsQEMU(t *testing.T) {
 	uri := requireQEMU(t)
-	guest := testenv.RequireGuest(t)
+	guest := libvirtenv.RequireGuest(t)
 	h := newTestHypervisor(t, uri)
 	ctx := context.Background()
 

@@ -44,6 +44,7 @@ import (
 
 	"github.com/vmkit/vmkit/internal/pki"
 	"github.com/vmkit/vmkit/internal/testenv"
+	"github.com/vmkit/vmkit/internal/testenv/libvirtenv"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -57,7 +58,7 @@ const (
 
 // Require fails the test, naming the command that installs them, when
 // the tools pods need are missing or the test does not run as root.
-func Require(t testing.TB) testenv.Guest {
+func Require(t testing.TB) libvirtenv.Guest {
 	t.Helper()
 	for _, tool := range []string{"libvirtd", "setpriv", "qemu-system-x86_64", "qemu-img"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -67,7 +68,7 @@ func Require(t testing.TB) testenv.Guest {
 	if os.Geteuid() != 0 {
 		t.Fatal("launcher pods run in their own mount namespaces and as uid 107: run this test as root")
 	}
-	return testenv.RequireGuest(t)
+	return libvirtenv.RequireGuest(t)
 }
 
 // Base makes the directory pods live in (removed at the end of the test)

@@ -1,4 +1,9 @@
-package testenv
+// Package libvirtenv gives integration tests a working libvirt daemon and
+// the tiny test guest, or fails them naming what is missing and the command
+// that installs it (never a silent skip); under -short (make unit) it skips
+// them. It needs no Kubernetes: tests of the hypervisor and the launcher
+// use it alone, tests of a whole node with package testenv.
+package libvirtenv
 
 import (
 	"context"
@@ -157,5 +162,15 @@ func findModuleRoot(dir string) (string, error) {
 			return "", fmt.Errorf("no go.mod at or above %s", dir)
 		}
 		d = parent
+	}
+}
+
+// skipShort skips t under -short, `make unit`, which promises to need
+// nothing installed; `make test` (never -short) runs it, and there a
+// missing component fails the test instead.
+func skipShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("testenv: needs %s; skipped under -short (make unit), run by make test", needs)
 	}
 }
