@@ -22,17 +22,10 @@
 // nodeagent/launcher/client, which also holds the socket's protocol and
 // the types both sides exchange.
 //
-// The ISO images of cloud-init (NoCloud, ConfigDrive) and config volumes
-// are written by xorrisofs (Debian's xorriso package, in the launcher
-// image), with Rock Ridge and Joliet names, as KubeVirt's launcher writes
-// them. An ISO 9660 writer in Go did the same in 0.4 ms instead of about
-// 100 ms (xorriso sleeps 0.1 s before it exits), but a VM starts in
-// seconds, so no user notices the difference, while a hand-written file
-// system format is code to keep correct. Of the Go libraries,
-// github.com/kdomanski/iso9660 writes neither Rock Ridge nor Joliet names
-// (cloud-init's "user-data" would read as "user_data") and
-// github.com/diskfs/go-diskfs no Joliet names, which Windows guests read.
-// See docs/performance.md.
+// Its parts live in internal packages: diskimage prepares the disks,
+// accesscred the access credentials, console the serial console's
+// session, qga the guest agent's protocol, passt the passtBinding's
+// process, vmstate the persistent state, cpuset the host's CPUs.
 package launcher
 
 import (
@@ -129,7 +122,7 @@ type Config struct {
 	QEMUImg string
 	// LessPVCSpaceToleration is the percentage by which the free space of
 	// an empty Filesystem claim may fall short of the disk.img created in
-	// it (the image then takes the free space; see claimimage.go)
+	// it (the image then takes the free space; see package diskimage)
 	// (--less-pvc-space-toleration, the KubeVirt CR's
 	// pvcTolerateLessSpaceUpToPercent); DefaultLessPVCSpaceToleration when
 	// zero, none when negative.
@@ -141,7 +134,7 @@ type Config struct {
 	MinimumPVCReserveBytes int64
 	// ExpandDisks grows the disks of claims whose capacity grew, at start
 	// and while the guest runs (--expand-disks, KubeVirt's ExpandDisks
-	// feature gate; expanddisks.go).
+	// feature gate; package diskimage and expanddisks.go).
 	ExpandDisks bool
 	// PollInterval is how often the domain's state is checked; 250ms when zero.
 	PollInterval time.Duration
@@ -165,7 +158,7 @@ type Config struct {
 	LibvirtSession bool
 	// AccessCredentialInterval is how often the Secrets of the VMI's
 	// guest-agent access credentials are read, and written into the guest
-	// when they changed (see accesscred.go);
+	// when they changed (see package accesscred);
 	// DefaultAccessCredentialInterval when zero.
 	AccessCredentialInterval time.Duration
 	// CPUSet returns the host CPUs this launcher may run on: a guest with

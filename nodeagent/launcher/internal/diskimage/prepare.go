@@ -4,8 +4,21 @@
 // in an empty claim, grown with a claim that grew), hostDisk images, the
 // ISO images of cloud-init (NoCloud, ConfigDrive) and config volumes
 // (configMap, secret, downwardAPI, serviceAccount), and the kernel-boot
-// files. It reads only the file system and the VMI; the hypervisor's part
-// (growing a running domain's disks) is the launcher's.
+// files. It works on files (with qemu-img and xorrisofs) from the VMI's
+// spec and status; the hypervisor's part (growing a running domain's
+// disks) is the launcher's.
+//
+// The ISO images of cloud-init (NoCloud, ConfigDrive) and config volumes
+// are written by xorrisofs (Debian's xorriso package, in the launcher
+// image), with Rock Ridge and Joliet names, as KubeVirt's launcher writes
+// them. An ISO 9660 writer in Go did the same in 0.4 ms instead of about
+// 100 ms (xorriso sleeps 0.1 s before it exits), but a VM starts in
+// seconds, so no user notices the difference, while a hand-written file
+// system format is code to keep correct. Of the Go libraries,
+// github.com/kdomanski/iso9660 writes neither Rock Ridge nor Joliet names
+// (cloud-init's "user-data" would read as "user_data") and
+// github.com/diskfs/go-diskfs no Joliet names, which Windows guests read.
+// See docs/performance.md.
 package diskimage
 
 import (
