@@ -3,10 +3,8 @@ package nodeagent
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,37 +14,11 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// hungLauncher accepts connections on ln and never answers, until the
-// test ends.
-func hungLauncher(t *testing.T, ln net.Listener) {
-	t.Helper()
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-}
 
 // Three launchers that accept and never answer do not take the agent's
 // three workers for good: every call has a deadline, so a healthy VMI
@@ -79,7 +51,7 @@ func TestHungLaunchersDoNotStopTheAgent(t *testing.T) {
 	for i, v := range vmis {
 		sock := filepath.Join(podSocketDir(pods, podUID(i), string(v.UID)), client.SocketFile)
 		if i < 3 {
-			hungLauncher(t, listenUnix(t, sock))
+			agenttest.HungLauncher(t, listenUnix(t, sock))
 			continue
 		}
 		fakeLauncher(t, listenUnix(t, sock), client.Status{UID: string(v.UID), Domain: "ns_vm3", Defined: true, Started: true,

@@ -24,31 +24,12 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/internal/guestagent"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// Replies of Debian's qemu-ga 7.2 in the test guest (hack/make-guest.sh),
-// with a user and a file system added.
-var qemuGA = map[string]string{
-	"guest-ping":          `{}`,
-	"guest-info":          `{"version":"7.2.22","supported_commands":[{"enabled":true,"name":"guest-get-osinfo","success-response":true},{"enabled":false,"name":"guest-exec","success-response":true}]}`,
-	"guest-get-host-name": `{"host-name":"vmkit-guest"}`,
-	"guest-get-timezone":  `{"zone":"UTC","offset":0}`,
-	"guest-get-osinfo":    `{"name":"vmkit test guest","kernel-release":"6.1.0-56-amd64","version":"1","pretty-name":"vmkit test guest (busybox, Debian kernel)","version-id":"1","kernel-version":"#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)","machine":"x86_64","id":"vmkit-test-guest"}`,
-	"guest-get-users":     `[{"user":"fedora","login-time":1700000000.25}]`,
-	"guest-get-fsinfo":    `[{"name":"vda1","mountpoint":"/","type":"ext4","used-bytes":1048576,"total-bytes":4194304,"disk":[{"serial":"root-disk","bus-type":"virtio","bus":0,"unit":0,"target":0}]}]`,
-	"guest-network-get-interfaces": `[{"name":"lo","ip-addresses":[{"ip-address-type":"ipv4","ip-address":"127.0.0.1","prefix":8}],"hardware-address":"00:00:00:00:00:00"},` +
-		`{"name":"eth0","ip-addresses":[{"ip-address-type":"ipv6","ip-address":"fe80::5054:ff:fe12:3456","prefix":64},{"ip-address-type":"ipv4","ip-address":"10.0.2.15","prefix":24},{"ip-address-type":"ipv6","ip-address":"fd10:0:2::15","prefix":64}],"hardware-address":"52:54:00:12:34:56"},` +
-		`{"name":"eth1","hardware-address":"52:54:00:ab:cd:ef"}]`,
-}
-
-var wantOSInfo = v1.VirtualMachineInstanceGuestOSInfo{
-	Name: "vmkit test guest", KernelRelease: "6.1.0-56-amd64", Version: "1", PrettyName: "vmkit test guest (busybox, Debian kernel)",
-	VersionID: "1", KernelVersion: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)", Machine: "x86_64", ID: "vmkit-test-guest",
-}
 
 // hostileInterfaces is a guest agent's answer as large as the launcher lets
 // through (launcher.MaxGuestAgentAnswerBytes): many interfaces with long
@@ -154,7 +135,7 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
 	h := hvfake.New()
-	runLauncher(t, dir, share, h, vmi)
+	agenttest.RunLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 
 	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
@@ -228,17 +209,14 @@ func TestGuestAgentStatusAndREST(t *testing.T) {
 	}
 
 	// The guest agent starts.
-	h.SetGuestAgent("ns_vm1", hvfake.GuestAgentReplies(qemuGA))
+	h.SetGuestAgent("ns_vm1", hvfake.GuestAgentReplies(agenttest.QEMUGA()))
 	syncUntil("AgentConnected", agentConnected)
 	got = syncUntil("guestOSInfo", func(v *v1.VirtualMachineInstance) bool { return v.Status.GuestOSInfo.Name != "" })
+	wantOSInfo := agenttest.QEMUGAOSInfo()
 	if diff := cmp.Diff(wantOSInfo, got.Status.GuestOSInfo); diff != "" {
 		t.Errorf("guestOSInfo (-want +got):\n%s", diff)
 	}
-	wantIfaces := []v1.VirtualMachineInstanceNetworkInterface{
-		{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15", "fd10:0:2::15"}, InfoSource: "guest-agent"},
-		{InterfaceName: "eth1", MAC: "52:54:00:ab:cd:ef", InfoSource: "guest-agent"},
-	}
-	if diff := cmp.Diff(wantIfaces, got.Status.Interfaces); diff != "" {
+	if diff := cmp.Diff(agenttest.QEMUGAInterfaces(), got.Status.Interfaces); diff != "" {
 		t.Errorf("interfaces (-want +got):\n%s", diff)
 	}
 

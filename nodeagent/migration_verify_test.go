@@ -32,6 +32,7 @@ import (
 	"github.com/vmkit/vmkit/installstrategy"
 	"github.com/vmkit/vmkit/internal/pki"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/livemigration"
 	"github.com/vmkit/vmkit/nodeagent/restapi"
@@ -124,8 +125,7 @@ func TestSourceVerifiesTheMigration(t *testing.T) {
 	// to migrate stays migrating).
 	tenant := func(uid string) *v1.VirtualMachineInstance {
 		vmi := orphanVMI("tenant", uid)
-		runLauncher(t, dir, share, hvfake.New(), vmi)
-		startGuest(t, share, vmi)
+		agenttest.RunGuest(t, dir, share, hvfake.New(), vmi)
 		vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
 		return vmi
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
@@ -116,7 +117,7 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 		Status: v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"},
 	}
 	h := hvfake.New()
-	runLauncher(t, dir, share, h, vmi)
+	agenttest.RunLauncher(t, dir, share, h, vmi)
 	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	events := record.NewFakeRecorder(10)
 	a, err := New(Config{NodeName: "node01", Client: vmClient, Kube: fake.NewClientset(), ShareDir: share,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
-	"github.com/vmkit/vmkit/nodeagent/launcher"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
@@ -73,41 +73,6 @@ func orphanVMI(name, uid string) *v1.VirtualMachineInstance {
 		Spec: v1.VirtualMachineInstanceSpec{Domain: v1.DomainSpec{
 			Resources: v1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
 		}},
-	}
-}
-
-// runLauncher runs a real launcher of vmi on h with its socket under
-// share (<share>/sockets/<uid>/launcher.sock; a pod's sockets volume when
-// share is <pod dir>/volumes/kubernetes.io~empty-dir); the returned
-// channel is closed when it exits.
-func runLauncher(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) <-chan struct{} {
-	t.Helper()
-	l, err := launcher.New(launcher.Config{
-		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
-		EphemeralDiskDir: filepath.Join(dir, vmi.Name, "eph"), ContainerDiskDir: filepath.Join(dir, vmi.Name, "cd"),
-		PrivateDir: filepath.Join(dir, vmi.Name, "priv"),
-		Hypervisor: h, QEMUImg: "none", PollInterval: 10 * time.Millisecond, GracePeriod: 100 * time.Millisecond,
-		Emulation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := client.New(client.SocketPath(share, string(vmi.UID)))
-	waitFor(t, func() bool { _, err := c.Ping(ctx); return err == nil })
-	return done
-}
-
-// startGuest has the launcher of vmi start its domain, as an agent did
-// before it stopped.
-func startGuest(t *testing.T, share string, vmi *v1.VirtualMachineInstance) {
-	t.Helper()
-	st, err := client.New(client.SocketPath(share, string(vmi.UID))).Sync(context.Background(), vmi)
-	if err != nil || !st.Started {
-		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
 	}
 }
 
@@ -182,13 +147,13 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 	vmClient := vmfake.NewSimpleClientset(live.DeepCopy(), fresh.DeepCopy(), moved.DeepCopy(), final.DeepCopy())
 	done := map[string]<-chan struct{}{}
 	for _, vmi := range []*v1.VirtualMachineInstance{live, fresh, moved, deleted} {
-		done[vmi.Name] = runLauncher(t, dir, share, h, vmi)
+		done[vmi.Name] = agenttest.RunLauncher(t, dir, share, h, vmi)
 	}
-	done[final.Name] = runLauncher(t, dir, finalShare, h, final)
+	done[final.Name] = agenttest.RunLauncher(t, dir, finalShare, h, final)
 	for _, vmi := range []*v1.VirtualMachineInstance{moved, deleted} {
-		startGuest(t, share, vmi)
+		agenttest.StartGuest(t, share, vmi)
 	}
-	startGuest(t, finalShare, final)
+	agenttest.StartGuest(t, finalShare, final)
 	// A launcher that died long ago: its final state in the agent's
 	// directory, and a dead socket in a launcher pod's volume.
 	const dead = "11111111-0000-4000-8000-000000000006"
@@ -257,8 +222,8 @@ func TestOrphanLaunchersStopped(t *testing.T) {
 
 	// A VMI deleted while the agent runs, without an event (as if the
 	// watch missed it): the next sweep stops its launcher.
-	done[later.Name] = runLauncher(t, dir, share, h, later)
-	startGuest(t, share, later)
+	done[later.Name] = agenttest.RunLauncher(t, dir, share, h, later)
+	agenttest.StartGuest(t, share, later)
 	gone(later)
 
 	time.Sleep(500 * time.Millisecond) // more sweeps

@@ -25,6 +25,7 @@ import (
 
 	"github.com/vmkit/vmkit/nodeagent/hypervisor"
 	hvfake "github.com/vmkit/vmkit/nodeagent/hypervisor/fake"
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/podtemplate"
 	vmfake "github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/fake"
@@ -305,8 +306,7 @@ func TestSocketLinksDoNotLeadToAnotherLauncher(t *testing.T) {
 	victimShare := filepath.Join(dir, "v")
 	victim := orphanVMI("victim", "0d4a0f4e-bbbb-4222-8333-944455556666")
 	h := hvfake.New()
-	runLauncher(t, dir, victimShare, h, victim)
-	startGuest(t, victimShare, victim)
+	agenttest.RunGuest(t, dir, victimShare, h, victim)
 	victimDir := client.SocketDir(victimShare, string(victim.UID))
 
 	// The attacker's pod volume: sockets/<attacker uid> -> the victim's dir.

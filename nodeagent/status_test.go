@@ -342,7 +342,7 @@ func TestIOErrorPauseThroughSync(t *testing.T) {
 	vmi.Labels = map[string]string{v1.NodeNameLabel: "node01"}
 	vmi.Status = v1.VirtualMachineInstanceStatus{Phase: v1.Scheduled, NodeName: "node01"}
 	h := hvfake.New()
-	runLauncher(t, dir, share, h, vmi)
+	agenttest.RunLauncher(t, dir, share, h, vmi)
 	ctx := context.Background()
 	vmClient := vmfake.NewSimpleClientset(vmi.DeepCopy())
 	rec := record.NewFakeRecorder(100)

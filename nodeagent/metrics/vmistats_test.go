@@ -81,42 +81,6 @@ func cached(src *fakeSource, vmi *v1.VirtualMachineInstance, phase v1.VirtualMac
 
 func u64(v uint64) *uint64 { return &v }
 
-// hungLauncher serves, at the launcher socket path of the VMI with the
-// given UID under share, a launcher that accepts connections and never
-// answers, until the test ends.
-func hungLauncher(t *testing.T, share string, uid types.UID) {
-	t.Helper()
-	path := client.SocketPath(share, string(uid))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-}
-
 // Scraping the agent asks the launcher of each Running VMI on its node for
 // the domain's statistics and exports every one of KubeVirt's per-VMI
 // families with KubeVirt's names, units and labels (node, namespace, name,
@@ -231,7 +195,15 @@ func TestVMIStatsHungLauncher(t *testing.T) {
 	healthy := agenttest.VMI("vm1", "0d4a0f4e-1111-4222-8333-944455550001")
 	hung := agenttest.VMI("vm2", "0d4a0f4e-1111-4222-8333-944455550002")
 	agenttest.RunGuest(t, dir, share, h, healthy)
-	hungLauncher(t, share, hung.UID)
+	hungSock := client.SocketPath(share, string(hung.UID))
+	if err := os.MkdirAll(filepath.Dir(hungSock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", hungSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.HungLauncher(t, ln)
 	h.SetStats("ns_vm1", hypervisor.DomainStats{CPU: hypervisor.CPUStats{TimeNs: u64(1e9)}})
 
 	const timeout = 300 * time.Millisecond

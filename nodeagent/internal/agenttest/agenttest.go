@@ -1,16 +1,19 @@
 // Package agenttest holds what the node agent's packages' tests share: a
-// real launcher running a VMI on a fake hypervisor, a runnable VMI, a short
-// temporary directory for launcher sockets, and Prometheus samples read
+// real launcher running a VMI on a fake hypervisor, a launcher that never
+// answers, a runnable VMI, a short temporary directory for launcher
+// sockets, qemu-ga's replies in the test guest, and Prometheus samples read
 // back. It is for tests only.
 package agenttest
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,11 +40,12 @@ func VMI(name, uid string) *v1.VirtualMachineInstance {
 	}
 }
 
-// RunGuest runs a real launcher of vmi on h, with its directories under
-// dir and its socket under share (<share>/sockets/<uid>/launcher.sock),
-// and has it start the domain, as the node agent does. The launcher stops
-// when the test ends.
-func RunGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) {
+// RunLauncher runs a real launcher of vmi on h, with its directories under
+// dir and its socket under share (<share>/sockets/<uid>/launcher.sock; a
+// pod's sockets volume when share is <pod dir>/volumes/kubernetes.io~empty-dir),
+// and waits until it answers. The launcher stops when the test ends; the
+// returned channel is closed when it has exited.
+func RunLauncher(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) <-chan struct{} {
 	t.Helper()
 	l, err := launcher.New(launcher.Config{
 		Name: vmi.Name, Namespace: vmi.Namespace, UID: string(vmi.UID), ShareDir: share,
@@ -66,9 +70,53 @@ func RunGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st, err := c.Sync(ctx, vmi); err != nil || !st.Started {
+	return done
+}
+
+// StartGuest has the launcher of vmi, with its socket under share, start
+// the domain, as the node agent does.
+func StartGuest(t *testing.T, share string, vmi *v1.VirtualMachineInstance) {
+	t.Helper()
+	c := client.New(client.SocketPath(share, string(vmi.UID)))
+	defer c.Close()
+	if st, err := c.Sync(context.Background(), vmi); err != nil || !st.Started {
 		t.Fatalf("starting the guest of %s: %+v, %v", vmi.Name, st, err)
 	}
+}
+
+// RunGuest runs a real launcher of vmi on h (RunLauncher) and has it start
+// the domain (StartGuest).
+func RunGuest(t *testing.T, dir, share string, h hypervisor.Hypervisor, vmi *v1.VirtualMachineInstance) {
+	t.Helper()
+	RunLauncher(t, dir, share, h, vmi)
+	StartGuest(t, share, vmi)
+}
+
+// HungLauncher accepts connections on ln, as a launcher's socket, and
+// never answers, until the test ends.
+func HungLauncher(t *testing.T, ln net.Listener) {
+	t.Helper()
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 }
 
 // ShortTempDir is a temporary directory with a short path, removed when

@@ -6,37 +6,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/vmkit/vmkit/nodeagent/internal/agenttest"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// Replies of Debian's qemu-ga 7.2 in the test guest (hack/make-guest.sh),
-// with a user and a file system added.
-var qemuGA = map[string]string{
-	"guest-get-osinfo": `{"name":"vmkit test guest","kernel-release":"6.1.0-56-amd64","version":"1","pretty-name":"vmkit test guest (busybox, Debian kernel)","version-id":"1","kernel-version":"#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)","machine":"x86_64","id":"vmkit-test-guest"}`,
-	"guest-get-users":  `[{"user":"fedora","login-time":1700000000.25}]`,
-	"guest-get-fsinfo": `[{"name":"vda1","mountpoint":"/","type":"ext4","used-bytes":1048576,"total-bytes":4194304,"disk":[{"serial":"root-disk","bus-type":"virtio","bus":0,"unit":0,"target":0}]}]`,
-	"guest-network-get-interfaces": `[{"name":"lo","ip-addresses":[{"ip-address-type":"ipv4","ip-address":"127.0.0.1","prefix":8}],"hardware-address":"00:00:00:00:00:00"},` +
-		`{"name":"eth0","ip-addresses":[{"ip-address-type":"ipv6","ip-address":"fe80::5054:ff:fe12:3456","prefix":64},{"ip-address-type":"ipv4","ip-address":"10.0.2.15","prefix":24},{"ip-address-type":"ipv6","ip-address":"fd10:0:2::15","prefix":64}],"hardware-address":"52:54:00:12:34:56"},` +
-		`{"name":"eth1","hardware-address":"52:54:00:ab:cd:ef"}]`,
-}
-
-var wantOSInfo = v1.VirtualMachineInstanceGuestOSInfo{
-	Name: "vmkit test guest", KernelRelease: "6.1.0-56-amd64", Version: "1", PrettyName: "vmkit test guest (busybox, Debian kernel)",
-	VersionID: "1", KernelVersion: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-2 (2026-11-16)", Machine: "x86_64", ID: "vmkit-test-guest",
-}
-
 func TestConversions(t *testing.T) {
+	qemuGA, wantOSInfo := agenttest.QEMUGA(), agenttest.QEMUGAOSInfo()
 	os, err := OSInfo(json.RawMessage(qemuGA["guest-get-osinfo"]))
 	if err != nil || os != wantOSInfo {
 		t.Errorf("OSInfo = %+v, %v; want %+v", os, err, wantOSInfo)
 	}
-	spec := []v1.Interface{{Name: "default", MacAddress: "52:54:00:12:34:56"}, {Name: "other", MacAddress: "02:00:00:00:00:01"}}
+	spec := []v1.Interface{{Name: "default", MacAddress: agenttest.QEMUGAMAC}, {Name: "other", MacAddress: "02:00:00:00:00:01"}}
 	ifaces, err := Interfaces(json.RawMessage(qemuGA["guest-network-get-interfaces"]), spec)
-	wantIfaces := []v1.VirtualMachineInstanceNetworkInterface{
-		{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:12:34:56", IP: "10.0.2.15", IPs: []string{"10.0.2.15", "fd10:0:2::15"}, InfoSource: "guest-agent"},
-		{InterfaceName: "eth1", MAC: "52:54:00:ab:cd:ef", InfoSource: "guest-agent"},
-	}
-	if diff := cmp.Diff(wantIfaces, ifaces); err != nil || diff != "" {
+	if diff := cmp.Diff(agenttest.QEMUGAInterfaces(), ifaces); err != nil || diff != "" {
 		t.Errorf("Interfaces: %v (-want +got):\n%s", err, diff)
 	}
 	users, err := Users(json.RawMessage(qemuGA["guest-get-users"]))
