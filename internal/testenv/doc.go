@@ -43,7 +43,7 @@
 //
 // Two subpackages stand apart: hostsetup, the host state a node changes
 // and restores (mounts, loop devices for block volumes with
-// [hostsetup.AttachLoop], cgroups, huge pages, pod network bridges), and
+// hostsetup.AttachLoop, cgroups, huge pages, pod network bridges), and
 // libvirtenv, a working libvirt and the test guest for tests that need no
 // cluster.
 package testenv
