@@ -2,85 +2,18 @@ package launcher
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/launcher/internal/accesscred"
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/launchertest"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// testPublicKey is a fresh Ed25519 key in authorized_keys form.
-func testPublicKey(t *testing.T, comment string) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) + " " + comment
-}
-
-// writeCredentialSecret lays out a Secret as the kubelet mounts it at
-// <priv>/secret/<name>-access-cred: the keys are links into ..data, a link
-// to a ..<timestamp> directory holding the files. Called again, it swaps
-// ..data as the kubelet does on an update.
-func writeCredentialSecret(t *testing.T, priv, name string, data map[string]string) {
-	t.Helper()
-	dir := filepath.Join(priv, "secret", name+"-access-cred")
-	ts := filepath.Join(dir, "..2026_11_25_"+time.Now().Format("150405.000000000"))
-	if err := os.MkdirAll(ts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range data {
-		if err := os.WriteFile(filepath.Join(ts, k), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		link := filepath.Join(dir, k)
-		if _, err := os.Lstat(link); err != nil {
-			if err := os.Symlink(filepath.Join("..data", k), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if _, ok := data[e.Name()]; !ok && !strings.HasPrefix(e.Name(), "..") {
-			_ = os.Remove(filepath.Join(dir, e.Name())) // a key the update removed
-		}
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func sshCred(secret string, pm v1.SSHPublicKeyAccessCredentialPropagationMethod) v1.AccessCredential {
-	return v1.AccessCredential{SSHPublicKey: &v1.SSHPublicKeyAccessCredential{
-		Source:            v1.SSHPublicKeyAccessCredentialSource{Secret: &v1.AccessCredentialSecretSource{SecretName: secret}},
-		PropagationMethod: pm,
-	}}
-}
-
-func byAgent(users ...string) v1.SSHPublicKeyAccessCredentialPropagationMethod {
-	return v1.SSHPublicKeyAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentSSHPublicKeyAccessCredentialPropagation{Users: users}}
-}
 
 // recordingAgent plays a guest agent that knows users "vmkit" and "root"
 // and records the commands it was sent.
@@ -140,17 +73,17 @@ func (a *recordingAgent) sent() []string {
 func TestGuestAgentAccessCredentials(t *testing.T) {
 	f := startWith(t, func(c *Config) { c.AccessCredentialInterval = 20 * time.Millisecond })
 	ctx := context.Background()
-	k1, k2, k3 := testPublicKey(t, "one"), testPublicKey(t, "two"), testPublicKey(t, "three")
-	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1, "b": k2 + "\n"})
-	writeCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k3})
-	writeCredentialSecret(t, f.cfg.PrivateDir, "pw", map[string]string{"vmkit": "s3cret\n", "nobody": ""})
+	k1, k2, k3 := launchertest.SSHPublicKey(t, "one"), launchertest.SSHPublicKey(t, "two"), launchertest.SSHPublicKey(t, "three")
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1, "b": k2 + "\n"})
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k3})
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "pw", map[string]string{"vmkit": "s3cret\n", "nobody": ""})
 	agent := &recordingAgent{}
 	f.h.SetGuestAgent("ns_vm1", agent.reply)
 
 	vmi := testVMI()
 	vmi.Spec.AccessCredentials = []v1.AccessCredential{
-		sshCred("keys", byAgent("vmkit", "root")),
-		sshCred("more", byAgent("vmkit")),
+		launchertest.SSHCred("keys", launchertest.ByAgent("vmkit", "root")),
+		launchertest.SSHCred("more", launchertest.ByAgent("vmkit")),
 		{UserPassword: &v1.UserPasswordAccessCredential{
 			Source:            v1.UserPasswordAccessCredentialSource{Secret: &v1.AccessCredentialSecretSource{SecretName: "pw"}},
 			PropagationMethod: v1.UserPasswordAccessCredentialPropagationMethod{QemuGuestAgent: &v1.QemuGuestAgentUserPasswordAccessCredentialPropagation{}},
@@ -205,8 +138,8 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 	if got := agent.sent(); len(got) != 0 {
 		t.Errorf("commands while nothing changed: %q", got)
 	}
-	k4 := testPublicKey(t, "four")
-	writeCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k4})
+	k4 := launchertest.SSHPublicKey(t, "four")
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "more", map[string]string{"k": k4})
 	deadline := time.Now().Add(5 * time.Second)
 	for !slices.ContainsFunc(agent.sent(), func(c string) bool { return strings.Contains(c, k4) && strings.Contains(c, `"vmkit"`) }) {
 		if time.Now().After(deadline) {
@@ -219,7 +152,7 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 	agent.mu.Lock()
 	agent.fail = "failed to open file '/root/.ssh/authorized_keys': Permission denied"
 	agent.mu.Unlock()
-	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k2})
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k2})
 	c := waitCreds(false, `spec.accessCredentials[0].sshPublicKey (Secret "keys"): writing the authorized keys of user "root"`)
 	if !strings.Contains(c.Message, "Permission denied") {
 		t.Errorf("message %q does not say what the guest agent answered", c.Message)
@@ -231,10 +164,10 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 
 	// The guest agent gone: KubeVirt's message.
 	f.h.SetGuestAgent("ns_vm1", nil)
-	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1})
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": k1})
 	waitCreds(false, accesscred.AgentOffline)
 	// A bad key: the field, the Secret and the key.
-	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": "not a key"})
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": "not a key"})
 	waitCreds(false, `spec.accessCredentials[0].sshPublicKey: Secret "keys", key "a", line 1: not an SSH public key`)
 }
 
@@ -244,10 +177,10 @@ func TestGuestAgentAccessCredentials(t *testing.T) {
 func TestMigrationTargetKeepsAccessCredentials(t *testing.T) {
 	f := startMigratable(t)
 	ctx := context.Background()
-	key := testPublicKey(t, "migrated")
-	writeCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": key})
+	key := launchertest.SSHPublicKey(t, "migrated")
+	launchertest.WriteCredentialSecret(t, f.cfg.PrivateDir, "keys", map[string]string{"a": key})
 	vmi := testVMI()
-	vmi.Spec.AccessCredentials = []v1.AccessCredential{sshCred("keys", byAgent("vmkit"))}
+	vmi.Spec.AccessCredentials = []v1.AccessCredential{launchertest.SSHCred("keys", launchertest.ByAgent("vmkit"))}
 	if _, err := f.c.PrepareMigrationTarget(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,8 @@ func testVMI() *v1.VirtualMachineInstance {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 type fixture struct {
 	cfg  Config
 	h    *hvfake.Hypervisor

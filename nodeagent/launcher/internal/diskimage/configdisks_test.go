@@ -12,39 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/launchertest"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// projectedVolume lays files out under dir as the kubelet's atomic writer
-// does for configMap, secret, downwardAPI and service account token
-// volumes: the data in a ..<timestamp> directory, ..data a link to it, and
-// each top-level key or directory a link through ..data.
-func projectedVolume(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	const ts = "..2025_01_01_00_00_00.123456789"
-	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	top := map[string]bool{}
-	for name, data := range files {
-		p := filepath.Join(dir, ts, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		top[strings.SplitN(name, "/", 2)[0]] = true
-	}
-	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range top {
-		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -137,7 +107,7 @@ func TestConfigDisks(t *testing.T) {
 					t.Fatal(err)
 				}
 			case tc.mounted != nil:
-				projectedVolume(t, d.source, tc.mounted)
+				launchertest.ProjectedVolume(t, d.source, tc.mounted)
 			}
 			if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
 				t.Fatal(err)
@@ -184,7 +154,7 @@ func TestConfigDiskReadByLinux(t *testing.T) {
 		priv := t.TempDir()
 		vol := &v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "c"}, VolumeLabel: label}}}
 		d, _ := configDiskOf(priv, "", vol)
-		projectedVolume(t, d.source, files)
+		launchertest.ProjectedVolume(t, d.source, files)
 		if err := os.MkdirAll(filepath.Dir(d.iso), 0o755); err != nil {
 			t.Fatal(err)
 		}

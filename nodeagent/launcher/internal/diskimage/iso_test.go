@@ -13,60 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vmkit/vmkit/nodeagent/launcher/internal/launchertest"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
-
-// isoImage is what a guest sees of an image: its volume ID and, through
-// the Rock Ridge names, its files with their contents and permissions.
-type isoImage struct {
-	Label string
-	Files map[string]string
-	Modes map[string]fs.FileMode
-}
-
-// readISO reads the image at path with xorriso: the volume ID from the
-// primary volume descriptor, the files by extracting them.
-func readISO(t *testing.T, path string) isoImage {
-	t.Helper()
-	if _, err := exec.LookPath("xorriso"); err != nil {
-		t.Fatalf("xorriso is required to read ISO images: install it with `apt-get install -y xorriso` (hack/setup-libvirt.sh)")
-	}
-	info, err := exec.Command("xorriso", "-indev", path, "-pvd_info").CombinedOutput()
-	if err != nil {
-		t.Fatalf("xorriso -indev %s -pvd_info: %v\n%s", path, err, info)
-	}
-	img := isoImage{Files: map[string]string{}, Modes: map[string]fs.FileMode{}}
-	for _, line := range strings.Split(string(info), "\n") {
-		if v, ok := strings.CutPrefix(line, "Volume Id    :"); ok {
-			img.Label = strings.TrimSpace(v)
-		}
-	}
-	dir := filepath.Join(t.TempDir(), "extracted")
-	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", path, "-extract", "/", dir).CombinedOutput(); err != nil {
-		t.Fatalf("xorriso -extract %s: %v\n%s", path, err, out)
-	}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		img.Files[filepath.ToSlash(rel)] = string(b)
-		img.Modes[filepath.ToSlash(rel)] = fi.Mode().Perm()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
 
 // TestWriteISO: files in nested directories keep their names (long ones
 // too), contents and permissions; the label is the volume ID; the image
@@ -85,8 +34,8 @@ func TestWriteISO(t *testing.T) {
 	if err := writeISO(context.Background(), path, "config-2", files); err != nil {
 		t.Fatal(err)
 	}
-	got := readISO(t, path)
-	want := isoImage{
+	got := launchertest.ReadISO(t, path)
+	want := launchertest.ISOImage{
 		Label: "config-2",
 		Files: map[string]string{
 			"openstack/latest/meta_data.json": `{"uuid":"u"}`,
@@ -169,7 +118,7 @@ func checkISO(t *testing.T, err error, wantErr, path, label string, want map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := readISO(t, path)
+	img := launchertest.ReadISO(t, path)
 	if img.Label != label {
 		t.Errorf("label %q, want %q", img.Label, label)
 	}
