@@ -141,14 +141,6 @@ func TestConfigDiskReadByLinux(t *testing.T) {
 			t.Fatalf("%s is required to check ISO images: run hack/setup-libvirt.sh (genisoimage, util-linux)", tool)
 		}
 	}
-	run := func(name string, args ...string) string {
-		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 	files := map[string]string{"user-data": "#cloud-config\n", "meta-data": "instance-id: x\n", "podinfo/labels": "a=b"}
 	for _, label := range []string{"", "cidata"} {
 		priv := t.TempDir()
@@ -165,16 +157,16 @@ func TestConfigDiskReadByLinux(t *testing.T) {
 		if want == "" {
 			want = "cfgdata"
 		}
-		if out := run("blkid", "-p", "-o", "export", d.iso); !strings.Contains(out, "\nLABEL="+want+"\n") || !strings.Contains(out, "\nTYPE=iso9660\n") {
+		if out := runTool(t, "blkid", "-p", "-o", "export", d.iso); !strings.Contains(out, "\nLABEL="+want+"\n") || !strings.Contains(out, "\nTYPE=iso9660\n") {
 			t.Errorf("blkid does not see an iso9660 file system labelled %s:\n%s", want, out)
 		}
-		listed := strings.Fields(run("isoinfo", "-J", "-f", "-i", d.iso))
+		listed := strings.Fields(runTool(t, "isoinfo", "-J", "-f", "-i", d.iso))
 		sort.Strings(listed)
 		if diff := cmp.Diff([]string{"/meta-data", "/podinfo", "/podinfo/labels", "/user-data"}, listed); diff != "" {
 			t.Errorf("isoinfo -J -f (-want +got):\n%s", diff)
 		}
 		for name, data := range files {
-			if got := run("isoinfo", "-J", "-x", "/"+name, "-i", d.iso); got != data {
+			if got := runTool(t, "isoinfo", "-J", "-x", "/"+name, "-i", d.iso); got != data {
 				t.Errorf("isoinfo -J -x /%s = %q, want %q", name, got, data)
 			}
 		}

@@ -270,6 +270,17 @@ func TestNoCloudISO(t *testing.T) {
 	}
 }
 
+// runTool runs a command that reads or mounts an image and returns its
+// output, failing the test when the command fails.
+func runTool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
 // TestISOReadByLinux checks that Linux's own readers see the config drive:
 // blkid (what cloud-init uses to find the config-2 label), isoinfo and,
 // where the kernel has an iso9660 driver, a read-only loop mount.
@@ -293,30 +304,22 @@ func TestISOReadByLinux(t *testing.T) {
 		"openstack/latest/user_data":         "#cloud-config\nhostname: x\n",
 		"openstack/latest/network_data.json": `{"links":[]}`,
 	}
-	run := func(name string, args ...string) string {
-		t.Helper()
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 
-	if out := run("blkid", "-p", "-o", "export", iso); !strings.Contains(out, "\nLABEL=config-2\n") || !strings.Contains(out, "\nTYPE=iso9660\n") {
+	if out := runTool(t, "blkid", "-p", "-o", "export", iso); !strings.Contains(out, "\nLABEL=config-2\n") || !strings.Contains(out, "\nTYPE=iso9660\n") {
 		t.Errorf("blkid does not see an iso9660 file system labelled config-2:\n%s", out)
 	}
-	listed := strings.Fields(run("isoinfo", "-J", "-f", "-i", iso))
+	listed := strings.Fields(runTool(t, "isoinfo", "-J", "-f", "-i", iso))
 	wantListed := []string{"/openstack", "/openstack/latest", "/openstack/latest/meta_data.json", "/openstack/latest/network_data.json", "/openstack/latest/user_data"}
 	if diff := cmp.Diff(wantListed, listed); diff != "" {
 		t.Errorf("isoinfo -J -f (-want +got):\n%s", diff)
 	}
 	for name, data := range want {
-		if got := run("isoinfo", "-J", "-x", "/"+name, "-i", iso); got != data {
+		if got := runTool(t, "isoinfo", "-J", "-x", "/"+name, "-i", iso); got != data {
 			t.Errorf("isoinfo -J -x /%s = %q, want %q", name, got, data)
 		}
 	}
 	// Rock Ridge names, as Linux reads them by default.
-	rr := strings.Fields(run("isoinfo", "-R", "-f", "-i", iso))
+	rr := strings.Fields(runTool(t, "isoinfo", "-R", "-f", "-i", iso))
 	if diff := cmp.Diff(wantListed, rr); diff != "" {
 		t.Errorf("isoinfo -R -f (-want +got):\n%s", diff)
 	}
@@ -335,7 +338,7 @@ func TestISOReadByLinux(t *testing.T) {
 			t.Fatalf("mounting the image needs root: run this test as root, or with -short")
 		}
 		dir := t.TempDir()
-		run("mount", "-o", "loop,ro", "-t", "iso9660", iso, dir)
+		runTool(t, "mount", "-o", "loop,ro", "-t", "iso9660", iso, dir)
 		t.Cleanup(func() {
 			if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 				t.Errorf("umount %s: %v\n%s", dir, err, out)
