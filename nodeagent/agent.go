@@ -112,6 +112,13 @@ type Config struct {
 	Workers int
 	// PollInterval is how often the domain of each VMI is checked (default 1s).
 	PollInterval time.Duration
+	// StartPollInterval is how often a VMI whose start waits on its pod is
+	// checked: the launcher not serving yet, or a container disk still
+	// being copied in (default 200ms, and at most PollInterval). Each
+	// check is one connect on a UNIX socket, and the start's next step
+	// follows it: the start timeline showed the default PollInterval's
+	// half-second average wait there (docs/performance.md, "Start latency").
+	StartPollInterval time.Duration
 	// AgentPollInterval is how often the QEMU guest agent of each running
 	// VMI is asked whether it answers, for the guest's OS and interfaces
 	// (default 10s; every PollInterval until it first answers, in the
@@ -214,6 +221,10 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = time.Second
 	}
+	if cfg.StartPollInterval <= 0 {
+		cfg.StartPollInterval = 200 * time.Millisecond
+	}
+	cfg.StartPollInterval = min(cfg.StartPollInterval, cfg.PollInterval)
 	if cfg.AgentPollInterval <= 0 {
 		cfg.AgentPollInterval = 10 * time.Second
 	}

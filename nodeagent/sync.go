@@ -73,7 +73,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 		case ferr == nil:
 			obs.launcher = &final
 		case vmi.Status.Phase == v1.Scheduled:
-			return a.cfg.PollInterval, nil // the launcher is still starting
+			return a.cfg.StartPollInterval, nil // the launcher is still starting
 		case errors.Is(ferr, os.ErrNotExist):
 			obs.launcherGone = true
 		default:
@@ -105,7 +105,7 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			if errors.Is(err, client.ErrNotReady) && a.now().Sub(scheduledAt(vmi)) < notReadyGrace {
 				// A container disk or kernel-boot file the pod's containers
 				// are still copying in: wait for it, quietly.
-				return a.cfg.PollInterval, nil
+				return a.cfg.StartPollInterval, nil
 			}
 			if err != nil {
 				a.metrics.CountLauncherError("sync")
