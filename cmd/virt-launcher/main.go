@@ -162,8 +162,9 @@ func run() error {
 	return err
 }
 
-// connect retries until libvirt answers or ctx ends (a libvirtd just
-// started needs a moment to create its socket).
+// connect retries every 50ms until libvirt answers or ctx ends (a
+// libvirtd just started needs a moment to create its socket, and every
+// VMI start waits on it).
 func connect(ctx context.Context, uri string) (*libvirt.Hypervisor, error) {
 	for {
 		h, err := libvirt.New(ctx, libvirt.Options{URI: uri})
@@ -173,7 +174,7 @@ func connect(ctx context.Context, uri string) (*libvirt.Hypervisor, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("connecting to libvirt at %s: %w", uri, err)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
