@@ -45,6 +45,9 @@ const guestMarker = "GUEST-BOOTED"
 // suite is the package's cluster, which TestMain starts.
 var suite framework.Suite
 
+// starts records every VMI start of the suite, for TestStartTimes.
+var starts *framework.Starts
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -77,6 +80,7 @@ func TestMain(m *testing.M) {
 					accel = "under TCG (" + why + ")"
 				}
 				fmt.Printf("e2e: cluster up, vmkit installed by the operator in %v; guests run %s\n", time.Since(began).Round(time.Millisecond), accel)
+				starts = framework.WatchStarts(c)
 			}
 		}
 		suite.Set(c, err)
@@ -717,13 +721,29 @@ func logTimeline(t testing.TB, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInst
 func logMemory(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance, launcher *corev1.Pod) {
 	t.Helper()
 	var b strings.Builder
+	sets := workingSets(launcher)
 	for _, st := range launcher.Status.ContainerStatuses {
+		if mib, ok := sets[st.Name]; ok {
+			fmt.Fprintf(&b, " %s %.1f MiB;", st.Name, mib)
+		} else {
+			fmt.Fprintf(&b, " %s: no memory cgroup;", st.Name)
+		}
+	}
+	t.Logf("launcher pod %s working sets (guest memory %s, pod request %s):%s", launcher.Name,
+		vmi.Spec.Domain.Resources.Requests.Memory(), launcher.Spec.Containers[0].Resources.Requests.Memory(), b.String())
+}
+
+// workingSets are the working sets in MiB of pod's containers, by name,
+// from their memory cgroups (v1) as the kubelet's cAdvisor computes them:
+// usage minus inactive file pages. A container without a cgroup is left out.
+func workingSets(pod *corev1.Pod) map[string]float64 {
+	sets := map[string]float64{}
+	for _, st := range pod.Status.ContainerStatuses {
 		id := st.ContainerID[strings.Index(st.ContainerID, "://")+3:]
-		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*pod"+string(launcher.UID), id))
-		more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*", "*pod"+string(launcher.UID), id))
+		dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*pod"+string(pod.UID), id))
+		more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/memory/kubepods*", "*", "*pod"+string(pod.UID), id))
 		dirs = append(dirs, more...)
 		if len(dirs) == 0 {
-			fmt.Fprintf(&b, " %s: no memory cgroup;", st.Name)
 			continue
 		}
 		usage, _ := os.ReadFile(filepath.Join(dirs[0], "memory.usage_in_bytes"))
@@ -735,10 +755,9 @@ func logMemory(t testing.TB, c *cluster.Cluster, vmi *v1.VirtualMachineInstance,
 				inactive, _ = strconv.ParseUint(v, 10, 64)
 			}
 		}
-		fmt.Fprintf(&b, " %s %.1f MiB;", st.Name, float64(u-min(inactive, u))/(1<<20))
+		sets[st.Name] = float64(u-min(inactive, u)) / (1 << 20)
 	}
-	t.Logf("launcher pod %s working sets (guest memory %s, pod request %s):%s", launcher.Name,
-		vmi.Spec.Domain.Resources.Requests.Memory(), launcher.Spec.Containers[0].Resources.Requests.Memory(), b.String())
+	return sets
 }
 
 // BenchmarkPodNetworkStart measures, per iteration, a VM of

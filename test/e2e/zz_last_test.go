@@ -27,6 +27,22 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
+// TestStartTimes holds every start the suite made to its kind's budget
+// (issue #41): a VMI that took more than framework.StartBudgetFactor times
+// its kind's measured p95 from created to Ready fails it. It runs before
+// the tests that replace or remove the installation, after every other.
+func TestStartTimes(t *testing.T) {
+	suite.Need(t)
+	if starts == nil {
+		t.Fatal("TestMain recorded no starts (framework.WatchStarts)")
+	}
+	got := starts.Stop()
+	if len(got) == 0 {
+		t.Fatal("no VMI start was recorded: the suite's VMIs carry no start timeline")
+	}
+	framework.CheckStarts(t, "e2e", got)
+}
+
 // TestUpgrade: release N was installed from the registry (the cluster
 // publishes it there and applies its manifests); release N+1 is pushed to the
 // same registry (each component's image of N with one more layer, so a new
