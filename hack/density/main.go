@@ -81,7 +81,7 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 	bin := filepath.Join(root, "_output", "bin")
 	kwok := filepath.Join(bin, "kwok")
 	if _, err := os.Stat(kwok); err != nil {
-		return fmt.Errorf("kwok not found at %s: run `make density-deps` (GOBIN=_output/bin go install sigs.k8s.io/kwok/cmd/kwok@v0.7.0)", kwok)
+		return fmt.Errorf("kwok not found at %s: run `make density`, which installs it (GOBIN=_output/bin go install sigs.k8s.io/kwok/cmd/kwok@v0.7.0)", kwok)
 	}
 	controller := filepath.Join(bin, "virt-controller")
 	build := exec.CommandContext(ctx, "go", "build", "-o", controller, "./cmd/virt-controller")
