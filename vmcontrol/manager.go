@@ -49,6 +49,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/domainxml"
+	"github.com/vmkit/vmkit/internal/leaderelect"
 	"github.com/vmkit/vmkit/podtemplate"
 	exportv1beta1 "github.com/vmkit/vmkit/vmapi/export/v1beta1"
 	"github.com/vmkit/vmkit/vmapi/generated/clientset/versioned/scheme"
@@ -64,7 +65,6 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/disruptionbudget"
 	"github.com/vmkit/vmkit/vmcontrol/evacuation"
 	"github.com/vmkit/vmkit/vmcontrol/export"
-	"github.com/vmkit/vmkit/internal/leaderelect"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
 	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 	"github.com/vmkit/vmkit/vmcontrol/migration"
