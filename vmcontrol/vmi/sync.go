@@ -321,7 +321,15 @@ func (c *Controller) avoidUnresponsiveNodes(pod *corev1.Pod) {
 		return
 	}
 	slices.Sort(names)
-	avoid := corev1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: names}
+	// The API server allows exactly one value in a metadata.name field
+	// requirement, so each node is a requirement of its own (a term's
+	// requirements are ANDed): with a list of two, every launcher pod was
+	// refused as invalid while two nodes were unresponsive (hack/density
+	// found it at 8,000 VMs, once the fake nodes' heartbeats aged).
+	avoid := make([]corev1.NodeSelectorRequirement, 0, len(names))
+	for _, name := range names {
+		avoid = append(avoid, corev1.NodeSelectorRequirement{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: []string{name}})
+	}
 	if pod.Spec.Affinity == nil {
 		pod.Spec.Affinity = &corev1.Affinity{}
 	}
@@ -334,7 +342,7 @@ func (c *Controller) avoidUnresponsiveNodes(pod *corev1.Pod) {
 	}
 	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	for i := range terms {
-		terms[i].MatchFields = append(terms[i].MatchFields, avoid)
+		terms[i].MatchFields = append(terms[i].MatchFields, avoid...)
 	}
 }
 

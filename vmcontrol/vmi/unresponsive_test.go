@@ -98,4 +98,23 @@ func TestUnresponsiveNodesAvoided(t *testing.T) {
 		t.Errorf("with the VMI's own affinity: fits stale %v, healthy %v; want false, true (terms %+v)", fits(pod, stale), fits(pod, healthy),
 			pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
 	}
+
+	// Two unresponsive nodes: both avoided, and the pod stays valid. The
+	// API server allows exactly one value in a metadata.name requirement
+	// (its "must be only one value when `operator` is 'In' or 'NotIn' for
+	// node field selector"), which a list of both broke.
+	stale2 := node("stale2", 20*time.Minute)
+	_ = store.Add(stale2)
+	pod = render(vmi)
+	c.avoidUnresponsiveNodes(pod)
+	if fits(pod, stale) || fits(pod, stale2) || !fits(pod, healthy) {
+		t.Errorf("with two unresponsive nodes: fits stale %v, stale2 %v, healthy %v; want false, false, true", fits(pod, stale), fits(pod, stale2), fits(pod, healthy))
+	}
+	for _, term := range pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, req := range term.MatchFields {
+			if len(req.Values) != 1 {
+				t.Errorf("node field requirement %+v has %d values: the API server refuses the pod unless it has one", req, len(req.Values))
+			}
+		}
+	}
 }
