@@ -493,11 +493,7 @@ func BenchmarkCloudGuestStart(b *testing.B) {
 		name string
 		d    []time.Duration
 	}{{"ready", ready}, {"cloud-init", done}} {
-		slices.Sort(m.d)
-		p50, p95 := m.d[(len(m.d)-1)*50/100], m.d[(len(m.d)-1)*95/100]
-		b.ReportMetric(p50.Seconds(), m.name+"-p50-s")
-		b.ReportMetric(p95.Seconds(), m.name+"-p95-s")
-		b.Logf("%s over %d runs: p50 %v p95 %v (all: %v)", m.name, len(m.d), p50.Round(time.Millisecond), p95.Round(time.Millisecond), m.d)
+		reportPercentiles(b, m.name, m.d)
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -104,11 +104,7 @@ func benchStarts(b *testing.B, kind, file string, n int) {
 		for _, s := range all {
 			d = append(d, m.of(s))
 		}
-		slices.Sort(d)
-		p50, p95 := framework.Percentile(d, 50), framework.Percentile(d, 95)
-		b.ReportMetric(p50.Seconds(), m.name+"-p50-s")
-		b.ReportMetric(p95.Seconds(), m.name+"-p95-s")
-		b.Logf("%s over %d starts: p50 %v p95 %v max %v", m.name, len(d), p50.Round(10*time.Millisecond), p95.Round(10*time.Millisecond), d[len(d)-1].Round(10*time.Millisecond))
+		reportPercentiles(b, m.name, d)
 	}
 	// Where the time went: each phase's p50 and p95 over the starts.
 	perPhase := map[string][]time.Duration{}
@@ -343,4 +339,15 @@ func procRSS(b *testing.B, pid int) float64 {
 	}
 	b.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
+}
+
+// reportPercentiles sorts d and reports its nearest-rank p50 and p95 in
+// seconds as the benchmark's name-p50-s and name-p95-s metrics, and logs
+// them with every value.
+func reportPercentiles(b *testing.B, name string, d []time.Duration) {
+	slices.Sort(d)
+	p50, p95 := framework.Percentile(d, 50), framework.Percentile(d, 95)
+	b.ReportMetric(p50.Seconds(), name+"-p50-s")
+	b.ReportMetric(p95.Seconds(), name+"-p95-s")
+	b.Logf("%s over %d runs: p50 %v p95 %v (all: %v)", name, len(d), p50.Round(time.Millisecond), p95.Round(time.Millisecond), d)
 }
