@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -23,17 +24,26 @@ func TestGuestKind(t *testing.T) {
 }
 
 func TestOverBudget(t *testing.T) {
-	start := func(name, kind string, total time.Duration) Start {
-		return Start{VMI: "default/" + name, Kind: kind, Total: total, Timeline: v1.StartTimeline{{Phase: v1.StartPhaseCreated}, {Phase: v1.StartPhaseReady}}}
+	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	start := func(name, kind string, at, total time.Duration) Start {
+		return Start{VMI: "default/" + name, Kind: kind, Total: total, Timeline: v1.StartTimeline{
+			{Phase: v1.StartPhaseCreated, Time: metav1.NewMicroTime(t0.Add(at))},
+			{Phase: v1.StartPhaseReady, Time: metav1.NewMicroTime(t0.Add(at + total))}}}
 	}
-	budget := StartBudgetFactor * StartP95[GuestKernel]
+	budget, cloudBudget := StartBudgetFactor*StartP95[GuestKernel], StartBudgetFactor*StartP95[GuestCloud]
+	dedicated := start("dedicated", GuestKernel, 5*time.Minute, budget+time.Second)
+	dedicated.Unbudgeted = unbudgetedDedicatedCPUs
 	got := OverBudget([]Start{
-		start("cold", GuestKernel, budget+time.Second), // the first of its kind: unpacks the image
-		start("warm", GuestKernel, budget-time.Millisecond),
-		start("slow", GuestKernel, budget+time.Millisecond),
-		start("cloud", GuestCloud, StartBudgetFactor*StartP95[GuestCloud]+time.Second), // the first cloud start
+		start("cold", GuestKernel, 0, budget+time.Second),                    // the first of its kind: unpacks the image
+		start("cloud-a", GuestCloud, time.Second, cloudBudget+time.Second),   // the first cloud start
+		start("cloud-b", GuestCloud, 2*time.Second, cloudBudget+time.Second), // created with it: unpacks the image too
+		start("warm", GuestKernel, time.Minute, budget-time.Millisecond),
+		start("slow", GuestKernel, 2*time.Minute, budget+time.Millisecond),
+		start("cloud-c", GuestCloud, 3*time.Minute, cloudBudget+time.Second), // warm: over its budget
+		dedicated,
 	})
-	if len(got) != 1 || !strings.Contains(got[0], "default/slow") || !strings.Contains(got[0], "kernel guest") {
-		t.Errorf("OverBudget = %q, want the one warm kernel start over %v", got, budget)
+	if len(got) != 2 || !strings.Contains(got[0], "default/slow") || !strings.Contains(got[0], "kernel guest") ||
+		!strings.Contains(got[1], "default/cloud-c") {
+		t.Errorf("OverBudget = %q, want the warm kernel start over %v and the warm cloud start over %v", got, budget, cloudBudget)
 	}
 }
