@@ -2,7 +2,8 @@ package domainxml
 
 import (
 	"path/filepath"
-	"strconv"
+
+	"github.com/vmkit/vmkit/internal/netnames"
 )
 
 // Default locations, matching the layout KubeVirt's launcher pod uses so
@@ -129,8 +130,8 @@ type Options struct {
 	// TapDevices overrides, per interface name, the tap device the launcher
 	// created for it. Default: "tap0" for the interface on the pod network,
 	// "tap<N>" for the interface on the N-th Multus network (N from 1, in
-	// spec.networks order), matching the launcher's pod interfaces eth0 and
-	// net<N>.
+	// spec.networks order), the names the node agent wires them with
+	// (internal/netnames).
 	TapDevices map[string]string
 
 	// SMBIOS is what the guest reads from its DMI system table; the
@@ -267,5 +268,5 @@ func (r *resolved) kernelBootPath(p string) string {
 // defaultTap is the launcher's tap device for the pod network (ordinal 0)
 // or the ordinal-th Multus network.
 func defaultTap(ordinal int) string {
-	return "tap" + strconv.Itoa(ordinal)
+	return netnames.Tap(ordinal)
 }

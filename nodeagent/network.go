@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -85,9 +86,12 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 			ifaces[i] = client.NetworkInterface{Name: r.Interface, MAC: r.MAC, Passt: &client.PasstConfig{Ports: network.PasstArgs(plan[i])}}
 			continue
 		}
-		lease := r.Lease
-		lease.Hostname = hostname
-		ifaces[i] = client.NetworkInterface{Name: r.Interface, MAC: r.MAC, DHCP: &lease}
+		ifaces[i] = client.NetworkInterface{Name: r.Interface, MAC: r.MAC}
+		if r.Lease.IP.IP != nil { // none on a layer-2 secondary network
+			lease := r.Lease
+			lease.Hostname = hostname
+			ifaces[i].DHCP = &lease
+		}
 	}
 	if _, err := c.ConfigureNetwork(ctx, ifaces); err != nil {
 		return nil, fmt.Errorf("handing the network configuration to the launcher: %w", err)
@@ -126,8 +130,10 @@ func isNetworkError(err error) bool {
 // networkInterfaces is status.interfaces from the wired interfaces and what
 // the guest agent reports (nil when it reported nothing): each wired
 // interface with its MAC and the pod's addresses, joined by the guest
-// interface that holds its DHCP address (which gives the guest's device
-// name), then the guest's other interfaces.
+// interface that holds its DHCP address, or (an interface the agent gave
+// no address, on a layer-2 secondary network) has its MAC, which gives
+// the guest's device name and addresses; then the guest's other
+// interfaces.
 func networkInterfaces(wired []network.Result, guest []v1.VirtualMachineInstanceNetworkInterface) []v1.VirtualMachineInstanceNetworkInterface {
 	out := make([]v1.VirtualMachineInstanceNetworkInterface, 0, len(wired)+len(guest))
 	used := make([]bool, len(guest))
@@ -137,13 +143,19 @@ func networkInterfaces(wired []network.Result, guest []v1.VirtualMachineInstance
 			iface.IP, iface.IPs = r.PodIPs[0], append([]string(nil), r.PodIPs...)
 		}
 		for i, g := range guest {
-			if used[i] || !holds(g, r.Lease.IP.IP) {
+			if used[i] {
+				continue
+			}
+			if r.Lease.IP.IP != nil && !holds(g, r.Lease.IP.IP) || r.Lease.IP.IP == nil && (r.MAC == "" || !strings.EqualFold(g.MAC, r.MAC)) {
 				continue
 			}
 			used[i] = true
 			iface.InterfaceName = g.InterfaceName
 			if iface.MAC == "" {
 				iface.MAC = g.MAC
+			}
+			if len(iface.IPs) == 0 && len(g.IPs) > 0 {
+				iface.IP, iface.IPs = g.IP, g.IPs
 			}
 			iface.InfoSource = InfoSourceDomain + ", " + InfoSourceGuestAgent
 			break

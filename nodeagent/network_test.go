@@ -56,6 +56,18 @@ func TestNetworkInterfaces(t *testing.T) {
 		wired: []network.Result{bridge},
 		guest: []v1.VirtualMachineInstanceNetworkInterface{{InterfaceName: "eth0", MAC: "02:00:00:aa:bb:cc", IP: "10.244.0.8", IPs: []string{"10.244.0.8"}, InfoSource: InfoSourceGuestAgent}},
 		want:  []v1.VirtualMachineInstanceNetworkInterface{{Name: "default", InterfaceName: "eth0", MAC: "02:00:00:aa:bb:cc", IP: "10.244.0.8", IPs: []string{"10.244.0.8"}, InfoSource: "domain, guest-agent"}},
+	}, {
+		name:  "a layer-2 secondary network: no lease, joined by MAC, the guest's own addresses",
+		wired: []network.Result{masq, {Interface: "blue", MAC: "52:54:00:09:09:09"}},
+		guest: []v1.VirtualMachineInstanceNetworkInterface{guestEth0, {InterfaceName: "eth1", MAC: "52:54:00:09:09:09", IP: "192.168.7.2", IPs: []string{"192.168.7.2"}, InfoSource: InfoSourceGuestAgent}},
+		want: []v1.VirtualMachineInstanceNetworkInterface{
+			{Name: "default", InterfaceName: "eth0", MAC: "52:54:00:01:02:03", IP: "10.244.0.7", IPs: []string{"10.244.0.7", "fd00::7"}, InfoSource: "domain, guest-agent"},
+			{Name: "blue", InterfaceName: "eth1", MAC: "52:54:00:09:09:09", IP: "192.168.7.2", IPs: []string{"192.168.7.2"}, InfoSource: "domain, guest-agent"},
+		},
+	}, {
+		name:  "a layer-2 secondary network without a guest agent",
+		wired: []network.Result{{Interface: "blue", MAC: "52:54:00:09:09:09"}},
+		want:  []v1.VirtualMachineInstanceNetworkInterface{{Name: "blue", MAC: "52:54:00:09:09:09", InfoSource: "domain"}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, networkInterfaces(tc.wired, tc.guest)); diff != "" {

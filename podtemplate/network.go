@@ -1,23 +1,19 @@
 package podtemplate
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"strings"
 
+	"github.com/vmkit/vmkit/internal/netnames"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// Multus annotations, and how KubeVirt names the pod interface of a
-// secondary network: "pod" and the first 11 hex digits of the SHA-256 of the
-// network's name (11 so that "-nic" still fits Linux's 15 characters).
+// Multus annotations. The pod interface of a secondary network is named as
+// KubeVirt names it (netnames.SecondaryInterface).
 const (
 	multusNetworksAnnotation       = "k8s.v1.cni.cncf.io/networks"
 	multusDefaultNetworkAnnotation = "v1.multus-cni.io/default-network"
-	podInterfacePrefix             = "pod"
-	podInterfaceHashLen            = 11
 )
 
 // networkAnnotations returns the Multus annotations that attach the VMI's
@@ -54,7 +50,7 @@ func networkAnnotations(f *guestFacts, spec *v1.VirtualMachineInstanceSpec, name
 				mac = iface.MacAddress
 			}
 		}
-		elems = append(elems, multusNetwork{Name: nadName, Namespace: nadNS, MAC: mac, Interface: podInterfaceName(n.Name)})
+		elems = append(elems, multusNetwork{Name: nadName, Namespace: nadNS, MAC: mac, Interface: netnames.SecondaryInterface(n.Name)})
 	}
 	if elems == nil {
 		return "", defaultNetwork, nil
@@ -72,10 +68,4 @@ type multusNetwork struct {
 	Namespace string `json:"namespace"`
 	MAC       string `json:"mac,omitempty"`
 	Interface string `json:"interface"`
-}
-
-// podInterfaceName is the pod's interface for a secondary network.
-func podInterfaceName(network string) string {
-	sum := sha256.Sum256([]byte(network))
-	return podInterfacePrefix + hex.EncodeToString(sum[:])[:podInterfaceHashLen]
 }

@@ -12,15 +12,27 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 )
 
-// bridgeServerIP is the DHCP server's link-local address on k6t-eth0 in the
-// bridge binding.
-func bridgeServerIP() net.IPNet {
-	return net.IPNet{IP: net.IPv4(169, 254, 75, 10).To4(), Mask: net.CIDRMask(32, 32)}
+// bridgeServerIP is the DHCP server's link-local address on the bridge of
+// the bridge binding: 169.254.75.10 on k6t-eth0, 169.254.75.(11+i) on the
+// bridge of interface i on a secondary network.
+func bridgeServerIP(iface Interface) (net.IPNet, error) {
+	last := 10
+	if iface.Secondary {
+		last = 11 + iface.Index
+	}
+	if last > 254 {
+		return net.IPNet{}, fmt.Errorf("interface %d: the bridge binding serves DHCP to the first 244 interfaces only", iface.Index)
+	}
+	return net.IPNet{IP: net.IPv4(169, 254, 75, byte(last)).To4(), Mask: net.CIDRMask(32, 32)}, nil
 }
 
 // bridge wires KubeVirt's bridge binding: the pod interface's IPv4 address
 // moves to the guest, which sits on bridge k6t-eth0 together with eth0, and
-// the guest takes eth0's MAC unless the spec gives one.
+// the guest takes eth0's MAC unless the spec gives one. On a secondary
+// network the same happens with pod<hash> on k6t-<hash>; when that pod
+// interface has no IPv4 address (a layer-2 network: the
+// NetworkAttachmentDefinition has no IPAM), the guest gets the bridge and
+// no DHCP lease, as in KubeVirt.
 func (w *wirer) bridge(iface Interface) (Result, error) {
 	pod, err := w.podLink(iface.PodInterface)
 	if err != nil {
@@ -38,20 +50,26 @@ func (w *wirer) bridge(iface Interface) (Result, error) {
 	if guestMAC == nil {
 		guestMAC = rec.MAC
 	}
-	res := bridgeResult(iface, rec, guestMAC, mtu)
-	if err := res.Lease.Validate(); err != nil {
-		return Result{}, fmt.Errorf("%s's address and routes: %w", iface.PodInterface, err)
+	serverIP, err := bridgeServerIP(iface)
+	if err != nil {
+		return Result{}, err
 	}
-	steps := []func() error{
-		func() error { return w.freeMAC(pod, guestMAC) },
-		func() error { return w.clearIPv4(pod) },
-		func() error { return w.ensureAddr(br, bridgeServerIP()) },
+	res := bridgeResult(iface, rec, serverIP.IP, guestMAC, mtu)
+	steps := []func() error{func() error { return w.freeMAC(pod, guestMAC) }}
+	if rec.IP.IP != nil {
+		if err := res.Lease.Validate(); err != nil {
+			return Result{}, fmt.Errorf("%s's address and routes: %w", iface.PodInterface, err)
+		}
+		steps = append(steps,
+			func() error { return w.clearIPv4(pod) },
+			func() error { return w.ensureAddr(br, serverIP) })
+	}
+	steps = append(steps,
 		func() error { return w.setMaster(pod, br) },
 		func() error { return w.learningOff(pod) },
 		func() error { return w.ensureTap(iface.Tap, iface.MultiQueue, int(mtu), br) },
 		func() error { return w.setUp(br) },
-		func() error { return w.setUp(pod) },
-	}
+		func() error { return w.setUp(pod) })
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return Result{}, err
@@ -79,7 +97,7 @@ func (w *wirer) recordedBridge(iface Interface, pod netlink.Link) (netlink.Link,
 			return br, rec, nil
 		}
 	}
-	rec, err := w.readPod(pod)
+	rec, err := w.readPod(pod, iface.Secondary)
 	if err != nil {
 		return nil, podRecord{}, err
 	}
@@ -100,23 +118,25 @@ func (w *wirer) recordedBridge(iface Interface, pod netlink.Link) (netlink.Link,
 
 // readPod reads what the bridge binding hands to the guest: the pod
 // interface's first global IPv4 address, its MAC, default gateway and
-// other routes.
-func (w *wirer) readPod(pod netlink.Link) (podRecord, error) {
+// other routes. A secondary network's pod interface may have no IPv4
+// address: the record then holds only the MAC.
+func (w *wirer) readPod(pod netlink.Link, secondary bool) (podRecord, error) {
 	name := pod.Attrs().Name
 	addrs, err := w.globalAddrs(pod)
 	if err != nil {
 		return podRecord{}, err
 	}
-	if len(addrs) == 0 || addrs[0].IP.To4() == nil {
-		return podRecord{}, fmt.Errorf("%s has no IPv4 address to give the guest", name)
-	}
-	rec := podRecord{
-		IP:  net.IPNet{IP: addrs[0].IP.To4(), Mask: addrs[0].Mask},
-		MAC: append(net.HardwareAddr(nil), pod.Attrs().HardwareAddr...),
-	}
+	rec := podRecord{MAC: append(net.HardwareAddr(nil), pod.Attrs().HardwareAddr...)}
 	if len(rec.MAC) != 6 {
 		return podRecord{}, fmt.Errorf("%s has MAC %q, not a 48-bit one", name, rec.MAC)
 	}
+	if len(addrs) == 0 || addrs[0].IP.To4() == nil {
+		if secondary {
+			return rec, nil
+		}
+		return podRecord{}, fmt.Errorf("%s has no IPv4 address to give the guest", name)
+	}
+	rec.IP = net.IPNet{IP: addrs[0].IP.To4(), Mask: addrs[0].Mask}
 	routes, err := w.h.RouteList(pod, netlink.FAMILY_V4)
 	if err != nil {
 		return podRecord{}, fmt.Errorf("reading routes of %s: %w", name, err)
@@ -211,21 +231,23 @@ func (w *wirer) clearIPv4(pod netlink.Link) error {
 	return nil
 }
 
-func bridgeResult(iface Interface, rec podRecord, guestMAC net.HardwareAddr, mtu uint16) Result {
-	r := Result{
-		Interface: iface.Name,
-		Lease: dhcp.Lease{
-			ServerInterface: iface.Bridge,
-			ServerIP:        bridgeServerIP().IP,
-			ClientMAC:       guestMAC,
-			IP:              rec.IP,
-			Router:          rec.Gateway,
-			MTU:             mtu,
-			Routes:          rec.Routes,
-		},
-		MAC:    guestMAC.String(),
-		PodIPs: []string{rec.IP.IP.String()},
+// bridgeResult is what the bridge binding reports: the lease of the pod
+// interface's address, or none (Lease.IP.IP nil) when it had none.
+func bridgeResult(iface Interface, rec podRecord, serverIP net.IP, guestMAC net.HardwareAddr, mtu uint16) Result {
+	r := Result{Interface: iface.Name, MAC: guestMAC.String()}
+	if rec.IP.IP == nil {
+		return r
 	}
+	r.Lease = dhcp.Lease{
+		ServerInterface: iface.Bridge,
+		ServerIP:        serverIP,
+		ClientMAC:       guestMAC,
+		IP:              rec.IP,
+		Router:          rec.Gateway,
+		MTU:             mtu,
+		Routes:          rec.Routes,
+	}
+	r.PodIPs = []string{rec.IP.IP.String()}
 	iface.DHCP.apply(&r.Lease)
 	return r
 }

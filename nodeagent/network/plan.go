@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/vmkit/vmkit/internal/netnames"
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -19,23 +20,22 @@ const (
 	BindingPasst = "passt"
 )
 
-// KubeVirt's device names in the launcher pod for the pod network.
-const (
-	podInterface = "eth0"
-	podTap       = "tap0"
-	podBridge    = "k6t-eth0"
-)
-
-// Interface is one VMI interface on the pod network, as the agent wires it.
+// Interface is one VMI interface as the agent wires it: on the pod network
+// (or the Multus network that replaces it), or on a Multus secondary
+// network. Device names are KubeVirt's (internal/netnames).
 type Interface struct {
 	Name         string           // spec.domain.devices.interfaces[i].name
 	Index        int              // i
-	Binding      string           // BindingMasquerade or BindingBridge
-	PodInterface string           // "eth0" (the pod network's device in the pod)
-	Tap          string           // "tap0" (what domainxml attaches the NIC to: <interface type="ethernet"><target dev="tap0" managed="no"/>)
-	Bridge       string           // "k6t-eth0"
+	Binding      string           // BindingMasquerade, BindingBridge or BindingPasst
+	PodInterface string           // "eth0" (the pod network's device in the pod), "pod<hash>" for a secondary network
+	Tap          string           // "tap0", "tap<N>" for the N-th Multus network (what domainxml attaches the NIC to: <interface type="ethernet"><target dev="tap0" managed="no"/>)
+	Bridge       string           // "k6t-eth0", "k6t-<hash>" for a secondary network
 	MAC          net.HardwareAddr // spec macAddress; nil when not given
 	Ports        []v1.Port        // masquerade and passt: forward only these (empty: everything); Protocol is always "TCP" or "UDP"
+	// Secondary says the interface is on a Multus secondary network: the
+	// bridge binding, whose pod interface may have no IPv4 address (a
+	// layer-2 network), and then the guest gets none by DHCP.
+	Secondary bool
 	// MultiQueue makes the tap multi-queue (IFF_MULTI_QUEUE), for a virtio
 	// NIC when spec.domain.devices.networkInterfaceMultiqueue is true:
 	// libvirt then opens it once per vCPU (domainxml's <driver queues>).
@@ -93,10 +93,12 @@ func fieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// Plan returns the interfaces of vmi on the pod network (spec.networks[j].pod
-// != nil) that the agent must wire. Interfaces on Multus networks are not its
-// business and are skipped. An interface with no binding gets the bridge
-// binding, as in KubeVirt. Errors are *FieldError naming the offending field.
+// Plan returns the interfaces of vmi the agent must wire: the one on the
+// pod network (spec.networks[j].pod, or the Multus network marked default,
+// which takes the pod network's place) and those on Multus secondary
+// networks, which take the bridge binding. An interface with no binding
+// gets the bridge binding, as in KubeVirt. Errors are *FieldError naming
+// the offending field.
 func Plan(vmi *v1.VirtualMachineInstance) ([]Interface, error) {
 	if vmi == nil {
 		return nil, fieldErrorf("vmi", "is nil")
@@ -108,31 +110,50 @@ func Plan(vmi *v1.VirtualMachineInstance) ([]Interface, error) {
 	podUser := -1
 	for i := range vmi.Spec.Domain.Devices.Interfaces {
 		iface := &vmi.Spec.Domain.Devices.Interfaces[i]
-		j, err := podNetwork(vmi.Spec.Networks, iface, i)
+		j, ordinal, err := interfaceNetwork(vmi.Spec.Networks, iface, i)
 		if err != nil {
 			return nil, err
 		}
-		if j < 0 {
-			continue
-		}
-		if podUser >= 0 {
+		n := &vmi.Spec.Networks[j]
+		primary := n.Pod != nil || n.Multus.Default
+		if primary && podUser >= 0 {
 			return nil, fieldErrorf(ifaceField(i, ""), "only one interface may use the pod network (%s %q already does)",
 				ifaceField(podUser, ""), vmi.Spec.Domain.Devices.Interfaces[podUser].Name)
 		}
-		podUser = i
 		p, err := planInterface(iface, i)
 		if err != nil {
 			return nil, err
 		}
+		p.Tap = netnames.Tap(ordinal)
+		if primary {
+			podUser = i
+		} else {
+			p.Secondary = true
+			p.PodInterface = netnames.SecondaryInterface(n.Name)
+			p.Bridge = netnames.Bridge(p.PodInterface)
+		}
+		if p.Binding != BindingBridge && n.Pod == nil {
+			return nil, fieldErrorf(ifaceField(i, bindingField(p.Binding)), "only supported on the pod network (network %q is a Multus network, which takes the bridge binding)", iface.Name)
+		}
 		if mq := vmi.Spec.Domain.Devices.NetworkInterfaceMultiQueue; mq != nil && *mq && (iface.Model == "" || iface.Model == v1.DefaultInterfaceModel) {
 			p.MultiQueue = true
 		}
-		if err := checkGuestCIDR(p, vmi.Spec.Networks[j].Pod, j); err != nil {
-			return nil, err
+		if n.Pod != nil {
+			if err := checkGuestCIDR(p, n.Pod, j); err != nil {
+				return nil, err
+			}
 		}
 		plan = append(plan, p)
 	}
 	return plan, nil
+}
+
+// bindingField is the spec field of a binding Plan accepts.
+func bindingField(binding string) string {
+	if binding == BindingPasst {
+		return "passtBinding"
+	}
+	return binding
 }
 
 // checkPodNetworks refuses networks that are neither or both pod and Multus,
@@ -146,33 +167,35 @@ func checkPodNetworks(nets []v1.Network) error {
 			return fieldErrorf(netField(j), "may set only one of pod and multus")
 		case n.Pod == nil && n.Multus == nil:
 			return fieldErrorf(netField(j), "must set pod or multus")
-		case n.Pod != nil:
+		case n.Pod != nil || n.Multus.Default:
 			pods++
 			if pods > 1 {
-				return fieldErrorf(netField(j)+".pod", "only one network may be the pod network")
+				return fieldErrorf(netField(j), "only one network may be the pod network (a pod network, or a Multus network marked default)")
 			}
 		}
 	}
 	return nil
 }
 
-// podNetwork returns the index in nets of iface's network when it is the
-// pod network, else -1. It refuses an interface without a network and
-// masquerade off the pod network.
-func podNetwork(nets []v1.Network, iface *v1.Interface, i int) (int, error) {
+// interfaceNetwork returns the index in nets of iface's network and its
+// ordinal: 0 for the pod network, N for the N-th Multus network in nets
+// (domainxml names the taps the same way). It refuses an interface
+// without a network.
+func interfaceNetwork(nets []v1.Network, iface *v1.Interface, i int) (j, ordinal int, err error) {
+	multus := 0
 	for j := range nets {
+		if nets[j].Multus != nil {
+			multus++
+		}
 		if nets[j].Name != iface.Name {
 			continue
 		}
 		if nets[j].Pod != nil {
-			return j, nil
+			return j, 0, nil
 		}
-		if iface.Masquerade != nil {
-			return -1, fieldErrorf(ifaceField(i, "masquerade"), "only supported on the pod network (network %q is a Multus network)", iface.Name)
-		}
-		return -1, nil
+		return j, multus, nil
 	}
-	return -1, fieldErrorf(ifaceField(i, "name"), "no network named %q in spec.networks", iface.Name)
+	return 0, 0, fieldErrorf(ifaceField(i, "name"), "no network named %q in spec.networks", iface.Name)
 }
 
 // checkGuestCIDR refuses a masquerade guest network other than KubeVirt's
@@ -194,9 +217,9 @@ func planInterface(iface *v1.Interface, i int) (Interface, error) {
 		Name:         iface.Name,
 		Index:        i,
 		Binding:      binding,
-		PodInterface: podInterface,
-		Tap:          podTap,
-		Bridge:       podBridge,
+		PodInterface: netnames.PodNetworkInterface,
+		Tap:          netnames.Tap(0),
+		Bridge:       netnames.Bridge(netnames.PodNetworkInterface),
 	}
 	if p.MAC, err = parseMAC(iface.MacAddress, ifaceField(i, "macAddress")); err != nil {
 		return Interface{}, err

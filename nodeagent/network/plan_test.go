@@ -88,10 +88,22 @@ func TestPlan(t *testing.T) {
 			[]v1.Network{podNet("default")}),
 		want: []Interface{podIface("default", 0, BindingBridge)},
 	}, {
-		name: "Multus interfaces skipped, index kept",
-		vmi: vmiWith([]v1.Interface{bridged("blue"), {Name: "red", InterfaceBindingMethod: v1.InterfaceBindingMethod{SRIOV: &v1.InterfaceSRIOV{}}}, masq("default")},
+		name: "Multus secondary networks: the bridge binding on KubeVirt's pod<hash>, k6t-<hash> and tap<N>",
+		vmi: vmiWith([]v1.Interface{bridged("blue"), {Name: "red"}, masq("default")},
 			[]v1.Network{multusNet("blue"), multusNet("red"), podNet("default")}),
-		want: []Interface{podIface("default", 2, BindingMasquerade)},
+		want: []Interface{
+			{Name: "blue", Index: 0, Binding: BindingBridge, PodInterface: "pod16477688c0e", Tap: "tap1", Bridge: "k6t-16477688c0e", Secondary: true},
+			{Name: "red", Index: 1, Binding: BindingBridge, PodInterface: "podb1f51a511f1", Tap: "tap2", Bridge: "k6t-b1f51a511f1", Secondary: true},
+			podIface("default", 2, BindingMasquerade),
+		},
+	}, {
+		name: "a Multus network marked default takes the pod network's place",
+		vmi: vmiWith([]v1.Interface{bridged("blue"), bridged("red")}, []v1.Network{multusNet("blue"),
+			{Name: "red", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "red", Default: true}}}}),
+		want: []Interface{
+			{Name: "blue", Index: 0, Binding: BindingBridge, PodInterface: "pod16477688c0e", Tap: "tap1", Bridge: "k6t-16477688c0e", Secondary: true},
+			withPlanned(podIface("red", 1, BindingBridge), func(i *Interface) { i.Tap = "tap2" }),
+		},
 	}, {
 		name: "masquerade with the default guest CIDR spelled out",
 		vmi: vmiWith([]v1.Interface{masq("default")}, []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{
@@ -156,7 +168,29 @@ func TestPlanErrors(t *testing.T) {
 		name:      "masquerade on Multus",
 		vmi:       vmiWith([]v1.Interface{masq("blue")}, []v1.Network{multusNet("blue")}),
 		wantField: "spec.domain.devices.interfaces[0].masquerade",
+		wantMsg:   `only supported on the pod network (network "blue" is a Multus network, which takes the bridge binding)`,
+	}, {
+		name: "masquerade on the default Multus network",
+		vmi: vmiWith([]v1.Interface{masq("blue")}, []v1.Network{
+			{Name: "blue", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "blue", Default: true}}}}),
+		wantField: "spec.domain.devices.interfaces[0].masquerade",
 		wantMsg:   "only supported on the pod network",
+	}, {
+		name:      "passtBinding on Multus",
+		vmi:       vmiWith([]v1.Interface{{Name: "blue", InterfaceBindingMethod: v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}}}, []v1.Network{multusNet("blue")}),
+		wantField: "spec.domain.devices.interfaces[0].passtBinding",
+		wantMsg:   "only supported on the pod network",
+	}, {
+		name:      "SR-IOV on Multus",
+		vmi:       vmiWith([]v1.Interface{{Name: "blue", InterfaceBindingMethod: v1.InterfaceBindingMethod{SRIOV: &v1.InterfaceSRIOV{}}}}, []v1.Network{multusNet("blue")}),
+		wantField: "spec.domain.devices.interfaces[0]",
+		wantMsg:   "binding sriov is not supported by vmkit",
+	}, {
+		name: "a pod network and a default Multus network",
+		vmi: vmiWith([]v1.Interface{masq("a")}, []v1.Network{podNet("a"),
+			{Name: "b", NetworkSource: v1.NetworkSource{Multus: &v1.MultusNetwork{NetworkName: "b", Default: true}}}}),
+		wantField: "spec.networks[1]",
+		wantMsg:   "only one network may be the pod network",
 	}, {
 		name: "an NTP server that is not IPv4",
 		vmi: vmiWith([]v1.Interface{withSpec(masq("default"), func(i *v1.Interface) {
@@ -172,7 +206,7 @@ func TestPlanErrors(t *testing.T) {
 	}, {
 		name:      "two pod networks",
 		vmi:       vmiWith([]v1.Interface{masq("a")}, []v1.Network{podNet("a"), podNet("b")}),
-		wantField: "spec.networks[1].pod",
+		wantField: "spec.networks[1]",
 	}, {
 		name:      "network with neither pod nor multus",
 		vmi:       vmiWith([]v1.Interface{masq("a")}, []v1.Network{{Name: "a"}}),

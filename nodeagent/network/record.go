@@ -12,7 +12,7 @@ import (
 // and hands to the guest. Setup keeps it as the bridge's alias (ifalias),
 // so that a second Setup returns the same lease after eth0 lost it.
 type podRecord struct {
-	IP      net.IPNet        // the pod's IPv4 address and prefix
+	IP      net.IPNet        // the pod's IPv4 address and prefix; IP nil: none (a layer-2 secondary network)
 	MAC     net.HardwareAddr // the pod interface's original MAC
 	Gateway net.IP           // the default route's gateway; nil: none
 	Routes  []dhcp.Route     // the pod interface's other routes
@@ -28,7 +28,11 @@ const maxAlias = 255
 // gw=10.244.7.1 routes=169.254.1.1/32,10.96.0.0/12>10.244.7.254".
 func (r podRecord) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s ip=%s mac=%s", recordPrefix, r.IP.String(), r.MAC)
+	b.WriteString(recordPrefix)
+	if r.IP.IP != nil {
+		fmt.Fprintf(&b, " ip=%s", r.IP.String())
+	}
+	fmt.Fprintf(&b, " mac=%s", r.MAC)
 	if r.Gateway != nil {
 		fmt.Fprintf(&b, " gw=%s", r.Gateway)
 	}
@@ -58,8 +62,8 @@ func parseRecord(s string) (podRecord, error) {
 			return podRecord{}, fmt.Errorf("alias %q: %s: %w", s, key, err)
 		}
 	}
-	if r.IP.IP == nil || r.MAC == nil {
-		return podRecord{}, fmt.Errorf("alias %q: needs ip and mac", s)
+	if r.MAC == nil {
+		return podRecord{}, fmt.Errorf("alias %q: needs mac", s)
 	}
 	return r, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -125,7 +126,11 @@ func (s *server) forwardTarget(ctx context.Context, vmi *v1.VirtualMachineInstan
 	if err != nil || ns == "" {
 		return forwardTarget{}, err
 	}
-	iface := plan[0]
+	i := slices.IndexFunc(plan, func(p network.Interface) bool { return !p.Secondary })
+	if i < 0 { // only secondary networks
+		return forwardTarget{}, nil
+	}
+	iface := plan[i]
 	switch iface.Binding {
 	case network.BindingMasquerade:
 		return forwardTarget{IP: masqueradeGuestIP, NetNS: ns}, nil
