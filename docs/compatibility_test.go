@@ -50,12 +50,10 @@ var unsupportedCases = []struct {
 	{"utilityVolumes", `{"utilityVolumes":[{"name":"u"}]}`, "spec.utilityVolumes"},
 	{"volumes downwardMetrics", `{"volumes":[{"name":"v","downwardMetrics":{}}]}`, "spec.volumes[0].downwardMetrics"},
 	{"containerPath", `{"volumes":[{"name":"v","containerPath":{"path":"/p"}}]}`, "spec.volumes[0].containerPath"},
-	{"multus", `{"domain":{"memory":{"guest":"64Mi"},"devices":{"interfaces":[{"name":"n","bridge":{}}]}},"networks":[{"name":"n","multus":{"networkName":"x"}}]}`, "spec.networks[0].multus"},
 }
 
 // notFields are the backticked words of the list that name no field.
-var notFields = []string{"Synchronized=False", "Unsupported", "virtiofsd", "apt-cache search virtiofs", "passtBinding",
-	"domainxml.Convert", "domainxml.Validate", "gopkg.in/k8snetworkplumbingwg/multus-cni.v4"}
+var notFields = []string{"Synchronized=False", "Unsupported", "virtiofsd", "apt-cache search virtiofs", "passtBinding"}
 
 // unsupportedList returns the backticked names of the document's
 // "Reported as unsupported" list, with "volumes " before a name that
@@ -95,8 +93,8 @@ func unsupportedList(t *testing.T) []string {
 }
 
 // TestUnsupportedListIsTrue: every field api-compatibility.md reports as
-// unsupported is one vmkit reports (domainxml.Unsupported, or Validate
-// for Multus networks), and every field vmkit reports is in the list:
+// unsupported is one vmkit reports (domainxml.Unsupported), and every
+// field vmkit reports is in the list:
 // the document can neither promise a refusal vmkit no longer makes (a
 // feature built since) nor leave out one it makes.
 func TestUnsupportedListIsTrue(t *testing.T) {
@@ -109,9 +107,6 @@ func TestUnsupportedListIsTrue(t *testing.T) {
 			t.Fatalf("%s: %v", c.doc, err)
 		}
 		errs := domainxml.Unsupported(vmi)
-		if c.doc == "multus" {
-			errs = domainxml.Validate(vmi, true)
-		}
 		var fields []string
 		for _, e := range errs {
 			fields = append(fields, e.Field)
@@ -145,11 +140,6 @@ func TestUnsupportedListIsTrue(t *testing.T) {
 		if call, ok := n.(*ast.CallExpr); ok {
 			if id, ok := call.Fun.(*ast.Ident); ok && id.Name == "add" {
 				refusals++
-			}
-		}
-		if lit, ok := n.(*ast.CompositeLit); ok {
-			if sel, ok := lit.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Error" {
-				refusals++ // unwiredNetworks' field.Error
 			}
 		}
 		return true

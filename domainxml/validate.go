@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vmkit/vmkit/domainxml/internal/unsupported"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -29,7 +28,7 @@ func Validate(vmi *v1.VirtualMachineInstance, emulation bool) field.ErrorList {
 	if errs := v1.ValidateVirtualMachineInstance(vmi); len(errs) > 0 {
 		return errs
 	}
-	if errs := append(Unsupported(vmi), unsupported.UnwiredNetworks(vmi)...); len(errs) > 0 {
+	if errs := Unsupported(vmi); len(errs) > 0 {
 		// Valid, but not something vmkit runs yet: every such field,
 		// each an error of type NotSupported (OnlyUnsupported tells).
 		return errs

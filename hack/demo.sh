@@ -17,5 +17,6 @@ step "images: virt-operator, virt-controller, virt-api, virt-handler, virt-launc
   env VERIFY=0 hack/build-images.sh
 step "the OCI registry the nodes pull every image from (hack/build-registry.sh)" hack/build-registry.sh
 step "the cluster's DNS server, CoreDNS (hack/build-coredns.sh)" hack/build-coredns.sh
+step "Multus, for secondary networks (hack/build-multus.sh)" hack/build-multus.sh
 step "the demo driver (go build ./hack/cluster)" go build -o "$OUT/bin/cluster" ./hack/cluster
 exec "$OUT/bin/cluster" up -nodes "${DEMO_NODES:-1}"

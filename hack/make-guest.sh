@@ -47,7 +47,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=15
+GUEST_VERSION=16
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -240,11 +240,14 @@ case $1 in bound|renew)
   [ -n "$mtu" ] && ip link set dev "$interface" mtu "$mtu"
   [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface"
   [ -n "$hostname" ] && hostname "$hostname"
-  : >/etc/resolv.conf
-  for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
-  [ -n "$search" ] && echo "search $search" >>/etc/resolv.conf
+  # A secondary network's lease may have no name servers: keep eth0's.
+  if [ -n "$dns" ]; then
+    : >/etc/resolv.conf
+    for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+    [ -n "$search" ] && echo "search $search" >>/etc/resolv.conf
+  fi
   echo "vmkit guest $(hostname)" >/www/index.html
-  echo "GUEST-DHCP-BOUND ip=$ip router=$router hostname=$(hostname)" >/dev/console ;;
+  echo "GUEST-DHCP-BOUND dev=$interface ip=$ip router=$router hostname=$(hostname)" >/dev/console ;;
 esac
 EOF
   cat >"$root/bin/start-agent" <<EOF
@@ -264,9 +267,15 @@ ip link set lo up
 echo "vmkit guest \$(hostname)" >/www/index.html
 httpd -p 80 -h /www
 httpd -p 8080 -h /www
-if ip link set eth0 up 2>/dev/null; then
-  udhcpc -i eth0 -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
-fi
+# Every NIC asks for a lease: eth0 on the pod network, the others on
+# secondary networks (where none may answer: a layer-2 network).
+for dev in /sys/class/net/eth*; do
+  dev=\${dev##*/}
+  [ -e "/sys/class/net/\$dev" ] || continue
+  if ip link set "\$dev" up 2>/dev/null; then
+    udhcpc -i "\$dev" -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
+  fi
+done
 port=
 for i in 1 2 3 4 5 6 7 8 9 10; do
   for f in /sys/class/virtio-ports/*/name; do

@@ -12,7 +12,8 @@
 #   - vmkit's images (hack/build-images.sh), for the end-to-end tests on a
 #     real kubelet, the OCI registry the nodes pull them from
 #     (hack/build-registry.sh), the cluster DNS server CoreDNS
-#     (hack/build-coredns.sh), KubeVirt's own virtctl, which the end-to-end
+#     (hack/build-coredns.sh), Multus for secondary networks
+#     (hack/build-multus.sh), KubeVirt's own virtctl, which the end-to-end
 #     tests drive vmkit with (hack/build-virtctl.sh), and the code tools
 #     (hack/tools.sh).
 # The apt steps come first, so that no two apt runs overlap.
@@ -46,5 +47,6 @@ cat "$log"
 hack/build-images.sh
 hack/build-registry.sh
 hack/build-coredns.sh
+hack/build-multus.sh
 hack/build-virtctl.sh
 hack/tools.sh

@@ -138,7 +138,7 @@ func networkInterfaces(wired []network.Result, guest []v1.VirtualMachineInstance
 	out := make([]v1.VirtualMachineInstanceNetworkInterface, 0, len(wired)+len(guest))
 	used := make([]bool, len(guest))
 	for _, r := range wired {
-		iface := v1.VirtualMachineInstanceNetworkInterface{Name: r.Interface, MAC: r.MAC, InfoSource: InfoSourceDomain}
+		iface := v1.VirtualMachineInstanceNetworkInterface{Name: r.Interface, MAC: r.MAC, PodInterfaceName: r.PodInterface, InfoSource: InfoSourceDomain}
 		if len(r.PodIPs) > 0 {
 			iface.IP, iface.IPs = r.PodIPs[0], append([]string(nil), r.PodIPs...)
 		}

@@ -176,13 +176,12 @@ func TestAdmissionWarnsOfUnsupported(t *testing.T) {
 	if !resp.Allowed {
 		t.Fatalf("refused: %+v", resp.Result)
 	}
-	if len(resp.Warnings) != 3 || !strings.Contains(resp.Warnings[0], "spec.domain.devices.gpus") || !strings.Contains(resp.Warnings[1], "spec.domain.devices.interfaces[0].sriov") ||
-		!strings.Contains(resp.Warnings[2], "spec.networks[0].multus: Unsupported value: vmkit cannot connect guests to Multus secondary networks") {
-		t.Fatalf("warnings %q, want one naming spec.domain.devices.gpus, one spec.domain.devices.interfaces[0].sriov and one spec.networks[0].multus", resp.Warnings)
+	if len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.domain.devices.gpus") || !strings.Contains(resp.Warnings[1], "spec.domain.devices.interfaces[0].sriov") {
+		t.Fatalf("warnings %q, want one naming spec.domain.devices.gpus and one spec.domain.devices.interfaces[0].sriov (the Multus network itself is supported)", resp.Warnings)
 	}
 	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns"}, Spec: v1.VirtualMachineSpec{
 		RunStrategy: v1.RunStrategyPtr(v1.RunStrategyHalted), Template: &v1.VirtualMachineInstanceTemplateSpec{Spec: spec}}}
-	if resp := review(t, ValidateVMPath, admissionv1.Create, vm); !resp.Allowed || len(resp.Warnings) != 3 || !strings.Contains(resp.Warnings[0], "spec.template.spec.domain.devices.gpus") {
+	if resp := review(t, ValidateVMPath, admissionv1.Create, vm); !resp.Allowed || len(resp.Warnings) != 2 || !strings.Contains(resp.Warnings[0], "spec.template.spec.domain.devices.gpus") {
 		t.Fatalf("VM: allowed %v warnings %q, want admitted with warnings naming spec.template.spec.domain.devices.gpus", resp.Allowed, resp.Warnings)
 	}
 	spec.Domain.Resources.Requests = nil

@@ -178,7 +178,7 @@ func NodeOptions(o Options) (testenv.Options, error) {
 	if err != nil {
 		return testenv.Options{}, err
 	}
-	node := &testenv.NodeOptions{Images: images, Nodes: o.Nodes}
+	node := &testenv.NodeOptions{Images: images, Nodes: o.Nodes, Multus: true}
 	if o.Nodes == 1 {
 		// One node has what VMIs with dedicated CPUs and huge pages need,
 		// as a platform team's VM nodes do. With several, the nodes share

@@ -98,6 +98,11 @@ type NodeOptions struct {
 	// gets CPUs of its own, as VMIs with dedicated CPU placement need. It
 	// takes a machine of at least two CPUs.
 	CPUManager bool
+	// Multus puts Multus' thin CNI plugin in front of every node's pod
+	// network, so pods (and VMIs) attach secondary networks from
+	// NetworkAttachmentDefinitions, whose CRD it installs (see
+	// MultusUser). It needs the plugin built (hack/build-multus.sh).
+	Multus bool
 	// HugePages2Mi sizes the host's pool of 2 MiB huge pages
 	// (vm.nr_hugepages) while the nodes run, so the kubelets advertise
 	// hugepages-2Mi; the pool gets its earlier size back when the nodes
@@ -284,6 +289,11 @@ func (e *Env) startNodes(ctx context.Context, p *pki, opts *NodeOptions, bins ma
 			}
 		}
 		if err := n.writeConfig(p, e.Config.Host, count, opts); err != nil {
+			return err
+		}
+	}
+	if opts.Multus {
+		if err := e.installMultusAPI(ctx); err != nil {
 			return err
 		}
 	}

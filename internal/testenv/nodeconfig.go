@@ -22,6 +22,25 @@ func (n *Node) writeConfig(p *pki, server string, count int, opts *NodeOptions) 
 			return errors.New(nodeInstallHint("the " + plugin + " CNI plugin (" + cniBin + "/" + plugin + ", package containernetworking-plugins)"))
 		}
 	}
+	// containerd takes the first network in conf_dir: the node's pod
+	// network, or Multus with the pod network as its delegate, from a
+	// plugin directory that adds Multus to the system's plugins.
+	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{
+  "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
+}]}
+`, n.networkName, n.PodBridge, n.PodCIDR, n.PodGateway)
+	pluginDir := cniBin
+	if opts.Multus {
+		if err := os.MkdirAll(filepath.Join(n.dir, "cni"), 0o755); err != nil {
+			return err
+		}
+		dir, err := n.writeMultus(p, server, cniBin, podNetwork)
+		if err != nil {
+			return err
+		}
+		pluginDir = dir
+	}
 	containerd := fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -44,7 +63,7 @@ state = %q
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     SystemdCgroup = false
 `, filepath.Join(n.dir, "containerd-root"), filepath.Join(n.dir, "containerd-state"), n.ContainerdSocket,
-		pauseImage, cniBin, filepath.Join(n.dir, "cni"), filepath.Join(n.dir, "certs.d"))
+		pauseImage, pluginDir, filepath.Join(n.dir, "cni"), filepath.Join(n.dir, "certs.d"))
 	if err := registry.WriteHostsConfig(filepath.Join(n.dir, "certs.d"), registry.DefaultAddr, registry.Mirrored); err != nil {
 		return err
 	}
@@ -87,13 +106,7 @@ serializeImagePulls: false
 # (KUBE-FIREWALL, canaries) would outlive the node.
 makeIPTablesUtilChains: false
 `, listen, p.caCertFile, n.ContainerdSocket, ClusterDNSIP, ClusterDomain)
-	// containerd sets up each sandbox's loopback itself and uses the first
-	// network configuration in conf_dir.
-	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{
-  "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
-}]}
-`, n.networkName, n.PodBridge, n.PodCIDR, n.PodGateway)
+	// containerd sets up each sandbox's loopback itself.
 	files := map[string]string{
 		"containerd.toml":            containerd,
 		"kubelet-config.yaml":        kubelet,

@@ -7,9 +7,11 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// Plan picks the interface on the pod network; the one on a Multus network
-// is the CNI's business. The agent then calls Setup with the plan on the
-// launcher pod's namespace (/proc/<pid>/ns/net) before the domain starts.
+// Plan lists the interfaces the agent wires: the one on the pod network,
+// and the one on a Multus secondary network with KubeVirt's bridge binding
+// on the pod interface Multus made for it. The agent then calls Setup with
+// the plan on the launcher pod's namespace (/proc/<pid>/ns/net) before the
+// domain starts.
 func ExamplePlan() {
 	vmi := &v1.VirtualMachineInstance{}
 	vmi.Spec.Networks = []v1.Network{
@@ -33,8 +35,9 @@ func ExamplePlan() {
 		fmt.Printf("interfaces[%d] %s: %s, %s -> %s -> %s, ports %v\n",
 			iface.Index, iface.Name, iface.Binding, iface.PodInterface, iface.Bridge, iface.Tap, iface.Ports)
 	}
-	fmt.Print(network.Ruleset(plan[0]))
+	fmt.Print(network.Ruleset(plan[1]))
 	// Output:
+	// interfaces[0] storage: bridge, pod49a25f9feef -> k6t-49a25f9feef -> tap1, ports []
 	// interfaces[1] default: masquerade, eth0 -> k6t-eth0 -> tap0, ports [{http TCP 80}]
 	// table ip nat {
 	// 	chain prerouting {

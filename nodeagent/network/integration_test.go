@@ -291,7 +291,7 @@ func TestSetupMasquerade(t *testing.T) {
 			got := setupTwice(t, n, []Interface{iface}, func() { handles = nftRules(t, n.pod) })
 
 			want := []Result{{
-				Interface: "default",
+				Interface: "default", PodInterface: "eth0",
 				Lease: dhcp.Lease{
 					ServerInterface: "k6t-eth0", ServerIP: net.IPv4(10, 0, 2, 1).To4(), ClientMAC: tt.mac,
 					IP: cidr(t, "10.0.2.2/24"), Router: net.IPv4(10, 0, 2, 1).To4(), MTU: testMTU,
@@ -389,7 +389,7 @@ func TestSetupBridge(t *testing.T) {
 				guestMAC = tt.mac
 			}
 			want := []Result{{
-				Interface: "default",
+				Interface: "default", PodInterface: "eth0",
 				Lease: dhcp.Lease{
 					ServerInterface: "k6t-eth0", ServerIP: net.IPv4(169, 254, 75, 10).To4(), ClientMAC: guestMAC,
 					IP: cidr(t, testPodIP+"/24"), Router: net.ParseIP(testNodeIP).To4(), MTU: testMTU,
@@ -638,7 +638,7 @@ func TestSetupPasst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Result{{Interface: "default", Lease: dhcp.Lease{IP: cidr(t, testPodIP+"/24")}, PodIPs: []string{testPodIP}, Passt: true}}
+	want := []Result{{Interface: "default", PodInterface: "eth0", Lease: dhcp.Lease{IP: cidr(t, testPodIP+"/24")}, PodIPs: []string{testPodIP}, Passt: true}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Setup (-want +got):\n%s", diff)
 	}

@@ -34,6 +34,10 @@ func TestRecordRoundTrip(t *testing.T) {
 		rec:  podRecord{IP: cidr(t, "10.244.7.5/24"), MAC: mac},
 		text: "vmkit-pod: ip=10.244.7.5/24 mac=0a:58:0a:f4:07:05",
 	}, {
+		name: "a layer-2 secondary network: the MAC only",
+		rec:  podRecord{MAC: mac},
+		text: "vmkit-pod: mac=0a:58:0a:f4:07:05",
+	}, {
 		name: "Calico-like: /32, on-link gateway",
 		rec: podRecord{IP: cidr(t, "192.168.1.9/32"), MAC: mac, Gateway: net.IPv4(169, 254, 1, 1).To4(),
 			Routes: []dhcp.Route{{Dest: cidr(t, "169.254.1.1/32")}, {Dest: cidr(t, "10.96.0.0/12"), Gateway: net.IPv4(169, 254, 1, 1).To4()}}},
@@ -59,7 +63,6 @@ func TestParseRecordErrors(t *testing.T) {
 	for _, s := range []string{
 		"",
 		"some admin's alias",
-		"vmkit-pod: mac=0a:58:0a:f4:07:05",
 		"vmkit-pod: ip=10.244.7.5/24",
 		"vmkit-pod: ip=fd00::5/64 mac=0a:58:0a:f4:07:05",
 		"vmkit-pod: ip=10.244.7.5/24 mac=0a:58:0a:f4:07:05 gw=x",

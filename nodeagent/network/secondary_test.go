@@ -42,7 +42,7 @@ func TestSetupSecondaryBridge(t *testing.T) {
 			plan := []Interface{podIface("default", 0, BindingMasquerade), secondary}
 			got := setupTwice(t, n, plan, func() {})
 
-			want := Result{Interface: "blue", MAC: podMAC.String()}
+			want := Result{Interface: "blue", PodInterface: podIf, MAC: podMAC.String()}
 			if tt.ipam {
 				want.Lease = dhcp.Lease{ServerInterface: bridge, ServerIP: net.IPv4(169, 254, 75, 12).To4(), ClientMAC: podMAC,
 					IP: cidr(t, podIP+"/24"), MTU: testMTU}

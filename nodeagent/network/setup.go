@@ -23,10 +23,13 @@ type Options struct {
 
 // Result is what Setup did for one interface.
 type Result struct {
-	Interface string     // spec name
-	Lease     dhcp.Lease // what the launcher's DHCP server must hand out (ServerInterface, ServerIP, ClientMAC, IP, Router, MTU, Routes filled; DNS/search/hostname are the launcher's job)
-	MAC       string     // guest MAC to report in status ("" when libvirt chooses)
-	PodIPs    []string   // the pod's addresses (IPv4 first) for status.interfaces
+	Interface string // spec name
+	// PodInterface is the pod's device the interface is wired on ("eth0",
+	// "pod<hash>"), status.interfaces[].podInterfaceName.
+	PodInterface string
+	Lease        dhcp.Lease // what the launcher's DHCP server must hand out (ServerInterface, ServerIP, ClientMAC, IP, Router, MTU, Routes filled; DNS/search/hostname are the launcher's job)
+	MAC          string     // guest MAC to report in status ("" when libvirt chooses)
+	PodIPs       []string   // the pod's addresses (IPv4 first) for status.interfaces
 	// Passt says passt, not the launcher's DHCP server, answers the guest:
 	// Lease then holds only IP, the pod's address, which the guest gets.
 	Passt bool
@@ -74,6 +77,7 @@ func Setup(nsPath string, plan []Interface, opts Options) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", ifaceField(iface.Index, ""), iface.Name, err)
 		}
+		r.PodInterface = iface.PodInterface
 		results = append(results, r)
 	}
 	return results, nil

@@ -131,26 +131,6 @@ func Fields(vmi *v1.VirtualMachineInstance) field.ErrorList {
 	return errs
 }
 
-// UnwiredNetworks lists the VMI's Multus networks, in Fields' form.
-// Convert renders their NICs (tap<N>, Options.Interfaces), but nothing on
-// a node connects them: the node agent wires the pod network only, and
-// Multus, which attaches secondary networks to a pod, is not among what
-// vmkit builds (the Go module proxy does not serve it). Validate refuses
-// them, so such a VMI is admitted with a warning and held Pending by the
-// VMI controller (reason Unsupported) instead of starting a guest whose
-// NIC is connected to nothing.
-func UnwiredNetworks(vmi *v1.VirtualMachineInstance) field.ErrorList {
-	var errs field.ErrorList
-	for i, n := range vmi.Spec.Networks {
-		if n.Multus != nil {
-			errs = append(errs, &field.Error{Type: field.ErrorTypeNotSupported, Field: field.NewPath("spec", "networks").Index(i).Child("multus").String(),
-				BadValue: field.OmitValueType{}, Detail: Prefix + "connect guests to Multus secondary networks (use the pod network) yet"})
-		}
-	}
-	return errs
-}
-
-// Prefix starts the detail of every error Fields and UnwiredNetworks
-// return, which tells them from validation's NotSupported errors (a value
-// outside an enum).
+// Prefix starts the detail of every error Fields returns, which tells
+// them from validation's NotSupported errors (a value outside an enum).
 const Prefix = "vmkit cannot "
