@@ -137,8 +137,15 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 	// The controller's log outlives the run directory, for what it printed
 	// (e.g. GODEBUG=gctrace=1 through DENSITY_CONTROLLER_ENV).
 	defer func() {
-		if b, err := os.ReadFile(filepath.Join(env.Dir, "virt-controller.log")); err == nil {
-			_ = os.WriteFile(filepath.Join(root, "_output", "density", "virt-controller.log"), b, 0o644)
+		b, err := os.ReadFile(filepath.Join(env.Dir, "virt-controller.log"))
+		if err == nil {
+			err = os.MkdirAll(filepath.Join(root, "_output", "density"), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(root, "_output", "density", "virt-controller.log"), b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "density: keeping the controller's log: %v\n", err)
 		}
 	}()
 	if err := waitNodesReady(ctx, env, nNodes); err != nil {

@@ -179,6 +179,9 @@ func testSnapshot() *snapshotv1.VirtualMachineSnapshot {
 	}
 }
 
+// TestVolumeSnapshotStatuses: a VM the VM controller has synced gets
+// KubeVirt's statuses; one it has not is left to it (its first status
+// write carries them).
 func TestVolumeSnapshotStatuses(t *testing.T) {
 	vm := testVM(v1.RunStrategyAlways)
 	vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, v1.Volume{Name: "gone", VolumeSource: v1.VolumeSource{
@@ -187,6 +190,15 @@ func TestVolumeSnapshotStatuses(t *testing.T) {
 	f.cache(boundClaim())
 	f.run(func(k string) error { return f.c.syncVolumeSnapshotStatuses(t.Context(), k) }, "ns/vm")
 	got, _ := f.cs.KubevirtV1().VirtualMachines("ns").Get(t.Context(), "vm", metav1.GetOptions{})
+	if got.Status.VolumeSnapshotStatuses != nil {
+		t.Fatalf("a VM the VM controller has not synced got volumeSnapshotStatuses %v from the snapshot controller", got.Status.VolumeSnapshotStatuses)
+	}
+
+	vm.Status.ObservedGeneration = 1
+	f = newFixture(t, vm)
+	f.cache(boundClaim())
+	f.run(func(k string) error { return f.c.syncVolumeSnapshotStatuses(t.Context(), k) }, "ns/vm")
+	got, _ = f.cs.KubevirtV1().VirtualMachines("ns").Get(t.Context(), "vm", metav1.GetOptions{})
 	want := []v1.VolumeSnapshotStatus{
 		{Name: "containerdisk", Reason: "Snapshot is not supported for this volumeSource type [containerdisk]"},
 		{Name: "data", Reason: "No VolumeSnapshotClass: Volume snapshots are not configured for this StorageClass [local-path] [data]"},

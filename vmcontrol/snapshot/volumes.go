@@ -12,10 +12,13 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
-// volumeSnapshotStatuses is KubeVirt's vm.status.volumeSnapshotStatuses
+// VolumeSnapshotStatuses is KubeVirt's vm.status.volumeSnapshotStatuses
 // where no StorageClass has a VolumeSnapshotClass: every volume of the
-// template, in order, disabled with KubeVirt's reason.
-func volumeSnapshotStatuses(vm *v1.VirtualMachine, claim func(name string) *corev1.PersistentVolumeClaim) []v1.VolumeSnapshotStatus {
+// template, in order, disabled with KubeVirt's reason. claim returns the
+// VM's claim of the given name, nil when there is none. The snapshot
+// controller keeps them; the VM controller writes them with its own
+// status, so that a new VM costs one status write fewer.
+func VolumeSnapshotStatuses(vm *v1.VirtualMachine, claim func(name string) *corev1.PersistentVolumeClaim) []v1.VolumeSnapshotStatus {
 	if vm.Spec.Template == nil || len(vm.Spec.Template.Spec.Volumes) == 0 {
 		return nil
 	}
@@ -69,13 +72,15 @@ func (c *Controller) claim(namespace string) func(string) *corev1.PersistentVolu
 }
 
 // syncVolumeSnapshotStatuses writes a VM's volumeSnapshotStatuses when
-// they changed.
+// they changed. A VM the VM controller has not synced yet (no
+// status.observedGeneration) is left to it: its first status write
+// carries them, and a write of their own would cost every new VM one more.
 func (c *Controller) syncVolumeSnapshotStatuses(ctx context.Context, key string) error {
 	vm := c.vm(key)
-	if vm == nil || vm.DeletionTimestamp != nil {
+	if vm == nil || vm.DeletionTimestamp != nil || vm.Status.ObservedGeneration == 0 {
 		return nil
 	}
-	want := volumeSnapshotStatuses(vm, c.claim(vm.Namespace))
+	want := VolumeSnapshotStatuses(vm, c.claim(vm.Namespace))
 	if equality.Semantic.DeepEqual(want, vm.Status.VolumeSnapshotStatuses) {
 		return nil
 	}

@@ -44,10 +44,14 @@ func calculateStatus(vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance, st s
 		// behaviour (KubeVirt's older HotplugVolumes gate); vmkit's
 		// virt-api changes the template instead: kept as written.
 		VolumeRequests: old.VolumeRequests,
-		// Written by the snapshot controller (vmcontrol/snapshot).
+		// Written by the snapshot controller (vmcontrol/snapshot); the
+		// volumes' snapshot statuses are its computation, written here too.
 		SnapshotInProgress:     old.SnapshotInProgress,
 		RestoreInProgress:      old.RestoreInProgress,
 		VolumeSnapshotStatuses: old.VolumeSnapshotStatuses,
+	}
+	if st.snapshotStatuses != nil {
+		s.VolumeSnapshotStatuses = st.snapshotStatuses
 	}
 	if st.strategyErr != nil {
 		s.RunStrategy = ""

@@ -25,6 +25,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+	"github.com/vmkit/vmkit/vmcontrol/snapshot"
 )
 
 // GenerationAnnotation on a VMI holds the generation of the VM it was made from.
@@ -80,6 +81,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	st.strategy, st.strategyErr = vm.RunStrategy()
 	st.prevStrategy = vm.Status.RunStrategy
 	st.unboundClaim = c.unboundClaim(vm)
+	if c.claims != nil && vm.DeletionTimestamp == nil {
+		st.snapshotStatuses = snapshot.VolumeSnapshotStatuses(vm, func(name string) *corev1.PersistentVolumeClaim {
+			claim, err := c.claims.PersistentVolumeClaims(vm.Namespace).Get(name)
+			if err != nil {
+				return nil
+			}
+			return claim
+		})
+	}
 	st.startFailure = updateStartFailure(vm.Status.StartFailure, vmi, now, c.jitter)
 	st.requests = vm.Status.StateChangeRequests
 
@@ -236,6 +246,10 @@ type state struct {
 	// restartRequired: the spec changed since the running instance
 	// started (startRevisions.restartRequired).
 	restartRequired bool
+	// snapshotStatuses is status.volumeSnapshotStatuses as the snapshot
+	// controller computes it, written with the VM's status; nil keeps
+	// what is there (the controller does not watch claims).
+	snapshotStatuses []v1.VolumeSnapshotStatus
 }
 
 // backoffRemaining is how long a start must still wait after failures.

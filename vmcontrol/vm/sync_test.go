@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/fakewrites"
+	"github.com/vmkit/vmkit/vmcontrol/snapshot"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -564,5 +566,32 @@ func TestDeletedVMFinalizer(t *testing.T) {
 	want := `[{"op":"test","path":"/metadata/finalizers","value":["example.com/keep","kubevirt.io/virtualMachineControllerFinalize"]},{"op":"replace","path":"/metadata/finalizers","value":["example.com/keep"]}]`
 	if string(patch) != want {
 		t.Errorf("finalizer patch %s, want %s", patch, want)
+	}
+}
+
+// TestFirstStatusCarriesSnapshotStatuses: with claims watched, the status
+// write of the sync that starts a VM carries its volumeSnapshotStatuses
+// (the snapshot controller's computation), so no write of their own
+// follows.
+func TestFirstStatusCarriesSnapshotStatuses(t *testing.T) {
+	vm := newVM(v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Volumes = []v1.Volume{{Name: "disk", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}
+	h := newHarness(t, vm)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	h.c.claims = corelisters.NewPersistentVolumeClaimLister(indexer)
+	if err := h.c.sync(context.Background(), "ns/vm"); err != nil {
+		t.Fatal(err)
+	}
+	vm, _ = h.client.KubevirtV1().VirtualMachines("ns").Get(context.Background(), "vm", metav1.GetOptions{})
+	want := snapshot.VolumeSnapshotStatuses(vm, func(string) *corev1.PersistentVolumeClaim { return nil })
+	if len(want) != 1 || want[0].Reason != "PVC not found" {
+		t.Fatalf("the snapshot controller's statuses for the test VM: %+v", want)
+	}
+	if diff := cmp.Diff(want, vm.Status.VolumeSnapshotStatuses); diff != "" {
+		t.Errorf("volumeSnapshotStatuses (-want +got):\n%s", diff)
+	}
+	if got := h.writes(); !slices.Equal(got, []string{"create virtualmachineinstances", "update virtualmachines/status"}) {
+		t.Errorf("writes %v, want the VMI's create and one status update", got)
 	}
 }

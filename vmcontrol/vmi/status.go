@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/migration"
 )
 
 // ComputeContainer is the name of the launcher pod's container running the guest.
@@ -60,6 +61,13 @@ func calculateStatus(vmi *v1.VirtualMachineInstance, obs observation) v1.Virtual
 	// claims' sizes from it.
 	if pod != nil && !vmi.IsFinal() && (s.Phase == v1.Scheduled || s.Phase == v1.Running) {
 		s.VolumeStatus = volumeStatus(vmi.Spec.Volumes, s.VolumeStatus, obs.claims)
+	}
+
+	// The LiveMigratable condition goes with the write that hands the VMI
+	// over, rather than in a write of its own from the migration
+	// controller, which keeps it from then on (the same computation).
+	if obs.claimLookup != nil && pod != nil && !vmi.IsFinal() && vmi.DeletionTimestamp == nil && (s.Phase == v1.Scheduled || s.Phase == v1.Running) {
+		setMigratable(&s, vmi, obs.claimLookup, now)
 	}
 
 	if s.Memory == nil && pod != nil && !vmi.IsFinal() {
@@ -176,6 +184,25 @@ func readyCondition(s *v1.VirtualMachineInstanceStatus, pod *corev1.Pod) *v1.Vir
 	}
 	c.Reason, c.Message = "PodConditionMissing", "virt-launcher pod is missing the Ready condition"
 	return c
+}
+
+// setMigratable sets the LiveMigratable condition and migration method
+// as migration.LiveMigratable computes them, keeping the condition as it
+// is while its status, reason and message stay the same.
+func setMigratable(s *v1.VirtualMachineInstanceStatus, vmi *v1.VirtualMachineInstance, claims migration.ClaimLookup, now metav1.Time) {
+	cond, method := migration.LiveMigratable(vmi, claims)
+	s.MigrationMethod = method
+	for i := range s.Conditions {
+		if old := &s.Conditions[i]; old.Type == cond.Type && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+			return
+		}
+	}
+	setCondition(s, &cond, now)
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == cond.Type {
+			s.Conditions[i].LastProbeTime = now
+		}
+	}
 }
 
 // setCondition replaces or adds c (nil removes nothing), keeping the

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/podindex"
+	"github.com/vmkit/vmkit/vmcontrol/migration"
 	"github.com/vmkit/vmkit/vmcontrol/node"
 )
 
@@ -49,6 +50,10 @@ type observation struct {
 	// claims are the claims of the VMI's claim volumes, by name (for
 	// status.volumeStatus).
 	claims map[string]*corev1.PersistentVolumeClaim
+	// claimLookup finds any claim of the VMI's namespace, for its
+	// LiveMigratable condition; nil when the controller does not watch
+	// claims (the migration controller keeps the condition then).
+	claimLookup migration.ClaimLookup
 	// memory is how a memory hotplug stands (memory.go); nil when none
 	// is asked for.
 	memory *memoryHotplug
@@ -130,6 +135,15 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	}
 	if obs.pod != nil {
 		obs.claims = c.claimsOf(vmi)
+		if c.claimLister != nil {
+			obs.claimLookup = func(namespace, name string) *corev1.PersistentVolumeClaim {
+				claim, err := c.claimLister.PersistentVolumeClaims(namespace).Get(name)
+				if err != nil {
+					return nil
+				}
+				return claim
+			}
+		}
 		if obs.memory, err = c.syncMemory(ctx, vmi, obs.pod); err != nil {
 			return err
 		}

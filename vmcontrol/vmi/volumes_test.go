@@ -3,6 +3,7 @@ package vmi
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/fakewrites"
+	"github.com/vmkit/vmkit/vmcontrol/migration"
 )
 
 func storage(q string) corev1.ResourceList {
@@ -110,5 +112,46 @@ func TestHandOverReportsClaims(t *testing.T) {
 				t.Errorf("volumeStatus[0].persistentVolumeClaimInfo %+v; want claim data, 16Mi capacity and requests, overhead %s", info, DefaultFilesystemOverhead)
 			}
 		})
+	}
+}
+
+// TestHandOverReportsMigratable: the write that hands a VMI over carries
+// its LiveMigratable condition and migration method too, as
+// migration.LiveMigratable computes them from the spec and its claims, so
+// the migration controller has nothing left to write;
+// a second sync keeps the condition's times.
+func TestHandOverReportsMigratable(t *testing.T) {
+	vmi := withVolumes(newVMI(v1.Scheduling), pvcVolume("datadisk", "data"))
+	h := newClaimHarness(t, fakeRenderer{}, vmi.DeepCopy(), claim("data", sized("16Mi", "16Mi", corev1.PersistentVolumeFilesystem)))
+	if err := h.c.podIndexer.Add(launcherPod(vmi, corev1.PodRunning, true, "node01")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.vmi(t)
+	want, method := migration.LiveMigratable(got, func(string, string) *corev1.PersistentVolumeClaim {
+		return claim("data", sized("16Mi", "16Mi", corev1.PersistentVolumeFilesystem))
+	})
+	var cond *v1.VirtualMachineInstanceCondition
+	for i := range got.Status.Conditions {
+		if got.Status.Conditions[i].Type == v1.VirtualMachineInstanceIsMigratable {
+			cond = &got.Status.Conditions[i]
+		}
+	}
+	if got.Status.Phase != v1.Scheduled || cond == nil || cond.Status != want.Status || cond.Reason != want.Reason ||
+		cond.LastProbeTime.IsZero() || got.Status.MigrationMethod != method {
+		t.Fatalf("phase %s, LiveMigratable %+v, method %q; want Scheduled with %s/%s and %q", got.Status.Phase, cond, got.Status.MigrationMethod, want.Status, want.Reason, method)
+	}
+	if err := h.c.vmiIndexer.Update(got); err != nil {
+		t.Fatal(err)
+	}
+	h.client.ClearActions()
+	h.c.now = func() time.Time { return now.Add(time.Minute) }
+	if err := h.c.sync(context.Background(), "ns/vmi"); err != nil {
+		t.Fatal(err)
+	}
+	if writes := fakewrites.List(h.kube.Actions(), h.client.Actions()); len(writes) != 0 {
+		t.Errorf("a second sync of an unchanged VMI wrote %v", writes)
 	}
 }
