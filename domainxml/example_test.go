@@ -70,6 +70,9 @@ func Example() {
 	//   </os>
 	//   <features>
 	//     <acpi></acpi>
+	//     <tcg>
+	//       <tb-cache unit="MiB">128</tb-cache>
+	//     </tcg>
 	//   </features>
 	//   <cpu mode="maximum">
 	//     <topology sockets="1" cores="1" threads="1"></topology>

@@ -7,6 +7,11 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
+// TCGTranslationCacheMiB is the size of QEMU's translation cache for a
+// guest under emulation (libvirt's <tcg><tb-cache>): bounded, so that the
+// launcher's memory overhead covers it.
+const TCGTranslationCacheMiB = 128
+
 // convertFeatures sets the platform features: ACPI (on unless disabled; on
 // arm64 only with EFI, which arm64 ACPI needs), APIC with paravirtual EOI,
 // SMM (forced on for secure boot), the KVM signature, paravirtual
@@ -46,6 +51,12 @@ func (c *converter) convertFeatures() error {
 	}
 	if smm {
 		fl.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
+	}
+	if c.opts.Emulation {
+		// QEMU's default translation cache under TCG is 1 GiB, which it
+		// fills as the guest runs new code: a booting Debian guest's QEMU
+		// outgrew its pod's memory limit by that (the launcher soak, #41).
+		fl.TCG = &libvirtxml.DomainFeatureTCG{TBCache: &libvirtxml.DomainFeatureTCGTBCache{Unit: "MiB", Size: TCGTranslationCacheMiB}}
 	}
 	if f == nil {
 		return nil

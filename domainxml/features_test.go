@@ -42,17 +42,17 @@ func TestConvertFeatures(t *testing.T) {
 			KVM: &libvirtxml.DomainFeatureKVM{Hidden: &libvirtxml.DomainFeatureState{State: "on"}}, PVSpinlock: &libvirtxml.DomainFeatureState{State: "on"},
 		},
 	}, {
-		name: "emulation drops the KVM-only features it cannot honour",
+		name: "emulation drops the KVM-only features it cannot honour, and bounds TCG's translation cache",
 		vmi: newVMI(features(v1.Features{
 			KVM: &v1.FeatureKVM{Hidden: true}, Pvspinlock: &v1.FeatureState{},
 		})),
 		opts: Options{Emulation: true},
-		want: &libvirtxml.DomainFeatureList{ACPI: acpi},
+		want: &libvirtxml.DomainFeatureList{ACPI: acpi, TCG: tcg128},
 	}, {
 		name: "pvspinlock off is kept under emulation",
 		vmi:  newVMI(features(v1.Features{Pvspinlock: &v1.FeatureState{Enabled: ptr(false)}})),
 		opts: Options{Emulation: true},
-		want: &libvirtxml.DomainFeatureList{ACPI: acpi, PVSpinlock: &libvirtxml.DomainFeatureState{State: "off"}},
+		want: &libvirtxml.DomainFeatureList{ACPI: acpi, TCG: tcg128, PVSpinlock: &libvirtxml.DomainFeatureState{State: "off"}},
 	}, {
 		name: "secure boot turns SMM on",
 		vmi:  newVMI(secureBoot),
@@ -169,3 +169,5 @@ func TestConvertClock(t *testing.T) {
 		})
 	}
 }
+
+var tcg128 = &libvirtxml.DomainFeatureTCG{TBCache: &libvirtxml.DomainFeatureTCGTBCache{Unit: "MiB", Size: 128}}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/framework"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -61,7 +62,7 @@ func BenchmarkLauncherSoak(b *testing.B) {
 		lines, err := c.Console(ctx, "default", vm.Name, soakFilled)
 		cancel()
 		if err != nil {
-			b.Fatalf("%s: %v (console so far: %q)", vm.Name, err, lines)
+			b.Fatalf("%s: %v (last console lines: %q); launcher: %s", vm.Name, err, lines[max(len(lines)-5, 0):], launcherState(b, c, vm.Name))
 		}
 		b.Logf("%s: %s", vm.Name, lines[len(lines)-1])
 		vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(b.Context(), vm.Name, metav1.GetOptions{})
@@ -115,4 +116,24 @@ func BenchmarkLauncherSoak(b *testing.B) {
 		b.ReportMetric(peakOthers, "helpers-MiB")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// launcherState says how the launcher pods of VM name stand: each
+// container's state, restarts and last termination (an OOM kill shows).
+func launcherState(b *testing.B, c *cluster.Cluster, name string) string {
+	pods, err := c.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "kubevirt.io/vm=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			out = append(out, fmt.Sprintf("%s/%s: state %+v, restarts %d, last %+v", p.Name, st.Name, st.State, st.RestartCount, st.LastTerminationState))
+		}
+	}
+	vmi, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err == nil {
+		out = append(out, fmt.Sprintf("VMI phase %s reason %q", vmi.Status.Phase, vmi.Status.Reason))
+	}
+	return strings.Join(out, "; ")
 }
