@@ -9,6 +9,7 @@ require (
 	github.com/google/nftables v0.3.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/insomniacslk/dhcp v0.0.0-20250417080101-5f8cf70e8c5f
+	github.com/mdlayher/ndp v1.1.0
 	github.com/moby/profiles/seccomp v0.3.0
 	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/prometheus/client_golang v1.23.2

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install what a local node needs besides the kubelet (which hack/setup-k8s.sh
-# builds): containerd, runc and the CNI plugins from Debian 12. Nothing is
+# builds): containerd, runc and the CNI plugins from Debian 12, and the
+# DHCP clients the network tests run as a guest would (busybox's udhcpc,
+# dhcpcd for DHCPv6 and router advertisements). Nothing is
 # started here: internal/testenv starts containerd and the kubelet per run.
 # Idempotent; a warm run takes well under a second. Needs root.
 set -euo pipefail
-PACKAGES=(containerd runc containernetworking-plugins nftables busybox)
+PACKAGES=(containerd runc containernetworking-plugins nftables busybox dhcpcd-base)
 die() { echo "setup-node: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 missing=()

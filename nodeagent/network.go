@@ -92,6 +92,7 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 			lease.Hostname = hostname
 			ifaces[i].DHCP = &lease
 		}
+		ifaces[i].DHCPv6 = r.Lease6
 	}
 	if _, err := c.ConfigureNetwork(ctx, ifaces); err != nil {
 		return nil, fmt.Errorf("handing the network configuration to the launcher: %w", err)

@@ -42,6 +42,9 @@ func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []client.Network
 		if ni.Passt != nil {
 			l.passtIface, l.passtArgs = ni.Name, slices.Clone(ni.Passt.Ports)
 		}
+		if err := l.startDHCPv6(ctx, ni); err != nil {
+			return l.statusLocked(), err
+		}
 		if ni.DHCP == nil || l.dhcp[ni.DHCP.ServerInterface] {
 			continue
 		}
@@ -78,6 +81,46 @@ func (l *Launcher) serveDHCP(name string, lease dhcp.Lease) {
 		l.mu.Unlock()
 	}
 }
+
+// startDHCPv6 starts the DHCPv6 server and router advertisements for ni,
+// unless it has no IPv6 lease or they already run.
+func (l *Launcher) startDHCPv6(ctx context.Context, ni client.NetworkInterface) error {
+	if ni.DHCPv6 == nil || l.dhcp[dhcpv6Key(ni.DHCPv6.ServerInterface)] {
+		return nil
+	}
+	lease := *ni.DHCPv6
+	if len(lease.DNS) == 0 && len(lease.SearchDomains) == 0 {
+		dns, search, err := dhcp.ReadResolvConf(l.cfg.ResolvConf)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "the guest gets no IPv6 name servers", "vmi", l.key())
+		}
+		for _, ip := range dns {
+			if ip.To4() == nil {
+				lease.DNS = append(lease.DNS, ip)
+			}
+		}
+		lease.SearchDomains = search
+	}
+	if err := lease.Validate(); err != nil {
+		return fmt.Errorf("network configuration of VMI %s: interface %s: DHCPv6: %w", l.key(), ni.Name, err)
+	}
+	key := dhcpv6Key(lease.ServerInterface)
+	l.dhcp[key] = true
+	go func() {
+		log := klog.Background().WithValues("vmi", l.key(), "interface", ni.Name, "device", lease.ServerInterface)
+		log.Info("serving DHCPv6 and router advertisements", "address", lease.IP.String(), "dns", lease.DNS)
+		if err := dhcp.Serve6(l.runCtx, lease); err != nil {
+			log.Error(err, "DHCPv6 server stopped: the guest gets no IPv6 address on this interface")
+			l.mu.Lock()
+			delete(l.dhcp, key)
+			l.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// dhcpv6Key is the key of an interface's IPv6 servers in Launcher.dhcp.
+func dhcpv6Key(device string) string { return "v6/" + device }
 
 // hasPasstBinding reports whether an interface of vmi uses the passtBinding.
 func hasPasstBinding(vmi *v1.VirtualMachineInstance) bool {

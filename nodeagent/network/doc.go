@@ -93,11 +93,13 @@
 //
 // # Limits
 //
-// IPv4 only: the masquerade binding does not program table ip6 nat and the
-// bridge binding hands out only the IPv4 address (the launcher's DHCP server
-// is DHCPv4); IPv6 addresses of eth0 are reported in Result.PodIPs, not
-// given to the guest. Masquerade uses KubeVirt's default guest network
-// 10.0.2.0/24 only (Plan refuses another spec.networks[].pod.vmNetworkCIDR).
+// IPv6 on masquerade: when the pod has an IPv6 address, the guest is at
+// fd10:0:2::2/120 behind fd10:0:2::1 as well (KubeVirt's defaults), with
+// the same NAT in table ip6 nat, and Result.Lease6 says what the launcher's
+// DHCPv6 server and router advertisements give it. The bridge binding hands
+// out only the IPv4 address; IPv6 addresses of eth0 are reported in
+// Result.PodIPs, not given to the guest. Masquerade uses KubeVirt's default
+// guest networks 10.0.2.0/24 and fd10:0:2::/120 only (Plan refuses another spec.networks[].pod.vmNetworkCIDR).
 // The tap is single queue. Setup undoes nothing: the namespace goes away
 // with the launcher pod.
 package network

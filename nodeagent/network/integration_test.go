@@ -340,6 +340,53 @@ func TestSetupMasquerade(t *testing.T) {
 	}
 }
 
+// TestSetupMasqueradeDualStack wires a masquerade interface in a pod with
+// an IPv4 and an IPv6 address: the guest gets fd10:0:2::2 behind
+// fd10:0:2::1 as well, with table ip6 nat, and IPv6 traffic flows both
+// ways through the NAT as IPv4 does.
+func TestSetupMasqueradeDualStack(t *testing.T) {
+	const podIP6, nodeIP6 = "fd00:77::5", "fd00:77::1"
+	n := newTestNet(t)
+	for _, args := range [][]string{
+		{"-n", n.node, "addr", "add", nodeIP6 + "/64", "dev", "gw0", "nodad"},
+		{"-n", n.pod, "addr", "add", podIP6 + "/64", "dev", "eth0", "nodad"},
+		{"-n", n.pod, "-6", "route", "add", "default", "via", nodeIP6},
+	} {
+		run(t, "ip", args...)
+	}
+	iface := podIface("default", 0, BindingMasquerade)
+	got := setupTwice(t, n, []Interface{iface}, func() {})
+	if len(got) != 1 {
+		t.Fatalf("Setup returned %d results, want 1", len(got))
+	}
+	want6 := &dhcp.Lease6{ServerInterface: "k6t-eth0", IP: net.ParseIP("fd10:0:2::2"), PrefixLen: 120, MTU: testMTU}
+	if diff := cmp.Diff(want6, got[0].Lease6); diff != "" {
+		t.Errorf("Lease6 (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{testPodIP, podIP6}, got[0].PodIPs); diff != "" {
+		t.Errorf("PodIPs (-want +got):\n%s", diff)
+	}
+	if v := sysctl(t, n.pod, "net.ipv6.conf.all.forwarding"); v != "1" {
+		t.Errorf("net.ipv6.conf.all.forwarding = %s in the pod, want 1", v)
+	}
+	if got, want := run(t, "ip", "netns", "exec", n.pod, "nft", "list", "table", "ip6", "nat"), Ruleset6(iface); got != want {
+		t.Errorf("nft list table ip6 nat:\n%s\nwant (Ruleset6):\n%s", got, want)
+	}
+	n.addGuest("", "10.0.2.2/24", "10.0.2.1")
+	run(t, "ip", "-n", n.guest, "addr", "add", "fd10:0:2::2/120", "dev", "eth0", "nodad")
+	run(t, "ip", "-n", n.guest, "-6", "route", "add", "default", "via", "fd10:0:2::1")
+
+	guest := listen(t, n.guest, "[::]:8082")
+	if from := connect(t, n.node, "["+podIP6+"]:8082", guest); from != nodeIP6 {
+		t.Errorf("node -> [pod]:8082 reached the guest from %s, want %s (DNAT only)", from, nodeIP6)
+	}
+	node := listen(t, n.node, "["+nodeIP6+"]:9090")
+	if from := connect(t, n.guest, "["+nodeIP6+"]:9090", node); from != podIP6 {
+		t.Errorf("guest -> node reached the node from %s, want the pod IP %s", from, podIP6)
+	}
+	checkMasqueradeTraffic(t, n, false)
+}
+
 // checkMasqueradeTraffic connects to the guest from the node and from the
 // pod's localhost, and from the guest to the node.
 func checkMasqueradeTraffic(t *testing.T, n *testNet, onlyListed bool) {
@@ -567,7 +614,7 @@ func listen(t *testing.T, ns, addr string) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	err := inTestNamespace(ns, func() (err error) {
-		ln, err = net.Listen("tcp4", addr)
+		ln, err = net.Listen("tcp", addr)
 		return err
 	})
 	if err != nil {
@@ -582,7 +629,7 @@ func dialIn(t *testing.T, ns, addr string) (net.Conn, error) {
 	t.Helper()
 	var conn net.Conn
 	err := inTestNamespace(ns, func() (err error) {
-		conn, err = net.DialTimeout("tcp4", addr, 3*time.Second)
+		conn, err = net.DialTimeout("tcp", addr, 3*time.Second)
 		return err
 	})
 	return conn, err

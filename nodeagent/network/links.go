@@ -57,7 +57,14 @@ func (w *wirer) ensureBridge(name string, mtu int, alias string) (netlink.Link, 
 
 // ensureAddr gives l the address a, unless it has it.
 func (w *wirer) ensureAddr(l netlink.Link, a net.IPNet) error {
-	addrs, err := w.h.AddrList(l, netlink.FAMILY_V4)
+	family, flags := netlink.FAMILY_V4, 0
+	if a.IP.To4() == nil {
+		// No duplicate address detection: the address is the pod's
+		// own, on a link only the guest shares, and the advertisements
+		// wait for nothing.
+		family, flags = netlink.FAMILY_V6, unix.IFA_F_NODAD
+	}
+	addrs, err := w.h.AddrList(l, family)
 	if err != nil {
 		return fmt.Errorf("reading addresses of %s: %w", l.Attrs().Name, err)
 	}
@@ -66,7 +73,7 @@ func (w *wirer) ensureAddr(l netlink.Link, a net.IPNet) error {
 			return nil
 		}
 	}
-	if err := w.h.AddrAdd(l, &netlink.Addr{IPNet: &a}); err != nil {
+	if err := w.h.AddrAdd(l, &netlink.Addr{IPNet: &a, Flags: flags}); err != nil {
 		return fmt.Errorf("adding %s to %s: %w", a.String(), l.Attrs().Name, err)
 	}
 	return nil

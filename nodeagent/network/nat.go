@@ -17,7 +17,7 @@ func installNAT(nsFd int, rs natRuleset) error {
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
-	table := &nftables.Table{Name: rs.Table, Family: nftables.TableFamilyIPv4}
+	table := &nftables.Table{Name: rs.Table, Family: rs.tableFamily()}
 	if natInstalled(conn, table, rs) {
 		return nil
 	}
@@ -32,7 +32,7 @@ func installNAT(nsFd int, rs natRuleset) error {
 		conn.AddRule(&nftables.Rule{Table: table, Chain: chains[r.Chain], Exprs: r.Exprs()})
 	}
 	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("programming table ip %s: %w", rs.Table, err)
+		return fmt.Errorf("programming table %s %s: %w", rs.family(), rs.Table, err)
 	}
 	return nil
 }
@@ -60,7 +60,7 @@ func natInstalled(conn *nftables.Conn, table *nftables.Table, rs natRuleset) boo
 			return false
 		}
 		for k := range want {
-			if !sameExprs(rules[k].Exprs, want[k].Exprs()) {
+			if !sameExprs(rs.tableFamily(), rules[k].Exprs, want[k].Exprs()) {
 				return false
 			}
 		}
@@ -79,13 +79,13 @@ func sameHook(a, b *nftables.Chain) bool {
 }
 
 // sameExprs compares expressions by their netlink encoding.
-func sameExprs(a, b []expr.Any) bool {
+func sameExprs(family nftables.TableFamily, a, b []expr.Any) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		x, errX := expr.Marshal(byte(nftables.TableFamilyIPv4), a[i])
-		y, errY := expr.Marshal(byte(nftables.TableFamilyIPv4), b[i])
+		x, errX := expr.Marshal(byte(family), a[i])
+		y, errY := expr.Marshal(byte(family), b[i])
 		if errX != nil || errY != nil || !bytes.Equal(x, y) {
 			return false
 		}

@@ -21,6 +21,18 @@ func masqGuestIP() net.IP   { return net.IPv4(10, 0, 2, 2).To4() }
 func masqMask() net.IPMask  { return net.CIDRMask(24, 32) }
 func loopbackIP() net.IP    { return net.IPv4(127, 0, 0, 1).To4() }
 
+// The masquerade binding's IPv6 addresses (KubeVirt's defaults), used when
+// the pod has an IPv6 address: the guest at fd10:0:2::2/120 behind the
+// bridge's fd10:0:2::1.
+const (
+	masqCIDR6      = "fd10:0:2::/120"
+	masqPrefixLen6 = 120
+)
+
+func masqGatewayIP6() net.IP { return net.ParseIP("fd10:0:2::1") }
+func masqGuestIP6() net.IP   { return net.ParseIP("fd10:0:2::2") }
+func loopbackIP6() net.IP    { return net.IPv6loopback }
+
 // KubeVirt's names in table ip nat.
 const (
 	natTable        = "nat"
@@ -52,8 +64,10 @@ type natRule struct {
 	SNAT net.IP
 }
 
-// natRuleset is table ip nat as the masquerade binding programs it.
+// natRuleset is table ip nat (or ip6 nat) as the masquerade binding
+// programs it.
 type natRuleset struct {
+	IPv6   bool // table ip6 nat, else table ip nat
 	Table  string
 	Chains []natChain
 	Rules  []natRule
@@ -67,15 +81,29 @@ func Ruleset(iface Interface) string {
 	if iface.Binding != BindingMasquerade {
 		return ""
 	}
-	return masqueradeRuleset(iface).String()
+	return masqueradeRuleset(iface, false).String()
+}
+
+// Ruleset6 is Ruleset's IPv6 counterpart (nft list table ip6 nat), which
+// Setup installs as well when the pod has an IPv6 address.
+func Ruleset6(iface Interface) string {
+	if iface.Binding != BindingMasquerade {
+		return ""
+	}
+	return masqueradeRuleset(iface, true).String()
 }
 
 // masqueradeRuleset is KubeVirt's NAT for the masquerade binding: the guest
-// at 10.0.2.2 leaves with the pod's IP, and what reaches the pod on its pod
-// interface (or localhost inside the pod) is forwarded to the guest: every
-// port, or only iface.Ports.
-func masqueradeRuleset(iface Interface) natRuleset {
+// at 10.0.2.2 (fd10:0:2::2 in table ip6 nat) leaves with the pod's IP, and
+// what reaches the pod on its pod interface (or localhost inside the pod)
+// is forwarded to the guest: every port, or only iface.Ports.
+func masqueradeRuleset(iface Interface, ipv6 bool) natRuleset {
+	guest, gateway, loopback := masqGuestIP(), masqGatewayIP(), loopbackIP()
+	if ipv6 {
+		guest, gateway, loopback = masqGuestIP6(), masqGatewayIP6(), loopbackIP6()
+	}
 	rs := natRuleset{
+		IPv6:  ipv6,
 		Table: natTable,
 		Chains: []natChain{
 			{Name: "prerouting", Hook: "prerouting", Priority: -100},
@@ -87,25 +115,25 @@ func masqueradeRuleset(iface Interface) natRuleset {
 	}
 	add := func(r natRule) { rs.Rules = append(rs.Rules, r) }
 	add(natRule{Chain: "prerouting", IIfName: iface.PodInterface, Jump: chainPreInbound})
-	add(natRule{Chain: "postrouting", SAddr: masqGuestIP(), Masq: true})
+	add(natRule{Chain: "postrouting", SAddr: guest, Masq: true})
 	add(natRule{Chain: "postrouting", OIfName: iface.Bridge, Jump: chainPostInbnd})
 	if len(iface.Ports) == 0 {
-		add(natRule{Chain: "output", DAddr: loopbackIP(), DNAT: masqGuestIP()})
-		add(natRule{Chain: chainPreInbound, DNAT: masqGuestIP()})
+		add(natRule{Chain: "output", DAddr: loopback, DNAT: guest})
+		add(natRule{Chain: chainPreInbound, DNAT: guest})
 	}
 	for _, p := range iface.Ports {
 		proto, port := strings.ToLower(p.Protocol), uint16(p.Port)
-		add(natRule{Chain: "output", DAddr: loopbackIP(), Proto: proto, DPort: port, DNAT: masqGuestIP()})
-		add(natRule{Chain: chainPreInbound, Proto: proto, DPort: port, DNAT: masqGuestIP()})
+		add(natRule{Chain: "output", DAddr: loopback, Proto: proto, DPort: port, DNAT: guest})
+		add(natRule{Chain: chainPreInbound, Proto: proto, DPort: port, DNAT: guest})
 	}
-	add(natRule{Chain: chainPostInbnd, SAddr: loopbackIP(), SNAT: masqGatewayIP()})
+	add(natRule{Chain: chainPostInbnd, SAddr: loopback, SNAT: gateway})
 	return rs
 }
 
 // String renders rs as nft list table prints it.
 func (rs natRuleset) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table ip %s {\n", rs.Table)
+	fmt.Fprintf(&b, "table %s %s {\n", rs.family(), rs.Table)
 	for i, c := range rs.Chains {
 		if i > 0 {
 			b.WriteString("\n")
@@ -123,6 +151,22 @@ func (rs natRuleset) String() string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// family is the table's family as nft(8) names it.
+func (rs natRuleset) family() string {
+	if rs.IPv6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// tableFamily is the table's family for the nftables library.
+func (rs natRuleset) tableFamily() nftables.TableFamily {
+	if rs.IPv6 {
+		return nftables.TableFamilyIPv6
+	}
+	return nftables.TableFamilyIPv4
 }
 
 // priorityName is how nft(8) prints a chain's priority: by its standard
@@ -148,10 +192,10 @@ func (r natRule) String() string {
 		parts = append(parts, "oifname "+strconv.Quote(r.OIfName))
 	}
 	if r.SAddr != nil {
-		parts = append(parts, "ip saddr "+r.SAddr.String())
+		parts = append(parts, addrFamily(r.SAddr)+" saddr "+r.SAddr.String())
 	}
 	if r.DAddr != nil {
-		parts = append(parts, "ip daddr "+r.DAddr.String())
+		parts = append(parts, addrFamily(r.DAddr)+" daddr "+r.DAddr.String())
 	}
 	if r.Proto != "" {
 		parts = append(parts, r.Proto+" dport "+strconv.Itoa(int(r.DPort)))
@@ -179,10 +223,10 @@ func (r natRule) Exprs() []expr.Any {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, cmpEq(ifname(r.OIfName)))
 	}
 	if r.SAddr != nil {
-		e = append(e, ipHeader(12, 4), cmpEq(r.SAddr.To4()))
+		e = append(e, addrMatch(r.SAddr, false)...)
 	}
 	if r.DAddr != nil {
-		e = append(e, ipHeader(16, 4), cmpEq(r.DAddr.To4()))
+		e = append(e, addrMatch(r.DAddr, true)...)
 	}
 	if r.Proto != "" {
 		e = append(e, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, cmpEq([]byte{l4proto(r.Proto)}),
@@ -202,6 +246,31 @@ func (r natRule) Exprs() []expr.Any {
 	return e
 }
 
+// addrFamily is how nft(8) names ip's header: ip or ip6.
+func addrFamily(ip net.IP) string {
+	if ip.To4() != nil {
+		return "ip"
+	}
+	return "ip6"
+}
+
+// addrMatch compares the packet's source (or destination) address with ip,
+// in the IPv4 or IPv6 header as ip is.
+func addrMatch(ip net.IP, dst bool) []expr.Any {
+	if v4 := ip.To4(); v4 != nil {
+		off := uint32(12)
+		if dst {
+			off = 16
+		}
+		return []expr.Any{ipHeader(off, 4), cmpEq(v4)}
+	}
+	off := uint32(8)
+	if dst {
+		off = 24
+	}
+	return []expr.Any{ipHeader(off, 16), cmpEq(ip.To16())}
+}
+
 func ipHeader(offset, n uint32) *expr.Payload {
 	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: n}
 }
@@ -211,9 +280,13 @@ func cmpEq(data []byte) *expr.Cmp {
 }
 
 func natTo(t expr.NATType, ip net.IP) []expr.Any {
+	data, family := ip.To4(), uint32(unix.NFPROTO_IPV4)
+	if data == nil {
+		data, family = ip.To16(), unix.NFPROTO_IPV6
+	}
 	return []expr.Any{
-		&expr.Immediate{Register: 1, Data: ip.To4()},
-		&expr.NAT{Type: t, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegAddrMax: 1},
+		&expr.Immediate{Register: 1, Data: data},
+		&expr.NAT{Type: t, Family: family, RegAddrMin: 1, RegAddrMax: 1},
 	}
 }
 

@@ -95,7 +95,7 @@ func TestRulesetExprs(t *testing.T) {
 	iface := withPlanned(podIface("default", 0, BindingMasquerade), func(i *Interface) {
 		i.Ports = []v1.Port{{Port: 80, Protocol: "TCP"}, {Port: 53, Protocol: "UDP"}}
 	})
-	rs := masqueradeRuleset(iface)
+	rs := masqueradeRuleset(iface, false)
 	chains := map[string]bool{}
 	for _, c := range rs.Chains {
 		chains[c.Name] = true

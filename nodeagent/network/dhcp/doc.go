@@ -1,4 +1,6 @@
-// Package dhcp is the DHCPv4 server that gives a VM guest its address.
+// Package dhcp is the DHCPv4 and DHCPv6 server that gives a VM guest its
+// addresses, and the IPv6 router advertisements that give it its IPv6
+// default route.
 //
 // virt-launcher runs it inside the launcher pod's network namespace, on the
 // device the guest's NIC is attached to (the k6t-eth0 bridge of the masquerade
@@ -21,7 +23,14 @@
 // lease's DNS servers and search domains, so the guest resolves names the
 // way the pod does.
 //
-// The package builds on github.com/insomniacslk/dhcp: its dhcpv4 package
-// encodes and decodes messages and options (rfc1035label for the domain
-// search list, option 119), and server4 opens the interface-bound socket.
+// IPv6 (Lease6, Serve6, Reply6) follows the same shape: one address for one
+// guest, by DHCPv6 (IA_NA), plus router advertisements from the device's
+// link-local address with the Managed flag, the on-link prefix, the MTU and
+// the name servers (RDNSS, DNSSL).
+//
+// The package builds on github.com/insomniacslk/dhcp: its dhcpv4 and dhcpv6
+// packages encode and decode messages and options (rfc1035label for the
+// domain search list, option 119), and server4 and server6 open the
+// interface-bound sockets; github.com/mdlayher/ndp encodes the router
+// advertisements.
 package dhcp
