@@ -99,7 +99,8 @@
 // DHCPv6 server and router advertisements give it. The bridge binding hands
 // out only the IPv4 address; IPv6 addresses of eth0 are reported in
 // Result.PodIPs, not given to the guest. Masquerade uses KubeVirt's default
-// guest networks 10.0.2.0/24 and fd10:0:2::/120 only (Plan refuses another spec.networks[].pod.vmNetworkCIDR).
+// guest networks 10.0.2.0/24 and fd10:0:2::/120 only (Plan refuses another
+// spec.networks[].pod.vmNetworkCIDR or vmIPv6NetworkCIDR).
 // The tap is single queue. Setup undoes nothing: the namespace goes away
 // with the launcher pod.
 package network

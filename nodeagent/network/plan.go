@@ -199,12 +199,18 @@ func interfaceNetwork(nets []v1.Network, iface *v1.Interface, i int) (j, ordinal
 }
 
 // checkGuestCIDR refuses a masquerade guest network other than KubeVirt's
-// default 10.0.2.0/24, which is the only one Setup wires.
+// defaults 10.0.2.0/24 and fd10:0:2::/120, the only ones Setup wires.
 func checkGuestCIDR(p Interface, pod *v1.PodNetwork, j int) error {
-	if p.Binding != BindingMasquerade || pod.VMNetworkCIDR == "" || pod.VMNetworkCIDR == masqCIDR {
+	if p.Binding != BindingMasquerade {
 		return nil
 	}
-	return fieldErrorf(netField(j)+".pod.vmNetworkCIDR", "%q: vmkit supports only the default %s", pod.VMNetworkCIDR, masqCIDR)
+	if pod.VMNetworkCIDR != "" && pod.VMNetworkCIDR != masqCIDR {
+		return fieldErrorf(netField(j)+".pod.vmNetworkCIDR", "%q: vmkit supports only the default %s", pod.VMNetworkCIDR, masqCIDR)
+	}
+	if pod.VMIPv6NetworkCIDR != "" && pod.VMIPv6NetworkCIDR != masqCIDR6 {
+		return fieldErrorf(netField(j)+".pod.vmIPv6NetworkCIDR", "%q: vmkit supports only the default %s", pod.VMIPv6NetworkCIDR, masqCIDR6)
+	}
+	return nil
 }
 
 // planInterface turns a pod-network interface into what the agent wires.

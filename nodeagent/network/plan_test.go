@@ -250,6 +250,12 @@ func TestPlanErrors(t *testing.T) {
 		wantField: "spec.networks[0].pod.vmNetworkCIDR",
 		wantMsg:   `"10.11.12.0/24": vmkit supports only the default 10.0.2.0/24`,
 	}, {
+		name: "masquerade with another guest IPv6 CIDR",
+		vmi: vmiWith([]v1.Interface{masq("default")}, []v1.Network{{Name: "default", NetworkSource: v1.NetworkSource{
+			Pod: &v1.PodNetwork{VMIPv6NetworkCIDR: "fd20::/120"}}}}),
+		wantField: "spec.networks[0].pod.vmIPv6NetworkCIDR",
+		wantMsg:   `"fd20::/120": vmkit supports only the default fd10:0:2::/120`,
+	}, {
 		name: "two bindings",
 		vmi: vmiWith([]v1.Interface{{Name: "default", InterfaceBindingMethod: v1.InterfaceBindingMethod{
 			Bridge: &v1.InterfaceBridge{}, Masquerade: &v1.InterfaceMasquerade{}}}}, pod),
