@@ -36,7 +36,7 @@ const (
 	logTailWindow = 16 << 10 // bytes read from the end of a log to find its last lines
 
 	serviceAccountIssuer  = "https://kubernetes.default.svc.cluster.local"
-	serviceClusterIPRange = "10.0.0.0/24"
+	serviceClusterIPRange = "10.0.0.0/24,fd00:10:96::/112" // dual stack, IPv4 first
 	serviceClusterIP      = "10.0.0.1" // first address of serviceClusterIPRange: the kubernetes Service
 	adminUser             = "admin"
 	mastersGroup          = "system:masters"

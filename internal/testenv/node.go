@@ -129,8 +129,10 @@ type Node struct {
 	// over files in it or under the kubelet's directory are detached.
 	StorageDir string
 	// PodCIDR is the node's pod network, PodGateway the host's address on
-	// it, on bridge PodBridge.
+	// it, on bridge PodBridge; PodCIDR6 and PodGateway6 are its IPv6
+	// counterparts.
 	PodCIDR, PodGateway, PodBridge string
+	PodCIDR6, PodGateway6          string
 	// KubeletRootDir is, as this process sees it, the directory the
 	// node's kubelet and pods see at /var/lib/kubelet: that path itself
 	// for the first node, a directory in the node's run directory for the
@@ -194,6 +196,8 @@ func newNode(runDir string, i int) *Node {
 		dir:            nodeDir(runDir, i),
 		PodCIDR:        fmt.Sprintf("10.244.%d.0/24", i),
 		PodGateway:     fmt.Sprintf("10.244.%d.1", i),
+		PodCIDR6:       fmt.Sprintf("fd00:10:244:%x::/64", i),
+		PodGateway6:    fmt.Sprintf("fd00:10:244:%x::1", i),
 		PodBridge:      hostsetup.BridgePrefix + strconv.Itoa(i),
 		KubeletRootDir: KubeletRootDir,
 		networkName:    hostsetup.PodNetworkName,
@@ -373,7 +377,7 @@ func (e *Env) prepareNode(ctx context.Context, n *Node, bins map[string]string) 
 	if err := hostsetup.CreateCgroup(n.cgroupRoot); err != nil {
 		return err
 	}
-	if err := hostsetup.CreateBridge(n.PodBridge, n.PodGateway, n.PodCIDR); err != nil {
+	if err := hostsetup.CreateBridge(n.PodBridge, n.PodGateway, n.PodCIDR, n.PodGateway6, n.PodCIDR6); err != nil {
 		return err
 	}
 	var err error

@@ -82,12 +82,19 @@ func TestNode(t *testing.T) {
 		if ip := net.ParseIP(got.Status.PodIP); ip == nil || !podNet.Contains(ip) || ip.String() == PodGateway {
 			t.Errorf("pod IP %s is not a pod address in %s", got.Status.PodIP, PodCIDR)
 		}
-		// The pod's network namespace answers from its address: a port
+		// Dual stack: an IPv6 address from PodCIDR6 after the IPv4 one.
+		_, podNet6, _ := net.ParseCIDR(PodCIDR6)
+		if len(got.Status.PodIPs) != 2 || !podNet6.Contains(net.ParseIP(got.Status.PodIPs[1].IP)) {
+			t.Errorf("pod IPs %v, want an IPv4 and an IPv6 address (in %s)", got.Status.PodIPs, PodCIDR6)
+		}
+		// The pod's network namespace answers from its addresses: a port
 		// nothing listens on is refused at once (a missing route would
 		// time out).
-		_, err = net.DialTimeout("tcp", net.JoinHostPort(got.Status.PodIP, "1"), 5*time.Second)
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Errorf("dialing the pod at %s:1: %v, want connection refused from the pod", got.Status.PodIP, err)
+		for _, ip := range got.Status.PodIPs {
+			_, err = net.DialTimeout("tcp", net.JoinHostPort(ip.IP, "1"), 5*time.Second)
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("dialing the pod at %s: %v, want connection refused from the pod", net.JoinHostPort(ip.IP, "1"), err)
+			}
 		}
 	}
 	t.Run("ClusterIPService", func(t *testing.T) { testClusterIP(t, env) })

@@ -27,9 +27,11 @@ func (n *Node) writeConfig(p *pki, server string, count int, opts *NodeOptions) 
 	// plugin directory that adds Multus to the system's plugins.
 	podNetwork := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{
   "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}
+  "ipam": {"type": "host-local",
+    "ranges": [[{"subnet": %q, "gateway": %q}], [{"subnet": %q, "gateway": %q}]],
+    "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}
 }]}
-`, n.networkName, n.PodBridge, n.PodCIDR, n.PodGateway)
+`, n.networkName, n.PodBridge, n.PodCIDR, n.PodGateway, n.PodCIDR6, n.PodGateway6)
 	pluginDir := cniBin
 	if opts.Multus {
 		if err := os.MkdirAll(filepath.Join(n.dir, "cni"), 0o755); err != nil {
@@ -113,9 +115,9 @@ makeIPTablesUtilChains: false
 		"cni/10-vmkit-pods.conflist": podNetwork,
 	}
 	if n.Index == 0 {
-		clusterCIDR := PodCIDR
+		clusterCIDR := PodCIDR + "," + PodCIDR6
 		if count > 1 {
-			clusterCIDR = ClusterPodCIDR
+			clusterCIDR = ClusterPodCIDR + "," + ClusterPodCIDR6
 		}
 		files["kube-proxy.yaml"] = fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration

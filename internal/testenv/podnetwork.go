@@ -12,12 +12,21 @@ import "github.com/vmkit/vmkit/internal/testenv/hostsetup"
 // nodes' bridges, so pods on different nodes reach each other by their
 // addresses, without NAT. Package hostsetup creates and removes the
 // bridges and what the networks leave on the host.
+//
+// The network is dual stack, as a platform cluster can be: node i also has
+// fd00:10:244:i::/64 with the gateway fd00:10:244:i::1, pods get an address
+// of each family (IPv4 first), and Services a ClusterIP of each when they
+// ask (spec.ipFamilyPolicy).
 const (
-	PodCIDR    = "10.244.0.0/24"
-	PodGateway = "10.244.0.1"
-	PodBridge  = hostsetup.BridgePrefix + "0"
-	// ClusterPodCIDR holds every node's PodCIDR.
+	PodCIDR     = "10.244.0.0/24"
+	PodGateway  = "10.244.0.1"
+	PodCIDR6    = "fd00:10:244::/64"
+	PodGateway6 = "fd00:10:244::1"
+	PodBridge   = hostsetup.BridgePrefix + "0"
+	// ClusterPodCIDR holds every node's PodCIDR, ClusterPodCIDR6 every
+	// node's PodCIDR6.
 	ClusterPodCIDR   = "10.244.0.0/16"
+	ClusterPodCIDR6  = "fd00:10:244::/56"
 	kubeProxyHealthz = "127.0.0.1:10256"
 	kubeProxyMetrics = "127.0.0.1:10249"
 	kubeProxyUser    = "system:kube-proxy" // bound to system:node-proxier by default
@@ -28,5 +37,5 @@ const (
 // there; the CNI bridge plugin finds the bridge and its address and keeps
 // both.
 func createPodBridge() error {
-	return hostsetup.CreateBridge(PodBridge, PodGateway, PodCIDR)
+	return hostsetup.CreateBridge(PodBridge, PodGateway, PodCIDR, PodGateway6, PodCIDR6)
 }

@@ -69,11 +69,18 @@ func RemoveCNICache(network string) error {
 	return errors.Join(errs...)
 }
 
-// CreateBridge creates a node's pod network bridge with its gateway address.
-func CreateBridge(bridge, gateway, cidr string) error {
+// CreateBridge creates a node's pod network bridge with its gateway
+// addresses, IPv4 and IPv6 (without duplicate address detection: the
+// address is the host's own on a link it made), and turns on IPv6
+// forwarding (EnableIPv6Forwarding).
+func CreateBridge(bridge, gateway, cidr, gateway6, cidr6 string) error {
+	if err := enableIPv6Forwarding(); err != nil {
+		return err
+	}
 	for _, args := range [][]string{
 		{"link", "add", bridge, "type", "bridge"},
 		{"addr", "add", gateway + "/" + strings.Split(cidr, "/")[1], "dev", bridge},
+		{"addr", "add", gateway6 + "/" + strings.Split(cidr6, "/")[1], "dev", bridge, "nodad"},
 		{"link", "set", bridge, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -95,6 +102,54 @@ func RemoveBridge(bridge string) error {
 	return nil
 }
 
+// ipv6ForwardingSysctl is the host's IPv6 forwarding switch, and
+// ipv6ForwardingSaved where enableIPv6Forwarding keeps the value it
+// replaced, for RemovePodNetwork to put back.
+const (
+	ipv6ForwardingSysctl = "/proc/sys/net/ipv6/conf/all/forwarding"
+	ipv6ForwardingSaved  = "/run/vmkit-ipv6-forwarding"
+)
+
+// enableIPv6Forwarding lets the host route IPv6 between the pods and the
+// nodes' bridges, as net.ipv4.ip_forward does for IPv4 (the CNI bridge
+// plugin would turn it on at the first pod anyway); RemovePodNetwork
+// restores the value it found. The host then ignores router
+// advertisements on its own interfaces (it is a router), which leaves
+// static IPv6 configuration alone.
+func enableIPv6Forwarding() error {
+	old, err := os.ReadFile(ipv6ForwardingSysctl)
+	if err != nil {
+		return fmt.Errorf("reading net.ipv6.conf.all.forwarding: %w (is IPv6 disabled on this host?)", err)
+	}
+	if strings.TrimSpace(string(old)) == "1" {
+		return nil
+	}
+	if !Exists(ipv6ForwardingSaved) {
+		if err := os.WriteFile(ipv6ForwardingSaved, old, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(ipv6ForwardingSysctl, []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("enabling net.ipv6.conf.all.forwarding: %w", err)
+	}
+	return nil
+}
+
+// restoreIPv6Forwarding puts back the value enableIPv6Forwarding replaced.
+func restoreIPv6Forwarding() error {
+	old, err := os.ReadFile(ipv6ForwardingSaved)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(ipv6ForwardingSysctl, old, 0o644); err != nil {
+		return fmt.Errorf("restoring net.ipv6.conf.all.forwarding: %w", err)
+	}
+	return os.Remove(ipv6ForwardingSaved)
+}
+
 // RemovePodNetwork removes what the pod networks of every node and
 // kube-proxy leave on the host once every pod is gone: the bridges
 // (vmkit-cni0, vmkit-cni1, ...), host-local's allocations, libcni's cache
@@ -112,7 +167,7 @@ func RemovePodNetwork() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, RemoveCNICache(""))
+	errs = append(errs, RemoveCNICache(""), restoreIPv6Forwarding())
 	// containerd pins each sandbox's network namespace at /run/netns/cni-*
 	// and removes it only when it tears the sandbox down, which a stopped
 	// node never does.
