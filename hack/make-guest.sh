@@ -47,13 +47,17 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=16
+GUEST_VERSION=17
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
 # The guest agent and the libraries it may load come from these packages.
 AGENT_PKGS=(qemu-guest-agent libc6 libgcc-s1 libglib2.0-0 libnuma1 libudev1 liburing2
   libffi8 libmount1 libblkid1 libpcre2-8-0 libselinux1 zlib1g)
+# IPv6: busybox has no DHCPv6 client; dhcpcd (libc only) takes the address
+# by DHCPv6 and the default route from router advertisements, as a
+# distribution's guest does.
+AGENT_PKGS+=(dhcpcd-base)
 
 log() { echo "make-guest: $*"; }
 die() { echo "make-guest: $*" >&2; exit 1; }
@@ -199,9 +203,15 @@ add_agent() {
   mkdir -p "$root/usr/sbin" "$root/lib64" "$root/etc" "$root/run" "$root/tmp" "$root/var" "$root/modules"
   ln -s ../run "$root/var/run"
   cp "$qga" "$root/usr/sbin/qemu-ga"
+  cp "$work/agent-pkg/usr/sbin/dhcpcd" "$root/usr/sbin/dhcpcd"
+  # No user dhcpcd: dhcpcd then runs in one process, without privilege
+  # separation (which, in this initramfs, segfaults or hangs). nodev: there
+  # is no udev, whose "device ready" events dhcpcd would otherwise wait for.
+  mkdir -p "$root/var/lib/dhcpcd"
+  echo nodev >"$root/etc/dhcpcd.conf"
   loader=$(readelf -l "$qga" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
   [ -n "$loader" ] || die "qemu-ga has no program interpreter"
-  libs=$(needed_libs "$qga") # separate assignments: a failure stops the script
+  libs=$(needed_libs "$qga" "$work/agent-pkg/usr/sbin/dhcpcd") # separate assignments: a failure stops the script
   mods=$(module_order virtio_pci virtio_console virtio_net virtio_blk virtio_mem virtio_scsi sd_mod)
   for lib in $libs "lib/x86_64-linux-gnu/$(basename "$loader")"; do
     mkdir -p "$root/$(dirname "$lib")"
@@ -250,6 +260,15 @@ case $1 in bound|renew)
   echo "GUEST-DHCP-BOUND dev=$interface ip=$ip router=$router hostname=$(hostname)" >/dev/console ;;
 esac
 EOF
+  # dhcpcd calls this once it has configured an IPv6 address (it sets the
+  # address and the routes itself).
+  cat >"$root/bin/dhcp6-event" <<'EOF'
+#!/bin/busybox sh
+case $reason in BOUND6|REBOOT6)
+  echo "GUEST-DHCP6-BOUND dev=$interface ip=$new_dhcp6_ia_na1_ia_addr1" >/dev/console ;;
+esac
+EOF
+  chmod 755 "$root/bin/dhcp6-event"
   cat >"$root/bin/start-agent" <<EOF
 #!/bin/busybox sh
 # Started by /init after GUEST-BOOTED: virtio modules, /dev, eth0, the agent.
@@ -276,6 +295,8 @@ for dev in /sys/class/net/eth*; do
     udhcpc -i "\$dev" -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
   fi
 done
+# IPv6 where a router advertises it (masquerade on a dual-stack pod).
+dhcpcd -6 -b -q -c /bin/dhcp6-event >/dev/null 2>&1
 port=
 for i in 1 2 3 4 5 6 7 8 9 10; do
   for f in /sys/class/virtio-ports/*/name; do

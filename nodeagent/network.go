@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
+	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -101,8 +105,112 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	a.networks[vmi.UID] = results
 	a.wiredAt[vmi.UID] = a.now()
 	a.mu.Unlock()
+	for _, r := range results {
+		if r.Lease6 != nil {
+			a.startAdvertiser(vmi, nsPath, r.Interface, *r.Lease6)
+		}
+	}
 	return results, nil
 }
+
+// startAdvertiser sends the router advertisements of an interface's IPv6
+// lease in the launcher pod until the VMI is forgotten or the agent stops.
+// The launcher serves the DHCPv6 they point the guest to; the
+// advertisements need a raw ICMPv6 socket, which only the agent may open.
+func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath, iface string, lease dhcp.Lease6) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.advertisers[vmi.UID]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	me := &advertiser{cancel: cancel}
+	a.advertisers[vmi.UID] = me
+	log := klog.Background().WithValues("vmi", klog.KObj(vmi), "interface", iface, "device", lease.ServerInterface)
+	// The advertisements end with the launcher too (a VMI that migrated
+	// away is not forgotten here): their thread would keep the pod's
+	// network namespace alive.
+	go func() {
+		defer func() {
+			cancel()
+			a.mu.Lock()
+			if a.advertisers[vmi.UID] == me {
+				delete(a.advertisers, vmi.UID)
+			}
+			a.mu.Unlock()
+		}()
+		before, err := os.Stat(nsPath)
+		for err == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(launcherWatchInterval):
+			}
+			var now os.FileInfo
+			if now, err = os.Stat(nsPath); err == nil && !os.SameFile(before, now) {
+				return
+			}
+		}
+	}()
+	go func() {
+		log.V(2).Info("sending IPv6 router advertisements")
+		if err := network.Advertise(klog.NewContext(ctx, log), nsPath, lease); err != nil {
+			log.Error(err, "IPv6 router advertisements stopped: the guest gets no IPv6 default route or DHCPv6 address")
+		}
+	}()
+}
+
+// launcherWatchInterval is how often the agent checks that a launcher it
+// sends router advertisements for still runs.
+const launcherWatchInterval = 10 * time.Second
+
+// lostAdvertiser reports whether vmi runs here with an IPv6 address on a
+// masquerade interface that this agent did not wire: an earlier agent
+// did, and the router advertisements ended with it.
+func (a *Agent) lostAdvertiser(vmi *v1.VirtualMachineInstance) bool {
+	if a.networkOf(vmi.UID) != nil || vmi.Status.NodeName != a.cfg.NodeName {
+		return false
+	}
+	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
+		if iface.Masquerade == nil {
+			continue
+		}
+		for _, st := range vmi.Status.Interfaces {
+			if st.Name != iface.Name {
+				continue
+			}
+			for _, ip := range st.IPs {
+				if p := net.ParseIP(ip); p != nil && p.To4() == nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// stopAdvertiser stops the router advertisements in a VMI's launcher pod.
+func (a *Agent) stopAdvertiser(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if adv, ok := a.advertisers[uid]; ok {
+		adv.cancel()
+		delete(a.advertisers, uid)
+	}
+}
+
+// stopAdvertisers stops every VMI's router advertisements (the agent ends).
+func (a *Agent) stopAdvertisers() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid, adv := range a.advertisers {
+		adv.cancel()
+		delete(a.advertisers, uid)
+	}
+}
+
+// advertiser is one VMI's router advertisements.
+type advertiser struct{ cancel context.CancelFunc }
 
 // networkOf returns what wireNetwork did for the VMI with the given UID,
 // nil when this agent did not wire it (no pod interface, or wired before
@@ -114,6 +222,7 @@ func (a *Agent) networkOf(uid types.UID) []network.Result {
 }
 
 func (a *Agent) forgetNetwork(uid types.UID) {
+	a.stopAdvertiser(uid)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.networks, uid)

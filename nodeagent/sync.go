@@ -156,6 +156,13 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			}
 			st, obs.hotplug = synced, hs
 		}
+		if st.Started && !st.Final && !st.StopRequested && a.lostAdvertiser(vmi) {
+			// Wired with IPv6 before this agent started: wiring again
+			// changes nothing and starts the router advertisements.
+			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
+				klog.FromContext(ctx).Error(err, "restarting the IPv6 router advertisements", "vmi", key)
+			}
+		}
 		obs.launcher = &st
 	}
 	if a.migration.IsSource(vmi) {

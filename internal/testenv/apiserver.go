@@ -37,7 +37,7 @@ const (
 
 	serviceAccountIssuer  = "https://kubernetes.default.svc.cluster.local"
 	serviceClusterIPRange = "10.0.0.0/24,fd00:10:96::/112" // dual stack, IPv4 first
-	serviceClusterIP      = "10.0.0.1" // first address of serviceClusterIPRange: the kubernetes Service
+	serviceClusterIP      = "10.0.0.1"                     // first address of serviceClusterIPRange: the kubernetes Service
 	adminUser             = "admin"
 	mastersGroup          = "system:masters"
 	// frontProxyClientName is the common name of the certificate

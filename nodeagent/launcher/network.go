@@ -108,7 +108,7 @@ func (l *Launcher) startDHCPv6(ctx context.Context, ni client.NetworkInterface) 
 	l.dhcp[key] = true
 	go func() {
 		log := klog.Background().WithValues("vmi", l.key(), "interface", ni.Name, "device", lease.ServerInterface)
-		log.Info("serving DHCPv6 and router advertisements", "address", lease.IP.String(), "dns", lease.DNS)
+		log.Info("serving DHCPv6", "address", lease.IP.String(), "dns", lease.DNS)
 		if err := dhcp.Serve6(l.runCtx, lease); err != nil {
 			log.Error(err, "DHCPv6 server stopped: the guest gets no IPv6 address on this interface")
 			l.mu.Lock()

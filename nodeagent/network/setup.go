@@ -1,6 +1,7 @@
 package network
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -132,4 +133,18 @@ func mtu16(l netlink.Link) (uint16, error) {
 		return 0, fmt.Errorf("%s has MTU %d, outside 68..65535", l.Attrs().Name, mtu)
 	}
 	return uint16(mtu), nil
+}
+
+// Advertise sends the router advertisements of lease (a Result's Lease6)
+// in the network namespace at nsPath until ctx ends (dhcp.Advertise): they
+// make the pod the guest's IPv6 default router and tell its DHCPv6 client
+// to ask the launcher. It needs CAP_NET_RAW in that namespace, which the
+// node agent has and the launcher does not.
+func Advertise(ctx context.Context, nsPath string, lease dhcp.Lease6) error {
+	ns, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		return fmt.Errorf("opening network namespace %s: %w", nsPath, err)
+	}
+	defer ns.Close()
+	return inNamespace(ns, func() error { return dhcp.Advertise(ctx, lease) })
 }

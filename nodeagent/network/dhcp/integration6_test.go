@@ -22,8 +22,8 @@ env | grep -E '^(new_dhcp6_|nd1_)' | sed 's/^/dhcp-env /'
 echo "dhcp-env reason=$reason"
 `
 
-// TestServe6Dhcpcd runs Serve6 in one network namespace as virt-launcher
-// does in a pod's, and dhcpcd (a guest's DHCPv6 and router-advertisement
+// TestServe6Dhcpcd runs Serve6 and Advertise in one network namespace as
+// virt-launcher and the node agent do in a pod's, and dhcpcd (a guest's DHCPv6 and router-advertisement
 // client) in another, joined by a veth pair: dhcpcd must take the address,
 // the name servers and search domains, and install a default route
 // through the server's link-local address and the on-link prefix.
@@ -64,15 +64,18 @@ func TestServe6Dhcpcd(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	served := goInNetns(serverNS, func() error { return Serve6(ctx, lease) })
+	advertised := goInNetns(serverNS, func() error { return Advertise(ctx, lease) })
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve6: %v", err)
+		for name, done := range map[string]<-chan error{"Serve6": served, "Advertise": advertised} {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s did not return within 5s of its context ending", name)
 			}
-		case <-time.After(5 * time.Second):
-			t.Error("Serve6 did not return within 5s of its context ending")
 		}
 	})
 

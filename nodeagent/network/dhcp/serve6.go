@@ -2,9 +2,11 @@ package dhcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
@@ -20,19 +22,17 @@ import (
 // guest's tap, after the launcher has started its servers.
 const linkLocalPoll = 200 * time.Millisecond
 
-// Serve6 serves lease over IPv6 on lease.ServerInterface until ctx ends,
-// then returns nil: a DHCPv6 server on UDP port 547 (joined to
-// All_DHCP_Relay_Agents_and_Servers, ff02::1:2) that answers with Reply6,
-// and router advertisements from the interface's link-local address, sent
-// every RAInterval and in answer to each router solicitation.
+// Serve6 answers DHCPv6 for lease on lease.ServerInterface until ctx ends,
+// then returns nil: a server on UDP port 547, joined to
+// All_DHCP_Relay_Agents_and_Servers (ff02::1:2), that answers with Reply6.
+// Like Serve, it runs in the network namespace of the calling thread and
+// needs no privilege beyond binding port 547 (virt-launcher's pod allows
+// it).
 //
-// The advertisements set the Managed and Other flags (the address and name
-// servers come from DHCPv6), announce lease.Prefix() as on-link and not for
-// autoconfiguration, and carry the interface's MAC, lease.MTU, and the name
-// servers and search domains as RDNSS and DNSSL options, so a guest that
-// only listens to advertisements still resolves names.
-//
-// Like Serve, it runs in the network namespace of the calling thread.
+// A guest's DHCPv6 client asks only once a router advertisement with the
+// Managed flag tells it to: Advertise sends those. It needs a raw ICMPv6
+// socket (CAP_NET_RAW), which the launcher does not have, so the node
+// agent runs it in the launcher pod's network namespace.
 func Serve6(ctx context.Context, lease Lease6) error {
 	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("dhcpv6 serve: %w", err)
@@ -42,28 +42,45 @@ func Serve6(ctx context.Context, lease Lease6) error {
 		return fmt.Errorf("dhcpv6 serve: interface %s: %w", lease.ServerInterface, err)
 	}
 	log := klog.FromContext(ctx).WithValues("interface", lease.ServerInterface, "ip", lease.IP.String())
-	// Sockets are opened here, on the calling thread, in its namespace;
-	// other goroutines may run on threads in another.
-	dhcpConn, err := listenDHCPv6(iface)
+	conn, err := listenDHCPv6(iface)
 	if err != nil {
 		return err
 	}
-	defer dhcpConn.Close()
-	stop := context.AfterFunc(ctx, func() { dhcpConn.Close() })
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- serveDHCPv6(ctx, log, dhcpConn, iface, &lease) }()
+	return serveDHCPv6(ctx, log, conn, iface, &lease)
+}
 
-	raConn, err := listenNDP(ctx, iface)
-	if err == nil && raConn != nil {
-		err = advertise(ctx, log, raConn, iface, &lease)
+// Advertise sends router advertisements for lease on lease.ServerInterface
+// until ctx ends, then returns nil: from the interface's link-local address,
+// every RAInterval and in answer to each router solicitation. It waits for
+// that address, which the kernel assigns once the device has a carrier (a
+// bridge gets one when QEMU opens the guest's tap).
+//
+// The advertisements set the Managed and Other flags (the address and name
+// servers come from DHCPv6), announce lease.Prefix() as on-link and not for
+// autoconfiguration, and carry the interface's MAC, lease.MTU, and the name
+// servers and search domains as RDNSS and DNSSL options, so a guest that
+// only listens to advertisements still resolves names. Their router
+// lifetime makes the sender the guest's IPv6 default router.
+//
+// It runs in the network namespace of the calling thread, which must stay
+// there (runtime.LockOSThread), and needs CAP_NET_RAW.
+func Advertise(ctx context.Context, lease Lease6) error {
+	if err := lease.Validate(); err != nil {
+		return fmt.Errorf("router advertisements: %w", err)
 	}
+	iface, err := net.InterfaceByName(lease.ServerInterface)
 	if err != nil {
-		dhcpConn.Close()
-		<-served
+		return fmt.Errorf("router advertisements: interface %s: %w", lease.ServerInterface, err)
+	}
+	conn, err := listenNDP(ctx, iface)
+	if err != nil || conn == nil {
 		return err
 	}
-	return <-served
+	log := klog.FromContext(ctx).WithValues("interface", lease.ServerInterface, "ip", lease.IP.String())
+	return advertise(ctx, log, conn, iface, &lease)
 }
 
 // listenDHCPv6 opens the DHCPv6 server's socket on iface: UDP port 547,
@@ -125,6 +142,9 @@ func serveDHCPv6(ctx context.Context, log klog.Logger, conn *net.UDPConn, iface 
 func listenNDP(ctx context.Context, iface *net.Interface) (*ndp.Conn, error) {
 	for {
 		conn, _, err := ndp.Listen(iface, ndp.LinkLocal)
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("router advertisements on %s: opening a raw ICMPv6 socket (needs CAP_NET_RAW): %w", iface.Name, err)
+		}
 		if err == nil {
 			var filter ipv6.ICMPFilter
 			filter.SetAll(true)
