@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -164,5 +165,46 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 		}
 	default:
 		t.Error("no event")
+	}
+}
+
+// TestLostAdvertiser: a restarted agent wires again exactly the running
+// VMIs on its node with an IPv6 address on a masquerade interface that it
+// has not wired itself.
+func TestLostAdvertiser(t *testing.T) {
+	vmi := func(node string, masquerade bool, ips ...string) *v1.VirtualMachineInstance {
+		v := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
+		iface := v1.Interface{Name: "default"}
+		if masquerade {
+			iface.Masquerade = &v1.InterfaceMasquerade{}
+		} else {
+			iface.Bridge = &v1.InterfaceBridge{}
+		}
+		v.Spec.Domain.Devices.Interfaces = []v1.Interface{iface}
+		v.Status.NodeName = node
+		v.Status.Interfaces = []v1.VirtualMachineInstanceNetworkInterface{{Name: "default", IPs: ips}}
+		return v
+	}
+	for _, tc := range []struct {
+		name  string
+		vmi   *v1.VirtualMachineInstance
+		wired bool
+		want  bool
+	}{
+		{"masquerade with IPv6, not wired here", vmi("node1", true, "10.244.0.7", "fd00:10:244::7"), false, true},
+		{"already wired by this agent", vmi("node1", true, "10.244.0.7", "fd00:10:244::7"), true, false},
+		{"IPv4 only", vmi("node1", true, "10.244.0.7"), false, false},
+		{"bridge binding", vmi("node1", false, "10.244.0.7", "fd00:10:244::7"), false, false},
+		{"another node's", vmi("node2", true, "10.244.0.7", "fd00:10:244::7"), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Agent{cfg: Config{NodeName: "node1"}, networks: map[types.UID][]network.Result{}}
+			if tc.wired {
+				a.networks["u1"] = []network.Result{{Interface: "default"}}
+			}
+			if got := a.lostAdvertiser(tc.vmi); got != tc.want {
+				t.Errorf("lostAdvertiser = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
