@@ -52,6 +52,15 @@ func TestPasstBinding(t *testing.T) {
 	t.Logf("%s (passt): create → Running %v → guest answers HTTP on the pod IP %v: %q", vm.Name,
 		toRunning.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 
+	// Dual stack (#39 item 3): passt gives the guest the pod's IPv6 too
+	// (NDP and DHCPv6 of its own) and forwards the port on both families.
+	if ips := vmi.Status.Interfaces[0].IPs; len(ips) != 2 || net.ParseIP(ips[1]).To4() != nil {
+		t.Errorf("status.interfaces[0].ipAddresses = %v, want the pod's IPv4 and IPv6 addresses", ips)
+	} else {
+		suite.HTTPGetUntil(t, framework.GuestURL(ips[1], 80, "/"), "vmkit guest", time.Minute)
+		t.Logf("%s (passt): guest answers HTTP on the pod's IPv6 address %s %v after create", vm.Name, ips[1], time.Since(began).Round(time.Millisecond))
+	}
+
 	t.Run("Ports", func(t *testing.T) {
 		// The guest listens on 8080 too, but only 80 is listed.
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort(pod.Status.PodIP, "8080"), 3*time.Second)
