@@ -52,7 +52,7 @@ func TestDualStackMasquerade(t *testing.T) {
 		suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest", 90*time.Second)
 		answered = append(answered, time.Since(began).Round(time.Millisecond).String())
 	}
-	t.Logf("%s (masquerade, dual stack): create → Running %v → HTTP on %s %s → on %s %s",
+	t.Logf("%s (masquerade, dual stack): create → Running with both addresses %v → HTTP on %s %s → on %s %s",
 		vm.Name, toRunning.Round(time.Millisecond), ips[0], answered[0], ips[1], answered[1])
 
 	// A dual-stack Service: kube-proxy sends both ClusterIPs to the pod.
