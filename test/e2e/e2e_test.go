@@ -209,17 +209,19 @@ func TestRerunOnFailure(t *testing.T) {
 	first := framework.WaitVMI(t, c, vm.Name, "Running", running)
 	console(t, c, vm.Name)
 	pid := qemuPID(t, "default", vm.Name)
+	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing QEMU (pid %d): %v", pid, err)
 	}
-	var failedSeen bool
+	var failedAfter time.Duration
 	second := framework.WaitVMI(t, c, vm.Name, "replaced by a running one", func(vmi *v1.VirtualMachineInstance) bool {
-		if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed {
-			failedSeen = true
+		if vmi.UID == first.UID && vmi.Status.Phase == v1.Failed && failedAfter == 0 {
+			failedAfter = time.Since(killed)
 		}
 		return vmi.UID != first.UID && running(vmi)
 	})
-	t.Logf("QEMU pid %d killed: VMI %s (Failed seen: %v) replaced by %s", pid, first.UID, failedSeen, second.UID)
+	t.Logf("QEMU pid %d killed: VMI %s Failed after %v (0: not seen), replaced by %s Running after %v",
+		pid, first.UID, failedAfter.Round(time.Millisecond), second.UID, time.Since(killed).Round(time.Millisecond))
 	events, err := c.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + vm.Name})
 	if err == nil {
 		for _, e := range events.Items {
