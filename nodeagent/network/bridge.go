@@ -105,7 +105,7 @@ func (w *wirer) recordedBridge(iface Interface, pod netlink.Link) (netlink.Link,
 	if len(alias) > maxAlias {
 		return nil, podRecord{}, fmt.Errorf("recording %s's addresses and routes on %s: %d bytes, more than an alias holds (%d): too many routes", pod.Attrs().Name, iface.Bridge, len(alias), maxAlias)
 	}
-	if br, err = w.ensureBridge(iface.Bridge, pod.Attrs().MTU, alias); err != nil {
+	if br, err = w.ensureBridge(iface.Bridge, pod.Attrs().MTU, alias, nil); err != nil {
 		return nil, podRecord{}, err
 	}
 	if br.Attrs().Alias != alias {

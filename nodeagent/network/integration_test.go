@@ -311,6 +311,9 @@ func TestSetupMasquerade(t *testing.T) {
 				t.Errorf("k6t-eth0: %s, MTU %d, flags %v, addresses %v; want an UP bridge, MTU %d, 10.0.2.1/24",
 					br.LinkInfo.InfoKind, br.MTU, br.Flags, br.ipv4(), testMTU)
 			}
+			if br.Address != "02:00:00:00:00:00" {
+				t.Errorf("k6t-eth0 has MAC %s, want KubeVirt's static 02:00:00:00:00:00", br.Address)
+			}
 			checkTap(t, l["tap0"], tt.multiQueue)
 			if eth0 := l["eth0"]; eth0.Master != "" || !cmp.Equal(eth0.ipv4(), []string{testPodIP + "/24"}) {
 				t.Errorf("eth0: master %q, addresses %v; want none, %s/24 (masquerade leaves it alone)", eth0.Master, eth0.ipv4(), testPodIP)
@@ -375,6 +378,11 @@ func TestSetupMasqueradeDualStack(t *testing.T) {
 	n.addGuest("", "10.0.2.2/24", "10.0.2.1")
 	run(t, "ip", "-n", n.guest, "addr", "add", "fd10:0:2::2/120", "dev", "eth0", "nodad")
 	run(t, "ip", "-n", n.guest, "-6", "route", "add", "default", "via", "fd10:0:2::1")
+	// The static MAC holds with ports on the bridge: the guest's router is
+	// the same in every pod it migrates to.
+	if mac := links(t, n.pod)["k6t-eth0"].Address; mac != "02:00:00:00:00:00" {
+		t.Errorf("k6t-eth0 has MAC %s with the guest on it, want 02:00:00:00:00:00", mac)
+	}
 
 	guest := listen(t, n.guest, "[::]:8082")
 	if from := connect(t, n.node, "["+podIP6+"]:8082", guest); from != nodeIP6 {

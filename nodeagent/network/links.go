@@ -31,16 +31,16 @@ func (w *wirer) podLink(name string) (netlink.Link, error) {
 	return l, err
 }
 
-// ensureBridge returns bridge name, creating it with mtu and alias when it
-// does not exist.
-func (w *wirer) ensureBridge(name string, mtu int, alias string) (netlink.Link, error) {
+// ensureBridge returns bridge name, creating it with mtu, alias and, unless
+// nil, MAC mac when it does not exist.
+func (w *wirer) ensureBridge(name string, mtu int, alias string, mac net.HardwareAddr) (netlink.Link, error) {
 	l, err := w.link(name)
 	if err != nil {
 		return nil, err
 	}
 	if l == nil {
 		attrs := netlink.NewLinkAttrs()
-		attrs.Name, attrs.MTU, attrs.Alias = name, mtu, alias
+		attrs.Name, attrs.MTU, attrs.Alias, attrs.HardwareAddr = name, mtu, alias, mac
 		if err := w.h.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", name, err)
 		}

@@ -33,7 +33,7 @@ func (w *wirer) masquerade(iface Interface) (Result, error) {
 			return Result{}, err
 		}
 	}
-	br, err := w.ensureBridge(iface.Bridge, int(mtu), "")
+	br, err := w.ensureBridge(iface.Bridge, int(mtu), "", masqBridgeMAC())
 	if err != nil {
 		return Result{}, err
 	}

@@ -21,6 +21,13 @@ func masqGuestIP() net.IP   { return net.IPv4(10, 0, 2, 2).To4() }
 func masqMask() net.IPMask  { return net.CIDRMask(24, 32) }
 func loopbackIP() net.IP    { return net.IPv4(127, 0, 0, 1).To4() }
 
+// masqBridgeMAC is the masquerade bridge's MAC, KubeVirt's, the same in
+// every launcher pod: a guest that migrates keeps its gateway's MAC and
+// its IPv6 router's link-local address (derived from the MAC), so its
+// neighbor and default router entries stay valid. The bridge is on no
+// link but the guest's.
+func masqBridgeMAC() net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 0, 0} }
+
 // The masquerade binding's IPv6 addresses (KubeVirt's defaults), used when
 // the pod has an IPv6 address: the guest at fd10:0:2::2/120 behind the
 // bridge's fd10:0:2::1.
