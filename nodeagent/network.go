@@ -165,14 +165,14 @@ func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath, iface st
 const launcherWatchInterval = 10 * time.Second
 
 // lostAdvertiser reports whether vmi runs here with an IPv6 address on a
-// masquerade interface that this agent did not wire: an earlier agent
-// did, and the router advertisements ended with it.
+// masquerade or bridge interface that this agent did not wire: an earlier
+// agent did, and the router advertisements ended with it.
 func (a *Agent) lostAdvertiser(vmi *v1.VirtualMachineInstance) bool {
 	if a.networkOf(vmi.UID) != nil || vmi.Status.NodeName != a.cfg.NodeName {
 		return false
 	}
 	for _, iface := range vmi.Spec.Domain.Devices.Interfaces {
-		if iface.Masquerade == nil {
+		if iface.Masquerade == nil && iface.Bridge == nil {
 			continue
 		}
 		for _, st := range vmi.Status.Interfaces {

@@ -169,8 +169,8 @@ func TestHostNetworkLauncherFails(t *testing.T) {
 }
 
 // TestLostAdvertiser: a restarted agent wires again exactly the running
-// VMIs on its node with an IPv6 address on a masquerade interface that it
-// has not wired itself.
+// VMIs on its node with an IPv6 address on a masquerade or bridge
+// interface that it has not wired itself.
 func TestLostAdvertiser(t *testing.T) {
 	vmi := func(node string, masquerade bool, ips ...string) *v1.VirtualMachineInstance {
 		v := &v1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
@@ -194,7 +194,8 @@ func TestLostAdvertiser(t *testing.T) {
 		{"masquerade with IPv6, not wired here", vmi("node1", true, "10.244.0.7", "fd00:10:244::7"), false, true},
 		{"already wired by this agent", vmi("node1", true, "10.244.0.7", "fd00:10:244::7"), true, false},
 		{"IPv4 only", vmi("node1", true, "10.244.0.7"), false, false},
-		{"bridge binding", vmi("node1", false, "10.244.0.7", "fd00:10:244::7"), false, false},
+		{"bridge binding with IPv6", vmi("node1", false, "10.244.0.7", "fd00:10:244::7"), false, true},
+		{"bridge binding, IPv4 only", vmi("node1", false, "10.244.0.7"), false, false},
 		{"another node's", vmi("node2", true, "10.244.0.7", "fd00:10:244::7"), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

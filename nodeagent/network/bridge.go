@@ -64,12 +64,21 @@ func (w *wirer) bridge(iface Interface) (Result, error) {
 			func() error { return w.clearIPv4(pod) },
 			func() error { return w.ensureAddr(br, serverIP) })
 	}
+	if res.Lease6 != nil {
+		if err := res.Lease6.Validate(); err != nil {
+			return Result{}, fmt.Errorf("%s's IPv6 address: %w", iface.PodInterface, err)
+		}
+		steps = append(steps, func() error { return w.clearIPv6(pod) })
+	}
 	steps = append(steps,
 		func() error { return w.setMaster(pod, br) },
 		func() error { return w.learningOff(pod) },
 		func() error { return w.ensureTap(iface.Tap, iface.MultiQueue, int(mtu), br) },
 		func() error { return w.setUp(br) },
 		func() error { return w.setUp(pod) })
+	if res.Lease6 != nil {
+		steps = append(steps, func() error { return w.routeGuest6(iface, br, rec) })
+	}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return Result{}, err
@@ -130,6 +139,9 @@ func (w *wirer) readPod(pod netlink.Link, secondary bool) (podRecord, error) {
 	if len(rec.MAC) != 6 {
 		return podRecord{}, fmt.Errorf("%s has MAC %q, not a 48-bit one", name, rec.MAC)
 	}
+	if err := w.readPod6(pod, addrs, &rec); err != nil {
+		return podRecord{}, err
+	}
 	if len(addrs) == 0 || addrs[0].IP.To4() == nil {
 		if secondary {
 			return rec, nil
@@ -143,6 +155,31 @@ func (w *wirer) readPod(pod netlink.Link, secondary bool) (podRecord, error) {
 	}
 	rec.Gateway, rec.Routes = splitRoutes(routes, rec.IP)
 	return rec, nil
+}
+
+// readPod6 records the pod interface's first global IPv6 address and its
+// IPv6 default gateway, which the guest gets on a dual-stack pod.
+func (w *wirer) readPod6(pod netlink.Link, addrs []netlink.Addr, rec *podRecord) error {
+	for _, a := range addrs {
+		if a.IP.To4() == nil {
+			rec.IP6 = net.IPNet{IP: a.IP, Mask: a.Mask}
+			break
+		}
+	}
+	if rec.IP6.IP == nil {
+		return nil
+	}
+	routes, err := w.h.RouteList(pod, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("reading IPv6 routes of %s: %w", pod.Attrs().Name, err)
+	}
+	for _, r := range routes {
+		if (r.Dst == nil || maskOnes(r.Dst.Mask) == 0) && r.Gw != nil {
+			rec.Gateway6 = r.Gw
+			break
+		}
+	}
+	return nil
 }
 
 // splitRoutes returns the default route's gateway and the other routes of
@@ -231,6 +268,62 @@ func (w *wirer) clearIPv4(pod netlink.Link) error {
 	return nil
 }
 
+// clearIPv6 removes the pod interface's global IPv6 addresses and its IPv6
+// routes but the link-local one: they belong to the guest now.
+func (w *wirer) clearIPv6(pod netlink.Link) error {
+	name := pod.Attrs().Name
+	addrs, err := w.h.AddrList(pod, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("reading IPv6 addresses of %s: %w", name, err)
+	}
+	for i := range addrs {
+		if addrs[i].Scope != unix.RT_SCOPE_UNIVERSE {
+			continue
+		}
+		if err := w.h.AddrDel(pod, &addrs[i]); err != nil {
+			return fmt.Errorf("removing %s from %s: %w", addrs[i].IPNet, name, err)
+		}
+	}
+	routes, err := w.h.RouteList(pod, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("reading IPv6 routes of %s: %w", name, err)
+	}
+	for i := range routes {
+		if routes[i].Dst != nil && routes[i].Dst.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if err := w.h.RouteDel(&routes[i]); err != nil {
+			return fmt.Errorf("removing route %s from %s: %w", routes[i], name, err)
+		}
+	}
+	return nil
+}
+
+// routeGuest6 makes the pod the IPv6 router the launcher's advertisements
+// name (the guest's default route, through the bridge's link-local
+// address): the pod's prefix is on the bridge and its default route goes to
+// the pod's gateway there, so what the guest sends the pod leaves again
+// on the same link (with a redirect that sends the guest straight to the
+// gateway next time). Nothing leaves the pod for the pod network but the
+// guest's own traffic: the bridge filter keeps the advertisements and the
+// DHCPv6 answers meant for the guest off it.
+func (w *wirer) routeGuest6(iface Interface, br netlink.Link, rec podRecord) error {
+	if err := inNamespace(w.ns, func() error { return enableRouting6(iface.Bridge) }); err != nil {
+		return err
+	}
+	prefix := &net.IPNet{IP: rec.IP6.IP.Mask(rec.IP6.Mask), Mask: rec.IP6.Mask}
+	routes := []netlink.Route{{LinkIndex: br.Attrs().Index, Dst: prefix}}
+	if rec.Gateway6 != nil {
+		routes = append(routes, netlink.Route{LinkIndex: br.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: rec.Gateway6})
+	}
+	for i := range routes {
+		if err := w.h.RouteReplace(&routes[i]); err != nil {
+			return fmt.Errorf("routing %s through %s: %w", routes[i].Dst, iface.Bridge, err)
+		}
+	}
+	return installGuestFilter(int(w.ns), iface.PodInterface)
+}
+
 // bridgeResult is what the bridge binding reports: the lease of the pod
 // interface's address, or none (Lease.IP.IP nil) when it had none.
 func bridgeResult(iface Interface, rec podRecord, serverIP net.IP, guestMAC net.HardwareAddr, mtu uint16) Result {
@@ -248,6 +341,11 @@ func bridgeResult(iface Interface, rec podRecord, serverIP net.IP, guestMAC net.
 		Routes:          rec.Routes,
 	}
 	r.PodIPs = []string{rec.IP.IP.String()}
+	if rec.IP6.IP != nil {
+		ones, _ := rec.IP6.Mask.Size()
+		r.Lease6 = &dhcp.Lease6{ServerInterface: iface.Bridge, IP: rec.IP6.IP, PrefixLen: ones, MTU: mtu}
+		r.PodIPs = append(r.PodIPs, rec.IP6.IP.String())
+	}
 	iface.DHCP.apply(&r.Lease)
 	return r
 }

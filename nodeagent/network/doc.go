@@ -91,16 +91,20 @@
 // mac=... gw=... routes=..."), written when the bridge is created and
 // before eth0 is changed; a second Setup reads the lease from there.
 //
+// # IPv6
+//
+// When the pod has an IPv6 address, Result.Lease6 says what the launcher's
+// DHCPv6 server and the node agent's router advertisements give the guest.
+// Masquerade puts the guest at fd10:0:2::2/120 behind fd10:0:2::1 as well
+// (KubeVirt's defaults), with the same NAT in table ip6 nat. The bridge
+// binding hands the pod's IPv6 address to the guest, makes the pod the
+// guest's IPv6 router, and keeps the advertisements and DHCPv6 answers off
+// the pod network (table bridge vmkit-guest).
+//
 // # Limits
 //
-// IPv6 on masquerade: when the pod has an IPv6 address, the guest is at
-// fd10:0:2::2/120 behind fd10:0:2::1 as well (KubeVirt's defaults), with
-// the same NAT in table ip6 nat, and Result.Lease6 says what the launcher's
-// DHCPv6 server and router advertisements give it. The bridge binding hands
-// out only the IPv4 address; IPv6 addresses of eth0 are reported in
-// Result.PodIPs, not given to the guest. Masquerade uses KubeVirt's default
-// guest networks 10.0.2.0/24 and fd10:0:2::/120 only (Plan refuses another
-// spec.networks[].pod.vmNetworkCIDR or vmIPv6NetworkCIDR).
-// The tap is single queue. Setup undoes nothing: the namespace goes away
-// with the launcher pod.
+// Masquerade uses KubeVirt's default guest networks 10.0.2.0/24 and
+// fd10:0:2::/120 only (Plan refuses another spec.networks[].pod.vmNetworkCIDR
+// or vmIPv6NetworkCIDR). The tap is single queue. Setup undoes nothing: the
+// namespace goes away with the launcher pod.
 package network

@@ -16,6 +16,10 @@ type podRecord struct {
 	MAC     net.HardwareAddr // the pod interface's original MAC
 	Gateway net.IP           // the default route's gateway; nil: none
 	Routes  []dhcp.Route     // the pod interface's other routes
+	// IP6 is the pod's first global IPv6 address and prefix (IP nil:
+	// none), Gateway6 its IPv6 default route's gateway (nil: none).
+	IP6      net.IPNet
+	Gateway6 net.IP
 }
 
 // recordPrefix marks a bridge alias written by Setup.
@@ -25,7 +29,8 @@ const recordPrefix = "vmkit-pod:"
 const maxAlias = 255
 
 // String encodes r, e.g. "vmkit-pod: ip=10.244.7.5/24 mac=0a:58:0a:f4:07:05
-// gw=10.244.7.1 routes=169.254.1.1/32,10.96.0.0/12>10.244.7.254".
+// gw=10.244.7.1 routes=169.254.1.1/32,10.96.0.0/12>10.244.7.254
+// ip6=fd00:10:244::5/64 gw6=fd00:10:244::1".
 func (r podRecord) String() string {
 	var b strings.Builder
 	b.WriteString(recordPrefix)
@@ -45,6 +50,12 @@ func (r podRecord) String() string {
 			}
 		}
 		fmt.Fprintf(&b, " routes=%s", strings.Join(routes, ","))
+	}
+	if r.IP6.IP != nil {
+		fmt.Fprintf(&b, " ip6=%s", r.IP6.String())
+	}
+	if r.Gateway6 != nil {
+		fmt.Fprintf(&b, " gw6=%s", r.Gateway6)
 	}
 	return b.String()
 }
@@ -85,6 +96,18 @@ func (r *podRecord) set(key, value string) error {
 		r.Gateway, err = parseIPv4(value)
 	case "routes":
 		r.Routes, err = parseRoutes(value)
+	case "ip6":
+		var ip net.IP
+		var n *net.IPNet
+		if ip, n, err = net.ParseCIDR(value); err == nil && ip.To4() == nil {
+			r.IP6 = net.IPNet{IP: ip, Mask: n.Mask}
+		} else if err == nil {
+			err = fmt.Errorf("%q is not IPv6", value)
+		}
+	case "gw6":
+		if r.Gateway6 = net.ParseIP(value); r.Gateway6 == nil || r.Gateway6.To4() != nil {
+			err = fmt.Errorf("%q is not an IPv6 address", value)
+		}
 	default:
 		err = fmt.Errorf("unknown key")
 	}

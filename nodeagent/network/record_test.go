@@ -42,6 +42,11 @@ func TestRecordRoundTrip(t *testing.T) {
 		rec: podRecord{IP: cidr(t, "192.168.1.9/32"), MAC: mac, Gateway: net.IPv4(169, 254, 1, 1).To4(),
 			Routes: []dhcp.Route{{Dest: cidr(t, "169.254.1.1/32")}, {Dest: cidr(t, "10.96.0.0/12"), Gateway: net.IPv4(169, 254, 1, 1).To4()}}},
 		text: "vmkit-pod: ip=192.168.1.9/32 mac=0a:58:0a:f4:07:05 gw=169.254.1.1 routes=169.254.1.1/32,10.96.0.0/12>169.254.1.1",
+	}, {
+		name: "dual stack",
+		rec: podRecord{IP: cidr(t, "10.244.0.5/24"), MAC: mac, Gateway: net.IPv4(10, 244, 0, 1).To4(),
+			IP6: cidr(t, "fd00:10:244::5/64"), Gateway6: net.ParseIP("fd00:10:244::1")},
+		text: "vmkit-pod: ip=10.244.0.5/24 mac=0a:58:0a:f4:07:05 gw=10.244.0.1 ip6=fd00:10:244::5/64 gw6=fd00:10:244::1",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,7 +81,44 @@ func TestDualStackMasquerade(t *testing.T) {
 
 	// Out of the guest over IPv6: a server on the node's IPv6 pod gateway
 	// sees the guest coming from its pod's IPv6 address (NAT66).
-	ln, err := net.Listen("tcp", net.JoinHostPort(c.Env.Node.PodGateway6, "0"))
+	checkIPv6Egress(t, c.Env.Node.PodGateway6, ips)
+}
+
+// TestDualStackBridge: a guest with the bridge binding takes both of its
+// pod's addresses, IPv6 by DHCPv6 from the launcher, with the pod as its
+// router (the node agent's advertisements, kept off the rest of the pod
+// network), and answers and reaches out on both.
+func TestDualStackBridge(t *testing.T) {
+	c := suite.Need(t)
+	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-dual-bridge", v1.RunStrategyAlways)
+	vm.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
+	began := time.Now()
+	framework.CreateVM(t, c, vm)
+	vmi := framework.WaitVMI(t, c, vm.Name, "an IPv4 and an IPv6 address in status.interfaces", func(vmi *v1.VirtualMachineInstance) bool {
+		i := ifaceStatus(vmi, "default")
+		return vmi.Status.Phase == v1.Running && i != nil && len(i.IPs) == 2
+	})
+	ips := ifaceStatus(vmi, "default").IPs
+	pod := launcherPod(t, c, vmi)
+	if len(pod.Status.PodIPs) != 2 || pod.Status.PodIPs[0].IP != ips[0] || pod.Status.PodIPs[1].IP != ips[1] {
+		t.Errorf("the VMI reports %v, its launcher pod has %v", ips, pod.Status.PodIPs)
+	}
+	var answered []string
+	for _, ip := range ips {
+		suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest", 90*time.Second)
+		answered = append(answered, time.Since(began).Round(time.Millisecond).String())
+	}
+	t.Logf("%s (bridge, dual stack): create → HTTP on %s %s → on %s %s", vm.Name, ips[0], answered[0], ips[1], answered[1])
+	// No NAT: the guest reaches out with the pod's own IPv6 address.
+	checkIPv6Egress(t, c.Env.Node.PodGateway6, ips)
+}
+
+// checkIPv6Egress has the guest at ips (IPv4, then IPv6) fetch a page from
+// a server on the node's IPv6 pod gateway, which must see the request come
+// from ips[1].
+func checkIPv6Egress(t *testing.T, gateway6 string, ips []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(gateway6, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +128,7 @@ func TestDualStackMasquerade(t *testing.T) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	target := "http://" + net.JoinHostPort(c.Env.Node.PodGateway6, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + "/"
+	target := "http://" + net.JoinHostPort(gateway6, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)) + "/"
 	body := suite.HTTPGetUntil(t, framework.GuestURL(ips[0], 80, "/cgi-bin/fetch?"+target), "seen ", 30*time.Second)
 	if got := strings.TrimSpace(body); got != "seen "+ips[1] {
 		t.Errorf("the guest's IPv6 request reached %s as %q, want it from the pod's %s", target, got, ips[1])
