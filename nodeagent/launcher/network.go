@@ -50,16 +50,7 @@ func (l *Launcher) ConfigureNetwork(ctx context.Context, ifaces []client.Network
 		}
 		lease := *ni.DHCP
 		if len(lease.DNS) == 0 && len(lease.SearchDomains) == 0 {
-			dns, search, err := dhcp.ReadResolvConf(l.cfg.ResolvConf)
-			if err != nil {
-				klog.FromContext(ctx).Error(err, "the guest gets no name servers by DHCP", "vmi", l.key())
-			}
-			for _, ip := range dns {
-				if ip.To4() != nil {
-					lease.DNS = append(lease.DNS, ip)
-				}
-			}
-			lease.SearchDomains = search
+			lease.DNS, lease.SearchDomains = l.podResolvers(ctx, false)
 		}
 		if err := lease.Validate(); err != nil {
 			return l.statusLocked(), fmt.Errorf("network configuration of VMI %s: interface %s: %w", l.key(), ni.Name, err)
@@ -82,24 +73,32 @@ func (l *Launcher) serveDHCP(name string, lease dhcp.Lease) {
 	}
 }
 
-// startDHCPv6 starts the DHCPv6 server and router advertisements for ni,
-// unless it has no IPv6 lease or they already run.
+// podResolvers are the pod's name servers of one family (IPv6 or IPv4)
+// and its search domains, from its resolv.conf, for a lease that names
+// none; an unreadable file is logged and gives none.
+func (l *Launcher) podResolvers(ctx context.Context, ipv6 bool) ([]net.IP, []string) {
+	dns, search, err := dhcp.ReadResolvConf(l.cfg.ResolvConf)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "the guest gets no name servers from the launcher", "vmi", l.key(), "ipv6", ipv6)
+	}
+	var out []net.IP
+	for _, ip := range dns {
+		if (ip.To4() == nil) == ipv6 {
+			out = append(out, ip)
+		}
+	}
+	return out, search
+}
+
+// startDHCPv6 starts the DHCPv6 server for ni, unless it has no IPv6 lease
+// or the server already runs.
 func (l *Launcher) startDHCPv6(ctx context.Context, ni client.NetworkInterface) error {
 	if ni.DHCPv6 == nil || l.dhcp[dhcpv6Key(ni.DHCPv6.ServerInterface)] {
 		return nil
 	}
 	lease := *ni.DHCPv6
 	if len(lease.DNS) == 0 && len(lease.SearchDomains) == 0 {
-		dns, search, err := dhcp.ReadResolvConf(l.cfg.ResolvConf)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "the guest gets no IPv6 name servers", "vmi", l.key())
-		}
-		for _, ip := range dns {
-			if ip.To4() == nil {
-				lease.DNS = append(lease.DNS, ip)
-			}
-		}
-		lease.SearchDomains = search
+		lease.DNS, lease.SearchDomains = l.podResolvers(ctx, true)
 	}
 	if err := lease.Validate(); err != nil {
 		return fmt.Errorf("network configuration of VMI %s: interface %s: DHCPv6: %w", l.key(), ni.Name, err)

@@ -12,20 +12,32 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 )
 
-// TestSetupBridgeDualStack wires the bridge binding in a pod with an IPv4
-// and an IPv6 address: the guest takes both, the pod routes what the guest
-// sends its router back onto the link, and the router advertisements for
-// the guest reach the guest and not the node's side of the pod network.
-func TestSetupBridgeDualStack(t *testing.T) {
-	const podIP6, nodeIP6 = "fd00:77::5", "fd00:77::1"
-	n := newTestNet(t)
+// The pod's and the node's IPv6 addresses of a dual-stack testNet.
+const (
+	podIP6  = "fd00:77::5"
+	nodeIP6 = "fd00:77::1"
+)
+
+// addIPv6 makes n dual stack, as a CNI plugin would: podIP6/64 on the
+// pod's eth0 with a default route through nodeIP6 on the node's gw0.
+func (n *testNet) addIPv6() {
+	n.t.Helper()
 	for _, args := range [][]string{
 		{"-n", n.node, "addr", "add", nodeIP6 + "/64", "dev", "gw0", "nodad"},
 		{"-n", n.pod, "addr", "add", podIP6 + "/64", "dev", "eth0", "nodad"},
 		{"-n", n.pod, "-6", "route", "add", "default", "via", nodeIP6},
 	} {
-		run(t, "ip", args...)
+		run(n.t, "ip", args...)
 	}
+}
+
+// TestSetupBridgeDualStack wires the bridge binding in a pod with an IPv4
+// and an IPv6 address: the guest takes both, the pod routes what the guest
+// sends its router back onto the link, and the router advertisements for
+// the guest reach the guest and not the node's side of the pod network.
+func TestSetupBridgeDualStack(t *testing.T) {
+	n := newTestNet(t)
+	n.addIPv6()
 	origMAC := links(t, n.pod)["eth0"].Address
 	iface := podIface("default", 0, BindingBridge)
 	got := setupTwice(t, n, []Interface{iface}, func() {})

@@ -348,15 +348,8 @@ func TestSetupMasquerade(t *testing.T) {
 // fd10:0:2::1 as well, with table ip6 nat, and IPv6 traffic flows both
 // ways through the NAT as IPv4 does.
 func TestSetupMasqueradeDualStack(t *testing.T) {
-	const podIP6, nodeIP6 = "fd00:77::5", "fd00:77::1"
 	n := newTestNet(t)
-	for _, args := range [][]string{
-		{"-n", n.node, "addr", "add", nodeIP6 + "/64", "dev", "gw0", "nodad"},
-		{"-n", n.pod, "addr", "add", podIP6 + "/64", "dev", "eth0", "nodad"},
-		{"-n", n.pod, "-6", "route", "add", "default", "via", nodeIP6},
-	} {
-		run(t, "ip", args...)
-	}
+	n.addIPv6()
 	iface := podIface("default", 0, BindingMasquerade)
 	got := setupTwice(t, n, []Interface{iface}, func() {})
 	if len(got) != 1 {

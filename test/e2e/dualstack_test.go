@@ -29,19 +29,7 @@ func TestDualStackMasquerade(t *testing.T) {
 	vm := framework.ExampleVM(t, "vm-net.yaml", "vm-dual", v1.RunStrategyAlways)
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
-	vmi := framework.WaitVMI(t, c, vm.Name, "an IPv4 and an IPv6 address in status.interfaces", func(vmi *v1.VirtualMachineInstance) bool {
-		i := ifaceStatus(vmi, "default")
-		return vmi.Status.Phase == v1.Running && i != nil && len(i.IPs) == 2
-	})
-	ips := ifaceStatus(vmi, "default").IPs
-	v4, v6 := net.ParseIP(ips[0]), net.ParseIP(ips[1])
-	if v4 == nil || v4.To4() == nil || v6 == nil || v6.To4() != nil {
-		t.Fatalf("status.interfaces[default].ipAddresses = %v, want an IPv4 address, then an IPv6 one", ips)
-	}
-	pod := launcherPod(t, c, vmi)
-	if len(pod.Status.PodIPs) != 2 || pod.Status.PodIPs[1].IP != ips[1] {
-		t.Errorf("the VMI reports %v, its launcher pod has %v", ips, pod.Status.PodIPs)
-	}
+	ips := waitDualStack(t, vm.Name)
 
 	// Both families, straight to the pod. IPv4 answers first (one DHCP
 	// exchange); IPv6 waits for a solicitation, an advertisement and
@@ -94,15 +82,7 @@ func TestDualStackBridge(t *testing.T) {
 	vm.Spec.Template.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{Bridge: &v1.InterfaceBridge{}}
 	began := time.Now()
 	framework.CreateVM(t, c, vm)
-	vmi := framework.WaitVMI(t, c, vm.Name, "an IPv4 and an IPv6 address in status.interfaces", func(vmi *v1.VirtualMachineInstance) bool {
-		i := ifaceStatus(vmi, "default")
-		return vmi.Status.Phase == v1.Running && i != nil && len(i.IPs) == 2
-	})
-	ips := ifaceStatus(vmi, "default").IPs
-	pod := launcherPod(t, c, vmi)
-	if len(pod.Status.PodIPs) != 2 || pod.Status.PodIPs[0].IP != ips[0] || pod.Status.PodIPs[1].IP != ips[1] {
-		t.Errorf("the VMI reports %v, its launcher pod has %v", ips, pod.Status.PodIPs)
-	}
+	ips := waitDualStack(t, vm.Name)
 	var answered []string
 	for _, ip := range ips {
 		suite.HTTPGetUntil(t, framework.GuestURL(ip, 80, "/"), "vmkit guest", 90*time.Second)
@@ -111,6 +91,28 @@ func TestDualStackBridge(t *testing.T) {
 	t.Logf("%s (bridge, dual stack): create → HTTP on %s %s → on %s %s", vm.Name, ips[0], answered[0], ips[1], answered[1])
 	// No NAT: the guest reaches out with the pod's own IPv6 address.
 	checkIPv6Egress(t, c.Env.Node.PodGateway6, ips)
+}
+
+// waitDualStack waits until the VMI of name runs with an IPv4 and an IPv6
+// address on interface default, which must be its launcher pod's, and
+// returns them (IPv4 first).
+func waitDualStack(t *testing.T, name string) []string {
+	t.Helper()
+	c := suite.Need(t)
+	vmi := framework.WaitVMI(t, c, name, "an IPv4 and an IPv6 address in status.interfaces", func(vmi *v1.VirtualMachineInstance) bool {
+		i := ifaceStatus(vmi, "default")
+		return vmi.Status.Phase == v1.Running && i != nil && len(i.IPs) == 2
+	})
+	ips := ifaceStatus(vmi, "default").IPs
+	v4, v6 := net.ParseIP(ips[0]), net.ParseIP(ips[1])
+	if v4 == nil || v4.To4() == nil || v6 == nil || v6.To4() != nil {
+		t.Fatalf("status.interfaces[default].ipAddresses = %v, want an IPv4 address, then an IPv6 one", ips)
+	}
+	pod := launcherPod(t, c, vmi)
+	if len(pod.Status.PodIPs) != 2 || pod.Status.PodIPs[0].IP != ips[0] || pod.Status.PodIPs[1].IP != ips[1] {
+		t.Errorf("the VMI reports %v, its launcher pod has %v", ips, pod.Status.PodIPs)
+	}
+	return ips
 }
 
 // checkIPv6Egress has the guest at ips (IPv4, then IPv6) fetch a page from
