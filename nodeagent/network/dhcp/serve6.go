@@ -16,10 +16,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// linkLocalPoll is how often Serve6 looks for the interface's IPv6
+// linkLocalPoll is how often Advertise looks for the interface's IPv6
 // link-local address, the advertisements' source: the kernel assigns it
 // once the device has a carrier, which a bridge gets when QEMU opens the
-// guest's tap, after the launcher has started its servers.
+// guest's tap, after the node agent has wired the pod.
 const linkLocalPoll = 200 * time.Millisecond
 
 // Serve6 answers DHCPv6 for lease on lease.ServerInterface until ctx ends,
