@@ -105,28 +105,31 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	a.networks[vmi.UID] = results
 	a.wiredAt[vmi.UID] = a.now()
 	a.mu.Unlock()
-	for _, r := range results {
-		if r.Lease6 != nil {
-			a.startAdvertiser(vmi, nsPath, r.Interface, *r.Lease6)
-		}
-	}
+	a.startAdvertiser(vmi, nsPath, results)
 	return results, nil
 }
 
-// startAdvertiser sends the router advertisements of an interface's IPv6
-// lease in the launcher pod until the VMI is forgotten or the agent stops.
-// The launcher serves the DHCPv6 they point the guest to; the
-// advertisements need a raw ICMPv6 socket, which only the agent may open.
-func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath, iface string, lease dhcp.Lease6) {
+// startAdvertiser sends the router advertisements of the wired
+// interfaces' IPv6 leases in the launcher pod until the VMI is forgotten,
+// the launcher ends or the agent stops; it does nothing when none has one
+// or they already run. The launcher serves the DHCPv6 they point the guest
+// to; the advertisements need a raw ICMPv6 socket, which only the agent
+// may open.
+func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath string, wired []network.Result) {
+	var leased []network.Result
+	for _, r := range wired {
+		if r.Lease6 != nil {
+			leased = append(leased, r)
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.advertisers[vmi.UID]; ok {
+	if _, ok := a.advertisers[vmi.UID]; ok || len(leased) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	me := &advertiser{cancel: cancel}
 	a.advertisers[vmi.UID] = me
-	log := klog.Background().WithValues("vmi", klog.KObj(vmi), "interface", iface, "device", lease.ServerInterface)
 	// The advertisements end with the launcher too (a VMI that migrated
 	// away is not forgotten here): their thread would keep the pod's
 	// network namespace alive.
@@ -152,12 +155,15 @@ func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath, iface st
 			}
 		}
 	}()
-	go func() {
-		log.V(2).Info("sending IPv6 router advertisements")
-		if err := network.Advertise(klog.NewContext(ctx, log), nsPath, lease); err != nil {
-			log.Error(err, "IPv6 router advertisements stopped: the guest gets no IPv6 default route or DHCPv6 address")
-		}
-	}()
+	for _, r := range leased {
+		log := klog.Background().WithValues("vmi", klog.KObj(vmi), "interface", r.Interface, "device", r.Lease6.ServerInterface)
+		go func(lease dhcp.Lease6) {
+			log.V(2).Info("sending IPv6 router advertisements")
+			if err := network.Advertise(klog.NewContext(ctx, log), nsPath, lease); err != nil {
+				log.Error(err, "IPv6 router advertisements stopped: the guest gets no IPv6 default route or DHCPv6 address")
+			}
+		}(*r.Lease6)
+	}
 }
 
 // launcherWatchInterval is how often the agent checks that a launcher it
@@ -209,7 +215,8 @@ func (a *Agent) stopAdvertisers() {
 	}
 }
 
-// advertiser is one VMI's router advertisements.
+// advertiser is one VMI's router advertisements, on each of its
+// interfaces with an IPv6 lease.
 type advertiser struct{ cancel context.CancelFunc }
 
 // networkOf returns what wireNetwork did for the VMI with the given UID,

@@ -162,6 +162,10 @@ func (a *Agent) sync(ctx context.Context, key string) (time.Duration, error) {
 			if _, err := a.wireNetwork(ctx, vmi, c); err != nil {
 				klog.FromContext(ctx).Error(err, "restarting the IPv6 router advertisements", "vmi", key)
 			}
+			// Not when the start wired it: that is unknown after a restart.
+			a.mu.Lock()
+			delete(a.wiredAt, vmi.UID)
+			a.mu.Unlock()
 		}
 		obs.launcher = &st
 	}
