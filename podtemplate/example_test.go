@@ -69,6 +69,6 @@ func Example() {
 	// init container: volumeroot-init
 	// container: compute /usr/bin/virt-launcher
 	// container: volumeroot /usr/bin/container-disk
-	// memory request: 1300Mi = 1Gi guest + 276Mi overhead
+	// memory request: 1428Mi = 1Gi guest + 404Mi overhead
 	// true VirtualMachineInstance default/demo: spec.domain.devices.disks[0]: volume "data" not found in spec.volumes
 }

@@ -113,6 +113,7 @@ func (r *Renderer) MemoryOverhead(vmi *v1.VirtualMachineInstance) resource.Quant
 		arm64:       spec.Architecture == "arm64",
 		tpm:         hasTPM(devices),
 		passt:       passtOf(devices),
+		tcg:         r.cfg.EmulationAllowed,
 	}
 	return *resource.NewQuantity(memoryOverhead(in, r.cfg.Overhead), resource.BinarySI)
 }
@@ -151,7 +152,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 	if err != nil {
 		return nil, err
 	}
-	overhead := memoryOverhead(overheadInputOf(f, spec.Architecture), r.cfg.Overhead)
+	overhead := memoryOverhead(overheadInputOf(f, spec.Architecture, r.cfg.EmulationAllowed), r.cfg.Overhead)
 	res, err := computeResources(f, spec, &r.cfg, overhead)
 	if err != nil {
 		return nil, err

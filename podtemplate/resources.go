@@ -37,6 +37,12 @@ const (
 	// holds a socket per port, for which KubeVirt reserves 250Mi.
 	passtOverhead         = 32 * mi
 	passtAllPortsOverhead = 250 * mi
+	// tcgCacheOverhead is QEMU's translation cache when the guest is
+	// emulated (Config.EmulationAllowed: the pod gets no /dev/kvm), the
+	// size domainxml.TCGTranslationCacheMiB bounds it to. The cache grows
+	// as new guest code runs; vmkit's 30-minute soak of a guest filling
+	// its memory used 236 MiB beyond the guest with it.
+	tcgCacheOverhead = 128 * mi
 )
 
 // Small fixed resources of the helper containers (container-disk-binary,
@@ -60,6 +66,7 @@ type overheadInput struct {
 	arm64       bool
 	tpm         bool
 	passt       passtUse
+	tcg         bool
 }
 
 // passtUse is whether the pod network's interface uses the passtBinding,
@@ -84,6 +91,8 @@ func passtOf(devices *v1.Devices) passtUse {
 //	         + 8Mi × vCPUs + 8Mi (I/O thread)
 //	         + 4Mi × disks + 2Mi × interfaces
 //	         + 32Mi with a graphics device + 128Mi on arm64 + 53Mi with a TPM
+//	         + 32Mi with passt (250Mi forwarding every port)
+//	         + 128Mi under emulation (QEMU's translation cache)
 //	overhead = base × policy.Ratio + 100Mi with dedicated CPUs + policy.Extra
 func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	base := int64(fixedOverhead) +
@@ -105,6 +114,9 @@ func memoryOverhead(in overheadInput, policy OverheadPolicy) int64 {
 	case in.passt.on:
 		base += passtOverhead
 	}
+	if in.tcg {
+		base += tcgCacheOverhead
+	}
 	if policy.Ratio > 1 {
 		base = int64(math.Ceil(float64(base) * policy.Ratio))
 	}
@@ -121,8 +133,9 @@ func hasTPM(devices *v1.Devices) bool {
 	return devices.TPM != nil && (devices.TPM.Enabled == nil || *devices.TPM.Enabled)
 }
 
-// overheadInputOf reads the overhead's inputs from validated facts.
-func overheadInputOf(f *guestFacts, arch string) overheadInput {
+// overheadInputOf reads the overhead's inputs from validated facts, for a
+// guest emulated or not.
+func overheadInputOf(f *guestFacts, arch string, emulated bool) overheadInput {
 	return overheadInput{
 		guestMemory: f.guestMemory,
 		vcpus:       f.vcpus,
@@ -133,6 +146,7 @@ func overheadInputOf(f *guestFacts, arch string) overheadInput {
 		arm64:       arch == "arm64",
 		tpm:         f.tpm,
 		passt:       f.passt,
+		tcg:         emulated,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vmkit/vmkit/domainxml"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -32,6 +33,7 @@ func TestMemoryOverhead(t *testing.T) {
 		{"arm64 firmware", func(in *overheadInput) { in.arm64 = true }, OverheadPolicy{Ratio: 1}, baseMi + 128},
 		{"a TPM: swtpm", func(in *overheadInput) { in.tpm = true }, OverheadPolicy{Ratio: 1}, baseMi + 53},
 		{"dedicated CPUs", func(in *overheadInput) { in.dedicated = true }, OverheadPolicy{Ratio: 1}, baseMi + 100},
+		{"emulation: QEMU's translation cache", func(in *overheadInput) { in.tcg = true }, OverheadPolicy{Ratio: 1}, baseMi + 128},
 		{"ratio", nil, OverheadPolicy{Ratio: 1.5}, 414}, // ceil(276 × 1.5)
 		{"ratio spares the dedicated reserve", func(in *overheadInput) { in.dedicated = true }, OverheadPolicy{Ratio: 2}, 2*baseMi + 100},
 		{"extra", nil, OverheadPolicy{Ratio: 1, Extra: resource.MustParse("10Mi")}, baseMi + 10},
@@ -47,6 +49,14 @@ func TestMemoryOverhead(t *testing.T) {
 				t.Errorf("overhead %d bytes (%.2fMi), want %dMi", got, float64(got)/mi, tt.wantMi)
 			}
 		})
+	}
+}
+
+// TestTCGCacheOverhead: the overhead counts the translation cache domainxml
+// bounds QEMU's to.
+func TestTCGCacheOverhead(t *testing.T) {
+	if tcgCacheOverhead != domainxml.TCGTranslationCacheMiB*mi {
+		t.Errorf("tcgCacheOverhead is %d MiB, domainxml.TCGTranslationCacheMiB %d", tcgCacheOverhead/mi, domainxml.TCGTranslationCacheMiB)
 	}
 }
 

@@ -100,7 +100,8 @@ func TestKubeVirtConfigurationLive(t *testing.T) {
 	// virt-controller's renderer adds, with the installation's defaults),
 	// not for the 128Mi guest.
 	pod := launcherPod(t, c, vmi)
-	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: pod.Spec.Containers[0].Image, EmulationAllowed: true})
+	kvm, _ := cluster.KVM() // emulated guests' pods also hold QEMU's translation cache
+	renderer, err := podtemplate.New(podtemplate.Config{LauncherImage: pod.Spec.Containers[0].Image, EmulationAllowed: !kvm})
 	if err != nil {
 		t.Fatal(err)
 	}
