@@ -299,9 +299,9 @@ func (w *wirer) clearIPv6(pod netlink.Link) error {
 	return nil
 }
 
-// routeGuest6 makes the pod the IPv6 router the launcher's advertisements
-// name (the guest's default route, through the bridge's link-local
-// address): the pod's prefix is on the bridge and its default route goes to
+// routeGuest6 makes the pod the IPv6 router the node agent's
+// advertisements name (the guest's default route, through the bridge's
+// link-local address): the pod's prefix is on the bridge and its default route goes to
 // the pod's gateway there, so what the guest sends the pod leaves again
 // on the same link (with a redirect that sends the guest straight to the
 // gateway next time). Nothing leaves the pod for the pod network but the
