@@ -8,7 +8,7 @@
 //	             examples/vm-tiny.yaml with kubectl, waits with `kubectl wait`
 //	             for the VM to be Ready, prints the guest's console lines,
 //	             then applies examples/vm-net.yaml (masquerade on the pod
-//	             network) and GETs its guest's web page at the VMI's IP, and
+//	             network) and GETs its guest's web page at the VMI's IPs, and
 //	             leaves everything running with a KUBECONFIG to reach it.
 //	             With -host-network, vmkit's components run in host-network
 //	             mode instead of on the pod network. With -nodes 2 the
@@ -217,24 +217,36 @@ func (d *demo) step(name string, f func(ctx context.Context) error) error {
 	return nil
 }
 
-// guestHTTP GETs vm-net's page at its VMI's IP until the guest answers.
+// guestHTTP GETs vm-net's page at each of its VMI's addresses (IPv4 and
+// IPv6 on the dual-stack pod network) until the guest has answered on all.
 func (d *demo) guestHTTP(ctx context.Context) error {
 	client := &http.Client{Timeout: 3 * time.Second}
 	last := "no IP in status.interfaces yet"
+	answered := map[string]bool{}
 	for {
 		vmi, err := d.c.Client.KubevirtV1().VirtualMachineInstances("default").Get(ctx, "vm-net", metav1.GetOptions{})
-		if err == nil && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != "" {
-			url := "http://" + net.JoinHostPort(vmi.Status.Interfaces[0].IP, "80") + "/"
-			if resp, err := client.Get(url); err != nil {
-				last = err.Error()
-			} else {
+		if err == nil && len(vmi.Status.Interfaces) > 0 && len(vmi.Status.Interfaces[0].IPs) > 0 {
+			ips := vmi.Status.Interfaces[0].IPs
+			for _, ip := range ips {
+				if answered[ip] {
+					continue
+				}
+				url := "http://" + net.JoinHostPort(ip, "80") + "/"
+				resp, err := client.Get(url)
+				if err != nil {
+					last = err.Error()
+					continue
+				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				last = fmt.Sprintf("GET %s: %s %q", url, resp.Status, body)
 				if resp.StatusCode == http.StatusOK && strings.Contains(string(body), "vmkit guest vm-net") {
-					fmt.Printf("    | %s", body)
-					return nil
+					answered[ip] = true
+					fmt.Printf("    | %s: %s", url, body)
 				}
+			}
+			if len(answered) == len(ips) {
+				return nil
 			}
 		}
 		select {
@@ -344,7 +356,7 @@ func up(state, manifest, netManifest, kubectl string, opts cluster.Options) erro
 		{"kubectl get vmi vm-net (its IP is the launcher pod's)", func(ctx context.Context) error {
 			return d.run(ctx, kubeconfig, "get", "vmi", "vm-net", "-o", "wide")
 		}},
-		{"GET http://<vm-net's IP>/: the guest answers on the pod network", d.guestHTTP},
+		{"GET http://<vm-net's IPs>/: the guest answers on the pod network, on IPv4 and IPv6", d.guestHTTP},
 	}
 	for _, s := range steps {
 		if err := d.step(s.name, s.f); err != nil {
