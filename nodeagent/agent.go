@@ -188,9 +188,9 @@ type Agent struct {
 	// wiredAt is when wireNetwork wired each VMI's pod network, for its
 	// start timeline.
 	wiredAt map[types.UID]time.Time
-	// advertisers stop the IPv6 router advertisements the agent sends in
-	// each VMI's launcher pod (network.go).
-	advertisers map[types.UID]*advertiser
+	// advertisers are the IPv6 router advertisements the agent sends in
+	// the VMIs' launcher pods, by VMI UID (network.go).
+	advertisers network.Advertisers
 	// hotplugMounts are the VMIs whose launchers have hotplugged claims
 	// mounted (volumes.go).
 	hotplugMounts map[types.UID]bool
@@ -251,7 +251,6 @@ func New(cfg Config) (*Agent, error) {
 		networks:      map[types.UID][]network.Result{},
 		wiredAt:       map[types.UID]time.Time{},
 		hotplugMounts: map[types.UID]bool{},
-		advertisers:   map[types.UID]*advertiser{},
 		launcherPods:  map[types.UID]map[types.UID]bool{},
 	}
 	// The VMIs this node is the migration target of (KubeVirt's
@@ -548,7 +547,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.targetFactory.Start(ctx.Done())
 	defer a.targetFactory.Shutdown()
 	defer a.migration.Close()
-	defer a.stopAdvertisers()
+	defer a.advertisers.StopAll()
 	if !cache.WaitForCacheSync(ctx.Done(), a.informer.HasSynced, a.targetInformer.HasSynced) {
 		return fmt.Errorf("nodeagent on %s: the VMI cache did not sync", a.cfg.NodeName)
 	}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -16,7 +14,6 @@ import (
 	"github.com/vmkit/vmkit/nodeagent/internal/procfs"
 	"github.com/vmkit/vmkit/nodeagent/launcher/client"
 	"github.com/vmkit/vmkit/nodeagent/network"
-	"github.com/vmkit/vmkit/nodeagent/network/dhcp"
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
 
@@ -105,70 +102,11 @@ func (a *Agent) wireNetwork(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	a.networks[vmi.UID] = results
 	a.wiredAt[vmi.UID] = a.now()
 	a.mu.Unlock()
-	a.startAdvertiser(vmi, nsPath, results)
+	// The launcher serves the DHCPv6 the advertisements point the guest
+	// to; they need a raw ICMPv6 socket, which only the agent may open.
+	a.advertisers.Start(string(vmi.UID), nsPath, results, klog.Background().WithValues("vmi", klog.KObj(vmi)))
 	return results, nil
 }
-
-// startAdvertiser sends the router advertisements of the wired
-// interfaces' IPv6 leases in the launcher pod until the VMI is forgotten,
-// the launcher ends or the agent stops; it does nothing when none has one
-// or they already run. The launcher serves the DHCPv6 they point the guest
-// to; the advertisements need a raw ICMPv6 socket, which only the agent
-// may open.
-func (a *Agent) startAdvertiser(vmi *v1.VirtualMachineInstance, nsPath string, wired []network.Result) {
-	var leased []network.Result
-	for _, r := range wired {
-		if r.Lease6 != nil {
-			leased = append(leased, r)
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := a.advertisers[vmi.UID]; ok || len(leased) == 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	me := &advertiser{cancel: cancel}
-	a.advertisers[vmi.UID] = me
-	// The advertisements end with the launcher too (a VMI that migrated
-	// away is not forgotten here): their thread would keep the pod's
-	// network namespace alive.
-	go func() {
-		defer func() {
-			cancel()
-			a.mu.Lock()
-			if a.advertisers[vmi.UID] == me {
-				delete(a.advertisers, vmi.UID)
-			}
-			a.mu.Unlock()
-		}()
-		before, err := os.Stat(nsPath)
-		for err == nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(launcherWatchInterval):
-			}
-			var now os.FileInfo
-			if now, err = os.Stat(nsPath); err == nil && !os.SameFile(before, now) {
-				return
-			}
-		}
-	}()
-	for _, r := range leased {
-		log := klog.Background().WithValues("vmi", klog.KObj(vmi), "interface", r.Interface, "device", r.Lease6.ServerInterface)
-		go func(lease dhcp.Lease6) {
-			log.V(2).Info("sending IPv6 router advertisements")
-			if err := network.Advertise(klog.NewContext(ctx, log), nsPath, lease); err != nil {
-				log.Error(err, "IPv6 router advertisements stopped: the guest gets no IPv6 default route or DHCPv6 address")
-			}
-		}(*r.Lease6)
-	}
-}
-
-// launcherWatchInterval is how often the agent checks that a launcher it
-// sends router advertisements for still runs.
-const launcherWatchInterval = 10 * time.Second
 
 // lostAdvertiser reports whether vmi runs here with an IPv6 address on a
 // masquerade or bridge interface that this agent did not wire: an earlier
@@ -195,30 +133,6 @@ func (a *Agent) lostAdvertiser(vmi *v1.VirtualMachineInstance) bool {
 	return false
 }
 
-// stopAdvertiser stops the router advertisements in a VMI's launcher pod.
-func (a *Agent) stopAdvertiser(uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if adv, ok := a.advertisers[uid]; ok {
-		adv.cancel()
-		delete(a.advertisers, uid)
-	}
-}
-
-// stopAdvertisers stops every VMI's router advertisements (the agent ends).
-func (a *Agent) stopAdvertisers() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for uid, adv := range a.advertisers {
-		adv.cancel()
-		delete(a.advertisers, uid)
-	}
-}
-
-// advertiser is one VMI's router advertisements, on each of its
-// interfaces with an IPv6 lease.
-type advertiser struct{ cancel context.CancelFunc }
-
 // networkOf returns what wireNetwork did for the VMI with the given UID,
 // nil when this agent did not wire it (no pod interface, or wired before
 // the agent restarted: the stored status is kept then).
@@ -229,7 +143,7 @@ func (a *Agent) networkOf(uid types.UID) []network.Result {
 }
 
 func (a *Agent) forgetNetwork(uid types.UID) {
-	a.stopAdvertiser(uid)
+	a.advertisers.Stop(string(uid))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.networks, uid)

@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/vmkit/vmkit/internal/cluster"
 	"github.com/vmkit/vmkit/internal/framework"
@@ -111,17 +112,23 @@ spec:
 		return vm.Status.SnapshotInProgress == nil && !slices.Contains(vm.Finalizers, "snapshot.kubevirt.io/snapshot-source-protection")
 	})
 
-	// The template changes, the VM stops; the restore brings the template back.
-	current, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+	// The template changes, the VM stops; the restore brings the template
+	// back. The controllers write the VM's status meanwhile: read it again
+	// on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := c.Client.KubevirtV1().VirtualMachines("default").Get(ctx, vm.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if current.Spec.Template.ObjectMeta.Annotations == nil {
+			current.Spec.Template.ObjectMeta.Annotations = map[string]string{}
+		}
+		current.Spec.Template.ObjectMeta.Annotations["vmkit.test/after-snapshot"] = "true"
+		current.Spec.RunStrategy = ptr(v1.RunStrategyHalted)
+		_, err = c.Client.KubevirtV1().VirtualMachines("default").Update(ctx, current, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if current.Spec.Template.ObjectMeta.Annotations == nil {
-		current.Spec.Template.ObjectMeta.Annotations = map[string]string{}
-	}
-	current.Spec.Template.ObjectMeta.Annotations["vmkit.test/after-snapshot"] = "true"
-	current.Spec.RunStrategy = ptr(v1.RunStrategyHalted)
-	if _, err := c.Client.KubevirtV1().VirtualMachines("default").Update(ctx, current, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitNoVMI(t, c, vm.Name)
