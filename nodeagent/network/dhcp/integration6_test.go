@@ -31,14 +31,7 @@ func TestServe6Dhcpcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs dhcpcd against Serve6 across network namespaces")
 	}
-	for tool, install := range map[string]string{"dhcpcd": "apt-get update && apt-get install -y dhcpcd-base", "ip": "apt-get update && apt-get install -y iproute2"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required to test the DHCPv6 server with a real client: install it with `%s`", tool, install)
-		}
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run the test as root")
-	}
+	requireClient(t, "dhcpcd", "dhcpcd-base")
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	serverNS, clientNS := "vmkit-dhcp6-srv-"+suffix, "vmkit-dhcp6-vm-"+suffix
 	lease := Lease6{

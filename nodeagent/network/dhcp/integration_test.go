@@ -37,14 +37,7 @@ func TestServeUdhcpc(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs busybox udhcpc against Serve across network namespaces")
 	}
-	for tool, install := range map[string]string{"busybox": "apt-get update && apt-get install -y busybox", "ip": "apt-get update && apt-get install -y iproute2"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required to test the DHCP server with a real client: install it with `%s`", tool, install)
-		}
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run the test as root")
-	}
+	requireClient(t, "busybox", "busybox")
 
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	serverNS, clientNS := "vmkit-dhcp-srv-"+suffix, "vmkit-dhcp-vm-"+suffix
@@ -111,6 +104,20 @@ func TestServeUdhcpc(t *testing.T) {
 			t.Errorf("renewal answered with %v, want an ACK for 10.0.2.2", ack)
 		}
 	})
+}
+
+// requireClient fails t unless the DHCP client (from Debian package pkg),
+// ip(8) and root, which the namespaces need, are there.
+func requireClient(t *testing.T, client, pkg string) {
+	t.Helper()
+	for tool, install := range map[string]string{client: "apt-get update && apt-get install -y " + pkg, "ip": "apt-get update && apt-get install -y iproute2"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is required to test the DHCP server with a real client: install it with `%s`", tool, install)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("creating network namespaces needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run the test as root")
+	}
 }
 
 // setupLink creates the two namespaces and a veth pair between them: the
