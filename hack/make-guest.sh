@@ -295,7 +295,7 @@ for dev in /sys/class/net/eth*; do
     udhcpc -i "\$dev" -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
   fi
 done
-# IPv6 where a router advertises it (masquerade on a dual-stack pod).
+# IPv6 where a router advertises it (masquerade or bridge on a dual-stack pod).
 dhcpcd -6 -b -q -c /bin/dhcp6-event >/dev/null 2>&1
 port=
 for i in 1 2 3 4 5 6 7 8 9 10; do

@@ -72,7 +72,7 @@ func RemoveCNICache(network string) error {
 // CreateBridge creates a node's pod network bridge with its gateway
 // addresses, IPv4 and IPv6 (without duplicate address detection: the
 // address is the host's own on a link it made), and turns on IPv6
-// forwarding (EnableIPv6Forwarding).
+// forwarding (enableIPv6Forwarding).
 func CreateBridge(bridge, gateway, cidr, gateway6, cidr6 string) error {
 	if err := enableIPv6Forwarding(); err != nil {
 		return err
