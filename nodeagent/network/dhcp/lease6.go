@@ -11,9 +11,10 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 )
 
-// Lease6 is what the launcher gives the one guest NIC on its interface over
-// IPv6: an address by DHCPv6 (IA_NA), and router advertisements that make
-// the launcher the guest's default router and announce the on-link prefix.
+// Lease6 is what the guest's one NIC on an interface gets over IPv6: an
+// address by DHCPv6 (IA_NA, Serve6, run by the launcher), and router
+// advertisements (Advertise, sent by the node agent) that make the pod the
+// guest's default router and announce the on-link prefix.
 //
 // KubeVirt's launcher serves the same DHCPv6 address but sends no router
 // advertisement, so its guests have no IPv6 default route unless cloud-init
@@ -37,25 +38,26 @@ type Lease6 struct {
 	SearchDomains []string
 	// MTU is announced in the advertisements; 0 leaves it out.
 	MTU uint16
-	// RouterLifetime is how long the guest keeps the launcher as its
-	// default router after an advertisement; 0 means
+	// RouterLifetime is how long the guest keeps the pod as its default
+	// router after an advertisement; 0 means
 	// DefaultRouterLifetime.
 	RouterLifetime time.Duration
 }
 
 // DefaultRouterLifetime is the router lifetime the advertisements carry when
 // Lease6.RouterLifetime is 0: RFC 4861's default (3 × MaxRtrAdvInterval).
-// The launcher advertises every RAInterval, well inside it.
+// Advertise sends one every RAInterval, well inside it.
 const DefaultRouterLifetime = 30 * time.Minute
 
-// RAInterval is how often the launcher sends an unsolicited router
+// RAInterval is how often Advertise sends an unsolicited router
 // advertisement; it also answers each router solicitation at once.
 const RAInterval = 3 * time.Minute
 
 // maxRouterLifetime is the longest router lifetime RFC 4861 allows.
 const maxRouterLifetime = 9000 * time.Second
 
-// Validate reports the first field of l that Serve6 cannot use, naming it.
+// Validate reports the first field of l that Serve6 or Advertise cannot
+// use, naming it.
 func (l *Lease6) Validate() error {
 	if l.ServerInterface == "" || len(l.ServerInterface) > maxIfNameLen {
 		return fmt.Errorf("ServerInterface %q is not a network device name (1 to %d bytes)", l.ServerInterface, maxIfNameLen)
