@@ -29,9 +29,9 @@ type Result struct {
 	// "pod<hash>"), status.interfaces[].podInterfaceName.
 	PodInterface string
 	Lease        dhcp.Lease // what the launcher's DHCP server must hand out (ServerInterface, ServerIP, ClientMAC, IP, Router, MTU, Routes filled; DNS/search/hostname are the launcher's job)
-	// Lease6 is what the launcher's DHCPv6 server and router
-	// advertisements give the guest; nil when it gets no IPv6 (the pod
-	// has none, or the binding gives none).
+	// Lease6 is what the launcher's DHCPv6 server and the node agent's
+	// router advertisements (Advertise) give the guest; nil when it gets
+	// no IPv6 (the pod has none, or the binding gives none).
 	Lease6 *dhcp.Lease6
 	MAC    string   // guest MAC to report in status ("" when libvirt chooses)
 	PodIPs []string // the pod's addresses (IPv4 first) for status.interfaces

@@ -81,10 +81,10 @@ type NetworkInterface struct {
 	// interface; the launcher adds the pod's name servers and search
 	// domains when it names none.
 	DHCP *dhcp.Lease `json:"dhcp,omitempty"`
-	// DHCPv6 is what the launcher's DHCPv6 server and router
-	// advertisements give the guest on this interface (nil: no IPv6); the
-	// launcher adds the pod's IPv6 name servers and search domains when it
-	// names none.
+	// DHCPv6 is what the launcher's DHCPv6 server gives the guest on this
+	// interface (nil: no IPv6; the node agent sends the router
+	// advertisements that send the guest to it); the launcher adds the
+	// pod's IPv6 name servers and search domains when it names none.
 	DHCPv6 *dhcp.Lease6 `json:"dhcpv6,omitempty"`
 	// Passt is set for the interface with the passtBinding: the launcher
 	// runs passt for it, which answers the guest's DHCP itself.
