@@ -42,9 +42,12 @@ func (a *Agent) NoteLauncherPods(vmi *v1.VirtualMachineInstance) { a.notePods(vm
 
 // PrepareLauncher gives the user of the launcher c of vmi, when it is not
 // root, the devices and disks its QEMU opens, as the agent does before a
-// domain starts.
+// domain starts, and mounts the claims of vmi's hotplugged volumes into it.
 func (a *Agent) PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error {
-	return a.prepareLauncher(ctx, vmi, c)
+	if err := a.prepareLauncher(ctx, vmi, c); err != nil {
+		return err
+	}
+	return a.mountHotpluggedTarget(ctx, vmi, c)
 }
 
 // WireNetwork wires vmi's pod network in the network namespace of its

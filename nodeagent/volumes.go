@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,41 +114,15 @@ func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *client.Status)
 // unmounts the claims of volumes the guest released. It returns the
 // launcher's status after that, and what it found.
 func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client, st client.Status) (client.Status, *hotplugState, error) {
-	pid, err := c.PID(ctx)
-	if err != nil {
-		return st, nil, fmt.Errorf("finding the launcher process: %w", err)
-	}
-	if pid <= 0 {
-		return st, nil, errors.New("hot-plugging volumes: the launcher runs in a PID namespace the node agent cannot see (virt-handler needs hostPID)")
-	}
 	dir := st.HotplugDiskDir
 	if dir == "" {
 		dir = client.DefaultHotplugDiskDir
 	}
-	points, err := mountns.MountPoints(pid, dir)
+	pid, devices, hs, err := a.mountHotplugged(ctx, vmi, c, dir)
 	if err != nil {
-		return st, nil, fmt.Errorf("reading the launcher's mounts: %w", err)
-	}
-	devices, err := mountns.Devices(mountns.Path(pid), dir)
-	if err != nil {
-		return st, nil, fmt.Errorf("reading the launcher's hotplugged devices: %w", err)
-	}
-	hs := &hotplugState{mounted: map[string]bool{}, problems: map[string]string{}}
-	for _, p := range append(points, devices...) {
-		hs.mounted[p] = true
+		return st, nil, err
 	}
 	want := hotpluggable(vmi)
-	for name, claim := range want {
-		if hs.mounted[name] {
-			continue
-		}
-		if err := a.mountClaim(ctx, vmi, pid, claim, filepath.Join(dir, name)); err != nil {
-			hs.problems[name] = err.Error()
-			continue
-		}
-		hs.mounted[name] = true
-		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulMountVolume", "Mounted claim %s of hotplugged volume %s into the launcher", claim, name)
-	}
 	if client.HotplugPending(vmi, &st) {
 		synced, err := c.Sync(ctx, vmi)
 		if err != nil {
@@ -173,6 +148,77 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	a.hotplugMounts[vmi.UID] = len(hs.mounted) > 0
 	a.mu.Unlock()
 	return st, hs, nil
+}
+
+// mountHotplugged mounts the claims of vmi's hotpluggable volumes that
+// are not yet into the launcher c, under dir. It returns the launcher's
+// PID, the volumes under dir that are device nodes, and which volumes are
+// mounted (and why the others are not).
+func (a *Agent) mountHotplugged(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client, dir string) (int, []string, *hotplugState, error) {
+	pid, err := c.PID(ctx)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("finding the launcher process: %w", err)
+	}
+	if pid <= 0 {
+		return 0, nil, nil, errors.New("hot-plugging volumes: the launcher runs in a PID namespace the node agent cannot see (virt-handler needs hostPID)")
+	}
+	points, err := mountns.MountPoints(pid, dir)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("reading the launcher's mounts: %w", err)
+	}
+	devices, err := mountns.Devices(mountns.Path(pid), dir)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("reading the launcher's hotplugged devices: %w", err)
+	}
+	hs := &hotplugState{mounted: map[string]bool{}, problems: map[string]string{}}
+	for _, p := range append(points, devices...) {
+		hs.mounted[p] = true
+	}
+	for name, claim := range hotpluggable(vmi) {
+		if hs.mounted[name] {
+			continue
+		}
+		if err := a.mountClaim(ctx, vmi, pid, claim, filepath.Join(dir, name)); err != nil {
+			hs.problems[name] = err.Error()
+			continue
+		}
+		hs.mounted[name] = true
+		a.recorder.Eventf(vmi, corev1.EventTypeNormal, "SuccessfulMountVolume", "Mounted claim %s of hotplugged volume %s into the launcher", claim, name)
+	}
+	return pid, devices, hs, nil
+}
+
+// mountHotpluggedTarget mounts the claims of vmi's hotplugged volumes into
+// the launcher c of its migration target before the guest moves: the
+// incoming QEMU opens their disks where the source's has them. Only
+// shared (ReadWriteMany) claims get here: the VMI is LiveMigratable.
+func (a *Agent) mountHotpluggedTarget(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error {
+	if len(hotpluggable(vmi)) == 0 {
+		return nil
+	}
+	st, err := c.State(ctx)
+	if err != nil {
+		return err
+	}
+	dir := st.HotplugDiskDir
+	if dir == "" {
+		dir = client.DefaultHotplugDiskDir
+	}
+	_, _, hs, err := a.mountHotplugged(ctx, vmi, c, dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(hs.problems)) {
+		errs = append(errs, fmt.Errorf("hotplugged volume %s: %s", name, hs.problems[name]))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.hotplugMounts[vmi.UID] = true
+	a.mu.Unlock()
+	return nil
 }
 
 // mountClaim gives the launcher (PID pid) the node-local volume of claim

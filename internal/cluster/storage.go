@@ -32,7 +32,10 @@ import (
 // The cluster's storage (docs/cluster.md, "Storage"): Rancher's
 // local-path-provisioner (built from the Go module proxy by
 // hack/build-storage.sh) provisions Filesystem claims of the default
-// StorageClass as directories of the node's storage directory; Block
+// StorageClass as directories of the node's storage directory, and
+// ReadWriteMany claims of SharedStorageClass in a directory every node
+// sees (its shared file system mode: the nodes of a local cluster share
+// the host's file system, as the nodes of a real one mount NFS); Block
 // claims of StorageClass BlockStorageClass bind to local PersistentVolumes
 // over loop devices the cluster attaches when it installs the storage (the
 // static provisioning of local block devices, as KubeVirt's CI does it).
@@ -53,6 +56,13 @@ const (
 	// provisioned when a pod using the claim is scheduled
 	// (WaitForFirstConsumer), deleted with their claim.
 	DefaultStorageClass = "vmkit-local-path"
+	// SharedStorageClass is the StorageClass of claims every node can
+	// use at once (ReadWriteMany, what a VMI's claims must be for it to
+	// migrate): local-path-provisioner's shared file system mode, its
+	// volumes directories of StorageOptions.Dir's shared/ with no node
+	// affinity, bound as soon as they are claimed (Immediate), deleted
+	// with their claim.
+	SharedStorageClass = "vmkit-shared-path"
 	// BlockStorageClass is the StorageClass of the node's local block
 	// devices (Block claims), retained when their claim goes.
 	BlockStorageClass = "vmkit-local-block"
@@ -105,15 +115,21 @@ func BlockVolumeName(node string, i int) string {
 
 // StorageObjects are the objects of the cluster's storage but the block
 // volumes: the provisioner's Namespace, ServiceAccount, RBAC (as upstream),
-// ConfigMap (volumes in dataDir, on the nodes named in otherDataDirs in
-// their directory, helper pods running busybox) and Deployment, the
-// default StorageClass and the block StorageClass.
-func StorageObjects(tag, dataDir string, otherDataDirs map[string]string) ([]runtime.Object, error) {
+// ConfigMap (per StorageClass: the default class's volumes in dataDir, on
+// the nodes named in otherDataDirs in their directory; the shared class's
+// in sharedDir; helper pods running busybox) and Deployment, the default
+// StorageClass, the shared StorageClass and the block StorageClass.
+func StorageObjects(tag, dataDir, sharedDir string, otherDataDirs map[string]string) ([]runtime.Object, error) {
 	pathMap := []map[string]any{{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": []string{dataDir}}}
 	for _, node := range slices.Sorted(maps.Keys(otherDataDirs)) {
 		pathMap = append(pathMap, map[string]any{"node": node, "paths": []string{otherDataDirs[node]}})
 	}
-	config, err := json.MarshalIndent(map[string]any{"nodePathMap": pathMap}, "", "  ")
+	// One configuration per StorageClass (the provisioner then refuses
+	// claims of any other class that names it).
+	config, err := json.MarshalIndent(map[string]any{"storageClassConfigs": map[string]any{
+		DefaultStorageClass: map[string]any{"nodePathMap": pathMap},
+		SharedStorageClass:  map[string]any{"sharedFileSystemPath": sharedDir},
+	}}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +158,7 @@ spec:
 	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: localPathServiceAccount, Namespace: ns}}
 	replicas := int32(1)
-	fsMode := storagev1.VolumeBindingWaitForFirstConsumer
+	fsMode, immediate := storagev1.VolumeBindingWaitForFirstConsumer, storagev1.VolumeBindingImmediate
 	deleteClaim, retain := corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain
 	probe := func(path string, delay, period int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -209,6 +225,13 @@ spec:
 			}},
 			Provisioner:       localPathProvisionerName,
 			VolumeBindingMode: &fsMode,
+			ReclaimPolicy:     &deleteClaim,
+		},
+		&storagev1.StorageClass{
+			TypeMeta:          typ(storage, "StorageClass"),
+			ObjectMeta:        metav1.ObjectMeta{Name: SharedStorageClass},
+			Provisioner:       localPathProvisionerName,
+			VolumeBindingMode: &immediate,
 			ReclaimPolicy:     &deleteClaim,
 		},
 		&storagev1.StorageClass{
@@ -333,7 +356,11 @@ func (c *Cluster) InstallStorage(ctx context.Context, o StorageOptions) error {
 			}
 		}
 	}
-	objs, err := StorageObjects(c.Tag, filepath.Join(o.Dir, "local-path"), otherDataDirs)
+	shared := filepath.Join(o.Dir, "shared")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		return err
+	}
+	objs, err := StorageObjects(c.Tag, filepath.Join(o.Dir, "local-path"), shared, otherDataDirs)
 	if err != nil {
 		return err
 	}

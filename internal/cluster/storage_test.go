@@ -13,14 +13,15 @@ import (
 )
 
 // TestStorageObjects: one default StorageClass, the provisioner's; its
-// volumes in the data directory; helper pods and the provisioner on the
+// volumes in the data directory; the shared class's in the shared
+// directory, bound at once; helper pods and the provisioner on the
 // cluster's images; every object of a kind InstallStorage can apply.
 func TestStorageObjects(t *testing.T) {
-	objs, err := StorageObjects("v9", "/run/x/node/storage/local-path", map[string]string{"localhost-2": "/run/x/node-2/storage/local-path"})
+	objs, err := StorageObjects("v9", "/run/x/node/storage/local-path", "/run/x/node/storage/shared", map[string]string{"localhost-2": "/run/x/node-2/storage/local-path"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var defaults []string
+	var defaults, classes []string
 	var cm *corev1.ConfigMap
 	var deploy *appsv1.Deployment
 	for _, o := range objs {
@@ -37,9 +38,14 @@ func TestStorageObjects(t *testing.T) {
 			if o.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
 				defaults = append(defaults, o.Name+" "+o.Provisioner)
 			}
-			if o.VolumeBindingMode == nil || *o.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
-				t.Errorf("StorageClass %s binds %v, want WaitForFirstConsumer (local volumes)", o.Name, o.VolumeBindingMode)
+			want := storagev1.VolumeBindingWaitForFirstConsumer // local volumes
+			if o.Name == SharedStorageClass {
+				want = storagev1.VolumeBindingImmediate // every node has them
 			}
+			if o.VolumeBindingMode == nil || *o.VolumeBindingMode != want {
+				t.Errorf("StorageClass %s binds %v, want %s", o.Name, o.VolumeBindingMode, want)
+			}
+			classes = append(classes, o.Name)
 		case *corev1.ConfigMap:
 			cm = o
 		case *appsv1.Deployment:
@@ -52,15 +58,28 @@ func TestStorageObjects(t *testing.T) {
 	if cm == nil || deploy == nil {
 		t.Fatal("no ConfigMap or Deployment")
 	}
-	var config struct {
-		NodePathMap []struct {
-			Node  string
-			Paths []string
+	if diff := cmp.Diff([]string{DefaultStorageClass, SharedStorageClass, BlockStorageClass}, classes); diff != "" {
+		t.Errorf("StorageClasses (-want +got):\n%s", diff)
+	}
+	var configs struct {
+		StorageClassConfigs map[string]struct {
+			NodePathMap []struct {
+				Node  string
+				Paths []string
+			}
+			SharedFileSystemPath string
 		}
 	}
-	if err := json.Unmarshal([]byte(cm.Data["config.json"]), &config); err != nil {
+	if err := json.Unmarshal([]byte(cm.Data["config.json"]), &configs); err != nil {
 		t.Fatal(err)
 	}
+	if len(configs.StorageClassConfigs) != 2 {
+		t.Errorf("config.json %s: want a configuration for the default and the shared class", cm.Data["config.json"])
+	}
+	if shared := configs.StorageClassConfigs[SharedStorageClass]; shared.SharedFileSystemPath != "/run/x/node/storage/shared" || len(shared.NodePathMap) != 0 {
+		t.Errorf("config.json %s: want the shared class's volumes in the shared directory alone", cm.Data["config.json"])
+	}
+	config := configs.StorageClassConfigs[DefaultStorageClass]
 	if len(config.NodePathMap) != 2 || !cmp.Equal(config.NodePathMap[0].Paths, []string{"/run/x/node/storage/local-path"}) ||
 		config.NodePathMap[1].Node != "localhost-2" || !cmp.Equal(config.NodePathMap[1].Paths, []string{"/run/x/node-2/storage/local-path"}) {
 		t.Errorf("config.json %s: want the volumes in the data directory, localhost-2's in its own", cm.Data["config.json"])

@@ -58,6 +58,13 @@ type MigrateOptions struct {
 	// definition names it: the launcher's own disks (overlays, empty
 	// disks, cloud-init and config ISOs), as opposed to shared claims.
 	CopyDisksUnder []string
+	// SharedDisksUnder are directories of disks on storage both nodes
+	// have (claims: a VMI migrates only when they are ReadWriteMany), which
+	// are not copied. libvirt refuses a file disk left in place unless its
+	// file system is one it knows as shared (NFS, CephFS, GlusterFS...);
+	// when a file disk lies under one of these the migration skips that
+	// check (libvirt's VIR_MIGRATE_UNSAFE), as the claim vouches for it.
+	SharedDisksUnder []string
 	// DisksURI is where the disks are sent (NBD), for example
 	// "unix:///var/run/kubevirt/migrationproxy/<uid>-49153-source.sock".
 	// Required with Disks.

@@ -186,6 +186,7 @@ func (l *Launcher) Migrate(ctx context.Context, req client.MigrateRequest) (clie
 		MigrateURI:          "unix://" + client.MigrationSocket(l.cfg.ShareDir, l.cfg.UID, client.DirectMigrationPort),
 		DisksURI:            "unix://" + client.MigrationSocket(l.cfg.ShareDir, l.cfg.UID, client.BlockMigrationPort),
 		CopyDisksUnder:      l.localDiskDirs(),
+		SharedDisksUnder:    []string{filepath.Join(l.cfg.PrivateDir, "vmi-disks"), l.cfg.HotplugDiskDir},
 		BandwidthMiB:        req.BandwidthMiB,
 		AutoConverge:        req.AutoConverge,
 		PostCopy:            req.PostCopy,
@@ -205,7 +206,9 @@ func (l *Launcher) Migrate(ctx context.Context, req client.MigrateRequest) (clie
 
 // localDiskDirs are the directories of the disks a migration copies: the
 // launcher's own (overlays, empty disks, cloud-init ISOs, config ISOs);
-// claims are shared.
+// claims (<PrivateDir>/vmi-disks, hotplugged ones in HotplugDiskDir) are
+// shared: the VMI migrates only when they are ReadWriteMany (or shared
+// host disks).
 func (l *Launcher) localDiskDirs() []string {
 	priv := l.cfg.PrivateDir
 	return []string{l.cfg.EphemeralDiskDir, filepath.Join(priv, "config-map-disks"), filepath.Join(priv, "secret-disks"),

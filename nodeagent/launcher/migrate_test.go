@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,8 @@ func TestMigrationSourceEndsMigrated(t *testing.T) {
 	sock := client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, 0)
 	if opts.DestURI != "qemu+unix:///session?socket="+sock || opts.MigrateURI != "unix://"+client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, client.DirectMigrationPort) ||
 		opts.DisksURI != "unix://"+client.MigrationSocket(f.cfg.ShareDir, f.cfg.UID, client.BlockMigrationPort) || opts.BandwidthMiB != 64 || !opts.AutoConverge ||
-		len(opts.CopyDisksUnder) == 0 || opts.CopyDisksUnder[0] != f.cfg.EphemeralDiskDir {
+		len(opts.CopyDisksUnder) == 0 || opts.CopyDisksUnder[0] != f.cfg.EphemeralDiskDir ||
+		!slices.Equal(opts.SharedDisksUnder, []string{filepath.Join(f.cfg.PrivateDir, "vmi-disks"), f.cfg.HotplugDiskDir}) {
 		t.Errorf("migration options = %+v", opts)
 	}
 	// The state poll must not end the launcher while migrating.

@@ -30,7 +30,9 @@ type Backend interface {
 	// migration controller lists it.
 	NoteLauncherPods(vmi *v1.VirtualMachineInstance)
 	// PrepareLauncher gives the user of the launcher c (a non-root
-	// launcher's) the devices and disks its QEMU opens for vmi.
+	// launcher's) the devices and disks its QEMU opens for vmi, and the
+	// launcher the claims of vmi's hotplugged volumes, which the incoming
+	// QEMU opens where the source's has them.
 	PrepareLauncher(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client) error
 	// WireNetwork wires vmi's pod network in the network namespace of the
 	// launcher c, as for a launcher whose domain starts here.

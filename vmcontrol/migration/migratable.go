@@ -44,8 +44,9 @@ type ClaimLookup func(namespace, name string) *corev1.PersistentVolumeClaim
 //     reservation;
 //   - DisksNotLiveMigratable: a PVC or DataVolume whose claim is not
 //     ReadWriteMany (or not found), the backend-storage claim of a VMI
-//     with persistent state likewise, a hostDisk not marked shared, or
-//     (vmkit's) a hotplugged volume.
+//     with persistent state likewise (hotplugged claims included), a
+//     hostDisk not marked shared, or (vmkit's) a memoryDump volume: a
+//     dump under way.
 func LiveMigratable(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
 	method, diskErr := checkVolumes(vmi, claims)
 	no := func(reason, msg string) (v1.VirtualMachineInstanceCondition, v1.VirtualMachineInstanceMigrationMethod) {
@@ -126,12 +127,13 @@ func checkVolumes(vmi *v1.VirtualMachineInstance, claims ClaimLookup) (v1.Virtua
 		}
 	}
 	for _, vol := range vmi.Spec.Volumes {
-		if v1.HotplugClaim(&vol) != "" {
-			// KubeVirt migrates these with attachment pods on the target;
-			// vmkit's node agent mounts them into the running launcher
-			// only, and the target's launcher would start without them.
-			return method, fmt.Sprintf("cannot migrate VMI: volume %s is hotplugged, which vmkit does not migrate yet", vol.Name)
+		if vol.MemoryDump != nil {
+			// The dump is written by the source's QEMU into the claim the
+			// source's node agent mounted; it ends with the dump.
+			return method, fmt.Sprintf("cannot migrate VMI: a memory dump onto volume %s is under way", vol.Name)
 		}
+		// A hotplugged claim counts as any claim: the target's node agent
+		// mounts it into the target's launcher before the guest moves.
 		switch src := &vol.VolumeSource; {
 		case src.PersistentVolumeClaim != nil || src.DataVolume != nil:
 			name := ""

@@ -57,9 +57,15 @@ func TestLiveMigratable(t *testing.T) {
 		{"RWO claim", func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Volumes = append(vmi.Spec.Volumes, vol("data", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "rwo"}}}))
 		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: PVC rwo is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)", v1.BlockMigration},
-		{"hotplugged claim, even shared", func(vmi *v1.VirtualMachineInstance) {
-			vmi.Spec.Volumes = []v1.Volume{vol("hp", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "rwx"}}})}
-		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: volume hp is hotplugged, which vmkit does not migrate yet", v1.LiveMigration},
+		{"hotplugged shared claim", func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Volumes = append(vmi.Spec.Volumes, vol("hp", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{Hotpluggable: true, PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "rwx"}}}))
+		}, corev1.ConditionTrue, "", "", v1.BlockMigration},
+		{"hotplugged RWO claim", func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Volumes = []v1.Volume{vol("hp", v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Hotpluggable: true, Name: "rwo"}})}
+		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: PVC rwo is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)", v1.BlockMigration},
+		{"memory dump under way", func(vmi *v1.VirtualMachineInstance) {
+			vmi.Spec.Volumes = []v1.Volume{vol("dump", v1.VolumeSource{MemoryDump: &v1.MemoryDumpVolumeSource{ClaimName: "rwx", Hotpluggable: true}})}
+		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: a memory dump onto volume dump is under way", v1.LiveMigration},
 		{"missing claim", func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Volumes = []v1.Volume{vol("disk", v1.VolumeSource{DataVolume: &v1.DataVolumeSource{Name: "nope"}})}
 		}, corev1.ConditionFalse, ReasonDisksNotMigratable, "cannot migrate VMI: Unable to determine if PVC nope is shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)", v1.BlockMigration},

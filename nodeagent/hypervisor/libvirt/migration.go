@@ -53,7 +53,7 @@ func migrationParams(opts hypervisor.MigrateOptions, name, migratableXML string)
 	if opts.MigrateURI == "" {
 		return nil, errors.New("migration URI is required")
 	}
-	disks, err := disksToCopy(migratableXML, opts)
+	disks, _, err := disksToCopy(migratableXML, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -82,18 +82,24 @@ func migrationParams(opts hypervisor.MigrateOptions, name, migratableXML string)
 }
 
 // disksToCopy returns opts.Disks plus the target devices of the disks
-// under opts.CopyDisksUnder in the domain's definition.
-func disksToCopy(domainXML string, opts hypervisor.MigrateOptions) ([]string, error) {
+// under opts.CopyDisksUnder in the domain's definition, and whether a disk
+// it does not copy is a file under opts.SharedDisksUnder.
+func disksToCopy(domainXML string, opts hypervisor.MigrateOptions) (copied []string, shared bool, err error) {
 	out := append([]string(nil), opts.Disks...)
-	if len(opts.CopyDisksUnder) == 0 {
-		return out, nil
+	if len(opts.CopyDisksUnder) == 0 && len(opts.SharedDisksUnder) == 0 {
+		return out, false, nil
 	}
 	var dom libvirtxml.Domain
 	if err := dom.Unmarshal(domainXML); err != nil {
-		return nil, fmt.Errorf("reading the domain's definition: %w", err)
+		return nil, false, fmt.Errorf("reading the domain's definition: %w", err)
 	}
 	if dom.Devices == nil {
-		return out, nil
+		return out, false, nil
+	}
+	under := func(path string, dirs []string) bool {
+		return slices.ContainsFunc(dirs, func(dir string) bool {
+			return dir != "" && strings.HasPrefix(filepath.Clean(path), filepath.Clean(dir)+"/")
+		})
 	}
 	for _, d := range dom.Devices.Disks {
 		if d.Device == "cdrom" || d.Source == nil || d.Target == nil || slices.Contains(out, d.Target.Dev) {
@@ -108,14 +114,14 @@ func disksToCopy(domainXML string, opts hypervisor.MigrateOptions) ([]string, er
 		default:
 			continue
 		}
-		for _, dir := range opts.CopyDisksUnder {
-			if dir != "" && strings.HasPrefix(filepath.Clean(path), filepath.Clean(dir)+"/") {
-				out = append(out, d.Target.Dev)
-				break
-			}
+		switch {
+		case under(path, opts.CopyDisksUnder):
+			out = append(out, d.Target.Dev)
+		case d.Source.File != nil && under(path, opts.SharedDisksUnder):
+			shared = true
 		}
 	}
-	return out, nil
+	return out, shared, nil
 }
 
 // rewritePaths replaces each key of m in xml by its value, longest keys
@@ -170,11 +176,16 @@ func (h *Hypervisor) Migrate(ctx context.Context, name string, opts hypervisor.M
 	if err != nil {
 		return hypervisor.MigrationProgress{}, fmt.Errorf("migrate %s: %w", name, translate(err))
 	}
-	disks, err := disksToCopy(xml, opts)
+	disks, shared, err := disksToCopy(xml, opts)
 	if err != nil {
 		return hypervisor.MigrationProgress{}, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	opts.Disks, opts.CopyDisksUnder = disks, nil
+	// libvirt tells shared storage by its file system's type (NFS,
+	// CephFS, GlusterFS...) and refuses a file disk on any other ("Migration
+	// without shared storage is unsafe"), although the claim says every
+	// node has it.
+	opts.Unsafe = opts.Unsafe || shared
 	params, err := migrationParams(opts, name, xml)
 	if err != nil {
 		return hypervisor.MigrationProgress{}, fmt.Errorf("migrate %s: %w", name, err)
