@@ -137,8 +137,9 @@ func Rules() []ComponentRules {
 				rule("", []string{"pods"}, "get", "list", "watch", "create", "delete"),
 				// Memory hotplug grows a launcher pod in place.
 				rule("", []string{"pods/resize"}, "patch"),
-				// The backend storage of VMIs with persistent state (TPM, EFI).
-				rule("", []string{"persistentvolumeclaims"}, append(read, "create")...),
+				// The backend storage of VMIs with persistent state (TPM, EFI);
+				// the memory dump annotation on a dump's claim.
+				rule("", []string{"persistentvolumeclaims"}, append(read, "create", "patch")...),
 				// The node controller marks nodes whose agent stopped unschedulable.
 				rule("", []string{"nodes"}, "get", "list", "watch", "patch"),
 				rule("", []string{"events"}, "create", "patch"),

@@ -490,7 +490,7 @@ func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served 
 		{"virtualmachine", func() (starter, error) {
 			vmConfig = vm.Config{
 				Client: m.client, VMs: inf.vms, VMIs: inf.vmis, KubeVirts: inf.kubevirts,
-				Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
+				Claims: inf.claims, ClaimClient: m.kube, Recorder: recorder, Workers: m.opts.VMWorkers, Observe: m.metrics.observer("virtualmachine"),
 			}
 			// The start revisions of the VMs (vm.StartRevisionLabel), not
 			// those of every DaemonSet and StatefulSet.
@@ -501,7 +501,6 @@ func (m *Manager) newControllers(ctx context.Context, inf *runInformers, served 
 			inf.started = append(inf.started, vmConfig.StartRevisions)
 			if served.instancetypes {
 				inf.started = append(inf.started, m.addInstancetypeInformers(&vmConfig, resync)...)
-				vmConfig.Claims = inf.claims
 			} else {
 				log.Info("instancetype.kubevirt.io is not served: VMs naming an instance type or preference will not start")
 			}

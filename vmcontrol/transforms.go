@@ -103,7 +103,8 @@ func slimPod(obj any) (any, error) {
 // capacity and CDI's preallocation annotations, the migration controller its
 // access modes (ReadWriteMany can migrate), the VM controller the labels
 // naming a default instance type and preference, the export controller
-// CDI's content-type annotation, the snapshot controller the StorageClass;
+// CDI's content-type annotation and the memory dump annotation it writes,
+// the snapshot controller the StorageClass;
 // the rest (other labels and annotations, conditions) is dropped.
 func slimClaim(obj any) (any, error) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
@@ -121,7 +122,7 @@ func slimClaim(obj any) (any, error) {
 	}
 	var annotations map[string]string
 	for k, v := range pvc.Annotations {
-		if strings.HasSuffix(k, "/storage.preallocation") || strings.HasSuffix(k, "/storage.thick-provisioned") || k == export.ContentTypeAnnotation {
+		if strings.HasSuffix(k, "/storage.preallocation") || strings.HasSuffix(k, "/storage.thick-provisioned") || k == export.ContentTypeAnnotation || k == v1.PVCMemoryDumpAnnotation {
 			if annotations == nil {
 				annotations = map[string]string{}
 			}

@@ -121,7 +121,7 @@ func TestSlimClaimKeepsTheDefaultInstancetypeLabels(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
 			Labels:      map[string]string{"team": "a", instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"},
-			Annotations: map[string]string{"a": "b", "cdi.kubevirt.io/storage.preallocation": "true", "cdi.kubevirt.io/storage.contentType": "kubevirt"}},
+			Annotations: map[string]string{"a": "b", "cdi.kubevirt.io/storage.preallocation": "true", "cdi.kubevirt.io/storage.contentType": "kubevirt", "kubevirt.io/memory-dump": "vm-root-x.memory.dump"}},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: &block, StorageClassName: &local,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 				Limits: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
@@ -134,7 +134,7 @@ func TestSlimClaimKeepsTheDefaultInstancetypeLabels(t *testing.T) {
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: "ns", UID: "pvc-uid", ResourceVersion: "3",
 			Labels:      map[string]string{instancetype.DefaultInstancetypeLabel: "u1.medium", instancetype.DefaultPreferenceLabel: "fedora"},
-			Annotations: map[string]string{"cdi.kubevirt.io/storage.preallocation": "true", "cdi.kubevirt.io/storage.contentType": "kubevirt"}},
+			Annotations: map[string]string{"cdi.kubevirt.io/storage.preallocation": "true", "cdi.kubevirt.io/storage.contentType": "kubevirt", "kubevirt.io/memory-dump": "vm-root-x.memory.dump"}},
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeMode: &block, StorageClassName: &local,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1040Mi")}},

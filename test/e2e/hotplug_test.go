@@ -258,6 +258,12 @@ func TestMemoryDump(t *testing.T) {
 		req.StartTimestamp == nil || req.EndTimestamp == nil {
 		t.Errorf("completed request: %+v", req)
 	}
+	// The claim names the dump (KubeVirt's kubevirt.io/memory-dump).
+	if got, err := c.Kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), claim.Name, metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if req.FileName != nil && got.Annotations[v1.PVCMemoryDumpAnnotation] != *req.FileName {
+		t.Errorf("claim %s's %s annotation is %q, want %q", claim.Name, v1.PVCMemoryDumpAnnotation, got.Annotations[v1.PVCMemoryDumpAnnotation], *req.FileName)
+	}
 	now, err := c.Client.KubevirtV1().VirtualMachineInstances("default").Get(t.Context(), vm.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -75,6 +75,11 @@ const (
 	// VirtualMachineClusterPreference it was made with.
 	ClusterPreferenceAnnotation = "kubevirt.io/cluster-preference-name"
 
+	// PVCMemoryDumpAnnotation on a claim names the memory dump written on
+	// it (the file, <vmi>-<claim>-<yyyymmdd-hhmmss>.memory.dump), or says
+	// "Memory dump failed" (KubeVirt's).
+	PVCMemoryDumpAnnotation = "kubevirt.io/memory-dump"
+
 	// VirtualMachineInstanceFinalizer keeps a VMI until the node agent has
 	// removed its domain.
 	VirtualMachineInstanceFinalizer = "foregroundDeleteVirtualMachine"

@@ -71,13 +71,15 @@ type PodsGetterFunc func(namespace string) PodInterface
 // Pods calls f.
 func (f PodsGetterFunc) Pods(namespace string) PodInterface { return f(namespace) }
 
-// PersistentVolumeClaimInterface creates, reads and watches the claims of a
-// namespace (created: the backend storage of VMIs with persistent state).
+// PersistentVolumeClaimInterface creates, reads, watches and patches the
+// claims of a namespace (created: the backend storage of VMIs with
+// persistent state; patched: the memory dump annotation).
 type PersistentVolumeClaimInterface interface {
 	Create(ctx context.Context, claim *corev1.PersistentVolumeClaim, opts metav1.CreateOptions) (*corev1.PersistentVolumeClaim, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.PersistentVolumeClaim, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PersistentVolumeClaimList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.PersistentVolumeClaim, error)
 }
 
 // NodeInterface reads, watches and patches the cluster's nodes. A client-go

@@ -85,8 +85,13 @@ type Config struct {
 	StartRevisionClient kubeclient.ControllerRevisionsGetter
 	// Claims is a shared informer of PersistentVolumeClaims, read to infer
 	// an instance type or preference from a volume's labels
-	// (inferFromVolume). Optional.
+	// (inferFromVolume), for WaitingForVolumeBinding and for
+	// status.volumeSnapshotStatuses. Optional.
 	Claims cache.SharedIndexInformer
+	// ClaimClient, with Claims, annotates the claim of a memory dump with
+	// the dump's file (v1.PVCMemoryDumpAnnotation), as KubeVirt does, once
+	// the dump is written (or failed). Optional.
+	ClaimClient kubeclient.PersistentVolumeClaimsGetter
 	// KubeVirts, if set, is a shared informer of the KubeVirt CR, started
 	// by the caller. Its spec.configuration's cpuModel, machine types,
 	// memoryOvercommit and network.defaultNetworkInterface decide those
@@ -114,8 +119,9 @@ type Controller struct {
 	dynamic     dynamic.Interface
 	// it reads instance types, preferences and revisions (nil without
 	// them); claims (nil without them) are read to infer them.
-	it     *instancetypes
-	claims corelisters.PersistentVolumeClaimLister
+	it          *instancetypes
+	claims      corelisters.PersistentVolumeClaimLister
+	claimClient kubeclient.PersistentVolumeClaimsGetter
 	// starts keeps the start revisions (nil without them).
 	starts *startRevisions
 	// kubevirts holds the KubeVirt CR (nil without it).
@@ -198,7 +204,7 @@ func New(cfg Config) (*Controller, error) {
 		c.synced = append(c.synced, cfg.KubeVirts.HasSynced)
 	}
 	if cfg.Claims != nil {
-		c.claims = corelisters.NewPersistentVolumeClaimLister(cfg.Claims.GetIndexer())
+		c.claims, c.claimClient = corelisters.NewPersistentVolumeClaimLister(cfg.Claims.GetIndexer()), cfg.ClaimClient
 		c.synced = append(c.synced, cfg.Claims.HasSynced)
 	}
 	if cfg.DataVolumes != nil {

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -30,10 +31,17 @@ func memoryDumpVolume(claim string) v1.Volume {
 
 // handleMemoryDump adds the requested memoryDump volume to the running
 // instance (Associating) or removes it (Unmounting, Failed, Dissociating),
-// with a JSON patch that tests the volumes it replaces.
+// with a JSON patch that tests the volumes it replaces, and annotates the
+// claim with the dump's outcome (Unmounting, Failed).
 func (c *Controller) handleMemoryDump(ctx context.Context, vm *v1.VirtualMachine, vmi *v1.VirtualMachineInstance) error {
 	req := vm.Status.MemoryDumpRequest
-	if req == nil || vmi == nil || vmi.DeletionTimestamp != nil || vmi.IsFinal() {
+	if req == nil {
+		return nil
+	}
+	if err := c.annotateDumpClaim(ctx, vm); err != nil {
+		return err
+	}
+	if vmi == nil || vmi.DeletionTimestamp != nil || vmi.IsFinal() {
 		return nil
 	}
 	has := slices.ContainsFunc(vmi.Spec.Volumes, func(v v1.Volume) bool { return v.Name == req.ClaimName })
@@ -64,6 +72,45 @@ func (c *Controller) handleMemoryDump(ctx context.Context, vm *v1.VirtualMachine
 	}
 	if _, err := c.client.VirtualMachineInstances(vmi.Namespace).Patch(ctx, vmi.Name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("memory dump of VirtualMachine %s/%s onto claim %s (%s): %w", vm.Namespace, vm.Name, req.ClaimName, req.Phase, err)
+	}
+	return nil
+}
+
+// dumpFailed is the memory dump annotation of a claim whose dump failed
+// (KubeVirt's).
+const dumpFailed = "Memory dump failed"
+
+// annotateDumpClaim records on the claim of the VM's memory dump what the
+// dump left there, as KubeVirt's controller does: the file's name once it
+// is written (Unmounting), "Memory dump failed" (Failed). A claim that
+// already says so is left alone; a missing one is an error.
+func (c *Controller) annotateDumpClaim(ctx context.Context, vm *v1.VirtualMachine) error {
+	req := vm.Status.MemoryDumpRequest
+	if c.claims == nil || c.claimClient == nil {
+		return nil
+	}
+	var val string
+	switch {
+	case req.Phase == v1.MemoryDumpUnmounting && req.FileName != nil:
+		val = *req.FileName
+	case req.Phase == v1.MemoryDumpFailed:
+		val = dumpFailed
+	default:
+		return nil
+	}
+	claim, err := c.claims.PersistentVolumeClaims(vm.Namespace).Get(req.ClaimName)
+	if err != nil {
+		return fmt.Errorf("memory dump of VirtualMachine %s/%s: claim %s: %w", vm.Namespace, vm.Name, req.ClaimName, err)
+	}
+	if claim.Annotations[v1.PVCMemoryDumpAnnotation] == val {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1.PVCMemoryDumpAnnotation: val}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.claimClient.PersistentVolumeClaims(vm.Namespace).Patch(ctx, req.ClaimName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("memory dump of VirtualMachine %s/%s: annotating claim %s: %w", vm.Namespace, vm.Name, req.ClaimName, err)
 	}
 	return nil
 }

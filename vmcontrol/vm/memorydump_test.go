@@ -1,11 +1,17 @@
 package vm
 
 import (
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
+	"github.com/vmkit/vmkit/vmcontrol/kubeclient"
 )
 
 // TestMemoryDumpRequestPhases walks a memory dump request through
@@ -65,5 +71,75 @@ func TestMemoryDumpRequestPhases(t *testing.T) {
 				t.Errorf("failed request's message %q", got.Message)
 			}
 		})
+	}
+}
+
+// claimsOf adapts a fake clientset's claims to kubeclient.PersistentVolumeClaimsGetter.
+type claimsOf struct{ kube *kubefake.Clientset }
+
+func (c claimsOf) PersistentVolumeClaims(ns string) kubeclient.PersistentVolumeClaimInterface {
+	return c.kube.CoreV1().PersistentVolumeClaims(ns)
+}
+
+// TestMemoryDumpClaimAnnotation: the claim of a written dump is annotated
+// with the file, that of a failed one with KubeVirt's "Memory dump failed",
+// once: a claim the cache shows annotated so is not written again, and
+// nothing is written before the dump ends.
+func TestMemoryDumpClaimAnnotation(t *testing.T) {
+	file := "vm-dump-20261129-161500.memory.dump"
+	for _, tc := range []struct {
+		name   string
+		req    v1.VirtualMachineMemoryDumpRequest
+		cached string // the annotation the cache shows
+		want   string // "" for no write
+	}{
+		{"written", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpUnmounting, FileName: &file}, "", file},
+		{"written, already annotated", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpUnmounting, FileName: &file}, file, ""},
+		{"a second dump onto the claim", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpUnmounting, FileName: &file}, "vm-dump-20261128-090000.memory.dump", file},
+		{"failed", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpFailed}, "", "Memory dump failed"},
+		{"in progress", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpInProgress}, "", ""},
+		{"completed", v1.VirtualMachineMemoryDumpRequest{ClaimName: "dump", Phase: v1.MemoryDumpCompleted, FileName: &file}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "dump", Namespace: "default"}}
+			if tc.cached != "" {
+				claim.Annotations = map[string]string{v1.PVCMemoryDumpAnnotation: tc.cached}
+			}
+			kube := kubefake.NewClientset(claim)
+			idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+			if err := idx.Add(claim); err != nil {
+				t.Fatal(err)
+			}
+			c := &Controller{claims: corelisters.NewPersistentVolumeClaimLister(idx), claimClient: claimsOf{kube}}
+			vm := newVM(v1.RunStrategyAlways)
+			vm.Namespace = "default"
+			vm.Status.MemoryDumpRequest = &tc.req
+			if err := c.annotateDumpClaim(t.Context(), vm); err != nil {
+				t.Fatal(err)
+			}
+			var writes int
+			for _, a := range kube.Actions() {
+				if a.GetVerb() == "patch" {
+					writes++
+				}
+			}
+			got, err := kube.CoreV1().PersistentVolumeClaims("default").Get(t.Context(), "dump", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.want == "" && writes != 0:
+				t.Errorf("%d writes, want none", writes)
+			case tc.want != "" && (writes != 1 || got.Annotations[v1.PVCMemoryDumpAnnotation] != tc.want):
+				t.Errorf("%d writes, annotation %q; want one write of %q", writes, got.Annotations[v1.PVCMemoryDumpAnnotation], tc.want)
+			}
+		})
+	}
+	// A claim that is gone is an error naming it.
+	c := &Controller{claims: corelisters.NewPersistentVolumeClaimLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})), claimClient: claimsOf{kubefake.NewClientset()}}
+	vm := newVM(v1.RunStrategyAlways)
+	vm.Status.MemoryDumpRequest = &v1.VirtualMachineMemoryDumpRequest{ClaimName: "gone", Phase: v1.MemoryDumpFailed}
+	if err := c.annotateDumpClaim(t.Context(), vm); err == nil || !strings.Contains(err.Error(), "claim gone") {
+		t.Errorf("a missing claim: %v", err)
 	}
 }
