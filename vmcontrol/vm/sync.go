@@ -25,6 +25,7 @@ import (
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
 	"github.com/vmkit/vmkit/vmcontrol/internal/kvconfig"
 	"github.com/vmkit/vmkit/vmcontrol/internal/reconcile"
+	"github.com/vmkit/vmkit/vmcontrol/migration"
 	"github.com/vmkit/vmkit/vmcontrol/snapshot"
 )
 
@@ -389,6 +390,31 @@ func everRan(vmi *v1.VirtualMachineInstance) bool {
 	return false
 }
 
+// setMigratable gives a new instance its LiveMigratable condition and
+// migration method, as migration.LiveMigratable computes them from its
+// spec and claims. The VMI controller computes them again when it hands
+// the instance over to its node (the claims may have been bound since),
+// and the migration controller keeps them from then on; set from the
+// start, they are in the VM's first status, which the hand-over then
+// leaves alone: one VM status write fewer per start. Without a claim
+// cache the VMI controller sets them alone.
+func (c *Controller) setMigratable(vmi *v1.VirtualMachineInstance) {
+	if c.claims == nil {
+		return
+	}
+	cond, method := migration.LiveMigratable(vmi, func(namespace, name string) *corev1.PersistentVolumeClaim {
+		claim, err := c.claims.PersistentVolumeClaims(namespace).Get(name)
+		if err != nil {
+			return nil
+		}
+		return claim
+	})
+	now := metav1.NewTime(c.now())
+	cond.LastProbeTime, cond.LastTransitionTime = now, now
+	vmi.Status.Conditions = append(vmi.Status.Conditions, cond)
+	vmi.Status.MigrationMethod = method
+}
+
 // startVMI creates the VM's instance from its template and expansion under
 // expectations.
 func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMachine, x Expansion, paused bool) (*v1.VirtualMachineInstance, error) {
@@ -408,6 +434,7 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *v1.VirtualMac
 		}
 		vmi.Status.VirtualMachineRevisionName = name
 	}
+	c.setMigratable(vmi)
 	c.exp.ExpectCreations(key, 1)
 	created, err := c.client.VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil {
