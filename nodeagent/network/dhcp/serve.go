@@ -42,6 +42,38 @@ func Serve(ctx context.Context, lease Lease) error {
 
 	log := klog.FromContext(ctx).WithValues("interface", lease.ServerInterface, "ip", lease.IP.String())
 	log.V(2).Info("DHCP server listening")
+	return serveUDP(ctx, log, conn, "dhcp serve on "+lease.ServerInterface, func(b []byte, peer net.Addr) (*outgoing, error) {
+		req, err := dhcpv4.FromBytes(b)
+		if err != nil {
+			log.V(4).Info("ignoring a message that is not DHCP", "from", peer, "err", err)
+			return nil, nil
+		}
+		resp, err := Reply(req, &lease)
+		if err != nil {
+			return nil, err
+		}
+		if resp == nil {
+			log.V(4).Info("not answering", "from", peer, "type", req.MessageType(), "mac", req.ClientHWAddr)
+			return nil, nil
+		}
+		return &outgoing{data: resp.ToBytes(), to: replyAddr(peer, resp),
+			log: []any{"type", req.MessageType(), "answer", resp.MessageType(), "mac", req.ClientHWAddr}}, nil
+	})
+}
+
+// outgoing is what a server loop sends for one request: data to the
+// address to, logged with the key-value pairs log.
+type outgoing struct {
+	data []byte
+	to   net.Addr
+	log  []any
+}
+
+// serveUDP reads requests from conn until ctx ends, then returns nil, and
+// sends the answer handle makes of each (none when nil). A failed read, or
+// an error from handle, ends it with the error prefixed with what; a
+// failed send is logged, as the client retries.
+func serveUDP(ctx context.Context, log klog.Logger, conn net.PacketConn, what string, handle func(b []byte, peer net.Addr) (*outgoing, error)) error {
 	buf := make([]byte, 1<<16)
 	for {
 		n, peer, err := conn.ReadFrom(buf)
@@ -49,30 +81,23 @@ func Serve(ctx context.Context, lease Lease) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("dhcp serve on %s: %w", lease.ServerInterface, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		req, err := dhcpv4.FromBytes(buf[:n])
+		a, err := handle(buf[:n], peer)
 		if err != nil {
-			log.V(4).Info("ignoring a message that is not DHCP", "from", peer, "err", err)
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if a == nil {
 			continue
 		}
-		resp, err := Reply(req, &lease)
-		if err != nil {
-			return fmt.Errorf("dhcp serve on %s: %w", lease.ServerInterface, err)
-		}
-		if resp == nil {
-			log.V(4).Info("not answering", "from", peer, "type", req.MessageType(), "mac", req.ClientHWAddr)
-			continue
-		}
-		dst := replyAddr(peer, resp)
-		if _, err := conn.WriteTo(resp.ToBytes(), dst); err != nil {
+		if _, err := conn.WriteTo(a.data, a.to); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			log.Error(err, "sending a DHCP answer", "to", dst, "type", resp.MessageType())
+			log.Error(err, "sending an answer", append([]any{"to", a.to}, a.log...)...)
 			continue
 		}
-		log.V(2).Info("answered", "type", req.MessageType(), "answer", resp.MessageType(), "mac", req.ClientHWAddr, "to", dst)
+		log.V(2).Info("answered", append([]any{"to", a.to}, a.log...)...)
 	}
 }
 

@@ -102,38 +102,23 @@ func listenDHCPv6(iface *net.Interface) (*net.UDPConn, error) {
 func serveDHCPv6(ctx context.Context, log klog.Logger, conn *net.UDPConn, iface *net.Interface, lease *Lease6) error {
 	serverID := ServerDUID(iface.HardwareAddr)
 	log.V(2).Info("DHCPv6 server listening")
-	buf := make([]byte, 1<<16)
-	for {
-		n, peer, err := conn.ReadFrom(buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("dhcpv6 serve on %s: %w", iface.Name, err)
-		}
-		req, err := dhcpv6.FromBytes(buf[:n])
+	return serveUDP(ctx, log, conn, "dhcpv6 serve on "+iface.Name, func(b []byte, peer net.Addr) (*outgoing, error) {
+		req, err := dhcpv6.FromBytes(b)
 		if err != nil {
 			log.V(4).Info("ignoring a message that is not DHCPv6", "from", peer, "err", err)
-			continue
+			return nil, nil
 		}
 		resp, err := Reply6(req, lease, serverID)
 		if err != nil {
 			log.Error(err, "answering DHCPv6", "from", peer)
-			continue
+			return nil, nil
 		}
 		if resp == nil {
 			log.V(4).Info("not answering", "from", peer, "type", req.Type())
-			continue
+			return nil, nil
 		}
-		if _, err := conn.WriteTo(resp.ToBytes(), peer); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			log.Error(err, "sending a DHCPv6 answer", "to", peer, "type", resp.Type())
-			continue
-		}
-		log.V(2).Info("answered", "type", req.Type(), "answer", resp.Type(), "to", peer)
-	}
+		return &outgoing{data: resp.ToBytes(), to: peer, log: []any{"type", req.Type(), "answer", resp.Type()}}, nil
+	})
 }
 
 // listenNDP opens the advertisements' socket on iface's link-local
