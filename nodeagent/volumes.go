@@ -114,10 +114,7 @@ func (a *Agent) hotplugNeeded(vmi *v1.VirtualMachineInstance, st *client.Status)
 // unmounts the claims of volumes the guest released. It returns the
 // launcher's status after that, and what it found.
 func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance, c *client.Client, st client.Status) (client.Status, *hotplugState, error) {
-	dir := st.HotplugDiskDir
-	if dir == "" {
-		dir = client.DefaultHotplugDiskDir
-	}
+	dir := hotplugDir(&st)
 	pid, devices, hs, err := a.mountHotplugged(ctx, vmi, c, dir)
 	if err != nil {
 		return st, nil, err
@@ -148,6 +145,15 @@ func (a *Agent) syncHotplug(ctx context.Context, vmi *v1.VirtualMachineInstance,
 	a.hotplugMounts[vmi.UID] = len(hs.mounted) > 0
 	a.mu.Unlock()
 	return st, hs, nil
+}
+
+// hotplugDir is where the launcher whose status is st wants hotplugged
+// claims.
+func hotplugDir(st *client.Status) string {
+	if st.HotplugDiskDir == "" {
+		return client.DefaultHotplugDiskDir
+	}
+	return st.HotplugDiskDir
 }
 
 // mountHotplugged mounts the claims of vmi's hotpluggable volumes that
@@ -200,11 +206,7 @@ func (a *Agent) mountHotpluggedTarget(ctx context.Context, vmi *v1.VirtualMachin
 	if err != nil {
 		return err
 	}
-	dir := st.HotplugDiskDir
-	if dir == "" {
-		dir = client.DefaultHotplugDiskDir
-	}
-	_, _, hs, err := a.mountHotplugged(ctx, vmi, c, dir)
+	_, _, hs, err := a.mountHotplugged(ctx, vmi, c, hotplugDir(&st))
 	if err != nil {
 		return err
 	}

@@ -16,10 +16,13 @@ import (
 // interface with an IPv6 lease. The zero value is ready to use.
 //
 // A set ends when it is stopped, when the launcher process behind its
-// namespace path goes (checked every LauncherWatchInterval: the
-// advertisements' thread would keep the pod's network namespace alive), or
-// with StopAll.
+// namespace path goes (checked every WatchInterval: the advertisements'
+// thread would keep the pod's network namespace alive), or with StopAll.
 type Advertisers struct {
+	// WatchInterval is how often a launcher is checked; 0 is
+	// LauncherWatchInterval.
+	WatchInterval time.Duration
+
 	mu      sync.Mutex
 	running map[string]*advertiser
 }
@@ -49,6 +52,10 @@ func (a *Advertisers) Start(key, nsPath string, wired []Result, log klog.Logger)
 	if a.running == nil {
 		a.running = map[string]*advertiser{}
 	}
+	interval := a.WatchInterval
+	if interval <= 0 {
+		interval = LauncherWatchInterval
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	me := &advertiser{cancel: cancel}
 	a.running[key] = me
@@ -66,7 +73,7 @@ func (a *Advertisers) Start(key, nsPath string, wired []Result, log klog.Logger)
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(LauncherWatchInterval):
+			case <-time.After(interval):
 			}
 			var now os.FileInfo
 			if now, err = os.Stat(nsPath); err == nil && !os.SameFile(before, now) {
@@ -83,6 +90,14 @@ func (a *Advertisers) Start(key, nsPath string, wired []Result, log klog.Logger)
 			}
 		}(*r.Lease6)
 	}
+}
+
+// Running reports whether key's advertisements run.
+func (a *Advertisers) Running(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.running[key]
+	return ok
 }
 
 // Stop ends key's advertisements.

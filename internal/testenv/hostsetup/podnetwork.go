@@ -105,10 +105,10 @@ func RemoveBridge(bridge string) error {
 // ipv6ForwardingSysctl is the host's IPv6 forwarding switch, and
 // ipv6ForwardingSaved where enableIPv6Forwarding keeps the value it
 // replaced, for RemovePodNetwork to put back.
-const (
-	ipv6ForwardingSysctl = "/proc/sys/net/ipv6/conf/all/forwarding"
-	ipv6ForwardingSaved  = "/run/vmkit-ipv6-forwarding"
-)
+const ipv6ForwardingSysctl = "/proc/sys/net/ipv6/conf/all/forwarding"
+
+// ipv6ForwardingSaved is a variable for the test, which keeps its own.
+var ipv6ForwardingSaved = "/run/vmkit-ipv6-forwarding"
 
 // enableIPv6Forwarding lets the host route IPv6 between the pods and the
 // nodes' bridges, as net.ipv4.ip_forward does for IPv4 (the CNI bridge
