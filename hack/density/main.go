@@ -20,7 +20,9 @@
 // /proc/<pid>/smaps to _output/density/smaps-idle.txt; DENSITY_PROFILE=1 runs
 // the controller with --profiling (as deployed it runs without, and samples
 // no allocations) and saves its heap profile and MemStats to
-// _output/density/heap.{pprof,txt}. The controller's log is kept as
+// _output/density/heap.{pprof,txt}, and its CPU profile of the whole run,
+// from the first create to the last VMI Scheduled, as consecutive 30-second
+// profiles _output/density/cpu-NNN.pprof (`go tool pprof -top` merges them). The controller's log is kept as
 // _output/density/virt-controller.log.
 package main
 
@@ -164,6 +166,10 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 			_ = os.WriteFile(filepath.Join(root, "_output", "density", "smaps-idle.txt"), b, 0o644)
 		}
 	}
+	cpuProfiles, stopCPU := new([]string), func() {}
+	if profile {
+		cpuProfiles, stopCPU = saveCPUProfiles(ctx, httpAddr, env.AdminToken, filepath.Join(root, "_output", "density"))
+	}
 	began := time.Now()
 	create, what := createVMs, "VMs"
 	if replicaSet {
@@ -178,6 +184,7 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 		return fmt.Errorf("%w\n%s", err, diagnose(env))
 	}
 	wall := time.Since(began)
+	stopCPU()
 	time.Sleep(2 * time.Second) // let the last status writes land before counting
 	after, err := requestCounts(ctx, env)
 	if err != nil {
@@ -214,6 +221,9 @@ func run(ctx context.Context, nVMs, nNodes int, replicaSet bool) error {
 	fmt.Printf("| controller RSS before the VMs (caches synced, idle) | %d MiB (%d MiB of it the binary's pages) |\n", rssIdle/1024, rssIdleFile/1024)
 	if heapProfile != "" {
 		fmt.Printf("\ncontroller heap profile: go tool pprof -sample_index=inuse_space -top %s\n", heapProfile)
+	}
+	if len(*cpuProfiles) > 0 {
+		fmt.Printf("controller CPU profile of the run: go tool pprof -top %s\n", strings.Join(*cpuProfiles, " "))
 	}
 	return nil
 }
@@ -593,6 +603,39 @@ func saveHeapProfile(ctx context.Context, addr, token, path string) error {
 	// The text form ends with the runtime's MemStats: how much of the RSS is
 	// heap, stacks and the runtime's own structures.
 	return saveURL(ctx, "https://"+addr+"/debug/pprof/heap?debug=1", token, strings.TrimSuffix(path, ".pprof")+".txt")
+}
+
+// cpuProfileSlice is the length of each CPU profile saveCPUProfiles takes.
+const cpuProfileSlice = 30 * time.Second
+
+// saveCPUProfiles takes the controller's CPU profile in consecutive slices
+// of cpuProfileSlice into dir/cpu-NNN.pprof until stop is called (which
+// waits for the slice under way), and lists the files saved.
+func saveCPUProfiles(ctx context.Context, addr, token, dir string) (*[]string, func()) {
+	var saved []string
+	old, _ := filepath.Glob(filepath.Join(dir, "cpu-*.pprof"))
+	for _, f := range old {
+		_ = os.Remove(f)
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			path := filepath.Join(dir, fmt.Sprintf("cpu-%03d.pprof", i))
+			url := fmt.Sprintf("https://%s/debug/pprof/profile?seconds=%d", addr, int(cpuProfileSlice.Seconds()))
+			if err := saveURL(ctx, url, token, path); err != nil {
+				fmt.Fprintf(os.Stderr, "density: CPU profile %d: %v\n", i, err)
+				return
+			}
+			saved = append(saved, path)
+		}
+	}()
+	return &saved, func() { close(done); <-stopped }
 }
 
 func saveURL(ctx context.Context, url, token, path string) error {

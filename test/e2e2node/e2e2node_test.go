@@ -128,6 +128,32 @@ func netVM(t testing.TB, name, node string) *v1.VirtualMachine {
 	return vm
 }
 
+// migrate creates the VirtualMachineInstanceMigration name of VMI vmi in
+// default, unless create is false (virt-api created it), and waits up to 4
+// minutes for it to succeed; a failed migration fails the test with its
+// state.
+func migrate(t *testing.T, c *cluster.Cluster, name, vmi string, create bool) {
+	t.Helper()
+	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
+	if create {
+		if _, err := migrations.Create(t.Context(), &v1.VirtualMachineInstanceMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vmi},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	suite.WaitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
+		m, err := migrations.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if m.Status.Phase == v1.MigrationFailed {
+			t.Fatalf("migration %s failed: %+v", name, m.Status.MigrationState)
+		}
+		return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
+	})
+}
+
 // guestURL is the URL of path on the HTTP server of a vm-net.yaml guest.
 func guestURL(ip string, path string) string { return framework.GuestURL(ip, 80, path) }
 

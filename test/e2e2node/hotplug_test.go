@@ -68,22 +68,7 @@ func TestHotplugLiveMigration(t *testing.T) {
 	})
 
 	began := time.Now()
-	migrations := c.Client.KubevirtV1().VirtualMachineInstanceMigrations("default")
-	if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: "mig-hotplug"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	suite.WaitFor(t, "migration mig-hotplug Succeeded", 4*time.Minute, func() (bool, string) {
-		m, err := migrations.Get(ctx, "mig-hotplug", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		if m.Status.Phase == v1.MigrationFailed {
-			t.Fatalf("migration failed: %+v", m.Status.MigrationState)
-		}
-		return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
-	})
+	migrate(t, c, "mig-hotplug", vm.Name, true)
 	v := framework.WaitVMI(t, c, vm.Name, "on the other node with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
 		return v.Status.NodeName != source && v.Status.Phase == v1.Running && len(v.Status.Interfaces) > 0 &&
 			v.Status.Interfaces[0].IP != "" && v.Status.Interfaces[0].IP != ip

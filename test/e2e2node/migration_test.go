@@ -114,22 +114,7 @@ func TestLiveMigration(t *testing.T) {
 
 	t.Run("MigrationMovesTheGuest", func(t *testing.T) {
 		began := time.Now()
-		mig, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
-			ObjectMeta: metav1.ObjectMeta{Name: "mig-1"}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		suite.WaitFor(t, "migration mig-1 Succeeded", 4*time.Minute, func() (bool, string) {
-			m, err := migrations.Get(ctx, mig.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			if m.Status.Phase == v1.MigrationFailed {
-				t.Fatalf("migration failed: %+v", m.Status.MigrationState)
-			}
-			return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
-		})
+		migrate(t, c, "mig-1", vm.Name, true)
 		took := time.Since(began)
 		v := framework.WaitVMI(t, c, vm.Name, "on the other node", func(v *v1.VirtualMachineInstance) bool {
 			return v.Status.NodeName != source && v.Status.Phase == v1.Running
@@ -203,21 +188,8 @@ func TestLiveMigration(t *testing.T) {
 				// for it: the VM's migrate subresource on virt-api, which
 				// creates the migration.
 				name = migrateThroughVirtAPI(t, c, vm.Name)
-			} else if _, err := migrations.Create(ctx, &v1.VirtualMachineInstanceMigration{
-				ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.VirtualMachineInstanceMigrationSpec{VMIName: vm.Name},
-			}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
 			}
-			suite.WaitFor(t, "migration "+name+" Succeeded", 4*time.Minute, func() (bool, string) {
-				m, err := migrations.Get(ctx, name, metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error()
-				}
-				if m.Status.Phase == v1.MigrationFailed {
-					t.Fatalf("migration %s failed: %+v", name, m.Status.MigrationState)
-				}
-				return m.Status.Phase == v1.MigrationSucceeded, string(m.Status.Phase)
-			})
+			migrate(t, c, name, vm.Name, i > 0)
 			took = append(took, time.Since(began))
 		}
 		v := framework.WaitVMI(t, c, vm.Name, "Running with its new pod's IP", func(v *v1.VirtualMachineInstance) bool {
