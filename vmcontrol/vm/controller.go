@@ -194,7 +194,11 @@ func New(cfg Config) (*Controller, error) {
 	}
 	switch {
 	case cfg.StartRevisions != nil && cfg.StartRevisionClient != nil:
-		c.starts = &startRevisions{lister: appslisters.NewControllerRevisionLister(cfg.StartRevisions.GetIndexer()), client: cfg.StartRevisionClient}
+		starts, err := newStartRevisions(cfg.StartRevisions, cfg.StartRevisionClient)
+		if err != nil {
+			return nil, err
+		}
+		c.starts = starts
 		c.synced = append(c.synced, cfg.StartRevisions.HasSynced)
 	case cfg.StartRevisions != nil || cfg.StartRevisionClient != nil:
 		return nil, errors.New("vm controller: StartRevisions and StartRevisionClient go together")

@@ -9,11 +9,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 	"github.com/vmkit/vmkit/vmcontrol/internal/controllerref"
@@ -42,7 +43,38 @@ const RestartRequiredMessage = "a non-live-updatable field was changed in the te
 // Config.StartRevisions).
 type startRevisions struct {
 	lister appslisters.ControllerRevisionLister
+	// byVM indexes the revisions by startRevisionIndex: a VM's are found
+	// without looking at every revision of its namespace, which at
+	// thousands of VMs took a third of the controller's CPU.
+	byVM   cache.Indexer
 	client kubeclient.ControllerRevisionsGetter
+}
+
+// startRevisionIndex indexes start revisions by <namespace>/<VM UID>.
+const startRevisionIndex = "vmkit-vm-start-revision"
+
+// startRevisionKey is a start revision's startRevisionIndex value.
+func startRevisionKey(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	uid, ok := m.GetLabels()[StartRevisionLabel]
+	if !ok {
+		return nil, nil
+	}
+	return []string{m.GetNamespace() + "/" + uid}, nil
+}
+
+// newStartRevisions indexes the informer's revisions by VM (before it
+// starts, or after: client-go allows both).
+func newStartRevisions(inf cache.SharedIndexInformer, client kubeclient.ControllerRevisionsGetter) (*startRevisions, error) {
+	if _, ok := inf.GetIndexer().GetIndexers()[startRevisionIndex]; !ok {
+		if err := inf.AddIndexers(cache.Indexers{startRevisionIndex: startRevisionKey}); err != nil {
+			return nil, fmt.Errorf("vm controller: indexing the start revisions: %w", err)
+		}
+	}
+	return &startRevisions{lister: appslisters.NewControllerRevisionLister(inf.GetIndexer()), byVM: inf.GetIndexer(), client: client}, nil
 }
 
 // revisionData is a start revision's data, KubeVirt's shape: the VM's spec.
@@ -89,12 +121,13 @@ func (s *startRevisions) ensure(ctx context.Context, vm *v1.VirtualMachine) (str
 // prune deletes vm's start revisions other than keep (those of earlier
 // starts), as KubeVirt keeps only the current one.
 func (s *startRevisions) prune(ctx context.Context, vm *v1.VirtualMachine, keep string) error {
-	crs, err := s.lister.ControllerRevisions(vm.Namespace).List(labels.SelectorFromSet(labels.Set{StartRevisionLabel: string(vm.UID)}))
+	objs, err := s.byVM.ByIndex(startRevisionIndex, vm.Namespace+"/"+string(vm.UID))
 	if err != nil {
 		return err
 	}
-	for _, cr := range crs {
-		if cr.Name == keep {
+	for _, obj := range objs {
+		cr, ok := obj.(*appsv1.ControllerRevision)
+		if !ok || cr.Name == keep {
 			continue
 		}
 		err := s.client.ControllerRevisions(vm.Namespace).Delete(ctx, cr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cr.UID}})

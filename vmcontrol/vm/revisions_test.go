@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -328,5 +329,47 @@ func TestMemoryHotplug(t *testing.T) {
 	}
 	if rr, got := set("2Gi"); !rr || got.Spec.Domain.Memory.Guest.String() != "1536Mi" {
 		t.Errorf("2Gi after a failed hotplug: RestartRequired %v, instance memory %s; want true, 1536Mi", rr, got.Spec.Domain.Memory.Guest)
+	}
+}
+
+// TestPruneKeepsOtherVMsRevisions: pruning a VM's earlier start revisions
+// finds them by the VM index and leaves the revision kept and every other
+// VM's alone.
+func TestPruneKeepsOtherVMsRevisions(t *testing.T) {
+	rev := func(name, uid string) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{StartRevisionLabel: uid}}}
+	}
+	revs := []*appsv1.ControllerRevision{rev("a-1", "uid-a"), rev("a-2", "uid-a"), rev("b-1", "uid-b"),
+		{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled", Namespace: "ns"}}}
+	kube := kubefake.NewClientset()
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &appsv1.ControllerRevision{}, 0, cache.Indexers{})
+	s, err := newStartRevisions(inf, kubeclient.ControllerRevisionsGetterFunc(func(ns string) kubeclient.ControllerRevisionInterface {
+		return kube.AppsV1().ControllerRevisions(ns)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range revs {
+		if _, err := kube.AppsV1().ControllerRevisions("ns").Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.GetIndexer().Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm := &v1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid-a"}}
+	if err := s.prune(t.Context(), vm, "a-2"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := kube.AppsV1().ControllerRevisions("ns").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range list.Items {
+		names = append(names, r.Name)
+	}
+	if want := []string{"a-2", "b-1", "unlabelled"}; !slices.Equal(names, want) {
+		t.Errorf("revisions left %v, want %v", names, want)
 	}
 }
