@@ -2,6 +2,7 @@ package mountns
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,22 +45,35 @@ func TestBindIntoAnotherNamespace(t *testing.T) {
 	}
 	// A child in a mount namespace of its own (private propagation, so
 	// nothing it mounts reaches the test's), as a launcher container is.
-	child := exec.Command(unshare, "--mount", "--propagation", "private", "sleep", "60")
+	// It says so once unshare has made its mounts private, which unshare
+	// does after it entered the namespace: a mount made in between would
+	// propagate back to the test's.
+	child := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 60")
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		b := make([]byte, 6)
+		n, _ := io.ReadFull(out, b)
+		ready <- string(b[:n])
+	}()
+	select {
+	case line := <-ready:
+		if line != "ready\n" {
+			t.Fatalf("the child said %q, want ready", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the child did not enter a mount namespace of its own within 5 s")
+	}
 	pid := child.Process.Pid
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		a, _ := os.Readlink(Path(pid))
-		b, _ := os.Readlink(Path(os.Getpid()))
-		if a != b && a != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the child did not enter a mount namespace of its own")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if a, b := readlink(t, Path(pid)), readlink(t, Path(os.Getpid())); a == b {
+		t.Fatalf("the child's mount namespace %s is the test's", a)
 	}
 	self := Path(os.Getpid())
 	dst := filepath.Join(target, "data")
@@ -182,4 +196,14 @@ func TestOutside(t *testing.T) {
 	if !strings.Contains(string(out), want) || strings.Contains(string(out), "own="+own+"\n") {
 		t.Errorf("the child in a namespace of its own reports %q; want its parent's namespace %s outside and another of its own", out, own)
 	}
+}
+
+// readlink is os.Readlink of path, failing the test on an error.
+func readlink(t *testing.T, path string) string {
+	t.Helper()
+	s, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
