@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/vmkit/vmkit/vmapi/v1"
 )
@@ -87,7 +88,7 @@ func TestDiskContainers(t *testing.T) {
 		return out
 	}
 	const diskMounts = "container-disks:/var/run/kubevirt/container-disks/u1,virt-bin-share-dir:/usr/bin"
-	inits, sidecars := r.diskContainers(vmi, &guestFacts{containerDisks: 2, kernelBoot: true}, nil)
+	inits, sidecars := r.diskContainers(vmi, &guestFacts{containerDisks: 2, kernelBoot: true}, resource.MustParse("100m"), nil)
 	wantInits := []summary{
 		{"container-disk-binary", "quay.io/kubevirt/virt-launcher:v1.5.0", corev1.PullIfNotPresent,
 			"/usr/bin/cp --preserve=all /usr/bin/container-disk /init/usr/bin/container-disk", "virt-bin-share-dir:/init/usr/bin"},
@@ -114,8 +115,34 @@ func TestDiskContainers(t *testing.T) {
 		t.Errorf("appending to one container's mounts changed another's:\n%s", diff)
 	}
 
-	if inits, sidecars := r.diskContainers(&v1.VirtualMachineInstance{}, &guestFacts{}, nil); inits != nil || sidecars != nil {
+	if inits, sidecars := r.diskContainers(&v1.VirtualMachineInstance{}, &guestFacts{}, resource.Quantity{}, nil); inits != nil || sidecars != nil {
 		t.Errorf("a VMI without container disks got helpers: %v %v", inits, sidecars)
+	}
+
+	// A Guaranteed pod: the images' init containers copy them in, with
+	// the compute container's CPU; the sidecars keep KubeVirt's 10m.
+	inits, sidecars = r.diskContainers(vmi, &guestFacts{containerDisks: 2, kernelBoot: true, dedicated: true}, resource.MustParse("2"), nil)
+	wantInits[1].Cmd = "/usr/bin/container-disk --copy-path /var/run/kubevirt/container-disks/u1/disk_1 --copy-only"
+	wantInits[2].Cmd = "/usr/bin/container-disk --copy-path /var/run/kubevirt/container-disks/u1/disk_2 --copy-only"
+	wantInits[3].Cmd = "/usr/bin/container-disk --copy-path /var/run/kubevirt/container-disks/u1/kernel-boot --copy-only"
+	if diff := cmp.Diff(wantInits, sum(inits)); diff != "" {
+		t.Errorf("a Guaranteed pod's init containers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantSidecars, sum(sidecars)); diff != "" {
+		t.Errorf("a Guaranteed pod's sidecars (-want +got):\n%s", diff)
+	}
+	cpu := func(c corev1.Container) string {
+		return c.Resources.Requests.Cpu().String() + "/" + c.Resources.Limits.Cpu().String()
+	}
+	for i, want := range []string{"10m/10m", "2/2", "2/2", "2/2"} {
+		if got := cpu(inits[i]); got != want {
+			t.Errorf("init container %s: CPU request/limit %s, want %s", inits[i].Name, got, want)
+		}
+	}
+	for _, c := range sidecars {
+		if got := cpu(c); got != "10m/10m" {
+			t.Errorf("sidecar %s: CPU request/limit %s, want KubeVirt's 10m/10m", c.Name, got)
+		}
 	}
 }
 

@@ -160,7 +160,7 @@ func (r *Renderer) render(vmi *v1.VirtualMachineInstance, room int) (*corev1.Pod
 
 	containers := make([]corev1.Container, 1, 1+helperCount(f))
 	containers[0] = r.computeContainer(vmi, f, res, storage.mounts, storage.devices)
-	initContainers, containers := r.diskContainers(vmi, f, containers)
+	initContainers, containers := r.diskContainers(vmi, f, res.Requests[corev1.ResourceCPU], containers)
 
 	_, podGrace := launcherGracePeriods(f.graceSeconds)
 	scalars := &struct {

@@ -296,6 +296,16 @@ func setMemory(f *guestFacts, vmiRes *v1.ResourceRequirements, overhead int64, r
 	return nil
 }
 
+// copyingInitResources are those of a Guaranteed pod's init container that
+// copies its image in (see diskContainers): the compute container's CPU,
+// and a helper's 40M of memory, requests = limits.
+func copyingInitResources(computeCPU resource.Quantity) corev1.ResourceRequirements {
+	r := helperResources(true, false)
+	r.Requests[corev1.ResourceCPU] = computeCPU.DeepCopy()
+	r.Limits[corev1.ResourceCPU] = computeCPU.DeepCopy()
+	return r
+}
+
 // helperResources are the requests and limits of a helper container:
 // 10m CPU and 1M memory requested, 100m and 40M at most; requests = limits
 // (10m, 40M) for a Guaranteed pod. Disk sidecars also request 50M of

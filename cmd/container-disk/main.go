@@ -13,6 +13,15 @@
 //
 //	container-disk --copy-path <container-disk-dir>/<vmi uid>/<served name>
 //
+//	container-disk --copy-path <container-disk-dir>/<vmi uid>/<served name> --copy-only
+//
+// copies as below and exits 0: a Guaranteed pod's init container, which
+// podtemplate gives the compute container's CPU (a Guaranteed pod's
+// sidecar gets KubeVirt's 10m, a hundredth of a CPU, under which the copy
+// of a kernel took 10 s); the sidecar then finds the copy in place.
+//
+//	container-disk --copy-path <container-disk-dir>/<vmi uid>/<served name>
+//
 // copies /disk and /boot (those that exist) into the copy path, keeping
 // their relative paths (<copy path>/disk/..., <copy path>/boot/...), then
 // stays alive until SIGTERM or SIGINT, or until the copy path is removed
@@ -58,6 +67,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fset.SetOutput(stderr)
 	noOp := fset.Bool("no-op", false, "exit at once (the init container only makes the kubelet pull the image)")
 	copyPath := fset.String("copy-path", "", "where to serve the image's /disk and /boot: <copy-path>/disk/..., <copy-path>/boot/...")
+	copyOnly := fset.Bool("copy-only", false, "with --copy-path: copy, then exit 0 instead of serving (an init container)")
 	root := fset.String("root", "/", "root filesystem to serve from (for tests)")
 	if err := fset.Parse(args); err != nil {
 		return 2
@@ -82,6 +92,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	case <-ctx.Done():
 		return 0 // stopped while copying; the next run removes the partial copy
+	}
+	if *copyOnly {
+		fmt.Fprintf(stderr, "container-disk: copied %s to %s\n", *root, *copyPath)
+		return 0
 	}
 	fmt.Fprintf(stderr, "container-disk: serving %s at %s\n", *root, *copyPath)
 	// The launcher removes the copy once its guest has ended (shut down or

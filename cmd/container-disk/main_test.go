@@ -43,6 +43,10 @@ func TestRun(t *testing.T) {
 	// Long enough to serve a small file, the time a test waits.
 	soon, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
+	// Far off: a --copy-only run that served instead of exiting would
+	// say "serving" when this ends.
+	later, cancelLater := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelLater()
 	for _, tc := range []struct {
 		name   string
 		ctx    context.Context
@@ -57,7 +61,9 @@ func TestRun(t *testing.T) {
 		{name: "unknown flag", ctx: never, args: []string{"-c", "P"}, code: 2, stderr: "flag provided but not defined: -c"},
 		{name: "argument", ctx: never, args: []string{"--copy-path", "P", "extra"}, code: 2, stderr: `unexpected arguments ["extra"]`},
 		{name: "missing source", ctx: never, args: []string{"--copy-path", "P", "--root", "EMPTY"}, code: 1, stderr: "neither EMPTY/disk nor EMPTY/boot exists"},
-		{name: "serves until stopped", ctx: soon, args: []string{"--copy-path", "P", "--root", root}, code: 0, served: true},
+		{name: "serves until stopped", ctx: soon, args: []string{"--copy-path", "P", "--root", root}, code: 0, stderr: "serving", served: true},
+		{name: "copy only: copies and exits", ctx: later, args: []string{"--copy-path", "P", "--root", root, "--copy-only"}, code: 0, stderr: "container-disk: copied", served: true},
+		{name: "copy only: nothing to copy", ctx: later, args: []string{"--copy-path", "P", "--root", "EMPTY", "--copy-only"}, code: 1, stderr: "neither EMPTY/disk nor EMPTY/boot exists"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

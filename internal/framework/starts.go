@@ -56,16 +56,7 @@ type Start struct {
 	Kind     string // GuestKernel, GuestDisk or GuestCloud
 	Total    time.Duration
 	Timeline v1.StartTimeline
-	// Unbudgeted says why the start is recorded but not held to the
-	// budget ("" when it is).
-	Unbudgeted string
 }
-
-// unbudgetedDedicatedCPUs is why a start with dedicated CPUs is not held
-// to the budget: in the e2e suite of 2026-11-29 both such starts spent
-// 12 s before their disks were prepared (the launcher's first step), where
-// other kernel guests spend 1.5–2.3 s; the cause is not found yet (#41).
-const unbudgetedDedicatedCPUs = "dedicated CPUs: its start waits about 12 s before the launcher prepares the disks, not yet explained (issue #41)"
 
 // Starts records the start of every VMI that becomes Ready on a cluster,
 // from the timeline the VMI controller writes, so that a suite can hold
@@ -112,9 +103,6 @@ func (s *Starts) record(vmi *v1.VirtualMachineInstance) {
 	defer s.mu.Unlock()
 	if _, seen := s.starts[vmi.UID]; !seen {
 		st := Start{VMI: vmi.Namespace + "/" + vmi.Name, Kind: GuestKind(&vmi.Spec), Total: tl.Total(), Timeline: tl}
-		if cpu := vmi.Spec.Domain.CPU; cpu != nil && cpu.DedicatedCPUPlacement {
-			st.Unbudgeted = unbudgetedDedicatedCPUs
-		}
 		s.starts[vmi.UID] = st
 	}
 }
@@ -153,7 +141,7 @@ func (s *Starts) Stop() []Start {
 // does every start of that kind created before the first was Ready (two
 // cloud guests started together both unpack it). The benchmarks' p95
 // leaves that start out too: 14–15 s for the tiny guest's first, 4–6 s
-// for the next. Neither are starts that say why they are Unbudgeted.
+// for the next.
 func OverBudget(starts []Start) []string {
 	var over []string
 	warmFrom := map[string]time.Time{} // a kind's first start's Ready
@@ -164,7 +152,7 @@ func OverBudget(starts []Start) []string {
 			warmFrom[st.Kind] = ready
 		}
 		cold := !seen || created.Before(first)
-		if budget := StartBudgetFactor * StartP95[st.Kind]; st.Total > budget && !cold && st.Unbudgeted == "" {
+		if budget := StartBudgetFactor * StartP95[st.Kind]; st.Total > budget && !cold {
 			over = append(over, fmt.Sprintf("VMI %s (%s guest) took %v from created to Ready, more than %d× the measured p95 of %v: %s",
 				st.VMI, st.Kind, st.Total.Round(10*time.Millisecond), StartBudgetFactor, StartP95[st.Kind], st.Timeline))
 		}
@@ -179,13 +167,10 @@ func CheckStarts(t *testing.T, suite string, starts []Start) {
 	t.Helper()
 	byKind := map[string][]time.Duration{}
 	var tsv strings.Builder
-	tsv.WriteString("vmi\tkind\tcreate_to_ready_s\ttimeline\tunbudgeted\n")
+	tsv.WriteString("vmi\tkind\tcreate_to_ready_s\ttimeline\n")
 	for _, st := range starts {
 		byKind[st.Kind] = append(byKind[st.Kind], st.Total)
-		fmt.Fprintf(&tsv, "%s\t%s\t%.2f\t%s\t%s\n", st.VMI, st.Kind, st.Total.Seconds(), st.Timeline, st.Unbudgeted)
-		if st.Unbudgeted != "" {
-			t.Logf("%s: VMI %s took %v from created to Ready, not held to the budget: %s", suite, st.VMI, st.Total.Round(10*time.Millisecond), st.Unbudgeted)
-		}
+		fmt.Fprintf(&tsv, "%s\t%s\t%.2f\t%s\n", st.VMI, st.Kind, st.Total.Seconds(), st.Timeline)
 	}
 	for _, msg := range OverBudget(starts) {
 		t.Error(msg)

@@ -31,8 +31,6 @@ func TestOverBudget(t *testing.T) {
 			{Phase: v1.StartPhaseReady, Time: metav1.NewMicroTime(t0.Add(at + total))}}}
 	}
 	budget, cloudBudget := StartBudgetFactor*StartP95[GuestKernel], StartBudgetFactor*StartP95[GuestCloud]
-	dedicated := start("dedicated", GuestKernel, 5*time.Minute, budget+time.Second)
-	dedicated.Unbudgeted = unbudgetedDedicatedCPUs
 	got := OverBudget([]Start{
 		start("cold", GuestKernel, 0, budget+time.Second),                    // the first of its kind: unpacks the image
 		start("cloud-a", GuestCloud, time.Second, cloudBudget+time.Second),   // the first cloud start
@@ -40,7 +38,6 @@ func TestOverBudget(t *testing.T) {
 		start("warm", GuestKernel, time.Minute, budget-time.Millisecond),
 		start("slow", GuestKernel, 2*time.Minute, budget+time.Millisecond),
 		start("cloud-c", GuestCloud, 3*time.Minute, cloudBudget+time.Second), // warm: over its budget
-		dedicated,
 	})
 	if len(got) != 2 || !strings.Contains(got[0], "default/slow") || !strings.Contains(got[0], "kernel guest") ||
 		!strings.Contains(got[1], "default/cloud-c") {
