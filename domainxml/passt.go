@@ -17,7 +17,10 @@ import (
 // serves, so a VMI has at most one.
 const (
 	passtNetdevID = "passt0"
-	passtDeviceID = "passt0-nic"
+	// PasstNICID is the QEMU device id of the NIC of the interface with
+	// the passtBinding: libvirt does not list it, and QEMU's monitor
+	// commands (set_link) name it by this id.
+	PasstNICID = "passt0-nic"
 )
 
 // passtNICModels are QEMU's device names of spec's NIC models; virtio is
@@ -67,7 +70,7 @@ func (c *converter) convertPasst(iface *v1.Interface, i int) error {
 	} else {
 		mac = hw.String()
 	}
-	dev := model + ",netdev=" + passtNetdevID + ",id=" + passtDeviceID + ",mac=" + mac + "," + c.passtSlot()
+	dev := model + ",netdev=" + passtNetdevID + ",id=" + PasstNICID + ",mac=" + mac + "," + c.passtSlot()
 	if iface.BootOrder != nil {
 		if err := c.claimBootOrder(*iface.BootOrder, ifaceField(i, "bootOrder")); err != nil {
 			return err

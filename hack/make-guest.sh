@@ -47,7 +47,7 @@ OUT=${1:-$ROOT/_output/guest}
 KERNEL_META=${KERNEL_META:-linux-image-amd64}
 OUTPUTS=(vmlinuz vmlinux initramfs.cpio.gz initramfs-idle.cpio.gz initramfs-agent.cpio.gz disk.img)
 # Bump when the guest changes: a guest built by an older script is rebuilt.
-GUEST_VERSION=17
+GUEST_VERSION=18
 # The bootloaders (BIOS: SYSLINUX; UEFI: Debian's signed shim and GRUB) and
 # the tools that make the FAT disk without mounting it.
 DISK_PKGS=(syslinux syslinux-common shim-signed grub-efi-amd64-signed mtools dosfstools)
@@ -248,6 +248,8 @@ case $1 in bound|renew)
   ip addr flush dev "$interface"
   ip addr add "$ip/${mask:-24}" dev "$interface"
   [ -n "$mtu" ] && ip link set dev "$interface" mtu "$mtu"
+  # A new lease after a live migration may name another router.
+  [ -n "$router" ] && ip route del default dev "$interface" 2>/dev/null
   [ -n "$router" ] && ip route add default via "${router%% *}" dev "$interface"
   [ -n "$hostname" ] && hostname "$hostname"
   # A secondary network's lease may have no name servers: keep eth0's.
@@ -286,6 +288,22 @@ ip link set lo up
 echo "vmkit guest \$(hostname)" >/www/index.html
 httpd -p 80 -h /www
 httpd -p 8080 -h /www
+# A NIC whose carrier went and came back asks for a lease again, as
+# systemd-networkd does: a live-migrated passt guest's link is taken down
+# and up (#39), and the pod's address is the target pod's.
+watch_link() {
+  # Counted from the carrier's first coming up: the boot's is not a change.
+  until read -r up <"/sys/class/net/\$1/carrier" 2>/dev/null && [ "\$up" = 1 ]; do sleep 1; done
+  read -r seen <"/sys/class/net/\$1/carrier_changes" || return
+  while sleep 1; do
+    read -r now <"/sys/class/net/\$1/carrier_changes" || return
+    [ "\$now" = "\$seen" ] && continue
+    read -r up <"/sys/class/net/\$1/carrier" 2>/dev/null || up=0
+    [ "\$up" = 1 ] || continue
+    seen=\$now
+    udhcpc -i "\$1" -s /bin/dhcp-event -t 5 -T 1 -A 5 -n -q >/dev/null 2>&1
+  done
+}
 # Every NIC asks for a lease: eth0 on the pod network, the others on
 # secondary networks (where none may answer: a layer-2 network).
 for dev in /sys/class/net/eth*; do
@@ -293,6 +311,7 @@ for dev in /sys/class/net/eth*; do
   [ -e "/sys/class/net/\$dev" ] || continue
   if ip link set "\$dev" up 2>/dev/null; then
     udhcpc -i "\$dev" -s /bin/dhcp-event -t 5 -T 1 -A 5 -b -q >/dev/null 2>&1 &
+    watch_link "\$dev" &
   fi
 done
 # IPv6 where a router advertises it (masquerade or bridge on a dual-stack pod).

@@ -76,6 +76,10 @@ func (l *Launcher) PrepareMigrationTarget(ctx context.Context, vmi *v1.VirtualMa
 	if err != nil {
 		return info, fmt.Errorf("preparing VMI %s as a migration target: %w", l.key(), err)
 	}
+	// The incoming QEMU connects to this pod's passt as it starts.
+	if err := l.passtLocked(ctx, vmi, opts.PasstSocket); err != nil {
+		return info, fmt.Errorf("preparing VMI %s as a migration target: %w", l.key(), err)
+	}
 	dir := filepath.Join(l.cfg.ShareDir, client.MigrationProxyDir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return info, fmt.Errorf("VMI %s: %w", l.key(), err)
@@ -145,6 +149,9 @@ func (l *Launcher) pollIncoming(ctx context.Context, name string) {
 	if accesscred.ForGuestAgent(l.vmi) {
 		// The guest's access credentials are this launcher's to keep now.
 		go l.syncAccessCredentials(klog.NewContext(l.runCtx, klog.FromContext(ctx)), l.vmi)
+	}
+	if hasPasstBinding(l.vmi) {
+		go l.refreshPasstLink(klog.NewContext(l.runCtx, klog.FromContext(ctx)), name)
 	}
 	now := metav1.Now()
 	m.Completed, m.EndTimestamp = true, &now

@@ -224,3 +224,35 @@ func TestMigrationTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// A passt guest that migrated here has its NIC, which libvirt does not
+// list, taken down and up through QEMU's monitor, so that it renews its
+// lease from this pod's passt; a domain without that NIC is left alone.
+func TestRefreshPasstLink(t *testing.T) {
+	f := startMigratable(t)
+	ctx := context.Background()
+	const withNIC = `<domain type="qemu" xmlns:qemu="http://libvirt.org/schemas/domain/qemu/1.0"><name>ns_vm1</name><memory>65536</memory><os><type>hvm</type></os>` +
+		`<qemu:commandline><qemu:arg value="-device"/><qemu:arg value="virtio-net-pci,netdev=passt0,id=passt0-nic"/></qemu:commandline></domain>`
+	for _, xml := range []string{withNIC, `<domain type="qemu"><name>ns_vm2</name><memory>65536</memory><os><type>hvm</type></os></domain>`} {
+		if _, err := f.h.Incoming(ctx, xml); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"ns_vm1", "ns_vm2"} {
+		if err := f.h.Resume(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	f.l.refreshPasstLink(ctx, "ns_vm1")
+	if got, want := f.h.Links("ns_vm1"), []string{"passt0-nic=down", "passt0-nic=up"}; !slices.Equal(got, want) {
+		t.Errorf("links of the passt guest = %q, want %q", got, want)
+	}
+	if d := time.Since(began); d < passtLinkDown {
+		t.Errorf("the link was down %v, want at least %v", d, passtLinkDown)
+	}
+	f.l.refreshPasstLink(ctx, "ns_vm2")
+	if got := f.h.Links("ns_vm2"); len(got) != 0 {
+		t.Errorf("links of a domain without the passt NIC = %q, want none", got)
+	}
+}

@@ -44,13 +44,8 @@ func (l *Launcher) Sync(ctx context.Context, vmi *v1.VirtualMachineInstance) (cl
 		if err := l.chooseAcceleration(ctx, vmi, &opts); err != nil {
 			return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
 		}
-		if hasPasstBinding(vmi) {
-			if l.passtArgs == nil {
-				return l.statusLocked(), fmt.Errorf("VMI %s: the node agent has not configured the passtBinding interface yet", l.key())
-			}
-			if err := l.startPasstLocked(ctx, opts.PasstSocket); err != nil {
-				return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
-			}
+		if err := l.passtLocked(ctx, vmi, opts.PasstSocket); err != nil {
+			return l.statusLocked(), fmt.Errorf("VMI %s: %w", l.key(), err)
 		}
 		dom, err := domainxml.Convert(vmi, opts)
 		if err != nil {

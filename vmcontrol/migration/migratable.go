@@ -35,7 +35,8 @@ type ClaimLookup func(namespace, name string) *corev1.PersistentVolumeClaim
 // volumes are copied to the target), LiveMigration when every disk is
 // shared. The first reason that applies, in KubeVirt's order:
 //   - InterfaceNotLiveMigratable: the pod network's interface uses neither
-//     masquerade nor passt (bridge is allowed with the annotation
+//     masquerade nor passt (the passtBinding migrates with its link
+//     refreshed on the target; bridge is allowed with the annotation
 //     kubevirt.io/allow-pod-bridge-network-live-migration), or no interface
 //     is attached to it;
 //   - HostDeviceNotLiveMigratable: host devices or GPUs;
@@ -103,10 +104,12 @@ func checkInterfaces(vmi *v1.VirtualMachineInstance) string {
 	case iface.Masquerade != nil || iface.Passt != nil:
 		return ""
 	case iface.PasstBinding != nil:
-		// KubeVirt migrates passt with passt-repair, which needs a passt
-		// newer than the one vmkit's launcher has (Debian 12's, 2023), and
-		// vmkit's passt NIC is QEMU's, outside libvirt's domain.
-		return "cannot migrate VMI which uses passtBinding: vmkit's passt cannot carry its connections to another node"
+		// KubeVirt carries passt's connections across with passt-repair,
+		// which needs a newer passt than Debian 12's; vmkit's target
+		// launcher starts its own passt and takes the guest's link down
+		// and up, so the guest takes the target pod's address by DHCP
+		// and its connections end (KubeVirt's link refresh).
+		return ""
 	case iface.Bridge != nil:
 		if _, ok := vmi.Annotations[AllowPodBridgeNetworkLiveMigrationAnnotation]; ok {
 			return ""

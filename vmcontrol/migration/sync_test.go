@@ -96,7 +96,7 @@ func TestLiveMigratable(t *testing.T) {
 		}, corev1.ConditionTrue, "", "", v1.BlockMigration},
 		{"passtBinding on the pod network", func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Domain.Devices.Interfaces[0].InterfaceBindingMethod = v1.InterfaceBindingMethod{PasstBinding: &v1.InterfacePasstBinding{}}
-		}, corev1.ConditionFalse, ReasonInterfaceNotMigratable, "cannot migrate VMI which uses passtBinding: vmkit's passt cannot carry its connections to another node", v1.BlockMigration},
+		}, corev1.ConditionTrue, "", "", v1.BlockMigration},
 		{"host device", func(vmi *v1.VirtualMachineInstance) {
 			vmi.Spec.Domain.Devices.HostDevices = []v1.HostDevice{{Name: "dev", DeviceName: "vendor.com/dev"}}
 		}, corev1.ConditionFalse, ReasonHostDeviceNotMigratable, "VMI specifies non-migratable generic PCI host device", v1.BlockMigration},

@@ -43,7 +43,8 @@ type fakeDomain struct {
 	state     hypervisor.DomainState
 	console   net.Conn // the guest's end of the current console session
 	migration *fakeMigration
-	vcpus     uint // set by SetVCPUs; 0: the definition's
+	vcpus     uint     // set by SetVCPUs; 0: the definition's
+	links     []string // SetQEMULink's changes, "device=up|down"
 	// plugged: set by SetPluggedMemory (a Hypervisor's guest plugs at once).
 	plugged *uint64
 	// capacities: the disk sizes ResizeDisk set, by target.
