@@ -619,17 +619,7 @@ func TestPluggedMemory(t *testing.T) {
 	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(100 * time.Millisecond) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := h.GuestAgentCommand(cctx, name, `{"execute":"guest-ping"}`)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer from the guest agent: %v", err)
-		}
-	}
+	waitAgent(t, h, name)
 	memTotal := func() string { return agentExec(t, h, name, "grep MemTotal /proc/meminfo") }
 	before := memTotal()
 	m, err := h.PluggedMemory(ctx, name)

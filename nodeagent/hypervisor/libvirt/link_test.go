@@ -43,17 +43,7 @@ func TestSetQEMULink(t *testing.T) {
 	if err := h.Start(ctx, name, hypervisor.StartOptions{}); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	for deadline := time.Now().Add(bootTimeout); ; time.Sleep(200 * time.Millisecond) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := h.GuestAgentCommand(cctx, name, `{"execute":"guest-ping"}`)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer from the guest agent %v after start: %v", bootTimeout, err)
-		}
-	}
+	waitAgent(t, h, name)
 	carrier := func(want string) {
 		t.Helper()
 		var got string
