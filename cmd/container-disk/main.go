@@ -11,8 +11,6 @@
 // exits at once: the init container only makes the kubelet pull the image
 // before the launcher starts.
 //
-//	container-disk --copy-path <container-disk-dir>/<vmi uid>/<served name>
-//
 //	container-disk --copy-path <container-disk-dir>/<vmi uid>/<served name> --copy-only
 //
 // copies as below and exits 0: a Guaranteed pod's init container, which
