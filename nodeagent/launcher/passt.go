@@ -35,8 +35,8 @@ const passtLinkDown = 1500 * time.Millisecond
 // refreshPasstLink takes the passt NIC of the guest that migrated here as
 // domain name down and up again, KubeVirt's link refresh: passt here
 // serves this pod's address, not the source pod's, and a guest asks for a
-// new DHCP lease when its NIC's carrier comes back (systemd-networkd and
-// NetworkManager do; the test guest watches /sys/class/net). The guest's
+// new DHCP lease when its NIC's carrier comes back (systemd-networkd does;
+// the test guest watches /sys/class/net). The guest's
 // connections through the source pod's address end: that pod is gone.
 func (l *Launcher) refreshPasstLink(ctx context.Context, name string) {
 	log := klog.FromContext(ctx).WithValues("vmi", l.key(), "device", domainxml.PasstNICID)
