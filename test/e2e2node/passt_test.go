@@ -28,8 +28,9 @@ func TestPasstLiveMigration(t *testing.T) {
 	iface.Ports = []v1.Port{{Port: 80}}
 	framework.CreateVM(t, c, vm)
 	vmi := framework.WaitVMI(t, c, vm.Name, "Running with an IP, LiveMigratable", func(vmi *v1.VirtualMachineInstance) bool {
+		cond := vmi.VMICondition(v1.VirtualMachineInstanceIsMigratable)
 		return vmi.Status.Phase == v1.Running && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != "" &&
-			hasCondition(vmi, v1.VirtualMachineInstanceIsMigratable, corev1.ConditionTrue)
+			cond != nil && cond.Status == corev1.ConditionTrue
 	})
 	uid, source, ip := vmi.UID, vmi.Status.NodeName, vmi.Status.Interfaces[0].IP
 	suite.HTTPGetUntil(t, guestURL(ip, "/"), "vmkit guest", 90*time.Second) // passt gives no host name
@@ -61,14 +62,4 @@ func TestPasstLiveMigration(t *testing.T) {
 	got := suite.HTTPGetUntil(t, guestURL(newIP, "/"), "vmkit guest", 60*time.Second)
 	t.Logf("passt guest migrated %s -> %s in %v (created -> Succeeded); it answers at %s %v after the migration was created: %q",
 		source, v.Status.NodeName, took.Round(time.Millisecond), newIP, time.Since(began).Round(time.Millisecond), strings.TrimSpace(got))
-}
-
-// hasCondition reports whether vmi has the condition of type typ with status.
-func hasCondition(vmi *v1.VirtualMachineInstance, typ v1.VirtualMachineInstanceConditionType, status corev1.ConditionStatus) bool {
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == typ && c.Status == status {
-			return true
-		}
-	}
-	return false
 }
